@@ -1,0 +1,38 @@
+"""rewardkit: reward modelling for LLM reinforcement learning behind one batched Scorer interface."""
+
+from rewardkit.answers import AnswerChecker, cluster_answers, equivalent, extract_answer
+from rewardkit.scoring import (
+    BaseScorer,
+    Scorer,
+    diversity_stats,
+    dr_grpo_advantages,
+    get_scorer,
+    grpo_advantages,
+    reward_diversity,
+    rloo_advantages,
+    scorer_names,
+)
+from rewardkit.types import Cost, Group, GroupScore, Status, to_tensors
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AnswerChecker",
+    "BaseScorer",
+    "Cost",
+    "Group",
+    "GroupScore",
+    "Scorer",
+    "Status",
+    "cluster_answers",
+    "diversity_stats",
+    "dr_grpo_advantages",
+    "equivalent",
+    "extract_answer",
+    "get_scorer",
+    "grpo_advantages",
+    "reward_diversity",
+    "rloo_advantages",
+    "scorer_names",
+    "to_tensors",
+]

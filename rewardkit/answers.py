@@ -1,0 +1,306 @@
+"""Final-answer extraction, normalisation and equivalence (math-verify, gold first), and answer clusters.
+
+math-verify's own timeouts use SIGALRM, which only works on the main thread. Here they are switched off
+and deadlines are enforced by running the check in a worker process that is killed when it overruns,
+so equivalence checks are safe in threads, servers and async code. Verdicts are cached by
+(gold, prediction).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import queue
+import re
+import select
+import subprocess
+import sys
+import threading
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from rewardkit.types import Status
+from rewardkit.verdicts import boxed_contents
+
+# math-verify warns on every call when its timeouts are disabled; we enforce deadlines ourselves.
+logging.getLogger("math_verify").setLevel(logging.ERROR)
+logging.getLogger("math_verify.parser").setLevel(logging.ERROR)
+logging.getLogger("math_verify.grader").setLevel(logging.ERROR)
+
+# ------------------------------------------------------------------------------------ extraction
+
+_ANSWER_IS = re.compile(
+    r"(?:final answer|the answer)\s*(?:is|:|=)\s*[:\s]*(\$[^$]+\$|\\\([^)]*\\\)|[^\n.]+?)\s*(?:\.\s|\.$|\n|$)",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+
+
+def extract_answer(text: str) -> str | None:
+    """The final answer of a response: last ``\\boxed{}`` (nested braces), else "the answer is X", else
+    the last number; None when there is none."""
+    if not text:
+        return None
+    boxed = boxed_contents(text)
+    if boxed:
+        return boxed[-1].strip()
+    hits = _ANSWER_IS.findall(text)
+    if hits:
+        ans = hits[-1].strip().strip("$").strip()
+        ans = re.sub(r"^\\\(|\\\)$", "", ans).strip()
+        if ans:
+            return ans
+    nums = _NUMBER.findall(text)
+    if nums:
+        return nums[-1].replace(",", "") if re.fullmatch(r"-?\d{1,3}(,\d{3})+", nums[-1]) else nums[-1]
+    return None
+
+
+_STRIP_CMDS = re.compile(r"\\(?:left|right|displaystyle|!|,|;|:|quad|qquad)")
+
+
+def normalize_answer(ans: str | None) -> str | None:
+    """A light canonical string form (for cache keys and the exact-string fast path), not a full CAS."""
+    if ans is None:
+        return None
+    s = ans.strip().strip("$").strip()
+    s = re.sub(r"\\(?:dfrac|tfrac)", r"\\frac", s)
+    s = re.sub(r"\\text\s*\{\s*\}", "", s)
+    s = _STRIP_CMDS.sub("", s)
+    s = re.sub(r"\s+", "", s)
+    s = s.rstrip(".")
+    s = re.sub(r"^\\text\{(.*)\}$", r"\1", s)
+    s = re.sub(r"\^\\circ|\^\{\\circ\}", "", s)
+    return s
+
+
+# ----------------------------------------------------------------------------------- equivalence
+
+
+def _mv_equivalent(gold: str, pred: str) -> bool:
+    """math-verify with its own (signal) timeouts off; runs in a worker process."""
+    from math_verify import parse, verify
+
+    g = parse(_as_latex(gold), parsing_timeout=None)
+    p = parse(_as_latex(pred), parsing_timeout=None)
+    if not g or not p:
+        return False
+    return bool(verify(g, p, timeout_seconds=None))
+
+
+def _as_latex(ans: str) -> str:
+    s = ans.strip()
+    if s.startswith("$") or s.startswith("\\(") or s.startswith("\\["):
+        return s
+    return f"${s}$"
+
+
+@dataclass(frozen=True)
+class Check:
+    """The outcome of one (gold, prediction) check."""
+
+    equivalent: bool | None  # None when the check did not finish
+    status: Status = Status.OK
+    message: str | None = None
+    cached: bool = False
+
+
+class _Worker:
+    """One ``rewardkit._answer_worker`` subprocess; killed and replaced when a check overruns."""
+
+    def __init__(self, start_timeout: float = 120.0):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rewardkit._answer_worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, bufsize=1,
+        )
+        if self._read(start_timeout) is None:
+            self.kill()
+            raise RuntimeError("answer-check worker did not start")
+
+    def _read(self, timeout: float) -> dict | None:
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            return None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise BrokenPipeError("answer-check worker exited")
+        return json.loads(line)
+
+    def ask(self, gold: str, pred: str, timeout: float) -> dict | None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps([gold, pred]) + "\n")
+        self.proc.stdin.flush()
+        return self._read(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+class AnswerChecker:
+    """Batched, cached, deadline-bounded answer equivalence.
+
+    ``check_many`` deduplicates pairs, answers identical normalised strings at once, and sends the rest
+    to ``workers`` worker processes; a pair that overruns ``timeout`` seconds gets ``Status.TIMEOUT``
+    and its worker is killed and replaced. Thread-safe.
+    """
+
+    def __init__(self, timeout: float = 5.0, workers: int = 2, cache_size: int = 200_000):
+        self.timeout = timeout
+        self.workers = workers
+        self.cache_size = cache_size
+        self._cache: dict[tuple[str, str], bool] = {}
+        self._lock = threading.Lock()
+        self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+        self._all: list[_Worker] = []
+        self.calls = 0  # math-verify checks actually run
+        self.hits = 0
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        with self._lock:
+            for w in self._all:
+                w.kill()
+            self._all.clear()
+            self._idle = queue.SimpleQueue()
+
+    def _borrow(self) -> _Worker:
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            w = _Worker()
+            with self._lock:
+                self._all.append(w)
+            return w
+
+    def _discard(self, w: _Worker) -> None:
+        w.kill()
+        with self._lock:
+            if w in self._all:
+                self._all.remove(w)
+
+    # -- checks
+    def check(self, gold: str, pred: str | None) -> Check:
+        return self.check_many([(gold, pred)])[0]
+
+    def check_many(self, pairs: Sequence[tuple[str, str | None]]) -> list[Check]:
+        out: list[Check | None] = [None] * len(pairs)
+        todo: dict[tuple[str, str], list[int]] = {}
+        for i, (gold, pred) in enumerate(pairs):
+            if pred is None:
+                out[i] = Check(False, message="no final answer found")
+                continue
+            key = (gold.strip(), pred.strip())
+            with self._lock:
+                hit = self._cache.get(key)
+            if hit is not None:
+                self.hits += 1
+                out[i] = Check(hit, cached=True)
+                continue
+            ng, np_ = normalize_answer(gold), normalize_answer(pred)
+            if ng and ng == np_:
+                self._remember(key, True)
+                out[i] = Check(True)
+                continue
+            todo.setdefault(key, []).append(i)
+        if todo:
+            keys = list(todo)
+            n = max(1, min(self.workers, len(keys)))
+            with ThreadPoolExecutor(n) as ex:
+                results = list(ex.map(self._check_chunk, [keys[j::n] for j in range(n)]))
+            for chunk in results:
+                for key, res in chunk.items():
+                    for i in todo[key]:
+                        out[i] = res
+        return out  # type: ignore[return-value]
+
+    def _check_chunk(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Check]:
+        res: dict[tuple[str, str], Check] = {}
+        w = self._borrow()
+        try:
+            for k in keys:
+                try:
+                    reply = w.ask(k[0], k[1], self.timeout)
+                except (BrokenPipeError, OSError, ValueError) as e:
+                    res[k] = Check(None, Status.ERROR, f"answer-check worker died on gold={k[0]!r} pred={k[1]!r}: {e}")
+                    self._discard(w)
+                    w = self._borrow()
+                    continue
+                if reply is None:
+                    res[k] = Check(None, Status.TIMEOUT, f"math-verify exceeded {self.timeout:g}s on gold={k[0]!r} pred={k[1]!r}")
+                    self._discard(w)
+                    w = self._borrow()
+                elif "error" in reply:
+                    res[k] = Check(None, Status.ERROR, f"math-verify failed on gold={k[0]!r} pred={k[1]!r}: {reply['error']}")
+                else:
+                    self.calls += 1
+                    self._remember(k, bool(reply["ok"]))
+                    res[k] = Check(bool(reply["ok"]))
+        finally:
+            self._idle.put(w)
+        return res
+
+    def _remember(self, key: tuple[str, str], value: bool) -> None:
+        with self._lock:
+            if len(self._cache) >= self.cache_size:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[key] = value
+
+
+_default: AnswerChecker | None = None
+
+
+def default_checker() -> AnswerChecker:
+    """A process-wide checker (shared cache and worker pool)."""
+    global _default
+    if _default is None:
+        _default = AnswerChecker()
+    return _default
+
+
+def equivalent(gold: str, pred: str | None) -> bool | None:
+    """Is ``pred`` the same answer as ``gold``? (math-verify, gold first; None on timeout/error)."""
+    return default_checker().check(gold, pred).equivalent
+
+
+# -------------------------------------------------------------------------------------- clusters
+
+
+def cluster_answers(answers: Sequence[str | None], checker: AnswerChecker | None = None) -> list[int | None]:
+    """Group equivalent answers (``1/2`` and ``0.5`` together): cluster id per answer, None for no answer.
+
+    Greedy in order: each answer joins the first earlier cluster whose representative it matches in
+    either direction, so cluster ids follow first appearance.
+    """
+    checker = checker or default_checker()
+    reps: list[str] = []
+    ids: list[int | None] = []
+    for a in answers:
+        if a is None:
+            ids.append(None)
+            continue
+        found = None
+        if reps:
+            checks = checker.check_many([(r, a) for r in reps] + [(a, r) for r in reps])
+            k = len(reps)
+            for j in range(k):
+                if checks[j].equivalent or checks[k + j].equivalent:
+                    found = j
+                    break
+        if found is None:
+            reps.append(a)
+            found = len(reps) - 1
+        ids.append(found)
+    return ids
+
+
+def unique_in_order(items: Iterable[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for x in items:
+        seen.setdefault(x, None)
+    return list(seen)

@@ -1,0 +1,109 @@
+"""One batched LLM interface for every judge-based scorer.
+
+Two calls: ``generate`` (chat requests in, completions with token counts out) and ``verdict_probs``
+(prompts plus a fixed set of verdict continuations in, normalised probabilities out, one forward pass per
+prompt). Every result carries a Status: a backend never raises for one bad request and never invents a
+verdict.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rewardkit.types import Cost, Status
+
+Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
+
+
+@dataclass
+class ChatRequest:
+    """One chat completion request; ``n`` samples share the prompt."""
+
+    messages: list[Message]
+    max_tokens: int = 512
+    temperature: float = 0.0
+    top_p: float = 1.0
+    n: int = 1
+    seed: int | None = None
+    stop: list[str] | None = None
+
+
+@dataclass
+class Completion:
+    """The ``n`` texts for one ChatRequest (empty with a non-ok status on failure)."""
+
+    texts: list[str]
+    status: Status = Status.OK
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reasons: list[str] = field(default_factory=list)
+    error: str | None = None
+    cached: bool = False
+
+    @property
+    def text(self) -> str:
+        return self.texts[0] if self.texts else ""
+
+
+@dataclass
+class VerdictRequest:
+    """Score fixed continuations after a chat prompt, e.g. choices ("A", "B", "Tie") after ``\\boxed{``.
+
+    The assistant turn starts with ``assistant_prefix``; each choice is scored by the log-probability of
+    its tokens after that prefix, and the probabilities are renormalised over the choices.
+    """
+
+    messages: list[Message]
+    choices: Sequence[str]
+    assistant_prefix: str = ""
+
+
+@dataclass
+class VerdictResult:
+    probs: np.ndarray  # shape [len(choices)], sums to 1 (empty on failure)
+    status: Status = Status.OK
+    prompt_tokens: int = 0
+    error: str | None = None
+    cached: bool = False
+
+    def best(self) -> int:
+        return int(np.argmax(self.probs))
+
+
+class JudgeBackend(ABC):
+    """Base class of the transformers / vLLM / HTTP / llama.cpp backends."""
+
+    #: identifies the model for caching (path or hub id plus dtype/quantisation where it matters)
+    model_id: str = ""
+
+    @abstractmethod
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        """Complete every request; one result per request, in order."""
+
+    @abstractmethod
+    def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
+        """Probabilities of each request's choices, one forward pass per prompt."""
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Token counts with this model's tokenizer (used e.g. for GAR's slice budget)."""
+        raise NotImplementedError(f"{type(self).__name__} has no tokenizer")
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release model memory, processes or connections."""
+
+
+def cost_of(results: Sequence[Completion | VerdictResult]) -> Cost:
+    """Aggregate the cost of a batch of backend results."""
+    c = Cost()
+    for r in results:
+        if r.cached:
+            c.cache_hits += 1
+        else:
+            c.judge_calls += 1
+        c.prompt_tokens += r.prompt_tokens
+        c.completion_tokens += getattr(r, "completion_tokens", 0)
+    return c

@@ -1,0 +1,287 @@
+"""The one Scorer interface, the scorer registry, and group-relative advantages.
+
+Every scorer takes a batch of groups and returns one GroupScore per group, in order. Scorers gather the
+model work of the whole batch and hand it to their backend in one call.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import time
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from rewardkit.types import Group, GroupScore
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Scores a batch of groups: ``scorer(groups) -> list[GroupScore]`` (same order, same sizes)."""
+
+    name: ClassVar[str]
+
+    def score(self, groups: Sequence[Group]) -> list[GroupScore]: ...
+
+
+class BaseScorer:
+    """Convenience base: times the batch and spreads wall seconds over the groups' cost records."""
+
+    name: ClassVar[str] = ""
+
+    def score(self, groups: Sequence[Group]) -> list[GroupScore]:
+        t0 = time.perf_counter()
+        out = self._score(list(groups))
+        if len(out) != len(groups):
+            raise RuntimeError(f"scorer {self.name!r} returned {len(out)} scores for {len(groups)} groups")
+        dt = time.perf_counter() - t0
+        for s in out:
+            s.cost.seconds += dt / max(len(out), 1)
+        return out
+
+    def __call__(self, groups: Sequence[Group]) -> list[GroupScore]:
+        return self.score(groups)
+
+    def _score(self, groups: list[Group]) -> list[GroupScore]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+# ----------------------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class ScorerInfo:
+    name: str
+    target: str  # "module:Class", imported lazily so listing scorers loads no model code
+    description: str
+
+
+_REGISTRY: dict[str, ScorerInfo] = {}
+
+# Built-in scorers: name -> (import path, one-line description). Modules register here, not by import
+# side effects, so `rewardkit scorers` is instant and a missing optional dependency breaks one scorer only.
+_BUILTIN: dict[str, tuple[str, str]] = {
+    "verifier": ("rewardkit.verifier:VerifierScorer", "Exact final-answer check against the reference (math-verify); the RLVR baseline."),
+    # Reasoning Arena
+    "arena": ("rewardkit.arena:ArenaScorer", "Reasoning Arena: verifier reward on diverse groups, trace-tournament Bradley-Terry reward on non-diverse ones (eq. 5)."),
+    "tournament": ("rewardkit.arena:TournamentScorer", "ArenaRL baseline: trace tournament with Bradley-Terry reward on every group, no routing."),
+    "pointwise": ("rewardkit.arena:PointwiseScorer", "Rubric judge (1 / 0.5 / 0) on every response of every group."),
+    "adaptive-pointwise": ("rewardkit.arena:AdaptivePointwiseScorer", "Rubric judge only on non-diverse groups; verifier reward elsewhere."),
+    # JURY-RL
+    "proof-gate": ("rewardkit.proof_gate:ProofGateScorer", "JURY-RL: majority answer verified once per group (eq. 4); ResZero when inconclusive (eq. 5)."),
+    "majority-vote": ("rewardkit.proof_gate:MajorityVoteScorer", "Label-free majority vote: reward 1 for responses agreeing with the plurality answer."),
+    "llm-judge": ("rewardkit.proof_gate:LLMJudgeScorer", "JURY-RL App. D baseline: an LLM judge decides whether the majority answer is correct."),
+    # GAR
+    "slices": ("rewardkit.slices:SliceScorer", "GAR: discriminator judges each reasoning slice; R = l1 * exact match + l2 * slice mean."),
+    # RARO
+    "critic": ("rewardkit.critic:CriticScorer", "RARO: relativistic critic compares each response with the expert answer (tie allowed)."),
+}
+
+
+def register_scorer(name: str, target: str, description: str) -> None:
+    """Register a scorer class under ``name`` (``target`` is ``"module:Class"``)."""
+    _REGISTRY[name] = ScorerInfo(name, target, description)
+
+
+for _n, (_t, _d) in _BUILTIN.items():
+    register_scorer(_n, _t, _d)
+
+
+def scorer_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def scorer_class(name: str) -> type:
+    try:
+        info = _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown scorer {name!r}; known: {', '.join(scorer_names())}") from None
+    mod, cls = info.target.split(":")
+    return getattr(importlib.import_module(mod), cls)
+
+
+@dataclass(frozen=True)
+class OptionInfo:
+    name: str
+    type: str
+    default: Any
+    help: str
+
+
+def scorer_options(name: str) -> list[OptionInfo]:
+    """The constructor options of a scorer, from its signature and its docstring's ``Options:`` block."""
+    cls = scorer_class(name)
+    sig = inspect.signature(cls.__init__)
+    hints = typing.get_type_hints(cls.__init__)
+    helps = _option_helps(cls.__doc__ or "")
+    out = []
+    for p in sig.parameters.values():
+        if p.name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        t = hints.get(p.name, Any)
+        out.append(OptionInfo(p.name, _type_name(t), None if p.default is p.empty else p.default,
+                              helps.get(p.name, "")))
+    return out
+
+
+def describe(name: str) -> str:
+    return _REGISTRY[name].description
+
+
+def get_scorer(name: str, **options: Any) -> Scorer:
+    """Build a registered scorer; string option values (from the CLI) are coerced to the declared types."""
+    cls = scorer_class(name)
+    hints = typing.get_type_hints(cls.__init__)
+    known = {o.name for o in scorer_options(name)}
+    unknown = set(options) - known
+    if unknown:
+        raise TypeError(f"scorer {name!r} has no option(s) {sorted(unknown)}; options: {sorted(known)}")
+    kw = {k: coerce(v, hints.get(k, Any)) if isinstance(v, str) else v for k, v in options.items()}
+    return cls(**kw)
+
+
+def coerce(value: str, t: Any) -> Any:
+    """Turn a CLI string into the annotated type (bool, int, float, str, Optional[...], Literal[...])."""
+    origin = typing.get_origin(t)
+    args = typing.get_args(t)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        if value.lower() in ("none", "null") and type(None) in args:
+            return None
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return coerce(value, a)
+            except (ValueError, TypeError):
+                continue
+        raise ValueError(f"cannot read {value!r} as {t}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise ValueError(f"{value!r} is not one of {args}")
+        return value
+    if t is bool:
+        if value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if value.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"cannot read {value!r} as a boolean")
+    if t in (int, float):
+        return t(value)
+    return value
+
+
+def _type_name(t: Any) -> str:
+    return getattr(t, "__name__", None) or str(t).replace("typing.", "")
+
+
+def _option_helps(doc: str) -> dict[str, str]:
+    """Parse ``name: help`` lines of an ``Options:`` block in a class docstring."""
+    out: dict[str, str] = {}
+    lines = inspect.cleandoc(doc).splitlines()
+    in_block = False
+    for line in lines:
+        if line.strip().lower().startswith("options"):
+            in_block = True
+            continue
+        if in_block:
+            s = line.strip()
+            if not s:
+                continue
+            if ":" in s and not line.startswith("        "):
+                k, v = s.split(":", 1)
+                out[k.strip()] = v.strip()
+    return out
+
+
+# -------------------------------------------------------------------------------------- advantages
+
+Estimator = Callable[[np.ndarray, np.ndarray | None], np.ndarray]
+
+
+def _masked(rewards: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    r = np.atleast_2d(np.asarray(rewards, dtype=np.float64))
+    m = np.isfinite(r) if mask is None else (np.atleast_2d(np.asarray(mask, dtype=bool)) & np.isfinite(r))
+    return np.where(m, r, 0.0), m
+
+
+def grpo_advantages(rewards: np.ndarray, mask: np.ndarray | None = None, eps: float = 1e-6) -> np.ndarray:
+    """GRPO (Reasoning Arena eq. 2): A_i = (R_i - mean) / (std + eps), population std, per row.
+
+    ``rewards`` is [G, N] (or [N]); masked / NaN entries are left out of the statistics and get A = 0.
+    """
+    r, m = _masked(rewards, mask)
+    n = np.maximum(m.sum(-1, keepdims=True), 1)
+    mu = r.sum(-1, keepdims=True) / n
+    var = (np.where(m, r - mu, 0.0) ** 2).sum(-1, keepdims=True) / n
+    adv = np.where(m, (r - mu) / (np.sqrt(var) + eps), 0.0)
+    return adv.reshape(np.shape(rewards))
+
+
+def dr_grpo_advantages(rewards: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Dr. GRPO: A_i = R_i - mean (no std normalisation, removing its difficulty bias)."""
+    r, m = _masked(rewards, mask)
+    n = np.maximum(m.sum(-1, keepdims=True), 1)
+    mu = r.sum(-1, keepdims=True) / n
+    return np.where(m, r - mu, 0.0).reshape(np.shape(rewards))
+
+
+def rloo_advantages(rewards: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """RLOO: A_i = R_i - mean of the *other* valid responses (0 when a response has no peer)."""
+    r, m = _masked(rewards, mask)
+    n = m.sum(-1, keepdims=True)
+    total = r.sum(-1, keepdims=True)
+    loo = (total - r) / np.maximum(n - 1, 1)
+    return np.where(m & (n > 1), r - loo, 0.0).reshape(np.shape(rewards))
+
+
+ADVANTAGES: dict[str, Estimator] = {
+    "grpo": grpo_advantages,
+    "dr_grpo": dr_grpo_advantages,
+    "rloo": rloo_advantages,
+}
+
+
+def reward_diversity(rewards: np.ndarray, mask: np.ndarray | None = None, tol: float = 0.0) -> np.ndarray:
+    """D(G) = 1[sigma_G > 0] per group (Reasoning Arena eq. 3), over valid responses only."""
+    r, m = _masked(rewards, mask)
+    n = np.maximum(m.sum(-1), 1)
+    mu = r.sum(-1, keepdims=True) / n[:, None]
+    sd = np.sqrt((np.where(m, r - mu, 0.0) ** 2).sum(-1) / n)
+    return sd > tol
+
+
+@dataclass(frozen=True)
+class DiversityStats:
+    groups: int
+    non_diverse: int
+    all_correct: int  # non-diverse with every valid reward at the maximum (1 for binary rewards)
+    all_incorrect: int  # non-diverse with every valid reward 0
+    nonzero_advantage_fraction: float  # of valid responses, under GRPO
+
+    @property
+    def non_diverse_fraction(self) -> float:
+        return self.non_diverse / self.groups if self.groups else 0.0
+
+
+def diversity_stats(scores: Sequence[GroupScore] | Sequence[np.ndarray], eps: float = 1e-9) -> DiversityStats:
+    """Count non-diverse / all-correct / all-incorrect groups and the share of responses with A != 0."""
+    rows = [s.rewards if isinstance(s, GroupScore) else np.asarray(s, float) for s in scores]
+    nd = ac = ai = 0
+    nonzero = valid = 0
+    for r in rows:
+        ok = np.isfinite(r)
+        v = r[ok]
+        valid += len(v)
+        if len(v) == 0:
+            continue
+        if not reward_diversity(v)[0]:
+            nd += 1
+            ac += bool(np.all(v == 1.0))
+            ai += bool(np.all(v == 0.0))
+        else:
+            nonzero += int(np.sum(np.abs(grpo_advantages(v)) > eps))
+    return DiversityStats(len(rows), nd, ac, ai, nonzero / valid if valid else 0.0)

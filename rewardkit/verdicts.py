@@ -1,0 +1,108 @@
+"""Judge-output parsing: ``\\boxed{A|B|Tie}``, ``**YES**``/``**NO**``, ``\\boxed{1|0.5|0}``, ``Answer 1/2/tie``.
+
+The last verdict in the text wins. Anything else is ``Status.INVALID`` with a message: an unparseable
+judge output is never turned into a tie or a 0. Parsers never raise on any string.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rewardkit.types import Status
+
+
+@dataclass(frozen=True)
+class Verdict:
+    label: str | None  # canonical choice (e.g. "A", "Tie", "YES", "1", "0.5") or None when invalid
+    status: Status = Status.OK
+    message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+
+def _invalid(what: str, text: str) -> Verdict:
+    tail = text[-120:].replace("\n", " ") if text else "<empty>"
+    return Verdict(None, Status.INVALID, f"no {what} verdict found in judge output (ends: {tail!r})")
+
+
+_BOXED = re.compile(r"\\boxed\s*\{")
+
+
+def boxed_contents(text: str) -> list[str]:
+    """Contents of every ``\\boxed{...}`` in order, with nested braces balanced."""
+    out = []
+    for m in _BOXED.finditer(text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+            i += 1
+        if depth == 0:
+            out.append(text[m.end() : i - 1])
+    return out
+
+
+def _canon_boxed(s: str) -> str:
+    s = s.strip().strip("$").strip()
+    s = re.sub(r"^\\(?:text|textbf|mathrm|mathbf)\s*\{(.*)\}$", r"\1", s).strip()
+    return s
+
+
+def parse_boxed_choice(text: str, choices: Sequence[str] = ("A", "B", "Tie")) -> Verdict:
+    """The last ``\\boxed{X}`` whose X is one of ``choices`` (case-insensitive); the paper's tournament format."""
+    canon = {c.lower(): c for c in choices}
+    for content in reversed(boxed_contents(text)):
+        c = canon.get(_canon_boxed(content).lower())
+        if c is not None:
+            return Verdict(c)
+    return _invalid("boxed " + "/".join(choices), text)
+
+
+_SCORE_CANON = {"1": "1", "1.0": "1", "0.5": "0.5", ".5": "0.5", "1/2": "0.5", "\\frac{1}{2}": "0.5", "0": "0", "0.0": "0"}
+
+
+def parse_boxed_score(text: str) -> Verdict:
+    """Pointwise rubric score: the last ``\\boxed{1}``, ``\\boxed{0.5}`` or ``\\boxed{0}``."""
+    for content in reversed(boxed_contents(text)):
+        c = _SCORE_CANON.get(_canon_boxed(content).replace(" ", ""))
+        if c is not None:
+            return Verdict(c)
+    return _invalid("boxed 1/0.5/0", text)
+
+
+_YES_NO = re.compile(r"\*\*\s*(YES|NO)\s*\*\*", re.IGNORECASE)
+
+
+def parse_yes_no(text: str) -> Verdict:
+    """GAR discriminator: the last ``**YES**`` or ``**NO**``."""
+    hits = _YES_NO.findall(text)
+    if not hits:
+        return _invalid("**YES**/**NO**", text)
+    return Verdict(hits[-1].upper())
+
+
+_ANSWER_CHOICE = re.compile(r"\banswer[\s_.]*([12])\b|\b(tie)\b", re.IGNORECASE)
+
+
+def parse_answer_choice(text: str) -> Verdict:
+    """RARO critic: ``Answer 1``, ``Answer 2`` or ``tie`` after the reasoning (after ``</think>`` if present)."""
+    tail = text.rsplit("</think>", 1)[1] if "</think>" in text else text
+    hits = _ANSWER_CHOICE.findall(tail)
+    if not hits:
+        return _invalid("Answer 1/Answer 2/tie", text)
+    num, tie = hits[-1]
+    return Verdict("tie" if tie else num)
+
+
+PARSERS = {
+    "ab_tie": parse_boxed_choice,
+    "score": parse_boxed_score,
+    "yes_no": parse_yes_no,
+    "answer_choice": parse_answer_choice,
+}
