@@ -1,0 +1,427 @@
+"""RARO (Relativistic Adversarial Reasoning Optimization): the relativistic critic reward.
+
+The critic sees (question, answer 1, answer 2), one expert and one policy answer in a seeded random order,
+and says ``Answer 1``, ``Answer 2`` or ``tie`` (Sec. 3.3). Rewards (Sec. 3.3, Algorithm 2 lines 8 and 15):
+
+    R_pol  = 1[critic picks the policy answer] + tau_pol  * 1[tie]     (tau_pol  = 0.6, Table 5)
+    R_crit = 1[critic picks the expert answer] + tau_crit * 1[tie]     (tau_crit = 0.55, Table 5)
+
+An unparseable critic output masks the response (status invalid), as the paper masks "formatting or
+networking failures" (App. C.1). The replay buffer (App. C.1) keeps past (question, expert, policy)
+triples so that half of each critic batch replays old policy "attacks".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import tempfile
+import zlib
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from rewardkit.backends.base import ChatRequest, JudgeBackend, Message, VerdictRequest, cost_of
+from rewardkit.prompts.raro import VERDICT_CHOICES, VERDICT_PREFIX, critic_user_prompt
+from rewardkit.scoring import BaseScorer
+from rewardkit.types import Group, GroupScore, Status
+from rewardkit.verdicts import parse_answer_choice
+
+TAU_POL = 0.6  # Table 5 (all tasks)
+TAU_CRIT = 0.55  # Table 5 (Countdown, DeepMath; 0.5 for poetry)
+
+Label = Literal["policy", "expert", "tie"]
+View = Literal["answer", "final", "full"]
+
+# ------------------------------------------------------------------------------------- pure rewards
+
+
+def policy_reward(label: str | None, tau_pol: float = TAU_POL) -> float:
+    """R_pol (Sec. 3.3): 1 if the critic picks the policy answer, tau_pol on a tie, 0 if it picks the expert."""
+    _check_label(label)
+    return 1.0 if label == "policy" else tau_pol if label == "tie" else 0.0
+
+
+def critic_reward(label: str | None, tau_crit: float = TAU_CRIT) -> float:
+    """R_crit (Sec. 3.3): 1 if the critic picks the expert answer, tau_crit on a tie, 0 if it picks the policy."""
+    _check_label(label)
+    return 1.0 if label == "expert" else tau_crit if label == "tie" else 0.0
+
+
+def _check_label(label: str | None) -> None:
+    if label not in ("policy", "expert", "tie"):
+        raise ValueError(f"critic label must be 'policy', 'expert' or 'tie', got {label!r} (mask invalid verdicts)")
+
+
+def resolve_choice(choice: str, expert_position: int) -> Label:
+    """Map the critic's ``"1"``/``"2"``/``"tie"`` to expert/policy/tie given where the expert answer sat."""
+    if expert_position not in (1, 2):
+        raise ValueError(f"expert_position must be 1 or 2, got {expert_position!r}")
+    if choice == "tie":
+        return "tie"
+    if choice not in ("1", "2"):
+        raise ValueError(f"critic choice must be '1', '2' or 'tie', got {choice!r}")
+    return "expert" if int(choice) == expert_position else "policy"
+
+
+def expert_positions(n: int, seed: int, key: str) -> list[int]:
+    """Seeded random slot (1 or 2) of the expert answer for ``n`` pairs; stable per (seed, key)."""
+    rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
+    return [int(x) for x in rng.integers(1, 3, size=n)]
+
+
+def expected_rewards(probs: Sequence[float], expert_position: int, tau_pol: float = TAU_POL,
+                     tau_crit: float = TAU_CRIT) -> tuple[float, float]:
+    """E[R_pol], E[R_crit] under verdict probabilities over (Answer 1, Answer 2, tie)."""
+    p1, p2, pt = (float(x) for x in probs)
+    p_exp, p_pol = (p1, p2) if expert_position == 1 else (p2, p1)
+    return p_pol + tau_pol * pt, p_exp + tau_crit * pt
+
+
+# ----------------------------------------------------------------------------------- critic inputs
+
+
+def answer_view(text: str, view: View = "answer") -> str:
+    """What the critic sees of a response: ``answer`` drops a ``<think>`` block (the paper's a, not z),
+    ``final`` keeps only the extracted final answer, ``full`` keeps everything."""
+    if view == "full":
+        return text
+    if view == "answer":
+        return text.rsplit("</think>", 1)[1].strip() if "</think>" in text else text
+    if view == "final":
+        from rewardkit.answers import extract_answer
+
+        ans = extract_answer(text.rsplit("</think>", 1)[1] if "</think>" in text else text)
+        return ans if ans is not None else "(no final answer)"
+    raise ValueError(f"unknown answer view {view!r}; use 'answer', 'final' or 'full'")
+
+
+def critic_messages(question: str, answer_1: str, answer_2: str, template: str = "math") -> list[Message]:
+    """Chat messages of one critic query (App. E critic input format)."""
+    return [{"role": "user", "content": critic_user_prompt(question, answer_1, answer_2, template)}]
+
+
+@dataclass(frozen=True)
+class CriticExample:
+    """One (question, expert answer, policy answer) triple: a critic training input."""
+
+    question: str
+    expert: str
+    policy: str
+
+
+@dataclass(frozen=True)
+class CriticItem:
+    """A critic prompt ready for a rollout: where the expert sits and whether it came from the buffer."""
+
+    example: CriticExample
+    expert_position: int
+    messages: list[Message]
+    source: Literal["current", "replay"]
+
+
+def critic_rollout_rewards(texts: Sequence[str], expert_positions: Sequence[int],
+                           tau_crit: float = TAU_CRIT) -> tuple[np.ndarray, list[Status], list[str | None]]:
+    """R_crit of sampled critic rollouts (Algorithm 2 line 15); unparseable ones are NaN with status invalid."""
+    if len(texts) != len(expert_positions):
+        raise ValueError(f"{len(texts)} critic texts for {len(expert_positions)} expert positions")
+    rewards, statuses, messages = [], [], []
+    for text, pos in zip(texts, expert_positions, strict=True):
+        v = parse_answer_choice(text)
+        if not v.ok:
+            rewards.append(math.nan)
+            statuses.append(v.status)
+            messages.append(v.message)
+            continue
+        rewards.append(critic_reward(resolve_choice(v.label, pos), tau_crit))
+        statuses.append(Status.OK)
+        messages.append(None)
+    return np.asarray(rewards, dtype=np.float64), statuses, messages
+
+
+# ------------------------------------------------------------------------------------ replay buffer
+
+
+class ReplayBuffer:
+    """A bounded reservoir (Algorithm R) of past critic examples, seeded and persisted atomically.
+
+    Every example ever added has the same chance ``capacity / seen`` of being in the buffer, so old
+    policy modes stay represented (App. C.1: the critic must keep seeing every past "attack").
+    """
+
+    def __init__(self, capacity: int = 10_000, seed: int = 0, path: str | os.PathLike | None = None):
+        if capacity < 1:
+            raise ValueError(f"ReplayBuffer capacity must be >= 1, got {capacity}")
+        self.capacity = int(capacity)
+        self.seen = 0
+        self.items: list[CriticExample] = []
+        self._rng = random.Random(seed)
+        self.path = Path(path) if path is not None else None
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def add(self, examples: Sequence[CriticExample]) -> None:
+        """Reservoir-sample ``examples`` into the buffer."""
+        for ex in examples:
+            self.seen += 1
+            if len(self.items) < self.capacity:
+                self.items.append(ex)
+            else:
+                j = self._rng.randrange(self.seen)
+                if j < self.capacity:
+                    self.items[j] = ex
+
+    def sample(self, k: int, rng: random.Random) -> list[CriticExample]:
+        """Up to ``k`` distinct buffered examples, drawn with the caller's seeded ``rng``."""
+        return rng.sample(self.items, min(k, len(self.items)))
+
+    def state(self) -> dict[str, Any]:
+        """A JSON-serialisable snapshot (items, counters and the reservoir's RNG state)."""
+        version, internal, gauss = self._rng.getstate()
+        return {"format": "rewardkit.raro.replay/1", "capacity": self.capacity, "seen": self.seen,
+                "rng_state": [version, list(internal), gauss], "items": [asdict(x) for x in self.items]}
+
+    def save(self, path: str | os.PathLike | None = None) -> Path:
+        """Write the buffer atomically: a temp file in the same folder, fsync, then ``os.replace``."""
+        target = Path(path) if path is not None else self.path
+        if target is None:
+            raise ValueError("ReplayBuffer.save: no path given and the buffer has none")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(self.state(), f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> ReplayBuffer:
+        """Read a buffer written by :meth:`save`; the reservoir continues exactly where it stopped."""
+        path = Path(path)
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+            buf = cls(state["capacity"], path=path)
+            buf.seen = int(state["seen"])
+            buf.items = [CriticExample(**x) for x in state["items"]]
+            version, internal, gauss = state["rng_state"]
+            buf._rng.setstate((version, tuple(internal), gauss))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"cannot read RARO replay buffer {str(path)!r}: {e}") from e
+        return buf
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, capacity: int = 10_000, seed: int = 0) -> ReplayBuffer:
+        """Load the buffer at ``path`` if it exists, else start an empty one that saves there."""
+        p = Path(path)
+        if p.exists():
+            buf = cls.load(p)
+            if buf.capacity != capacity:
+                raise ValueError(f"replay buffer {str(p)!r} has capacity {buf.capacity}, asked for {capacity}")
+            return buf
+        return cls(capacity, seed, p)
+
+
+def mix_critic_batch(current: Sequence[CriticExample], buffer: ReplayBuffer, size: int, seed: int,
+                     ) -> list[tuple[CriticExample, Literal["current", "replay"]]]:
+    """Mix(R_new, R) of Algorithm 2 line 11: half the batch from the current rollouts, half from the buffer.
+
+    Draws are without replacement and seeded; when the buffer holds fewer than ``size // 2`` examples the
+    rest comes from the current rollouts (and vice versa), so the batch is as full as the data allows.
+    """
+    rng = random.Random(seed)
+    n_replay = min(size // 2, len(buffer))
+    n_current = min(size - n_replay, len(current))
+    n_replay = min(size - n_current, len(buffer))
+    cur = rng.sample(list(current), n_current)
+    rep = buffer.sample(n_replay, rng)
+    return [(x, "current") for x in cur] + [(x, "replay") for x in rep]
+
+
+# -------------------------------------------------------------------------------------------- scorer
+
+
+class CriticScorer(BaseScorer):
+    """RARO relativistic critic: each response is compared with the group's expert answer; R_pol per response.
+
+    Options:
+        backend: a JudgeBackend, or a spec for rewardkit.backends.load_backend (default "smollm2")
+        tau_pol: tie reward of the policy (Table 5: 0.6)
+        tau_crit: tie reward of the critic, reported as the critic_reward component (Table 5: 0.55)
+        mode: "generate" samples the critic's reasoning and parses Answer 1/2/tie; "logits" scores the three verdicts in one forward pass and returns the expected reward
+        max_tokens: critic generation budget (generate mode)
+        temperature: critic sampling temperature (the paper samples the critic, l ~ c)
+        view: what the critic sees of each answer: "answer" (drop <think>), "final" (the final answer only) or "full"
+        template: critic prompt: "math" (the paper's) or "general"
+        seed: seeds the expert/policy order of every pair and the critic's sampling
+        replay_path: optional JSON file of the replay buffer used by critic_batch
+        replay_capacity: replay buffer size
+    """
+
+    name = "critic"
+
+    def __init__(
+        self,
+        backend: JudgeBackend | str | None = "smollm2",
+        tau_pol: float = TAU_POL,
+        tau_crit: float = TAU_CRIT,
+        mode: Literal["generate", "logits"] = "generate",
+        max_tokens: int = 512,
+        temperature: float = 1.0,
+        view: View = "answer",
+        template: str = "math",
+        seed: int = 0,
+        replay_path: str | None = None,
+        replay_capacity: int = 10_000,
+    ):
+        if not (0.0 <= tau_pol <= 1.0 and 0.0 <= tau_crit <= 1.0):
+            raise ValueError(f"tie rewards must lie in [0, 1] (Sec. 3.3), got tau_pol={tau_pol}, tau_crit={tau_crit}")
+        if mode not in ("generate", "logits"):
+            raise ValueError(f"CriticScorer mode must be 'generate' or 'logits', got {mode!r}")
+        self._backend_spec = backend
+        self._backend: JudgeBackend | None = backend if isinstance(backend, JudgeBackend) else None
+        self.tau_pol, self.tau_crit = float(tau_pol), float(tau_crit)
+        self.mode, self.max_tokens, self.temperature = mode, int(max_tokens), float(temperature)
+        self.view, self.template, self.seed = view, template, int(seed)
+        self.replay = ReplayBuffer.open(replay_path, replay_capacity, seed) if replay_path else \
+            ReplayBuffer(replay_capacity, seed)
+        self._batches = 0
+
+    @property
+    def backend(self) -> JudgeBackend:
+        """The judge backend, loaded on first use when given as a spec."""
+        if self._backend is None:
+            from rewardkit.backends import load_backend
+
+            self._backend = load_backend(self._backend_spec or "smollm2")
+        return self._backend
+
+    # ---- policy rewards
+
+    def _score(self, groups: list[Group]) -> list[GroupScore]:
+        plans: list[tuple[Group, list[int], list[list[Message]]] | None] = []
+        flat: list[list[Message]] = []
+        for g in groups:
+            if g.expert is None or not str(g.expert).strip():
+                plans.append(None)
+                continue
+            pos = expert_positions(len(g), self.seed, g.id)
+            expert = answer_view(g.expert, self.view)
+            msgs = []
+            for r, p in zip(g.responses, pos, strict=True):
+                pol = answer_view(r, self.view)
+                a1, a2 = (expert, pol) if p == 1 else (pol, expert)
+                msgs.append(critic_messages(g.prompt, a1, a2, self.template))
+            plans.append((g, pos, msgs))
+            flat.extend(msgs)
+
+        results = self._judge(flat) if flat else []  # one backend call for the whole batch
+        out: list[GroupScore] = []
+        k = 0
+        for g, plan in zip(groups, plans, strict=True):
+            if plan is None:
+                out.append(GroupScore.failed(
+                    g.id, len(g), Status.ABSTAIN,
+                    f"group {g.id!r} has no expert answer (Group.expert is None): the RARO critic compares "
+                    "each response with an expert answer, so it abstains",
+                    components={"has_expert": False}))
+                continue
+            _, pos, msgs = plan
+            res = results[k:k + len(msgs)]
+            k += len(msgs)
+            out.append(self._group_score(g, pos, res))
+        return out
+
+    def _judge(self, flat: list[list[Message]]) -> list[Any]:
+        """One backend call for every pair of the batch."""
+        if self.mode == "logits":
+            reqs = [VerdictRequest(m, VERDICT_CHOICES, VERDICT_PREFIX) for m in flat]
+            return self.backend.verdict_probs(reqs)
+        self._batches += 1
+        reqs = [ChatRequest(m, max_tokens=self.max_tokens, temperature=self.temperature,
+                            seed=self.seed * 1_000_003 + self._batches * 10_007 + i) for i, m in enumerate(flat)]
+        return self.backend.generate(reqs)
+
+    def _group_score(self, g: Group, pos: list[int], res: list[Any]) -> GroupScore:
+        n = len(g)
+        rewards, r_crit = np.full(n, np.nan), np.full(n, np.nan)
+        statuses: list[Status] = []
+        messages: list[str | None] = []
+        labels: list[str | None] = []
+        probs: list[list[float] | None] = []
+        raw: list[str | None] = []
+        for i, (r, p) in enumerate(zip(res, pos, strict=True)):
+            label = None
+            if r.status is not Status.OK:
+                statuses.append(r.status)
+                messages.append(f"critic backend: {r.error or r.status.value}")
+                probs.append(None)
+                raw.append(None)
+            elif self.mode == "logits":
+                pr = np.asarray(r.probs, dtype=float)
+                rewards[i], r_crit[i] = expected_rewards(pr, p, self.tau_pol, self.tau_crit)
+                label = resolve_choice(("1", "2", "tie")[int(np.argmax(pr))], p)
+                statuses.append(Status.OK)
+                messages.append(None)
+                probs.append(pr.tolist())
+                raw.append(None)
+            else:
+                raw.append(r.text)
+                probs.append(None)
+                v = parse_answer_choice(r.text)
+                if not v.ok:
+                    statuses.append(v.status)
+                    messages.append(v.message)
+                else:
+                    label = resolve_choice(v.label, p)
+                    rewards[i] = policy_reward(label, self.tau_pol)
+                    r_crit[i] = critic_reward(label, self.tau_crit)
+                    statuses.append(Status.OK)
+                    messages.append(None)
+            labels.append(label)
+        ok = [lab for lab in labels if lab is not None]
+        components = {
+            "critic_label": labels,
+            "expert_position": pos,
+            "critic_reward": r_crit,
+            "tie_rate": (sum(lab == "tie" for lab in ok) / len(ok)) if ok else math.nan,
+            "fooled_rate": (sum(lab == "policy" for lab in ok) / len(ok)) if ok else math.nan,
+        }
+        extra: dict[str, Any] = {"critic_probs": probs} if self.mode == "logits" else {"critic_outputs": raw}
+        return GroupScore(g.id, rewards, statuses, components, cost_of(res), messages, extra)
+
+    # ---- critic training batches (Algorithm 2 lines 9-12)
+
+    def critic_batch(self, groups: Sequence[Group], size: int, step: int = 0) -> list[CriticItem]:
+        """Critic prompts for one training step: Mix(R_new, R), then R <- R u R_new (saved if persisted).
+
+        R_new are the (question, expert, policy answer) triples of ``groups`` (groups without an expert are
+        skipped); the draw is seeded by (seed, step); the expert slot of each prompt is seeded too.
+        """
+        current = [CriticExample(g.prompt, answer_view(g.expert, self.view), answer_view(r, self.view))
+                   for g in groups if g.expert for r in g.responses]
+        mixed = mix_critic_batch(current, self.replay, size, seed=self.seed * 1_000_003 + step)
+        pos = expert_positions(len(mixed), self.seed, f"critic-batch-{step}")
+        items = []
+        for (ex, src), p in zip(mixed, pos, strict=True):
+            a1, a2 = (ex.expert, ex.policy) if p == 1 else (ex.policy, ex.expert)
+            items.append(CriticItem(ex, p, critic_messages(ex.question, a1, a2, self.template), src))
+        self.replay.add(current)
+        if self.replay.path is not None:
+            self.replay.save()
+        return items
+
+    def critic_rewards(self, items: Sequence[CriticItem], texts: Sequence[str]) -> tuple[np.ndarray, list[Status]]:
+        """R_crit of the critic's rollouts on ``items`` (invalid outputs NaN and masked)."""
+        r, s, _ = critic_rollout_rewards(texts, [it.expert_position for it in items], self.tau_crit)
+        return r, s
