@@ -1,0 +1,455 @@
+"""Test-time scaling with a pairwise judge: RARO's single-elimination tournament (Algorithm 3, App. C.5),
+a Bradley-Terry selection fit on the matches played, and the baselines (majority vote, random, oracle).
+
+The selection logic is pure and works over any *pairwise judge*: a callable that takes a batch of matches
+and returns K votes ("A", "B", "tie", or None for an unparseable vote) per match. Every round of every
+problem is handed to the judge at once, so a model backend sees one batch per tournament round.
+Model judges (the RARO critic, the Reasoning Arena prompt) are built by :class:`PromptJudge`.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+from scipy.optimize import minimize
+
+from rewardkit.backends.base import ChatRequest, JudgeBackend, Message, VerdictRequest, cost_of
+from rewardkit.critic import answer_view, critic_messages
+from rewardkit.prompts.raro import VERDICT_CHOICES, VERDICT_PREFIX
+from rewardkit.types import Cost
+from rewardkit.verdicts import parse_answer_choice, parse_boxed_choice
+
+Vote = Literal["A", "B", "tie"] | None  # None: the judge's output could not be parsed (or the call failed)
+Rule = Literal["paper", "plurality"]
+
+
+@dataclass(frozen=True)
+class Match:
+    """Candidate ``a`` (shown as A / answer 1) against candidate ``b`` for problem ``problem``."""
+
+    problem: int
+    a: int
+    b: int
+
+
+class PairwiseJudge(Protocol):
+    """``judge(matches, k) -> votes``: ``k`` votes per match, each "A", "B", "tie" or None (invalid)."""
+
+    def __call__(self, matches: Sequence[Match], k: int) -> list[list[Vote]]: ...
+
+
+@dataclass
+class MatchResult:
+    match: Match
+    votes: list[Vote]
+    winner: int
+    status: Literal["ok", "split", "invalid"]  # split: no majority; invalid: no valid vote at all
+    round: int
+
+
+@dataclass
+class Selection:
+    """The chosen candidate of one problem and the matches that chose it."""
+
+    problem: int
+    winner: int
+    matches: list[MatchResult] = field(default_factory=list)
+    scores: list[float] | None = None  # BT strengths, when selected by Bradley-Terry
+
+
+# --------------------------------------------------------------------------------- match decisions
+
+
+def decide(votes: Sequence[Vote], k: int, rule: Rule = "paper") -> tuple[bool, str]:
+    """Does A win this match? Returns (a_wins, status).
+
+    ``paper`` is Algorithm 3 line 8 literally: A wins iff v_A > K/2, otherwise B (so a split or tied vote
+    goes to B). ``plurality``: the side with more votes wins; equal counts keep A (the earlier candidate).
+    In both rules a match without a single valid vote is *not* decided by the rule or a coin: it keeps the
+    earlier candidate A (stable order fallback) with status "invalid", which is reported.
+    """
+    valid = [v for v in votes if v is not None]
+    if not valid:
+        return True, "invalid"
+    v_a, v_b = valid.count("A"), valid.count("B")
+    if rule == "paper":
+        a_wins = v_a > k / 2  # Algorithm 3, line 8
+        return a_wins, "ok" if (a_wins or v_b > k / 2) else "split"
+    if rule == "plurality":
+        if v_a == v_b:
+            return True, "split"
+        return v_a > v_b, "ok"
+    raise ValueError(f"unknown match rule {rule!r}; use 'paper' or 'plurality'")
+
+
+# --------------------------------------------------------------------------- Algorithm 3 (batched)
+
+
+def single_elimination(pools: Sequence[Sequence[int]], judge: PairwiseJudge, k: int = 4,
+                       rule: Rule = "paper") -> list[Selection]:
+    """Algorithm 3 for many problems at once: pair candidates in order, K votes per match, majority wins,
+    the odd one out gets a bye; all matches of one round (across problems) go to the judge together."""
+    if k < 1:
+        raise ValueError(f"votes per match k must be >= 1, got {k}")
+    current = [list(p) for p in pools]
+    if any(len(p) == 0 for p in current):
+        raise ValueError("single_elimination: every problem needs at least one candidate")
+    out = [Selection(i, -1) for i in range(len(current))]
+    rnd = 0
+    while any(len(p) > 1 for p in current):
+        matches = [Match(i, p[j], p[j + 1]) for i, p in enumerate(current) for j in range(0, len(p) - 1, 2)]
+        votes = judge(matches, k)
+        if len(votes) != len(matches):
+            raise RuntimeError(f"pairwise judge returned {len(votes)} vote lists for {len(matches)} matches")
+        won: dict[tuple[int, int], int] = {}
+        for m, v in zip(matches, votes, strict=True):
+            a_wins, status = decide(v, k, rule)
+            w = m.a if a_wins else m.b
+            won[(m.problem, m.a)] = w
+            out[m.problem].matches.append(MatchResult(m, list(v), w, status, rnd))
+        nxt = []
+        for i, p in enumerate(current):
+            q = [won[(i, p[j])] for j in range(0, len(p) - 1, 2)]
+            if len(p) % 2:
+                q.append(p[-1])  # bye (Algorithm 3 line 4)
+            nxt.append(q)
+        current = nxt
+        rnd += 1
+    for i, p in enumerate(current):
+        out[i].winner = p[0]
+    return out
+
+
+# ------------------------------------------------------------------------------- Bradley-Terry
+
+
+def _bt_fit(n: int, wins: np.ndarray, alpha: float = 0.01) -> np.ndarray:
+    """Bradley-Terry log-strengths by L2-regularised maximum likelihood (scipy L-BFGS).
+
+    ``wins[i, j]`` counts i beating j (a tie adds 1/2 to both). P(i beats j) = sigmoid(s_i - s_j); the small
+    ridge ``alpha`` keeps the estimate finite for undefeated items and fixes the free offset.
+    Private on purpose: the lead may unify it with ``rewardkit.ranking.bradley_terry``.
+    """
+    if n == 1:
+        return np.zeros(1)
+
+    def nll(s: np.ndarray) -> tuple[float, np.ndarray]:
+        d = s[:, None] - s[None, :]
+        logp = -np.logaddexp(0.0, -d)  # log sigmoid(s_i - s_j)
+        f = -(wins * logp).sum() + alpha * (s @ s)
+        p = 1.0 / (1.0 + np.exp(-d))
+        g_mat = wins * (1.0 - p)  # d(-loglik)/ds_i contributions
+        grad = -(g_mat.sum(1) - g_mat.sum(0)) + 2 * alpha * s
+        return float(f), grad
+
+    res = minimize(nll, np.zeros(n), jac=True, method="L-BFGS-B")
+    return res.x
+
+
+def round_robin(pools: Sequence[Sequence[int]], judge: PairwiseJudge, k: int = 4) -> list[list[MatchResult]]:
+    """Every pair of every pool, all in one judge batch."""
+    matches = [Match(i, p[x], p[y]) for i, p in enumerate(pools) for x in range(len(p)) for y in range(x + 1, len(p))]
+    votes = judge(matches, k) if matches else []
+    out: list[list[MatchResult]] = [[] for _ in pools]
+    for m, v in zip(matches, votes, strict=True):
+        a_wins, status = decide(v, k, "plurality")
+        out[m.problem].append(MatchResult(m, list(v), m.a if a_wins else m.b, status, 0))
+    return out
+
+
+def bt_select(pools: Sequence[Sequence[int]], judge: PairwiseJudge, k: int = 4,
+              schedule: Literal["tournament", "round_robin"] = "tournament", rule: Rule = "paper",
+              alpha: float = 0.01) -> list[Selection]:
+    """Pick the candidate with the highest Bradley-Terry strength fit on the votes of the matches played.
+
+    ``tournament`` fits on the single-elimination matches (no extra judge calls: each vote counts, not just
+    the match winner); ``round_robin`` plays all N(N-1)/2 pairs. Equal strengths keep the earlier candidate.
+    """
+    if schedule == "tournament":
+        played = [s.matches for s in single_elimination(pools, judge, k, rule)]
+    elif schedule == "round_robin":
+        played = round_robin(pools, judge, k)
+    else:
+        raise ValueError(f"unknown BT schedule {schedule!r}")
+    out = []
+    for i, (pool, ms) in enumerate(zip(pools, played, strict=True)):
+        idx = {c: j for j, c in enumerate(pool)}
+        wins = np.zeros((len(pool), len(pool)))
+        for r in ms:
+            a, b = idx[r.match.a], idx[r.match.b]
+            for v in r.votes:
+                if v == "A":
+                    wins[a, b] += 1
+                elif v == "B":
+                    wins[b, a] += 1
+                elif v == "tie":
+                    wins[a, b] += 0.5
+                    wins[b, a] += 0.5
+        s = _bt_fit(len(pool), wins, alpha)
+        best = int(np.flatnonzero(s >= s.max() - 1e-9)[0])
+        out.append(Selection(i, pool[best], ms, s.tolist()))
+    return out
+
+
+# --------------------------------------------------------------------------------- model judges
+
+
+class CachedJudge:
+    """Memoises votes per (problem, a, b, k) so N = 1, 2, 4, 8 tournaments share their common matches."""
+
+    def __init__(self, judge: PairwiseJudge):
+        self.judge = judge
+        self.cache: dict[tuple[int, int, int, int], list[Vote]] = {}
+        self.hits = 0
+
+    def __call__(self, matches: Sequence[Match], k: int) -> list[list[Vote]]:
+        todo = [m for m in dict.fromkeys(matches) if (m.problem, m.a, m.b, k) not in self.cache]
+        if todo:
+            for m, v in zip(todo, self.judge(todo, k), strict=True):
+                self.cache[(m.problem, m.a, m.b, k)] = v
+        self.hits += len(matches) - len(todo)
+        return [list(self.cache[(m.problem, m.a, m.b, k)]) for m in matches]
+
+
+# The Reasoning Arena tournament prompt (Reasoning Arena App. D), verbatim; the [REFERENCE ANSWER] block
+# is dropped unless references are given, because a test-time selector must not see the label.
+ARENA_PAIRWISE = (
+    "Compare the two solution attempts below and decide which is better.\n\n[PROBLEM]\n\n{problem}\n\n"
+    "{reference_block}[RESPONSE A]\n\n{response_a}\n\n[RESPONSE B]\n\n{response_b}\n\n"
+    "Which response is better? Compare the final answers and reasoning quality. Your response MUST end with "
+    "exactly one of: $\\boxed{{A}}$, $\\boxed{{B}}$, or $\\boxed{{Tie}}$.\n\n"
+    "Keep your analysis under 500 words to ensure you have space for the final verdict."
+)
+
+
+def _arena_messages(question: str, a: str, b: str, reference: str | None) -> list[Message]:
+    block = f"[REFERENCE ANSWER]\n\nThe correct answer is: {reference}\n\n" if reference else ""
+    return [{"role": "user", "content": ARENA_PAIRWISE.format(problem=question, reference_block=block,
+                                                              response_a=a, response_b=b)}]
+
+
+def _critic_vote(text: str) -> Vote:
+    v = parse_answer_choice(text)
+    return None if not v.ok else {"1": "A", "2": "B", "tie": "tie"}[v.label]
+
+
+def _arena_vote(text: str) -> Vote:
+    v = parse_boxed_choice(text, ("A", "B", "Tie"))
+    return None if not v.ok else {"A": "A", "B": "B", "Tie": "tie"}[v.label]
+
+
+class PromptJudge:
+    """A pairwise judge from a backend and a prompt: ``judge="critic"`` (RARO, App. E input format) or
+    ``judge="arena"`` (Reasoning Arena App. D prompt).
+
+    ``mode="generate"`` samples K judge outputs per match and parses each; ``mode="logits"`` scores the
+    verdicts in one forward pass per orientation and draws the K votes from those probabilities with a
+    seeded RNG (sampling the verdict at temperature 1, without the reasoning). ``order="alternate"`` shows
+    the pair as (a, b) for even votes and (b, a) for odd ones and maps the votes back, to cancel a judge's
+    position bias; ``"fixed"`` is Algorithm 3 as printed (always (y_A, y_B)).
+    """
+
+    def __init__(self, backend: JudgeBackend, questions: Sequence[str], candidates: Sequence[Sequence[str]],
+                 judge: Literal["critic", "arena"] = "critic", mode: Literal["generate", "logits"] = "logits",
+                 order: Literal["fixed", "alternate"] = "alternate", view: str = "final",
+                 template: str = "math", temperature: float = 1.0, max_tokens: int = 256, seed: int = 0,
+                 references: Sequence[str | None] | None = None):
+        if judge not in ("critic", "arena") or mode not in ("generate", "logits") or order not in ("fixed", "alternate"):
+            raise ValueError(f"PromptJudge: bad judge/mode/order {judge!r}/{mode!r}/{order!r}")
+        self.backend, self.questions, self.candidates = backend, list(questions), [list(c) for c in candidates]
+        self.kind, self.mode, self.order, self.view, self.template = judge, mode, order, view, template
+        self.temperature, self.max_tokens, self.seed = temperature, max_tokens, seed
+        self.references = list(references) if references is not None else None
+        self.cost = Cost()
+        self.calls = 0  # backend calls (one per round)
+
+    def _messages(self, problem: int, first: int, second: int) -> list[Message]:
+        q = self.questions[problem]
+        x = answer_view(self.candidates[problem][first], self.view)  # type: ignore[arg-type]
+        y = answer_view(self.candidates[problem][second], self.view)  # type: ignore[arg-type]
+        if self.kind == "critic":
+            return critic_messages(q, x, y, self.template)
+        ref = self.references[problem] if self.references else None
+        return _arena_messages(q, x, y, ref)
+
+    def _orientations(self, k: int) -> list[tuple[bool, int]]:
+        """(swapped, number of votes) per orientation of one match."""
+        if self.order == "fixed":
+            return [(False, k)]
+        return [(s, n) for s, n in ((False, (k + 1) // 2), (True, k // 2)) if n > 0]
+
+    def __call__(self, matches: Sequence[Match], k: int) -> list[list[Vote]]:
+        plan = [(m, sw, n) for m in matches for sw, n in self._orientations(k)]
+        msgs = [self._messages(m.problem, m.b, m.a) if sw else self._messages(m.problem, m.a, m.b)
+                for m, sw, _ in plan]
+        self.calls += 1
+        votes: dict[Match, list[Vote]] = {m: [] for m in matches}
+        if self.mode == "logits":
+            if self.kind == "critic":
+                choices, prefix, labels = VERDICT_CHOICES, VERDICT_PREFIX, ("A", "B", "tie")
+            else:
+                choices, prefix, labels = ("A", "B", "Tie"), "\\boxed{", ("A", "B", "tie")
+            res = self.backend.verdict_probs([VerdictRequest(x, choices, prefix) for x in msgs])
+            for (m, sw, n), r in zip(plan, res, strict=True):
+                if r.status.value != "ok":
+                    votes[m].extend([None] * n)
+                    continue
+                rng = np.random.default_rng([self.seed, m.problem, m.a, m.b, int(sw)])
+                draws = rng.choice(3, size=n, p=np.asarray(r.probs, float) / np.sum(r.probs))
+                votes[m].extend(_swap(labels[d], sw) for d in draws)
+        else:
+            parse = _critic_vote if self.kind == "critic" else _arena_vote
+            reqs = [ChatRequest(x, max_tokens=self.max_tokens, temperature=self.temperature, n=n,
+                                seed=_seed(self.seed, m, sw)) for x, (m, sw, n) in zip(msgs, plan, strict=True)]
+            res = self.backend.generate(reqs)
+            for (m, sw, n), r in zip(plan, res, strict=True):
+                texts = r.texts if r.status.value == "ok" else []
+                got = [_swap(parse(t), sw) for t in texts[:n]]
+                votes[m].extend(got + [None] * (n - len(got)))
+        self.cost += cost_of(res)
+        return [_interleave(votes[m], k, self.order) for m in matches]
+
+
+def _seed(seed: int, m: Match, swapped: bool) -> int:
+    return zlib.crc32(f"{seed}:{m.problem}:{m.a}:{m.b}:{int(swapped)}".encode())
+
+
+def _swap(v: Vote, swapped: bool) -> Vote:
+    if not swapped or v in (None, "tie"):
+        return v
+    return "B" if v == "A" else "A"
+
+
+def _interleave(v: list[Vote], k: int, order: str) -> list[Vote]:
+    """Votes in (even: original order, odd: swapped) order, as documented for ``order='alternate'``."""
+    if order == "fixed":
+        return v[:k]
+    n0 = (k + 1) // 2
+    first, second = v[:n0], v[n0:]
+    out: list[Vote] = []
+    for i in range(k):
+        out.append(first[i // 2] if i % 2 == 0 else second[i // 2])
+    return out
+
+
+# ------------------------------------------------------------------------------------- evaluation
+
+
+@dataclass
+class TTSProblem:
+    """One problem with its N sampled responses and their correctness labels."""
+
+    question: str
+    responses: list[str]
+    labels: list[bool]
+    answer: str | None = None
+    rm_scores: list[float] | None = None
+    id: str = ""
+
+
+def majority_pick(answers: Sequence[str | None], cluster_ids: Sequence[int | None] | None = None) -> int:
+    """Index of the first response in the largest answer cluster (ties: the cluster seen first)."""
+    if cluster_ids is None:
+        from rewardkit.answers import cluster_answers
+
+        cluster_ids = cluster_answers(answers)
+    counts: dict[int, int] = {}
+    for c in cluster_ids:
+        if c is not None:
+            counts[c] = counts.get(c, 0) + 1
+    if not counts:
+        return 0
+    best = max(counts, key=lambda c: (counts[c], -c))
+    return list(cluster_ids).index(best)
+
+
+def evaluate_tts(problems: Sequence[TTSProblem], ns: Sequence[int], judge: PairwiseJudge | None = None,
+                 k: int = 4, rule: Rule = "paper", methods: Sequence[str] = ("tournament", "bt"),
+                 bt_schedule: Literal["tournament", "round_robin"] = "tournament", skip_uniform: bool = False,
+                 extract: Callable[[str], str | None] | None = None) -> dict[str, Any]:
+    """Accuracy of each selection method at each N (candidates = the first N responses of each problem).
+
+    Baselines: ``majority`` (largest answer cluster), ``random`` (its exact expectation: the mean label of
+    the pool), ``oracle`` (pass@N: any correct), ``rm`` (best reward-model score, when given). With
+    ``skip_uniform`` the judge is not asked about pools whose labels are all equal (any pick has the same
+    correctness, so accuracy is unchanged); the number skipped is reported.
+    """
+    from rewardkit.answers import cluster_answers, extract_answer
+
+    extract = extract or extract_answer
+    rows: list[dict[str, Any]] = []
+    clusters = [cluster_answers([extract(r) for r in p.responses]) for p in problems]
+    details: dict[str, Any] = {"match_status": {}, "skipped_uniform": {}}
+    for n in ns:
+        if n < 1:
+            raise ValueError(f"N must be >= 1, got {n}")
+        pools = [list(range(min(n, len(p.responses)))) for p in problems]
+        lab = [[bool(p.labels[j]) for j in pool] for p, pool in zip(problems, pools, strict=True)]
+        acc: dict[str, float] = {
+            "oracle": float(np.mean([any(x) for x in lab])),
+            "random": float(np.mean([np.mean(x) for x in lab])),
+        }
+        maj = [majority_pick([], clusters[i][: len(pools[i])]) for i in range(len(problems))]
+        acc["majority"] = float(np.mean([problems[i].labels[maj[i]] for i in range(len(problems))]))
+        if all(p.rm_scores for p in problems):
+            rm = [int(np.argmax(p.rm_scores[: len(pool)])) for p, pool in zip(problems, pools, strict=True)]
+            acc["rm"] = float(np.mean([problems[i].labels[rm[i]] for i in range(len(problems))]))
+        if judge is not None:
+            judged = [pool if not (skip_uniform and len(set(x)) == 1) else pool[:1] for pool, x in zip(pools, lab, strict=True)]
+            details["skipped_uniform"][n] = sum(len(j) == 1 < len(p) for j, p in zip(judged, pools, strict=True))
+            status: dict[str, int] = {}
+            if "tournament" in methods:
+                sel = single_elimination(judged, judge, k, rule)
+                acc["tournament"] = float(np.mean([problems[s.problem].labels[s.winner] for s in sel]))
+                for s in sel:
+                    for r in s.matches:
+                        status[r.status] = status.get(r.status, 0) + 1
+            if "bt" in methods:
+                sel = bt_select(judged, judge, k, bt_schedule, rule)
+                acc["bt"] = float(np.mean([problems[s.problem].labels[s.winner] for s in sel]))
+            details["match_status"][n] = status
+        for method, a in acc.items():
+            rows.append({"n": n, "method": method, "accuracy": a})
+    return {"rows": rows, "problems": len(problems), **details}
+
+
+def accuracy_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Markdown table: one row per method, one column per N (accuracy in %)."""
+    ns = sorted({r["n"] for r in rows})
+    order = ["tournament", "bt", "majority", "rm", "random", "oracle"]
+    methods = [m for m in order if any(r["method"] == m for r in rows)]
+    methods += sorted({r["method"] for r in rows} - set(methods))
+    val = {(r["method"], r["n"]): r["accuracy"] for r in rows}
+    lines = ["| method | " + " | ".join(f"N={n}" for n in ns) + " |", "|---|" + "---|" * len(ns)]
+    for m in methods:
+        cells = [f"{100 * val[(m, n)]:.1f}" if (m, n) in val and not math.isnan(val[(m, n)]) else "-" for n in ns]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot_accuracy(rows: Sequence[dict[str, Any]], path: str, title: str = "Test-time scaling") -> None:
+    """PNG plot of accuracy vs N per method (log2 x axis)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for m in sorted({r["method"] for r in rows}):
+        pts = sorted((r["n"], 100 * r["accuracy"]) for r in rows if r["method"] == m)
+        style = "--" if m in ("oracle", "random") else "-"
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=m)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("N (candidates per problem)")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
