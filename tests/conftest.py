@@ -1,0 +1,27 @@
+"""Shared fixtures: one loaded embedded model for the whole run, and paths to the shared data sets."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(os.environ.get("REWARDKIT_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
+DATA = SHARED / "data"
+ROLLOUTS = DATA / "math_rollouts_qwen25" / "math_cot_100.jsonl"
+
+
+@pytest.fixture(scope="session")
+def judge_backend():
+    """The embedded SmolLM2-135M-Instruct (transformers, CPU, fp32), loaded once per test session."""
+    from rewardkit.backends import load_backend
+
+    return load_backend("smollm2")
+
+
+@pytest.fixture(scope="session")
+def rollouts_path() -> Path:
+    if not ROLLOUTS.exists():
+        pytest.skip(f"shared rollouts not found at {ROLLOUTS} (set REWARDKIT_SHARED to the shared/ folder)")
+    return ROLLOUTS
