@@ -7,7 +7,19 @@ from pathlib import Path
 
 import pytest
 
-SHARED = Path(os.environ.get("REWARDKIT_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
+
+
+def _find_shared() -> Path:
+    """``$REWARDKIT_SHARED``, else the first ``shared/`` with a ``data/`` folder beside a parent of this checkout."""
+    if os.environ.get("REWARDKIT_SHARED"):
+        return Path(os.environ["REWARDKIT_SHARED"])
+    for parent in Path(__file__).resolve().parents[1:]:
+        if (parent / "shared" / "data").is_dir():
+            return parent / "shared"
+    return Path(__file__).resolve().parents[2] / "shared"
+
+
+SHARED = _find_shared()
 DATA = SHARED / "data"
 ROLLOUTS = DATA / "math_rollouts_qwen25" / "math_cot_100.jsonl"
 
