@@ -348,8 +348,9 @@ class CriticScorer(BaseScorer):
             reqs = [VerdictRequest(m, VERDICT_CHOICES, VERDICT_PREFIX) for m in flat]
             return self.backend.verdict_probs(reqs)
         self._batches += 1
-        reqs = [ChatRequest(m, max_tokens=self.max_tokens, temperature=self.temperature,
-                            seed=self.seed * 1_000_003 + self._batches * 10_007 + i) for i, m in enumerate(flat)]
+        # one seed per batch (not per request) so the backend can pack the whole batch together
+        seed = self.seed * 1_000_003 + self._batches
+        reqs = [ChatRequest(m, max_tokens=self.max_tokens, temperature=self.temperature, seed=seed) for m in flat]
         return self.backend.generate(reqs)
 
     def _group_score(self, g: Group, pos: list[int], res: list[Any]) -> GroupScore:

@@ -304,8 +304,10 @@ class PromptJudge:
                 votes[m].extend(_swap(labels[d], sw) for d in draws)
         else:
             parse = _critic_vote if self.kind == "critic" else _arena_vote
-            reqs = [ChatRequest(x, max_tokens=self.max_tokens, temperature=self.temperature, n=n,
-                                seed=_seed(self.seed, m, sw)) for x, (m, sw, n) in zip(msgs, plan, strict=True)]
+            # one seed per round (not per request) so the backend can pack the round into few batches
+            seed = _seed(self.seed, self.calls)
+            reqs = [ChatRequest(x, max_tokens=self.max_tokens, temperature=self.temperature, n=n, seed=seed)
+                    for x, (_, _, n) in zip(msgs, plan, strict=True)]
             res = self.backend.generate(reqs)
             for (m, sw, n), r in zip(plan, res, strict=True):
                 texts = r.texts if r.status.value == "ok" else []
@@ -315,8 +317,8 @@ class PromptJudge:
         return [_interleave(votes[m], k, self.order) for m in matches]
 
 
-def _seed(seed: int, m: Match, swapped: bool) -> int:
-    return zlib.crc32(f"{seed}:{m.problem}:{m.a}:{m.b}:{int(swapped)}".encode())
+def _seed(seed: int, call: int) -> int:
+    return zlib.crc32(f"{seed}:{call}".encode())
 
 
 def _swap(v: Vote, swapped: bool) -> Vote:

@@ -75,7 +75,7 @@ class ContentJudge(JudgeBackend):
         self.verdict_calls.append(len(requests))
         out = []
         for r in requests:
-            assert tuple(r.choices) == ("Answer 1", "Answer 2", "tie")
+            assert tuple(r.choices) == ("1", "2", "tie")
             p = self._pick(r.messages[-1]["content"])
             probs = {"1": [0.7, 0.1, 0.2], "2": [0.1, 0.7, 0.2], "tie": [0.1, 0.1, 0.8]}[p]
             out.append(VerdictResult(np.array(probs), prompt_tokens=10))
@@ -330,3 +330,28 @@ def test_replay_sample_uses_callers_rng():
     buf.add([_ex(i) for i in range(10)])
     assert buf.sample(3, random.Random(1)) == buf.sample(3, random.Random(1))
     assert len(buf.sample(50, random.Random(0))) == 10
+
+
+# ------------------------------------------------------------------------------ real embedded model
+
+
+@pytest.mark.model
+def test_real_model_logit_mode_end_to_end(judge_backend):
+    g = _group(["6*7 = 42, so \\boxed{42}", "6*7 = 36, so \\boxed{36}"])
+    none = _group(["x"], expert=None, gid="noexp")
+    s, a = CriticScorer(judge_backend, mode="logits", view="final").score([g, none])
+    assert s.statuses == [Status.OK, Status.OK] and np.all((s.rewards >= 0) & (s.rewards <= 1))
+    assert all(abs(sum(p) - 1) < 1e-6 for p in s.extra["critic_probs"])
+    assert s.cost.judge_calls + s.cost.cache_hits == 2 and s.cost.prompt_tokens > 0
+    assert a.statuses == [Status.ABSTAIN]
+
+
+@pytest.mark.model
+def test_real_model_generate_mode_end_to_end(judge_backend):
+    g = _group(["\\boxed{36}"])
+    (s,) = CriticScorer(judge_backend, mode="generate", max_tokens=4, view="final", seed=1).score([g])
+    assert len(s.statuses) == 1 and set(s.statuses) <= {Status.OK, Status.INVALID}
+    for st, r, out in zip(s.statuses, s.rewards, s.extra["critic_outputs"], strict=True):
+        assert isinstance(out, str)
+        assert (st is Status.OK) == (not np.isnan(r))
+    assert s.cost.completion_tokens > 0

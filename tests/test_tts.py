@@ -307,3 +307,17 @@ def test_binomial_sanity_of_random_baseline_expectation():
     rng = np.random.default_rng(0)
     sims = [np.mean([p.labels[rng.integers(4)] for p in problems]) for _ in range(4000)]
     assert stats.ttest_1samp(sims, acc["random"]).pvalue > 1e-3 and acc["random"] == 0.375
+
+
+@pytest.mark.model
+def test_real_model_tournament_mechanics(judge_backend):
+    cands = [["\\boxed{42}", "\\boxed{41}"], ["\\boxed{7}", "\\boxed{8}"], ["\\boxed{1}"]]
+    judge = PromptJudge(judge_backend, ["What is 6*7?", "What is 3+4?", "1?"], cands, mode="logits", order="fixed")
+    sels = single_elimination([[0, 1], [0, 1], [0]], judge, k=4)
+    assert [len(s.matches) for s in sels] == [1, 1, 0] and sels[2].winner == 0
+    assert judge.calls == 1  # one round, both matches in one backend call
+    assert judge.cost.judge_calls + judge.cost.cache_hits == 2  # fixed order: one forward pass per match
+    for s in sels[:2]:
+        (r,) = s.matches
+        assert len(r.votes) == 4 and set(r.votes) <= {"A", "B", "tie"}
+        assert r.winner == (r.match.a if decide(r.votes, 4)[0] else r.match.b)

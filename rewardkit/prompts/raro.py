@@ -37,9 +37,10 @@ INTROS = {"math": MATH_CRITIC_INTRO, "general": GENERAL_CRITIC_INTRO}
 
 # Verdict-logit mode: the assistant turn starts with this prefix and the three verdicts are scored.
 # The App. E critic responses end with "</think>\nAnswer 1" (math) or "Final Judgment:\nPoem 2" (poetry).
-VERDICT_PREFIX = "Final Judgment: "
-VERDICT_CHOICES = ("Answer 1", "Answer 2", "tie")
-
+# The choices differ in their first token so one forward pass scores all three ("Answer 1" / "Answer 2"
+# would share "Answer" and need a pass per choice); they map to Answer 1, Answer 2 and tie in order.
+VERDICT_PREFIX = "Final Judgment (1, 2 or tie): "
+VERDICT_CHOICES = ("1", "2", "tie")
 
 def critic_user_prompt(question: str, answer_1: str, answer_2: str, template: str = "math") -> str:
     """The full critic input for one (question, answer 1, answer 2) triple."""
