@@ -455,3 +455,43 @@ def plot_accuracy(rows: Sequence[dict[str, Any]], path: str, title: str = "Test-
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def load_rollouts(path: str, limit: int | None = None) -> list[TTSProblem]:
+    """Problems from a rollouts JSONL (fields ``problem``, ``responses``, ``correct``; optional ``answer``,
+    ``rm_scores``, ``id``), e.g. the shared math_cot_100.jsonl."""
+    import json
+
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            missing = [k for k in ("problem", "responses", "correct") if k not in r]
+            if missing:
+                raise ValueError(f"{path}:{lineno}: rollout row lacks field(s) {missing}")
+            out.append(TTSProblem(r["problem"], list(r["responses"]), [bool(x) for x in r["correct"]],
+                                  r.get("answer"), r.get("rm_scores"), str(r.get("id", lineno))))
+            if limit is not None and len(out) >= limit:
+                break
+    return out
+
+
+def write_report(result: dict[str, Any], prefix: str, title: str, command: str) -> list[str]:
+    """Write ``<prefix>.md`` (table + settings + command), ``<prefix>.json`` and ``<prefix>.png``."""
+    import json
+    from pathlib import Path
+
+    p = Path(prefix)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    table = accuracy_table(result["rows"])
+    settings = "\n".join(f"- {k}: {v}" for k, v in result.get("settings", {}).items())
+    md = (f"# {title}\n\nAccuracy (%) of the selected response, {result['problems']} problems.\n\n{table}\n\n"
+          f"## Settings\n\n{settings}\n\n## Judge work\n\n- match statuses per N: {result.get('match_status')}\n"
+          f"- pools not judged because all their labels are equal, per N: {result.get('skipped_uniform')}\n"
+          f"- cost: {result.get('cost')}\n\n## Command\n\n```\n{command}\n```\n")
+    Path(f"{p}.md").write_text(md, encoding="utf-8")
+    Path(f"{p}.json").write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
+    plot_accuracy(result["rows"], f"{p}.png", title)
+    return [f"{p}.md", f"{p}.json", f"{p}.png"]

@@ -321,3 +321,34 @@ def test_real_model_tournament_mechanics(judge_backend):
         (r,) = s.matches
         assert len(r.votes) == 4 and set(r.votes) <= {"A", "B", "tie"}
         assert r.winner == (r.match.a if decide(r.votes, 4)[0] else r.match.b)
+
+
+def test_cli_tts_writes_table_json_and_plot(tmp_path, monkeypatch):
+    import typer
+    from rewardkit.cli.tts import tts
+    from typer.testing import CliRunner
+
+    import rewardkit.backends
+
+    rows = [
+        {"id": "p0", "problem": "6*7?", "answer": "42", "correct": [False, False, True, False],
+         "responses": ["\\boxed{40}", "\\boxed{41}", "\\boxed{42}", "\\boxed{41}"]},
+        {"id": "p1", "problem": "6*7?", "answer": "42", "correct": [True, True, True, True],
+         "responses": ["\\boxed{42}"] * 4},
+    ]
+    data = tmp_path / "r.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows))
+    backend = PickRight()
+    monkeypatch.setattr(rewardkit.backends, "load_backend", lambda spec: backend)
+    app = typer.Typer()
+    app.command()(tts)
+    out = tmp_path / "res" / "tts"
+    res = CliRunner().invoke(app, [str(data), "--n", "1,2,4", "--k", "2", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "| tournament | 50.0 | 50.0 | 100.0 |" in res.output  # the double judge finds 42 once it is in the pool
+    assert "| oracle | 50.0 | 50.0 | 100.0 |" in res.output
+    saved = json.loads((tmp_path / "res" / "tts.json").read_text())
+    assert saved["skipped_uniform"] == {"1": 0, "2": 2, "4": 1}  # N=1 pools need no judge anyway
+    assert (tmp_path / "res" / "tts.png").exists() and "## Command" in (tmp_path / "res" / "tts.md").read_text()
+    bad = CliRunner().invoke(app, [str(data), "--n", "1,x"])
+    assert bad.exit_code != 0

@@ -1,0 +1,71 @@
+"""`rewardkit tts`: pick one response per problem with a pairwise judge and report accuracy against labels."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def tts(
+    rollouts: Annotated[Path, typer.Argument(exists=True, dir_okay=False,
+                                             help="JSONL rows with problem, responses, correct (optional answer, rm_scores).")],
+    judge: Annotated[str, typer.Option(help="Pairwise judge: 'critic' (RARO App. E prompt) or 'arena' (Reasoning Arena prompt).")] = "critic",
+    n: Annotated[str, typer.Option(help="Comma-separated pool sizes N (the first N responses of each problem).")] = "1,2,4,8",
+    k: Annotated[int, typer.Option(help="Votes per match (Algorithm 3's K; the paper uses 4).")] = 4,
+    mode: Annotated[str, typer.Option(help="'logits' (verdict probabilities, one forward pass per orientation) or 'generate'.")] = "logits",
+    order: Annotated[str, typer.Option(help="'alternate' swaps the pair for odd votes (position debiasing); 'fixed' is Algorithm 3 as printed.")] = "alternate",
+    rule: Annotated[str, typer.Option(help="Match rule: 'paper' (v_A > K/2 wins A, else B) or 'plurality'.")] = "paper",
+    view: Annotated[str, typer.Option(help="What the judge sees of a response: 'final' answer, 'answer' (no <think>) or 'full'.")] = "final",
+    methods: Annotated[str, typer.Option(help="Judge-based selectors to run: tournament, bt.")] = "tournament,bt",
+    bt_schedule: Annotated[str, typer.Option(help="BT fit on the 'tournament' matches or a 'round_robin'.")] = "tournament",
+    backend: Annotated[str, typer.Option(help="Judge backend spec for rewardkit.backends.load_backend.")] = "smollm2",
+    limit: Annotated[int | None, typer.Option(help="Use only the first LIMIT problems.")] = None,
+    skip_uniform: Annotated[bool, typer.Option(help="Do not judge pools whose labels are all equal (accuracy unchanged).")] = True,
+    max_tokens: Annotated[int, typer.Option(help="Judge generation budget (generate mode).")] = 256,
+    temperature: Annotated[float, typer.Option(help="Judge sampling temperature (generate mode).")] = 1.0,
+    seed: Annotated[int, typer.Option(help="Seed of the votes and of the sampling.")] = 0,
+    out: Annotated[Path | None, typer.Option(help="Write OUT.md, OUT.json and OUT.png.")] = None,
+) -> None:
+    """Test-time scaling: single-elimination tournament (RARO Algorithm 3) and BT selection vs majority, random, oracle."""
+    from rewardkit.backends import load_backend
+    from rewardkit.tts import (
+        CachedJudge,
+        PromptJudge,
+        accuracy_table,
+        evaluate_tts,
+        load_rollouts,
+        write_report,
+    )
+
+    try:
+        ns = [int(x) for x in n.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--n must be comma-separated integers, got {n!r}") from None
+    problems = load_rollouts(str(rollouts), limit)
+    be = load_backend(backend)
+    pj = PromptJudge(be, [p.question for p in problems], [p.responses for p in problems], judge=judge,  # type: ignore[arg-type]
+                     mode=mode, order=order, view=view, temperature=temperature, max_tokens=max_tokens,  # type: ignore[arg-type]
+                     seed=seed)
+    cached = CachedJudge(pj)
+    t0 = time.perf_counter()
+    res = evaluate_tts(problems, ns, cached, k=k, rule=rule,  # type: ignore[arg-type]
+                       methods=[m.strip() for m in methods.split(",") if m.strip()],
+                       bt_schedule=bt_schedule, skip_uniform=skip_uniform)  # type: ignore[arg-type]
+    seconds = time.perf_counter() - t0
+    res["cost"] = {**pj.cost.to_dict(), "backend_rounds": pj.calls, "cached_matches": cached.hits,
+                   "seconds": round(seconds, 1)}
+    res["settings"] = {"rollouts": str(rollouts), "judge": judge, "backend": getattr(be, "model_id", backend),
+                       "n": ns, "k": k, "mode": mode, "order": order, "rule": rule, "view": view,
+                       "methods": methods, "bt_schedule": bt_schedule, "limit": limit,
+                       "skip_uniform": skip_uniform, "seed": seed}
+    typer.echo(accuracy_table(res["rows"]))
+    typer.echo(f"judge cost: {res['cost']}")
+    if out is not None:
+        cmd = "rewardkit tts " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 1 else "rewardkit tts"
+        for f in write_report(res, str(out), f"Test-time scaling with the {judge} judge", cmd):
+            typer.echo(f"wrote {f}")
