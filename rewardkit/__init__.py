@@ -1,6 +1,7 @@
 """rewardkit: reward modelling for LLM reinforcement learning behind one batched Scorer interface."""
 
 from rewardkit.answers import AnswerChecker, cluster_answers, equivalent, extract_answer
+from rewardkit.critic import CriticScorer, ReplayBuffer, critic_reward, policy_reward
 from rewardkit.scoring import (
     BaseScorer,
     Scorer,
@@ -20,11 +21,14 @@ __all__ = [
     "AnswerChecker",
     "BaseScorer",
     "Cost",
+    "CriticScorer",
     "Group",
+    "ReplayBuffer",
     "GroupScore",
     "Scorer",
     "Status",
     "cluster_answers",
+    "critic_reward",
     "diversity_stats",
     "dr_grpo_advantages",
     "equivalent",
@@ -32,6 +36,7 @@ __all__ = [
     "get_scorer",
     "grpo_advantages",
     "reward_diversity",
+    "policy_reward",
     "rloo_advantages",
     "scorer_names",
     "to_tensors",

@@ -1,0 +1,74 @@
+"""Test-time scaling on the shared Qwen2.5-Math rollouts with the embedded judge (RARO Algorithm 3).
+
+Selects one of the first N responses per problem (N = 1, 2, 4, 8) with the single-elimination tournament
+and with BT selection (fit on the tournament's votes), beside majority vote, random choice (exact
+expectation), the reward-model best-of-N from the file, and the oracle (pass@N). Writes
+benchmarks/results/tts_rollouts.{md,json,png}.
+
+    cd <repo> && PYTHONPATH=. python benchmarks/tts_rollouts.py                    # verdict-logit mode (minutes)
+    PYTHONPATH=. python benchmarks/tts_rollouts.py --mode generate --order fixed    # the paper's sampled critic
+
+Pools whose labels are all equal are not judged (every pick has the same correctness), so only the
+mixed problems cost model calls; the accuracies are over all problems.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = Path(os.environ.get("REWARDKIT_SHARED", ROOT.parents[1] / "shared")) / "data/math_rollouts_qwen25/math_cot_100.jsonl"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rollouts", default=str(DEFAULT if DEFAULT.exists() else "/work/shared/data/math_rollouts_qwen25/math_cot_100.jsonl"))
+    ap.add_argument("--judge", default="critic", choices=["critic", "arena"])
+    ap.add_argument("--mode", default="logits", choices=["logits", "generate"])
+    ap.add_argument("--order", default="alternate", choices=["alternate", "fixed"])
+    ap.add_argument("--rule", default="paper", choices=["paper", "plurality"])
+    ap.add_argument("--view", default="final", choices=["final", "answer", "full"])
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--n", default="1,2,4,8")
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/tts_rollouts"))
+    a = ap.parse_args()
+
+    from rewardkit.backends import load_backend
+    from rewardkit.tts import (
+        CachedJudge,
+        PromptJudge,
+        accuracy_table,
+        evaluate_tts,
+        load_rollouts,
+        write_report,
+    )
+
+    problems = load_rollouts(a.rollouts, a.limit)
+    backend = load_backend("smollm2")
+    pj = PromptJudge(backend, [p.question for p in problems], [p.responses for p in problems], judge=a.judge,
+                     mode=a.mode, order=a.order, view=a.view, max_tokens=a.max_tokens, seed=a.seed)
+    judge = CachedJudge(pj)
+    ns = [int(x) for x in a.n.split(",")]
+    t0 = time.perf_counter()
+    res = evaluate_tts(problems, ns, judge, k=a.k, rule=a.rule, methods=("tournament", "bt"), skip_uniform=True)
+    res["cost"] = {**pj.cost.to_dict(), "backend_rounds": pj.calls, "cached_matches": judge.hits,
+                   "seconds": round(time.perf_counter() - t0, 1)}
+    res["settings"] = {"rollouts": a.rollouts, "judge": a.judge, "backend": backend.model_id, "n": ns, "k": a.k,
+                       "mode": a.mode, "order": a.order, "rule": a.rule, "view": a.view, "bt_schedule": "tournament",
+                       "limit": a.limit, "skip_uniform": True, "seed": a.seed}
+    cmd = "PYTHONPATH=. python benchmarks/tts_rollouts.py " + " ".join(sys.argv[1:])
+    print(accuracy_table(res["rows"]))
+    print(res["cost"])
+    for f in write_report(res, a.out, f"Test-time scaling on math_cot_100 ({a.judge} judge, SmolLM2-135M, {a.mode})", cmd.strip()):
+        print("wrote", f)
+
+
+if __name__ == "__main__":
+    main()
