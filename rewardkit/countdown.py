@@ -18,7 +18,9 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from rewardkit.types import Group, Status
+import numpy as np
+
+from rewardkit.types import Cost, Group, GroupScore, Status
 from rewardkit.verdicts import boxed_contents
 
 TARGET = 24
@@ -252,7 +254,23 @@ def check_response(response: str, instance: CountdownInstance) -> CountdownCheck
     return check_expression(extract_expression(response), instance.numbers, instance.target)
 
 
-def reward(response: str, instance: CountdownInstance) -> float | None:
-    """Binary verifier reward (1 correct, 0 wrong), None when the response has no parseable expression."""
-    c = check_response(response, instance)
-    return None if c.correct is None else float(c.correct)
+def reward(response: str, instance: CountdownInstance) -> float:
+    """Binary verifier reward for RL: 1 for a correct expression, else 0.
+
+    A response with no parseable expression earns 0 too: that is the *policy's* failure to answer, not a
+    judge failure, so it is not masked (masking would spare the policy any penalty for malformed answers).
+    """
+    return 1.0 if check_response(response, instance).correct else 0.0
+
+
+def score_group(group: Group) -> GroupScore:
+    """Verifier rewards of a Countdown group (numbers and target from ``group.metadata``)."""
+    try:
+        numbers, target = group.metadata["numbers"], group.metadata.get("target", TARGET)
+    except KeyError:
+        raise ValueError(f"group {group.id!r} is not a Countdown group (metadata has no 'numbers')") from None
+    checks = [check_expression(extract_expression(r), numbers, target) for r in group.responses]
+    rewards = [1.0 if c.correct else 0.0 for c in checks]
+    return GroupScore(group.id, np.asarray(rewards), [Status.OK] * len(checks),
+                      components={"unparseable": [c.status is not Status.OK for c in checks]},
+                      cost=Cost(verifier_calls=len(checks)), messages=[c.message for c in checks])

@@ -14,7 +14,7 @@ from rewardkit.countdown import (
     reward,
     solve,
 )
-from rewardkit.types import Status
+from rewardkit.types import Group, Status
 
 
 def test_paper_policy_example_is_correct():
@@ -95,7 +95,9 @@ def test_latex_operators_are_normalised():
 
 def test_no_boxed_answer_is_invalid():
     c = check_response("I think it's 24.", CountdownInstance((4, 6, 1, 1)))
-    assert c.status is Status.INVALID and reward("I think it's 24.", CountdownInstance((4, 6, 1, 1))) is None
+    assert c.status is Status.INVALID
+    # for RL the policy's missing answer is a wrong answer (0), not a masked judge failure
+    assert reward("I think it's 24.", CountdownInstance((4, 6, 1, 1))) == 0.0
 
 
 def test_solver_known_cases():
@@ -163,3 +165,16 @@ def test_instance_prompt_and_group():
 def test_evaluate_returns_leaves():
     v, leaves = evaluate("(1 + 2) * (3 + 4)")
     assert v == 21 and sorted(leaves) == [1, 2, 3, 4]
+
+
+def test_score_group_rewards_and_flags():
+    from rewardkit.countdown import score_group
+
+    inst = CountdownInstance((5, 33, 40, 26), solution="(33 + 5) - (40 - 26)")
+    g = inst.to_group(["\\boxed{(33 + 5) - (40 - 26)}", "\\boxed{5 + 33 + 40 + 26}", "no idea", "\\boxed{__import__('os')}"])
+    s = score_group(g)
+    assert list(s.rewards) == [1.0, 0.0, 0.0, 0.0] and s.mask.all()
+    assert s.components["unparseable"] == [False, False, True, True]
+    assert s.cost.verifier_calls == 4
+    with pytest.raises(ValueError, match="not a Countdown group"):
+        score_group(Group("x", "q", ["a"]))
