@@ -66,7 +66,7 @@ def main() -> None:
     cmd = "PYTHONPATH=. python benchmarks/tts_rollouts.py " + " ".join(sys.argv[1:])
     print(accuracy_table(res["rows"]))
     print(res["cost"])
-    for f in write_report(res, a.out, f"Test-time scaling on math_cot_100 ({a.judge} judge, SmolLM2-135M, {a.mode})", cmd.strip()):
+    for f in write_report(res, a.out, f"TTS on math_cot_100: {a.judge} judge, SmolLM2-135M, {a.mode}", cmd.strip()):
         print("wrote", f)
 
 
