@@ -13,6 +13,7 @@ ablations and measurements; ``rewardkit.lean.LeanVerifier`` is the App. C pipeli
 from __future__ import annotations
 
 import random as _random
+import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -23,6 +24,7 @@ import numpy as np
 from rewardkit.answers import AnswerChecker, cluster_answers, default_checker, extract_answer
 from rewardkit.scoring import BaseScorer
 from rewardkit.types import Cost, Group, GroupScore, Status
+from rewardkit.verdicts import Verdict
 
 Outcome = Literal["verified", "refuted", "inconclusive"]
 Fallback = Literal["reszero", "zero", "random", "mv"]
@@ -333,6 +335,7 @@ class ProofGateScorer(BaseScorer):
             else:
                 raise ValueError(f"unknown verifier {verifier!r}; use 'reference' or 'lean' or pass a Verifier")
         self.verifier = verifier
+        self.mask_failures = False  # judge baselines: an unusable verdict masks the group (never a silent 0)
 
     def _score(self, groups: list[Group]) -> list[GroupScore]:
         votes = _extract_and_vote(groups, self.checker)
@@ -351,12 +354,18 @@ class ProofGateScorer(BaseScorer):
             for gi, cl, res in zip(todo, claims, results, strict=True):
                 costs[gi] += res.cost
                 tried[gi].append({"answer": cl.answer, "outcome": res.outcome, "reason": res.reason,
-                                  "cached": res.cached})
+                                  "cached": res.cached, "status": res.detail.get("status")})
                 if res.verified:
                     verified[gi] = votes[gi][0].candidates[k]
         out = []
         for gi, g in enumerate(groups):
             v, reps = votes[gi]
+            failed = [t for t in tried[gi] if t.get("status") not in (None, "ok")]
+            if self.mask_failures and failed and verified[gi] is None:
+                st = Status(failed[0]["status"])
+                out.append(GroupScore.failed(g.id, len(g), st, failed[0]["reason"], cost=costs[gi],
+                                             extra={"verifications": tried[gi]}))
+                continue
             rewards = proof_gate_rewards(v.labels, verified[gi], fallback=self.fallback, c=self.c, rng=self.rng)
             outcomes = [t["outcome"] for t in tried[gi]]
             gate = "verified" if verified[gi] is not None else ("refuted" if "refuted" in outcomes else "inconclusive")
@@ -371,3 +380,105 @@ class ProofGateScorer(BaseScorer):
                 extra={"verifications": tried[gi]},
             ))
         return out
+
+
+# ------------------------------------------------------------------------------ LLM-as-a-judge (App. D)
+
+_TRUE_FALSE = re.compile(r"\b(true|false)\b", re.I)
+
+
+def parse_true_false(text: str) -> Verdict:
+    """The App. D judge's final judgment: the last ``True``/``False`` in the text; else invalid."""
+    hits = _TRUE_FALSE.findall(text or "")
+    if not hits:
+        tail = (text or "<empty>")[-120:].replace("\n", " ")
+        return Verdict(None, Status.INVALID, f"no True/False judgment in judge output (ends: {tail!r})")
+    return Verdict(hits[-1].capitalize())
+
+
+class LLMJudgeVerifier(BaseVerifier):
+    """An LLM judges whether the answer to the question is correct (App. D prompt): True -> verified,
+    False -> refuted. ``samples`` > 1 takes the majority of the parsed judgments (the paper's MV@4 judge);
+    ``mode="logits"`` reads p(True) vs p(False) after "Final judgment: " in one forward pass instead.
+    An unparseable or failed judgment is inconclusive with ``detail["status"]`` set (the scorer masks it)."""
+
+    name = "llm-judge"
+
+    def __init__(self, backend: Any, *, mode: Literal["generate", "logits"] = "generate", samples: int = 1,
+                 max_tokens: int = 512, temperature: float = 0.0):
+        self.backend, self.mode, self.samples = backend, mode, samples
+        self.max_tokens, self.temperature = max_tokens, temperature
+
+    def _messages(self, c: Claim) -> list[dict[str, str]]:
+        from rewardkit.prompts import jury as P
+
+        return [{"role": "system", "content": P.LLM_JUDGE_SYSTEM},
+                {"role": "user", "content": P.LLM_JUDGE_USER.format(problem=c.problem.strip(), answer=c.answer.strip())}]
+
+    def verify_many(self, claims: Sequence[Claim]) -> list[VerifyResult]:
+        from rewardkit.backends.base import ChatRequest, VerdictRequest, cost_of
+
+        if not claims:
+            return []
+        if self.mode == "logits":
+            res = self.backend.verdict_probs([VerdictRequest(self._messages(c), ("True", "False"), "Final judgment: ")
+                                              for c in claims])
+            out = []
+            for r in res:
+                cost = cost_of([r])
+                if r.status is not Status.OK:
+                    out.append(VerifyResult("inconclusive", f"judge {r.status}: {r.error}", cost,
+                                            detail={"status": r.status.value}))
+                else:
+                    p = float(r.probs[0])
+                    out.append(VerifyResult("verified" if p >= 0.5 else "refuted", f"p(True) = {p:.3f}", cost,
+                                            r.cached, {"p_true": p}))
+            return out
+        reqs = [ChatRequest(self._messages(c), max_tokens=self.max_tokens, n=self.samples,
+                            temperature=self.temperature if self.samples == 1 else max(self.temperature, 0.7))
+                for c in claims]
+        out = []
+        for comp in self.backend.generate(reqs):
+            cost = cost_of([comp])
+            if comp.status is not Status.OK:
+                out.append(VerifyResult("inconclusive", f"judge {comp.status}: {comp.error}", cost,
+                                        detail={"status": comp.status.value}))
+                continue
+            verdicts = [parse_true_false(t) for t in comp.texts]
+            ok = [v.label for v in verdicts if v.ok]
+            if not ok:
+                out.append(VerifyResult("inconclusive", verdicts[0].message or "invalid judgment", cost,
+                                        detail={"status": Status.INVALID.value}))
+                continue
+            t, f = ok.count("True"), ok.count("False")
+            outcome: Outcome = "verified" if t > f else "refuted" if f > t else "inconclusive"
+            out.append(VerifyResult(outcome, f"judge: {t} True / {f} False", cost, comp.cached,
+                                    {"judgments": ok}))
+        return out
+
+
+class LLMJudgeScorer(ProofGateScorer):
+    """App. D baseline: an LLM judge decides whether the majority answer is correct; True -> reward 1 for
+    the responses with it, False -> the fallback (zero by default: the judge's label is the reward).
+    Unparseable judge output masks the group (status invalid), never a silent 0.
+
+    Options:
+        backend: judge backend spec (rewardkit.backends.load_backend)
+        mode: generate (reasoning, then True/False) or logits (p(True) after "Final judgment: ")
+        samples: judgments per answer, majority of them (the paper's MV@4 judge uses 4)
+        max_tokens: generation budget of one judgment
+        fallback: reward when the judge says False: zero, reszero, random, mv
+        c: ResZero penalty strength when fallback=reszero
+        top_k: judge up to the k most-voted answers, rewarding the first judged True
+    """
+
+    name = "llm-judge"
+
+    def __init__(self, backend: Any = "smollm2", mode: Literal["generate", "logits"] = "generate",
+                 samples: int = 1, max_tokens: int = 512, fallback: Fallback = "zero", c: float = 0.01,
+                 top_k: int = 1):
+        from rewardkit.backends import load_backend
+
+        judge = LLMJudgeVerifier(load_backend(backend), mode=mode, samples=samples, max_tokens=max_tokens)
+        super().__init__(verifier=judge, fallback=fallback, c=c, top_k=top_k)
+        self.mask_failures = True
