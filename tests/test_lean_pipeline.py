@@ -13,8 +13,8 @@ from rewardkit.lean.cache import VerificationCache
 from rewardkit.lean.check import DEFAULT_HEADER
 from rewardkit.lean.pipeline import LeanVerifier, extract_lean, formal_statement, parse_consistency
 from rewardkit.lean.subprocess import LeanSubprocess
-from rewardkit.proof_gate import Claim, LLMJudgeScorer, LLMJudgeVerifier, ProofGateScorer, parse_true_false
 from rewardkit.prompts import jury as P
+from rewardkit.proof_gate import Claim, LLMJudgeScorer, LLMJudgeVerifier, ProofGateScorer, parse_true_false
 from rewardkit.types import Group, Status
 
 LEAN = str(Path(__file__).parent / "lean_standins" / "lean")
