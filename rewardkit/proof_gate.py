@@ -300,7 +300,7 @@ class ProofGateScorer(BaseScorer):
         c: ResZero penalty strength (eq. 5); 0.01 in the paper
         top_k: verify up to the k most-voted answers, one round each, and reward the first verified one
         seed: seed of the random fallback
-        backend: judge backend spec for the Lean pipeline's LLM roles (verifier=lean)
+        judge: judge backend spec for the Lean pipeline's LLM roles (verifier=lean)
         lean: Lean check backend for verifier=lean: auto, a lean path, repl:<command>, or a Kimina URL
         cache: path of the sqlite verification cache (verifier=lean); none for no cache
     """
@@ -314,7 +314,7 @@ class ProofGateScorer(BaseScorer):
         c: float = 0.01,
         top_k: int = 1,
         seed: int = 0,
-        backend: str = "smollm2",
+        judge: str = "smollm2",
         lean: str = "auto",
         cache: str | None = None,
     ):
@@ -331,7 +331,7 @@ class ProofGateScorer(BaseScorer):
             elif verifier == "lean":
                 from rewardkit.lean.pipeline import LeanVerifier
 
-                verifier = LeanVerifier.from_specs(backend=backend, lean=lean, cache=cache)
+                verifier = LeanVerifier.from_specs(backend=judge, lean=lean, cache=cache)
             else:
                 raise ValueError(f"unknown verifier {verifier!r}; use 'reference' or 'lean' or pass a Verifier")
         self.verifier = verifier
@@ -463,7 +463,7 @@ class LLMJudgeScorer(ProofGateScorer):
     Unparseable judge output masks the group (status invalid), never a silent 0.
 
     Options:
-        backend: judge backend spec (rewardkit.backends.load_backend)
+        judge: judge backend spec (rewardkit.backends.load_backend) or a JudgeBackend
         mode: generate (reasoning, then True/False) or logits (p(True) after "Final judgment: ")
         samples: judgments per answer, majority of them (the paper's MV@4 judge uses 4)
         max_tokens: generation budget of one judgment
@@ -474,11 +474,11 @@ class LLMJudgeScorer(ProofGateScorer):
 
     name = "llm-judge"
 
-    def __init__(self, backend: Any = "smollm2", mode: Literal["generate", "logits"] = "generate",
+    def __init__(self, judge: Any = "smollm2", mode: Literal["generate", "logits"] = "generate",
                  samples: int = 1, max_tokens: int = 512, fallback: Fallback = "zero", c: float = 0.01,
                  top_k: int = 1):
         from rewardkit.backends import load_backend
 
-        judge = LLMJudgeVerifier(load_backend(backend), mode=mode, samples=samples, max_tokens=max_tokens)
-        super().__init__(verifier=judge, fallback=fallback, c=c, top_k=top_k)
+        verifier = LLMJudgeVerifier(load_backend(judge), mode=mode, samples=samples, max_tokens=max_tokens)
+        super().__init__(verifier=verifier, fallback=fallback, c=c, top_k=top_k)
         self.mask_failures = True

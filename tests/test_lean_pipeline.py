@@ -131,7 +131,7 @@ def test_llm_judge_masks_invalid_output():
             return [Completion(["It is correct. Final judgment: True"]), Completion(["hmm"])]
 
     groups = [Group(str(i), "q", ["\\boxed{1}", "\\boxed{1}", "\\boxed{2}"]) for i in range(2)]
-    a, b = LLMJudgeScorer(backend=Judge()).score(groups)
+    a, b = LLMJudgeScorer(judge=Judge()).score(groups)
     np.testing.assert_array_equal(a.rewards, [1, 1, 0])
     assert b.statuses == [Status.INVALID] * 3 and np.isnan(b.rewards).all()
     assert "no True/False judgment" in b.messages[0]
@@ -153,7 +153,7 @@ def test_pipeline_roles_on_the_real_model(judge_backend):
 def test_llm_judge_on_the_real_model(judge_backend):
     groups = [Group("a", "What is 2 + 3?", ["\\boxed{5}", "\\boxed{5}", "\\boxed{6}"]),
               Group("b", "What is 2 * 3?", ["\\boxed{6}", "\\boxed{5}", "\\boxed{6}"])]
-    scores = LLMJudgeScorer(backend=judge_backend, mode="logits").score(groups)
+    scores = LLMJudgeScorer(judge=judge_backend, mode="logits").score(groups)
     for s in scores:
         assert s.statuses == [Status.OK] * 3 and s.cost.judge_calls == 1
         assert set(s.rewards.tolist()) <= {0.0, 1.0}
