@@ -72,8 +72,8 @@ def main(repeats: int = 3) -> None:
     }
     md = f"""# Verifier: speed and label agreement (800 shared rollouts)
 
-Command: `python benchmarks/verifier_speed.py` (median of {repeats} runs; ours starts cold each run,
-worker start-up included).
+Command: `python benchmarks/verifier_speed.py` (median of {repeats} runs; both start from empty caches:
+a fresh checker for ours, math-verify's own LaTeX-parse memo cleared for both).
 
 | | seconds | verdicts |
 |---|---:|---|
