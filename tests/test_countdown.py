@@ -178,3 +178,28 @@ def test_score_group_rewards_and_flags():
     assert s.cost.verifier_calls == 4
     with pytest.raises(ValueError, match="not a Countdown group"):
         score_group(Group("x", "q", ["a"]))
+
+
+def test_verifier_value_matches_random_expression_trees():
+    """Property: for random +-*/ trees over four numbers, the parsed value equals the tree's exact value."""
+    import random
+
+    rng = random.Random(0)
+
+    def build(leaves):
+        if len(leaves) == 1:
+            return str(leaves[0]), Fraction(leaves[0])
+        cut = rng.randint(1, len(leaves) - 1)
+        (ls, lv), (rs, rv) = build(leaves[:cut]), build(leaves[cut:])
+        op = rng.choice("+-*/")
+        if op == "/" and rv == 0:
+            op = "+"
+        val = {"+": lv + rv, "-": lv - rv, "*": lv * rv, "/": lv / rv if rv else None}[op]
+        return f"({ls} {op} {rs})", val
+
+    for _ in range(500):
+        nums = [rng.randint(1, 50) for _ in range(4)]
+        text, val = build(nums)
+        c = check_expression(text, nums)
+        assert c.status is Status.OK and c.value == val, text
+        assert c.correct is (val == 24)
