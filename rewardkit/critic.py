@@ -255,7 +255,7 @@ class CriticScorer(BaseScorer):
     """RARO relativistic critic: each response is compared with the group's expert answer; R_pol per response.
 
     Options:
-        backend: a JudgeBackend, or a spec for rewardkit.backends.load_backend (default "smollm2")
+        judge: the critic model: a JudgeBackend, or a spec for rewardkit.backends.load_backend (default "smollm2")
         tau_pol: tie reward of the policy (Table 5: 0.6)
         tau_crit: tie reward of the critic, reported as the critic_reward component (Table 5: 0.55)
         mode: "generate" samples the critic's reasoning and parses Answer 1/2/tie; "logits" scores the three verdicts in one forward pass and returns the expected reward
@@ -272,7 +272,7 @@ class CriticScorer(BaseScorer):
 
     def __init__(
         self,
-        backend: JudgeBackend | str | None = "smollm2",
+        judge: JudgeBackend | str | None = "smollm2",
         tau_pol: float = TAU_POL,
         tau_crit: float = TAU_CRIT,
         mode: Literal["generate", "logits"] = "generate",
@@ -288,8 +288,8 @@ class CriticScorer(BaseScorer):
             raise ValueError(f"tie rewards must lie in [0, 1] (Sec. 3.3), got tau_pol={tau_pol}, tau_crit={tau_crit}")
         if mode not in ("generate", "logits"):
             raise ValueError(f"CriticScorer mode must be 'generate' or 'logits', got {mode!r}")
-        self._backend_spec = backend
-        self._backend: JudgeBackend | None = backend if isinstance(backend, JudgeBackend) else None
+        self._backend_spec = judge
+        self._backend: JudgeBackend | None = judge if isinstance(judge, JudgeBackend) else None
         self.tau_pol, self.tau_crit = float(tau_pol), float(tau_crit)
         self.mode, self.max_tokens, self.temperature = mode, int(max_tokens), float(temperature)
         self.view, self.template, self.seed = view, template, int(seed)
