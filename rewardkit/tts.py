@@ -471,6 +471,8 @@ def load_rollouts(path: str, limit: int | None = None) -> list[TTSProblem]:
             missing = [k for k in ("problem", "responses", "correct") if k not in r]
             if missing:
                 raise ValueError(f"{path}:{lineno}: rollout row lacks field(s) {missing}")
+            if len(r["correct"]) != len(r["responses"]):
+                raise ValueError(f"{path}:{lineno}: {len(r['correct'])} labels for {len(r['responses'])} responses")
             out.append(TTSProblem(r["problem"], list(r["responses"]), [bool(x) for x in r["correct"]],
                                   r.get("answer"), r.get("rm_scores"), str(r.get("id", lineno))))
             if limit is not None and len(out) >= limit:

@@ -352,3 +352,16 @@ def test_cli_tts_writes_table_json_and_plot(tmp_path, monkeypatch):
     assert (tmp_path / "res" / "tts.png").exists() and "## Command" in (tmp_path / "res" / "tts.md").read_text()
     bad = CliRunner().invoke(app, [str(data), "--n", "1,x"])
     assert bad.exit_code != 0
+
+
+def test_load_rollouts_names_the_bad_line(tmp_path):
+    from rewardkit.tts import load_rollouts
+
+    p = tmp_path / "r.jsonl"
+    p.write_text(json.dumps({"problem": "q", "responses": ["a"], "correct": [True]}) + "\n"
+                 + json.dumps({"problem": "q", "responses": ["a", "b"], "correct": [True]}) + "\n")
+    with pytest.raises(ValueError, match=r"r.jsonl:2: 1 labels for 2 responses"):
+        load_rollouts(str(p))
+    p.write_text(json.dumps({"problem": "q", "responses": ["a"]}))
+    with pytest.raises(ValueError, match=r"r.jsonl:1: .*'correct'"):
+        load_rollouts(str(p))
