@@ -370,3 +370,27 @@ def test_group_from_shared_rollouts_uses_the_solution_as_expert(rollouts_path):
     del row["solution"]
     (a,) = CriticScorer(ContentJudge()).score([group_from_row(row)])
     assert a.statuses == [Status.ABSTAIN] * 8
+
+
+class CountdownCritic(ContentJudge):
+    """A perfect Countdown critic double: verifies both answers with the exact verifier."""
+
+    def _pick(self, prompt):
+        from rewardkit.countdown import check_expression
+
+        nums = [int(x) for x in re.findall(r"\d+", re.search(r"Use the four numbers (.*?) to create", prompt).group(1))]
+        ok = [check_expression(rx.search(prompt).group(1), nums).correct is True for rx in (_A1, _A2)]
+        return "tie" if ok[0] == ok[1] else ("1" if ok[0] else "2")
+
+
+def test_countdown_groups_with_a_verifying_critic():
+    from rewardkit.countdown import generate
+
+    inst = generate(3, seed=5)
+    groups = [i.to_group([f"\\boxed{{{i.solution}}}", "\\boxed{1 + 2 + 3 + 4}", "no answer"], id=f"c{j}")
+              for j, i in enumerate(inst)]
+    out = CriticScorer(CountdownCritic(), view="final", seed=3).score(groups)
+    for s in out:
+        # correct = as good as the expert (tie, tau_pol); wrong or missing = the critic picks the expert
+        assert list(s.rewards) == [0.6, 0.0, 0.0]
+        assert s.components["critic_label"] == ["tie", "expert", "expert"]
