@@ -30,7 +30,7 @@ from rewardkit.backends.base import ChatRequest, JudgeBackend, Message, VerdictR
 from rewardkit.prompts.raro import VERDICT_CHOICES, VERDICT_PREFIX, critic_user_prompt
 from rewardkit.scoring import BaseScorer
 from rewardkit.types import Group, GroupScore, Status
-from rewardkit.verdicts import parse_answer_choice
+from rewardkit.verdicts import boxed_contents, parse_answer_choice
 
 TAU_POL = 0.6  # Table 5 (all tasks)
 TAU_CRIT = 0.55  # Table 5 (Countdown, DeepMath; 0.5 for poetry)
@@ -88,16 +88,16 @@ def expected_rewards(probs: Sequence[float], expert_position: int, tau_pol: floa
 
 def answer_view(text: str, view: View = "answer") -> str:
     """What the critic sees of a response: ``answer`` drops a ``<think>`` block (the paper's a, not z),
-    ``final`` keeps only the extracted final answer, ``full`` keeps everything."""
+    ``final`` keeps only the last ``\\boxed{}`` content (the whole answer when nothing is boxed, e.g. a
+    bare expert expression), ``full`` keeps everything."""
     if view == "full":
         return text
+    answer = text.rsplit("</think>", 1)[1].strip() if "</think>" in text else text
     if view == "answer":
-        return text.rsplit("</think>", 1)[1].strip() if "</think>" in text else text
+        return answer
     if view == "final":
-        from rewardkit.answers import extract_answer
-
-        ans = extract_answer(text.rsplit("</think>", 1)[1] if "</think>" in text else text)
-        return ans if ans is not None else "(no final answer)"
+        boxed = boxed_contents(answer)
+        return boxed[-1].strip() if boxed else answer
     raise ValueError(f"unknown answer view {view!r}; use 'answer', 'final' or 'full'")
 
 
