@@ -55,6 +55,11 @@ _OPENERS = re.compile(
 )
 
 
+# pandoc's rule for inline $...$: the closing $ follows a non-space, is not part of $$ and is not
+# followed by a digit (so "costs $5 and $6" protects nothing)
+_INLINE_CLOSE = re.compile(r"(?<![\s\\$])\$(?![\d$])")
+
+
 def _balanced_brace_end(text: str, i: int) -> int | None:
     """Index just past the ``}`` closing the ``{`` that ends at ``i`` (``text[i-1] == '{'``)."""
     depth = 1
@@ -115,8 +120,8 @@ def protected_spans(text: str) -> list[tuple[int, int]]:
             end = _env_end(text, m.end(), m.group("env"))
         elif tok.startswith("\\boxed"):
             end = _balanced_brace_end(text, m.end())
-        else:  # inline $...$, closed before the next blank line
-            cm = re.compile(r"(?<!\\)\$").search(text, m.end())
+        else:  # inline $...$ (pandoc's rule), closed before the next blank line
+            cm = _INLINE_CLOSE.search(text, m.end()) if not text[m.end() : m.end() + 1].isspace() else None
             end = None
             if cm is not None and "\n\n" not in text[m.end() : cm.start()]:
                 end = cm.end()
@@ -192,14 +197,16 @@ def _split(lo: int, hi: int, cuts: Sequence[int]) -> list[tuple[int, int]]:
 
 
 def _segments(text: str, spans) -> list[tuple[int, int, bool]]:
-    """Delimiter segments ``(start, end, new_beginning)``: cut after line breaks and before mid-line cues."""
+    """Delimiter segments ``(start, end, new_beginning)``: cut after line breaks and before cues that open
+    a sentence mid-line."""
     n = len(text)
     cuts: dict[int, bool] = {}
     for m in _LINE_BREAKS.finditer(text):
         p = m.end()
         if 0 < p < n and not _inside(p, spans):
-            paragraph = m.group(0).count("\n") >= 2
-            cuts[p] = paragraph or bool(_NEW_BEGINNING.match(text, p))
+            # a line opening with a restart cue is a clear new beginning; a bare paragraph break is not
+            # (the paper's Table 2 slice 1 spans several paragraphs, one opening with "Therefore")
+            cuts[p] = bool(_NEW_BEGINNING.match(text, p))
     for p in _cut_positions(text, 0, n, _CUE_MIDLINE, spans):
         cuts.setdefault(p, False)
     return [(a, b, cuts.get(a, False)) for a, b in _split(0, n, list(cuts))]
