@@ -200,3 +200,184 @@ def test_restart_cue_at_line_start_opens_a_new_slice():
 def test_fixed_windows_ignore_delimiters():
     text = "one two three.\n\nWait, four five six seven"
     assert [w.text for w in fixed_windows(text, 3)] == ["one two three.\n\n", "Wait, four five ", "six seven"]
+
+
+# ------------------------------------------------------------------------------------ rewards
+
+
+def test_slice_mean_skips_invalid_slices_never_counts_them_as_no():
+    assert slice_mean([1, 0, None, 1]) == pytest.approx(2 / 3)
+    assert slice_mean([1.0, None]) == 1.0  # an invalid slice counted as NO would give 0.5
+    assert math.isnan(slice_mean([None, None])) and math.isnan(slice_mean([]))
+
+
+def test_reasoner_reward_paper_defaults():
+    assert reasoner_reward(1.0, 0.5) == 1.5  # lambda1 = lambda2 = 1 (sec. 4.1)
+    assert reasoner_reward(0.0, 0.25, lambda1=2.0, lambda2=4.0) == 1.0
+    with pytest.raises(ValueError, match="lambdas"):
+        reasoner_reward(1.0, 1.0, lambda1=-1.0)
+
+
+def test_gan_reward_known_values():
+    # Goodfellow et al.: at D = 1/2 everywhere the value is -log 4
+    assert gan_reward([0.5, 0.5], [0.5]) == pytest.approx(-math.log(4))
+    assert gan_reward([1.0], [0.0]) == pytest.approx(0.0, abs=1e-5)  # perfect discriminator
+    assert gan_reward([0.8], [0.4]) == pytest.approx(math.log(0.8) + math.log(0.6))
+    assert math.isfinite(gan_reward([0.0], [1.0]))  # hard verdicts are clipped, not -inf
+    assert gan_reward([0.9, None], [0.1, float("nan")]) == pytest.approx(2 * math.log(0.9))
+    with pytest.raises(ValueError, match="reference and generated"):
+        gan_reward([], [0.3])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(0.01, 0.99), min_size=1, max_size=8), st.lists(st.floats(0.01, 0.99), min_size=1, max_size=8))
+def test_gan_reward_symmetry_and_per_slice_terms(p_ref, p_gen):
+    # relabelling real <-> generated and flipping D leaves the objective unchanged
+    assert gan_reward(p_ref, p_gen) == pytest.approx(gan_reward([1 - p for p in p_gen], [1 - p for p in p_ref]))
+    # R^d <= 0, and raising D on a reference slice raises it
+    assert gan_reward(p_ref, p_gen) < 0
+    assert gan_reward([min(p_ref[0] + 0.005, 0.999), *p_ref[1:]], p_gen) > gan_reward(p_ref, p_gen)
+    terms = gan_slice_terms(p_ref + p_gen, [True] * len(p_ref) + [False] * len(p_gen))
+    assert terms[: len(p_ref)].mean() + terms[len(p_ref) :].mean() == pytest.approx(gan_reward(p_ref, p_gen))
+
+
+def test_alignment_reward_agreement_with_answer_correctness():
+    assert alignment_reward([[1, 1, 0]], [True]) == pytest.approx(2 / 3)
+    assert alignment_reward([[1, 1, 0]], [False]) == pytest.approx(1 / 3)
+    # pooled over the slices of all traces: agreements 1, 0 | 1
+    assert alignment_reward([[1, 0], [0]], [True, False]) == pytest.approx(2 / 3)
+    assert np.allclose(alignment_terms([0.8, None], True)[:1], [0.8]) and math.isnan(alignment_terms([None], True)[0])
+    assert math.isnan(alignment_reward([[None]], [True]))
+
+
+def test_discriminator_reward_paper_defaults():
+    assert discriminator_reward(-1.0, 0.5) == pytest.approx(-0.75)  # lambda3 = 1, lambda4 = 0.5
+    with pytest.raises(ValueError):
+        discriminator_reward(0.0, 0.0, lambda4=-0.1)
+
+
+# ------------------------------------------------------------------------------------ scorer
+
+
+class RuleJudge(JudgeBackend):
+    """Test double of the discriminator: a slice is sound unless it says ERR; GARBLE gives unparseable
+    output, SLOW a timeout. Counts calls and the slices in each."""
+
+    model_id = "rule-judge"
+
+    def __init__(self):
+        self.generate_calls: list[int] = []
+        self.verdict_calls: list[int] = []
+
+    @staticmethod
+    def _slice(messages) -> str:
+        return messages[-1]["content"].split("Reasoning to evaluate:", 1)[1].rsplit("Analyze this", 1)[0]
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        self.generate_calls.append(len(requests))
+        out = []
+        for r in requests:
+            s = self._slice(r.messages)
+            if "SLOW" in s:
+                out.append(Completion([], Status.TIMEOUT, error="judge timed out"))
+            elif "GARBLE" in s:
+                out.append(Completion(["I cannot tell."], prompt_tokens=10, completion_tokens=4))
+            else:
+                v = "NO" if "ERR" in s else "YES"
+                out.append(Completion([f"Checks the step. **{v}** Because {v.lower()}."], prompt_tokens=10,
+                                      completion_tokens=8))
+        return out
+
+    def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
+        self.verdict_calls.append(len(requests))
+        out = []
+        for r in requests:
+            assert tuple(r.choices) == ("YES", "NO") and r.assistant_prefix == "**"
+            p = 0.2 if "ERR" in self._slice(r.messages) else 0.9
+            out.append(VerdictResult(np.array([p, 1 - p]), prompt_tokens=10))
+        return out
+
+    def count_tokens(self, texts):
+        return whitespace_tokens(texts)
+
+
+def _lines(*lines: str) -> str:
+    """One slice per line: every line opens with the restart cue "Next"."""
+    return "".join(f"Next {ln}\n" for ln in lines)
+
+
+def _scorer(judge, **kw) -> SliceScorer:
+    return SliceScorer(judge, slice_tokens=50, min_slice_tokens=1, **kw)
+
+
+def test_scorer_rewards_one_backend_call_and_rationales():
+    judge = RuleJudge()
+    groups = [
+        Group("g1", "What is 2+3?", [_lines("2+3=5.", "so \\boxed{5}"), _lines("2+3=4 ERR.", "so \\boxed{4}")],
+              reference="5"),
+        Group("g2", "What is 1+1?", [_lines("one", "two", "three", "\\boxed{2}")], reference="2"),
+    ]
+    out = _scorer(judge)(groups)
+    assert judge.generate_calls == [8]  # every slice of every trace, one call
+    assert out[0].rewards.tolist() == [2.0, 0.5]  # 1 + 1 and 0 + 1/2
+    assert out[1].rewards.tolist() == [2.0]
+    assert out[0].components["exact_match"] == [1.0, 0.0]
+    assert out[0].components["n_slices"] == [2, 2]
+    s = out[0].extra["slices"][1]
+    assert [x["verdict"] for x in s] == ["NO", "YES"]
+    assert s[0]["verdict"] == "NO" and s[0]["rationale"] == "Because no." and "ERR" in s[0]["text"]
+    assert out[0].cost.judge_calls == 4 and out[0].cost.completion_tokens == 32
+    assert out[1].cost.judge_calls == 4
+    row = out[0].to_row()
+    assert row["slices"][0][0]["status"] == "ok"
+
+
+def test_scorer_invalid_and_timeout_slices_are_masked_not_no():
+    judge = RuleJudge()
+    g = Group("g", "p", [_lines("fine", "GARBLE", "\\boxed{1}"), _lines("GARBLE a", "GARBLE b"),
+                         _lines("SLOW a", "SLOW b"), ""], reference="1")
+    out = _scorer(judge, lambda1=0.0)([g])[0]
+    assert out.rewards[0] == 1.0  # mean over the two valid YES slices, the garbled one left out
+    assert out.statuses == [Status.OK, Status.INVALID, Status.TIMEOUT, Status.INVALID]
+    assert np.isnan(out.rewards[1:]).all()
+    assert "no valid slice verdict" in out.messages[1] and "empty response" in out.messages[3]
+    assert out.extra["slices"][0][1]["status"] == "invalid"
+
+
+def test_scorer_partial_mode_judges_first_n_and_drops_exact_match():
+    judge = RuleJudge()
+    g = Group("g", "p", [_lines("a", "b", "c", "d ERR", "\\boxed{99}")], reference="1")
+    out = _scorer(judge, partial=True, partial_slices=3)([g])[0]
+    assert judge.generate_calls == [3]
+    assert out.rewards.tolist() == [1.0]  # R^s of the first 3 slices only; no R^m for partial traces
+    assert out.components["n_slices"] == [3]
+
+
+def test_scorer_without_reference_abstains_unless_verifier_off():
+    g = Group("g", "p", [_lines("a", "b ERR")])
+    out = _scorer(RuleJudge())([g])[0]
+    assert out.statuses == [Status.ABSTAIN] and "reference" in out.messages[0]
+    out = _scorer(RuleJudge(), lambda1=0.0, lambda2=2.0)([g])[0]
+    assert out.statuses == [Status.OK] and out.rewards.tolist() == [1.0]
+
+
+def test_scorer_logit_mode_hard_and_soft_scores():
+    judge = RuleJudge()
+    g = Group("g", "p", [_lines("a", "b ERR")])
+    hard = _scorer(judge, mode="logit", lambda1=0.0)([g])[0]
+    soft = _scorer(judge, mode="logit", lambda1=0.0, soft=True)([g])[0]
+    assert judge.verdict_calls == [2, 2] and judge.generate_calls == []
+    assert hard.rewards.tolist() == [0.5]
+    assert soft.rewards[0] == pytest.approx((0.9 + 0.2) / 2)
+    assert [x["p_yes"] for x in soft.extra["slices"][0]] == pytest.approx([0.9, 0.2])
+
+
+def test_scorer_registry_options_and_fixed_segmentation():
+    from rewardkit.scoring import get_scorer, scorer_options
+
+    names = {o.name for o in scorer_options("slices")}
+    assert {"mode", "slice_tokens", "lambda1", "lambda2", "partial", "partial_slices", "judge_tokens"} <= names
+    judge = RuleJudge()
+    sc = get_scorer("slices", backend=judge, mode="logit", slice_tokens="3", segmentation="fixed", lambda1="0")
+    out = sc([Group("g", "p", ["a b c d e f g"])])[0]
+    assert out.components["n_slices"] == [3] and judge.verdict_calls == [3]
