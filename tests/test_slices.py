@@ -381,3 +381,37 @@ def test_scorer_registry_options_and_fixed_segmentation():
     sc = get_scorer("slices", backend=judge, mode="logit", slice_tokens="3", segmentation="fixed", lambda1="0")
     out = sc([Group("g", "p", ["a b c d e f g"])])[0]
     assert out.components["n_slices"] == [3] and judge.verdict_calls == [3]
+
+
+# ------------------------------------------------------------------------------------ real model
+
+
+@pytest.mark.model
+def test_real_model_logit_mode_end_to_end(judge_backend):
+    g = Group("g", "What is 2+3?", ["2+3=5.\nSo the answer is \\boxed{5}.", "2+3=6, so \\boxed{6}"], reference="5")
+    sc = SliceScorer(judge_backend, mode="logit", slice_tokens=8, min_slice_tokens=0)
+    out = sc([g])[0]
+    n = sum(out.components["n_slices"])
+    assert n >= 3 and out.cost.judge_calls + out.cost.cache_hits == n
+    assert out.statuses == [Status.OK, Status.OK]
+    assert out.components["exact_match"] == [1.0, 0.0]
+    assert all(0.0 <= r <= 2.0 for r in out.rewards)
+    for resp, sl in zip(g.responses, out.extra["slices"], strict=True):
+        assert "".join(x["text"] for x in sl) == resp  # slices cover the trace exactly
+        assert all(0.0 <= x["p_yes"] <= 1.0 and x["verdict"] in ("YES", "NO") for x in sl)
+    # budget counted with the discriminator's own tokenizer
+    assert all(x["tokens"] == judge_backend.count_tokens([x["text"]])[0] or len(sl) > 1
+               for sl in out.extra["slices"] for x in sl)
+
+
+@pytest.mark.model
+def test_real_model_generate_mode_caps_output_and_keeps_it(judge_backend):
+    g = Group("g", "What is 2+3?", ["2+3=5, so the answer is \\boxed{5}."], reference="5")
+    out = SliceScorer(judge_backend, judge_tokens=12, lambda1=0.0)([g])[0]
+    (sl,) = out.extra["slices"][0]
+    assert out.cost.completion_tokens <= 12 and sl["output"]
+    assert sl["status"] in ("ok", "invalid")
+    if sl["status"] == "invalid":  # SmolLM2 often writes no **YES**/**NO**: masked, never a NO
+        assert out.statuses == [Status.INVALID] and np.isnan(out.rewards[0])
+    else:
+        assert out.rewards[0] == (1.0 if sl["verdict"] == "YES" else 0.0)
