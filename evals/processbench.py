@@ -271,3 +271,24 @@ def run_processbench(
 def predictions_to_rows(preds: Sequence[PBPrediction]) -> list[dict[str, Any]]:
     """Plain JSON rows of the predictions."""
     return [asdict(p) for p in preds]
+
+
+def _pct(x: float) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
+
+
+def format_table(summary: dict[str, Any]) -> str:
+    """A markdown table: per split ProcessBench accuracies and F1 (in %), step-level P/R, AUROC, counts."""
+    head = ("| split | n (err/ok) | acc. erroneous | acc. correct | F1 | NO precision | NO recall | AUROC | "
+            "units | invalid |\n|---|---|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for split, m in summary.items():
+        if not isinstance(m, dict):
+            continue
+        auroc = "n/a" if math.isnan(m["auroc"]) else f"{m['auroc']:.3f}"
+        lines.append(f"| {split} | {m['n_error']}/{m['n_correct']} | {_pct(m['error_acc'])} | "
+                     f"{_pct(m['correct_acc'])} | {_pct(m['f1'])} | {_pct(m['precision'])} | "
+                     f"{_pct(m['recall'])} | {auroc} | {m['units']} | {m['invalid_units']} |")
+    if "average_f1" in summary:
+        lines.append(f"\nAverage F1 over splits: {_pct(summary['average_f1'])}")
+    return "\n".join(lines)

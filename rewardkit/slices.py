@@ -622,3 +622,51 @@ class SliceScorer(BaseScorer):
             out.append(GroupScore(g.id, np.array(rewards, dtype=np.float64), statuses, comp, cost, messages,
                                   extra={"slices": detail}))
         return out
+
+    # -- discriminator training signal
+    def discriminator_objective(
+        self, groups: Sequence[Group], lambda3: float = 1.0, lambda4: float = 0.5
+    ) -> dict[str, Any]:
+        """R^d, R^a and R^dis (sec. 3) for one batch, with ONE backend call for every slice.
+
+        Reference slices come from each group's ``expert`` solution (p_ref), generated slices from its
+        responses (p_gen); M_d(x) is P(YES) in logit mode, the hard verdict (clipped) in generate mode.
+        R^a uses each response's exact-match correctness against ``group.reference`` (responses whose check
+        fails, or groups without a reference, are left out of R^a). Also returns the per-slice terms.
+        """
+        items, kinds = [], []  # kinds: ("ref", group) or ("gen", group, response)
+        for gi, g in enumerate(groups):
+            for s in self.slices(g.expert or ""):
+                items.append(SliceItem(g.prompt, s.text))
+                kinds.append(("ref", gi, -1))
+            for ri, r in enumerate(g.responses):
+                for s in self.slices(r):
+                    items.append(SliceItem(g.prompt, s.text))
+                    kinds.append(("gen", gi, ri))
+        judged = self.judge(items)
+        p = [j.p_yes if j.p_yes is not None else j.score() for j in judged]
+        is_ref = [k[0] == "ref" for k in kinds]
+        pairs = [(g.reference, extract_answer(r)) for g in groups if g.reference is not None for r in g.responses]
+        checks = iter((self.checker or default_checker()).check_many(pairs) if pairs else [])
+        correct: dict[tuple[int, int], bool] = {}
+        for gi, g in enumerate(groups):
+            if g.reference is None:
+                continue
+            for ri in range(len(g.responses)):
+                ck = next(checks)
+                if ck.equivalent is not None:
+                    correct[(gi, ri)] = ck.equivalent
+        by_trace: dict[tuple[int, int], list[float | None]] = {}
+        for (kind, gi, ri), pi in zip(kinds, p, strict=True):
+            if kind == "gen" and (gi, ri) in correct:
+                by_trace.setdefault((gi, ri), []).append(pi)
+        keys = list(by_trace)
+        r_d = gan_reward([x for x, f in zip(p, is_ref, strict=True) if f], [x for x, f in zip(p, is_ref, strict=True) if not f])
+        r_a = alignment_reward([by_trace[k] for k in keys], [correct[k] for k in keys])
+        return {
+            "R_d": r_d, "R_a": r_a,
+            # no correctness label at all: R^a is undefined, so R^dis is too unless lambda4 = 0
+            "R_dis": discriminator_reward(r_d, 0.0 if lambda4 == 0 else r_a, lambda3, lambda4),
+            "p_real": p, "is_reference": is_ref, "gan_terms": gan_slice_terms(p, is_ref).tolist(),
+            "statuses": [j.status.value for j in judged], "cost": Cost.total(j.cost for j in judged),
+        }

@@ -160,3 +160,34 @@ def test_real_model_logit_mode_on_one_row(judge_backend):
     assert p.prediction == earliest_error(p.verdicts)
     s = summarize(preds)["gsm8k"]
     assert s["units"] == 2 and s["n_error"] == 1 and s["error_acc"] == float(p.prediction == 1)
+
+
+def test_cli_command_writes_table_and_predictions(tmp_path, monkeypatch):
+    import json
+
+    import typer
+    from rewardkit.cli.processbench import processbench
+    from typer.testing import CliRunner
+
+    import rewardkit.backends
+
+    seen = {}
+
+    def fake_load(spec, **kw):
+        seen.update(spec=spec, **kw)
+        return MarkJudge()
+
+    monkeypatch.setattr(rewardkit.backends, "load_backend", fake_load)
+    app = typer.Typer()
+    app.command()(processbench)
+    out = tmp_path / "pb"
+    res = CliRunner().invoke(app, ["--split", "gsm8k", "--split", "math", "--limit", "4", "--mode", "generate",
+                                   "--backend", "some/model", "--device", "cuda", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert seen == {"spec": "some/model", "device": "cuda", "dtype": "float32", "batch_size": 8}
+    assert "| gsm8k | 2/2 | 0.0 | 100.0 | 0.0 |" in res.output  # an all-YES judge: F1 = 0
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert len(data["predictions"]) == 8 and data["config"]["splits"] == ["gsm8k", "math"]
+    assert "| math |" in out.with_suffix(".md").read_text()
+    bad = CliRunner().invoke(app, ["--split", "aime"])
+    assert bad.exit_code != 0 and "unknown split" in bad.output

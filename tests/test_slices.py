@@ -415,3 +415,20 @@ def test_real_model_generate_mode_caps_output_and_keeps_it(judge_backend):
         assert out.statuses == [Status.INVALID] and np.isnan(out.rewards[0])
     else:
         assert out.rewards[0] == (1.0 if sl["verdict"] == "YES" else 0.0)
+
+
+def test_discriminator_objective_one_call_and_hand_values():
+    judge = RuleJudge()
+    g = Group("g", "2+3?", [_lines("ok \\boxed{5}"), _lines("ERR \\boxed{4}")], reference="5",
+              expert=_lines("x", "y"))
+    obj = _scorer(judge, mode="logit").discriminator_objective([g])
+    assert judge.verdict_calls == [4]  # 2 reference + 2 generated slices, one call
+    assert obj["is_reference"] == [True, True, False, False]
+    r_d = math.log(0.9) + (math.log(0.1) + math.log(0.8)) / 2  # E_ref log D + E_gen log(1 - D)
+    r_a = (0.9 + (1 - 0.2)) / 2  # correct trace agrees with 0.9, wrong trace with 1 - 0.2
+    assert obj["R_d"] == pytest.approx(r_d) and obj["R_a"] == pytest.approx(r_a)
+    assert obj["R_dis"] == pytest.approx(r_d + 0.5 * r_a)
+    no_ref = Group("h", "p", [_lines("a")], expert=_lines("x"))
+    obj = _scorer(RuleJudge(), mode="logit").discriminator_objective([no_ref])
+    assert math.isnan(obj["R_a"]) and math.isnan(obj["R_dis"])
+    assert _scorer(RuleJudge(), mode="logit").discriminator_objective([no_ref], lambda4=0.0)["R_dis"] == obj["R_d"]
