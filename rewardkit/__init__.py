@@ -36,3 +36,8 @@ __all__ = [
     "scorer_names",
     "to_tensors",
 ]
+
+# GAR (slice-level discriminator rewards)
+from rewardkit.slices import SliceScorer, slice_text  # noqa: E402
+
+__all__ += ["SliceScorer", "slice_text"]

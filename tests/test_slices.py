@@ -32,6 +32,7 @@ from rewardkit.slices import (
     whitespace_tokens,
 )
 from rewardkit.types import Group, Status
+from rewardkit.verdicts import boxed_contents
 
 # ------------------------------------------------------------------------------------ strategies
 
@@ -432,3 +433,39 @@ def test_discriminator_objective_one_call_and_hand_values():
     obj = _scorer(RuleJudge(), mode="logit").discriminator_objective([no_ref])
     assert math.isnan(obj["R_a"]) and math.isnan(obj["R_dis"])
     assert _scorer(RuleJudge(), mode="logit").discriminator_objective([no_ref], lambda4=0.0)["R_dis"] == obj["R_d"]
+
+
+# ------------------------------------------------------------------------------------ real traces
+
+
+def _rollouts(path, n=None):
+    import json
+
+    rows = [json.loads(line) for line in open(path)]
+    return [r for row in rows for r in row["responses"]][:n]
+
+
+def test_real_rollouts_slice_exactly_and_keep_displays_whole(rollouts_path):
+    traces_ = _rollouts(rollouts_path)
+    assert len(traces_) == 800
+    n_multi = 0
+    for t in traces_:
+        slices = slice_text(t, 64, whitespace_tokens, 16)
+        _assert_exact_cover(t, slices)
+        n_multi += len(slices) > 1
+        whole = [t.count("\\[") == t.count("\\]"), t.count("\\(") == t.count("\\)"),
+                 len(boxed_contents(t)) == t.count("\\boxed{")]
+        for s in slices:  # displays, inline \(..\) and boxed answers are never split across slices
+            assert not whole[0] or s.text.count("\\[") == s.text.count("\\]"), s.text
+            assert not whole[1] or s.text.count("\\(") == s.text.count("\\)"), s.text
+            assert not whole[2] or len(boxed_contents(s.text)) == s.text.count("\\boxed{"), s.text
+    assert n_multi > 400  # most real traces are longer than 64 words
+
+
+@pytest.mark.model
+def test_real_tokenizer_budget_on_real_rollouts(judge_backend, rollouts_path):
+    for t in _rollouts(rollouts_path, 40):
+        slices = slice_text(t, 96, judge_backend.count_tokens, 24)
+        _assert_exact_cover(t, slices)
+        for s in slices:
+            assert s.tokens <= 96 or s.text.count("\\[") >= 1 or s.text.count("$$") >= 2, s.text
