@@ -379,15 +379,6 @@ def discriminator_reward(r_d: float, r_a: float, lambda3: float = 1.0, lambda4: 
     return lambda3 * r_d + lambda4 * r_a
 
 
-def exact_match_rewards(
-    responses: Sequence[str], reference: str, checker: AnswerChecker | None = None
-) -> list[tuple[float | None, Status, str | None]]:
-    """R^m in {0, 1} per response (extract_answer + math-verify vs the reference); None on timeout/error."""
-    checker = checker or default_checker()
-    checks = checker.check_many([(reference, extract_answer(r)) for r in responses])
-    return [(None if c.equivalent is None else float(c.equivalent), c.status, c.message) for c in checks]
-
-
 # ------------------------------------------------------------------------------------- the scorer
 
 
