@@ -69,7 +69,7 @@ def main() -> None:
            "detections of erroneous units, over units with a human label (units before the earliest error are "
            "correct, the unit holding it is wrong, later units are unlabelled). AUROC: 1 - P(YES) as an error "
            "score over the same units (threshold-free).\n",
-           f"Reproduce: `PYTHONPATH=. python benchmarks/processbench_eval.py {' '.join(sys.argv[1:])}`".rstrip() + "\n",
+           f"Reproduce: `{' '.join(['PYTHONPATH=. python benchmarks/processbench_eval.py', *sys.argv[1:]])}`\n",
            f"Config: `{json.dumps(config)}`\n", ANCHORS, ""]
     out = ROOT / "benchmarks" / "results" / a.name
     out.parent.mkdir(parents=True, exist_ok=True)
