@@ -393,7 +393,7 @@ def test_real_model_logit_mode_end_to_end(judge_backend):
     sc = SliceScorer(judge_backend, mode="logit", slice_tokens=8, min_slice_tokens=0)
     out = sc([g])[0]
     n = sum(out.components["n_slices"])
-    assert n >= 3 and out.cost.judge_calls + out.cost.cache_hits == n
+    assert n >= 3 and out.cost.judge_calls == n  # one uncached forward pass per slice (cache_hits also counts the verifier)
     assert out.statuses == [Status.OK, Status.OK]
     assert out.components["exact_match"] == [1.0, 0.0]
     assert all(0.0 <= r <= 2.0 for r in out.rewards)
