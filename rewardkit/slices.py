@@ -21,6 +21,7 @@ over valid slices) and is never counted as NO; a response is invalid only when n
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -97,6 +98,8 @@ def protected_spans(text: str) -> list[tuple[int, int]]:
     unclosed openers protect nothing (a lone ``$`` is usually a price).
     """
     spans: list[tuple[int, int]] = []
+    closers: list[int] | None = None
+    paras: list[int] = []
     i = 0
     while True:
         m = _OPENERS.search(text, i)
@@ -121,10 +124,14 @@ def protected_spans(text: str) -> list[tuple[int, int]]:
         elif tok.startswith("\\boxed"):
             end = _balanced_brace_end(text, m.end())
         else:  # inline $...$ (pandoc's rule), closed before the next blank line
-            cm = _INLINE_CLOSE.search(text, m.end()) if not text[m.end() : m.end() + 1].isspace() else None
-            end = None
-            if cm is not None and "\n\n" not in text[m.end() : cm.start()]:
-                end = cm.end()
+            if closers is None:  # every candidate closer and blank line, found once (linear time)
+                closers = [c.start() for c in _INLINE_CLOSE.finditer(text)]
+                paras = [c.start() for c in re.finditer("\n\n", text)]
+            k = bisect.bisect_left(closers, m.end())
+            para = bisect.bisect_left(paras, m.end())
+            stop = paras[para] if para < len(paras) else len(text)
+            opens_math = not text[m.end() : m.end() + 1].isspace()
+            end = closers[k] + 1 if opens_math and k < len(closers) and closers[k] < stop else None
         if end is None:
             i = m.end()
             continue

@@ -26,6 +26,7 @@ from rewardkit.slices import (
     gan_reward,
     gan_slice_terms,
     make_slices,
+    protected_spans,
     reasoner_reward,
     slice_mean,
     slice_text,
@@ -141,6 +142,19 @@ def test_huge_budget_and_min_gives_one_slice(trace):
     text, _ = trace
     slices = slice_text(text, 10**9, whitespace_tokens, 10**9)
     assert [s.text for s in slices] == [text]
+
+
+@pytest.mark.parametrize("text, spans", [
+    ("costs $5 and $6 now", []),  # prices are not math (pandoc's rule)
+    ("so $x+1$ is $y$.", ["$x+1$", "$y$"]),
+    ("$5 $$\n\n$$ ", ["$$\n\n$$"]),
+    ("$a\n\nb$ $c$", ["$c$"]),  # inline math does not cross a blank line
+    ("\\begin{align}\\begin{align}x\\end{align}\\end{align} y", ["\\begin{align}\\begin{align}x\\end{align}\\end{align}"]),
+    ("\\boxed{\\frac{1}{2}} and \\boxed{3", ["\\boxed{\\frac{1}{2}}"]),  # unclosed boxed protects nothing
+    ("```py\nx = 1\n\ny = 2", ["```py\nx = 1\n\ny = 2"]),  # unclosed fence runs to the end
+])
+def test_protected_spans_examples(text, spans):
+    assert [text[a:b] for a, b in protected_spans(text)] == spans
 
 
 def test_empty_text_has_no_slices_and_bad_budget_raises():
