@@ -61,22 +61,22 @@ _OPENERS = re.compile(
 _INLINE_CLOSE = re.compile(r"(?<![\s\\$])\$(?![\d$])")
 
 
-def _balanced_brace_end(text: str, i: int) -> int | None:
-    """Index just past the ``}`` closing the ``{`` that ends at ``i`` (``text[i-1] == '{'``)."""
-    depth = 1
+def _brace_pairs(text: str) -> dict[int, int]:
+    """Position of every ``{`` -> just past its matching ``}`` (escaped ``\\{``/``\\}`` skipped); one pass."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    i = 0
     while i < len(text):
         c = text[i]
         if c == "\\":
             i += 2
             continue
         if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
+            stack.append(i)
+        elif c == "}" and stack:
+            pairs[stack.pop()] = i + 1
         i += 1
-    return None
+    return pairs
 
 
 def _env_end(text: str, i: int, env: str) -> int | None:
@@ -99,6 +99,7 @@ def protected_spans(text: str) -> list[tuple[int, int]]:
     """
     spans: list[tuple[int, int]] = []
     closers: list[int] | None = None
+    braces: dict[int, int] | None = None
     paras: list[int] = []
     i = 0
     while True:
@@ -122,7 +123,9 @@ def protected_spans(text: str) -> list[tuple[int, int]]:
         elif m.group("env") is not None:
             end = _env_end(text, m.end(), m.group("env"))
         elif tok.startswith("\\boxed"):
-            end = _balanced_brace_end(text, m.end())
+            if braces is None:
+                braces = _brace_pairs(text)
+            end = braces.get(m.end() - 1)
         else:  # inline $...$ (pandoc's rule), closed before the next blank line
             if closers is None:  # every candidate closer and blank line, found once (linear time)
                 closers = [c.start() for c in _INLINE_CLOSE.finditer(text)]
