@@ -308,3 +308,45 @@ def test_registry_builds_scorers_with_options():
         assert helps["backend"] and helps["mode"]
     with pytest.raises(ValueError, match="schedule"):
         ArenaScorer(QualityJudge(), schedule="swiss")
+
+
+# ------------------------------------------------------------------------------ real embedded model
+# Few, tiny calls (the CPU is shared): they check mechanics (shapes, statuses, call counts), not wisdom.
+
+TINY = ["2 + 3 = 5. \\boxed{5}", "Adding gives \\boxed{5}.", "Count 3, 4, 5. \\boxed{5}"]
+
+
+@pytest.mark.model
+def test_arena_live_logit_with_embedded_model(judge_backend):
+    g = Group("tiny", "What is 2 + 3?", TINY, reference="5")
+    s = ArenaScorer(judge_backend, mode="logit").score([g])[0]
+    assert s.components["routed"] and s.components["all_correct"]
+    assert s.components["judge_calls"] == 3 and s.cost.judge_calls + s.cost.cache_hits == 3  # 1 + 2
+    assert s.cost.prompt_tokens > 0 and s.components["rounds"] == 2
+    assert all(st is Status.OK for st in s.statuses)
+    assert np.all((s.rewards >= 0) & (s.rewards <= 1)) and s.rewards.shape == (3,)
+    assert arena_summary([s])["position_bias"] is not None
+
+
+@pytest.mark.model
+def test_tournament_generate_with_embedded_model(judge_backend):
+    g = Group("tiny", "What is 2 + 3?", TINY[:2], reference="5")
+    s = TournamentScorer(judge_backend, max_tokens=8).score([g])[0]
+    assert s.components["judge_calls"] == 1 and s.cost.completion_tokens > 0
+    # an 8-token reply rarely ends in a boxed verdict: the pair is either a valid match or a dropped one,
+    # and a dropped one leaves both traces invalid (no made-up reward)
+    assert len(s.extra["matches"]) + len(s.extra["invalid_matches"]) == 1
+    for st, r in zip(s.statuses, s.rewards, strict=True):
+        assert (st is Status.OK) == bool(np.isfinite(r))
+        assert st is (Status.OK if s.extra["matches"] else Status.INVALID)
+
+
+@pytest.mark.model
+def test_pointwise_scorers_with_embedded_model(judge_backend):
+    g = Group("tiny", "What is 2 + 3?", TINY[:1], reference="5")  # one response: non-diverse, routed
+    for scorer in (PointwiseScorer(judge_backend, rubric="adaptive", mode="logit"),
+                   AdaptivePointwiseScorer(judge_backend, mode="logit")):
+        s = scorer.score([g])[0]
+        assert s.components["routed"] and s.components["judge_calls"] == 1
+        assert s.cost.judge_calls + s.cost.cache_hits == 1 and all(st is Status.OK for st in s.statuses)
+        assert np.all((s.rewards >= 0) & (s.rewards <= 1))
