@@ -241,7 +241,8 @@ def verify_groups(groups: Sequence[Group], checker: AnswerChecker, use_labels: b
     return out
 
 
-def _diversity_components(v: _Verified) -> dict[str, Any]:
+def diversity_components(v: _Verified) -> dict[str, Any]:
+    """Eq. 3 diversity, all-correct / all-incorrect and the Fig. 5 count of one group's verifier rewards."""
     ok = np.isfinite(v.rewards)
     if not v.available or not ok.any():
         return {"diverse": None, "all_correct": None, "all_incorrect": None, "nonzero_adv_before": None,
@@ -336,7 +337,7 @@ class ArenaScorer(_JudgeMixin, BaseScorer):
     def _score(self, groups: list[Group]) -> list[GroupScore]:
         verified = verify_groups(groups, self.checker, self.use_labels)
         costs = [Cost(verifier_calls=v.calls) for v in verified]
-        comps = [_diversity_components(v) for v in verified]
+        comps = [diversity_components(v) for v in verified]
         routed = []
         for k, comp in enumerate(comps):
             if self.route:
@@ -532,7 +533,7 @@ class PointwiseScorer(_JudgeMixin, BaseScorer):
 
     def _score(self, groups: list[Group]) -> list[GroupScore]:
         verified = verify_groups(groups, self.checker, self.use_labels)
-        comps = [_diversity_components(v) for v in verified]
+        comps = [diversity_components(v) for v in verified]
         costs = [Cost(verifier_calls=v.calls) for v in verified]
         if self.route:
             judged = [k for k, c in enumerate(comps) if c["diverse"] is False]
