@@ -271,7 +271,7 @@ class ArenaScorer(_JudgeMixin, BaseScorer):
     """Reasoning Arena (eq. 5): verifier reward on reward-diverse groups, trace-tournament reward otherwise.
 
     Options:
-        backend: judge backend instance, or a spec string for rewardkit.backends.load_backend
+        judge: judge backend instance, or a spec string for rewardkit.backends.load_backend
         schedule: live (best/worst/median anchors, App. B), round-robin, uncertainty (ours), random (live, 3 random opponents)
         reward: auto (win-rate eq. 8 for round-robin, Bradley-Terry eq. 10 min-max otherwise), bt, winrate
         mode: generate (parse the boxed verdict) or logit (the judge's own A/B/Tie probabilities)
@@ -290,7 +290,7 @@ class ArenaScorer(_JudgeMixin, BaseScorer):
 
     def __init__(
         self,
-        backend: JudgeBackend | str = "smollm2",
+        judge: JudgeBackend | str = "smollm2",
         schedule: Schedule = "live",
         reward: Literal["auto", "bt", "winrate"] = "auto",
         mode: Mode = "generate",
@@ -311,7 +311,7 @@ class ArenaScorer(_JudgeMixin, BaseScorer):
         if mode not in ("generate", "logit"):
             raise ValueError(f"arena: unknown mode {mode!r}")
         verdict_outcome("A", gamma)  # validates gamma
-        self._backend_spec = backend
+        self._backend_spec = judge
         self._backend = None
         self.schedule, self.reward, self.mode = schedule, reward, mode
         self.gamma, self.l2, self.both_orders, self.seed = gamma, l2, both_orders, seed
@@ -451,7 +451,7 @@ class TournamentScorer(ArenaScorer):
     """ArenaRL baseline: a trace tournament on every group, no routing (round robin + win-rate by default).
 
     Options:
-        backend: judge backend instance, or a spec string for rewardkit.backends.load_backend
+        judge: judge backend instance, or a spec string for rewardkit.backends.load_backend
         schedule: round-robin (ArenaRL), live, uncertainty, random
         reward: auto (win-rate for round-robin, Bradley-Terry otherwise), bt, winrate
         mode: generate (parse the boxed verdict) or logit (the judge's own A/B/Tie probabilities)
@@ -470,7 +470,7 @@ class TournamentScorer(ArenaScorer):
 
     def __init__(
         self,
-        backend: JudgeBackend | str = "smollm2",
+        judge: JudgeBackend | str = "smollm2",
         schedule: Schedule = "round-robin",
         reward: Literal["auto", "bt", "winrate"] = "auto",
         mode: Mode = "generate",
@@ -484,7 +484,7 @@ class TournamentScorer(ArenaScorer):
         budget: int | None = None,
         checker: AnswerChecker | None = None,
     ):
-        super().__init__(backend, schedule, reward, mode, gamma, l2, both_orders, seed, max_tokens, temperature,
+        super().__init__(judge, schedule, reward, mode, gamma, l2, both_orders, seed, max_tokens, temperature,
                          use_labels, budget, checker)
 
 
@@ -496,7 +496,7 @@ class PointwiseScorer(_JudgeMixin, BaseScorer):
     """RLAIF baseline: a rubric judge scores every response 1 / 0.5 / 0 (App. D), no routing.
 
     Options:
-        backend: judge backend instance, or a spec string for rewardkit.backends.load_backend
+        judge: judge backend instance, or a spec string for rewardkit.backends.load_backend
         rubric: rlaif (DeepSeekMath-style rubric) or adaptive (the short Adaptive Pointwise prompt)
         mode: generate (parse the boxed score) or logit (expected score under the judge's 1/0.5/0 probabilities)
         max_tokens: judge generation budget (generate mode)
@@ -510,7 +510,7 @@ class PointwiseScorer(_JudgeMixin, BaseScorer):
 
     def __init__(
         self,
-        backend: JudgeBackend | str = "smollm2",
+        judge: JudgeBackend | str = "smollm2",
         rubric: Literal["rlaif", "adaptive"] = "rlaif",
         mode: Mode = "generate",
         max_tokens: int = 1024,
@@ -523,7 +523,7 @@ class PointwiseScorer(_JudgeMixin, BaseScorer):
             raise ValueError(f"arena: unknown rubric {rubric!r}")
         if mode not in ("generate", "logit"):
             raise ValueError(f"arena: unknown mode {mode!r}")
-        self._backend_spec = backend
+        self._backend_spec = judge
         self._backend = None
         self.rubric, self.mode, self.max_tokens, self.temperature = rubric, mode, max_tokens, temperature
         self.seed, self.use_labels, self._checker = seed, use_labels, checker
@@ -576,7 +576,7 @@ class AdaptivePointwiseScorer(PointwiseScorer):
     """Adaptive Pointwise: verifier reward on reward-diverse groups, rubric judge on non-diverse ones (eq. 5).
 
     Options:
-        backend: judge backend instance, or a spec string for rewardkit.backends.load_backend
+        judge: judge backend instance, or a spec string for rewardkit.backends.load_backend
         rubric: adaptive (the App. D Adaptive Pointwise prompt) or rlaif (DeepSeekMath-style rubric)
         mode: generate (parse the boxed score) or logit (expected score under the judge's 1/0.5/0 probabilities)
         max_tokens: judge generation budget (generate mode)
@@ -590,7 +590,7 @@ class AdaptivePointwiseScorer(PointwiseScorer):
 
     def __init__(
         self,
-        backend: JudgeBackend | str = "smollm2",
+        judge: JudgeBackend | str = "smollm2",
         rubric: Literal["rlaif", "adaptive"] = "adaptive",
         mode: Mode = "generate",
         max_tokens: int = 1024,
@@ -599,4 +599,4 @@ class AdaptivePointwiseScorer(PointwiseScorer):
         use_labels: bool = False,
         checker: AnswerChecker | None = None,
     ):
-        super().__init__(backend, rubric, mode, max_tokens, temperature, seed, use_labels, checker)
+        super().__init__(judge, rubric, mode, max_tokens, temperature, seed, use_labels, checker)

@@ -301,11 +301,11 @@ def test_pointwise_logit_mode_expected_score():
 
 
 def test_registry_builds_scorers_with_options():
-    s = get_scorer("arena", backend=QualityJudge(), schedule="round-robin", gamma="0.9", both_orders="true")
+    s = get_scorer("arena", judge=QualityJudge(), schedule="round-robin", gamma="0.9", both_orders="true")
     assert isinstance(s, ArenaScorer) and s.gamma == 0.9 and s.both_orders is True
     for name in ("arena", "tournament", "pointwise", "adaptive-pointwise"):
         helps = {o.name: o.help for o in scorer_options(name)}
-        assert helps["backend"] and helps["mode"]
+        assert helps["judge"] and helps["mode"]
     with pytest.raises(ValueError, match="schedule"):
         ArenaScorer(QualityJudge(), schedule="swiss")
 
