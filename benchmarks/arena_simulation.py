@@ -9,7 +9,7 @@ scored by Kendall tau between the Bradley-Terry fit (eq. 10, l2 = 1, mirrored) a
 Schedules: round robin (C(N,2) calls), live (best / worst / median anchors, 1 + 2 + 3(N-3) calls),
 live with k random opponents (k = 1, 2, 3, 5), and our uncertainty schedule at several budgets.
 
-    PYTHONPATH=. python benchmarks/arena_simulation.py [--seeds 300] [--kappa 2.0] [--bias 0.5] [--tie 0.1]
+    PYTHONPATH=. python benchmarks/arena_simulation.py [--seeds 200] [--kappa 2.0] [--bias 0.5] [--tie 0.1]
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def family(name: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, default=300)
+    ap.add_argument("--seeds", type=int, default=200)
     ap.add_argument("--kappa", type=float, default=2.0)
     ap.add_argument("--bias", type=float, default=0.5)
     ap.add_argument("--tie", type=float, default=0.1)

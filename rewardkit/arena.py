@@ -341,7 +341,7 @@ class ArenaScorer(_JudgeMixin, BaseScorer):
         routed = []
         for k, comp in enumerate(comps):
             if self.route:
-                if comp["diverse"] is False:
+                if comp["diverse"] is False and len(groups[k]) >= 2:  # one response cannot be ranked
                     routed.append(k)
             elif len(groups[k]) >= 2:
                 routed.append(k)
