@@ -123,6 +123,13 @@ def scorers(as_json: Annotated[bool, typer.Option("--json", help="Machine-readab
             out.print(f"    {o['name']}: {o['type']}{default}  {o['help']}")
 
 
+# ---------------------------------------------------------------------- commands from other modules
+from rewardkit.cli import jury as _jury  # noqa: E402
+
+app.command("lean-check")(_jury.lean_check)
+app.command("lean-doctor")(_jury.lean_doctor)
+
+
 def main() -> None:
     app(prog_name="rewardkit")
 
