@@ -1,6 +1,7 @@
 """rewardkit: reward modelling for LLM reinforcement learning behind one batched Scorer interface."""
 
 from rewardkit.answers import AnswerChecker, cluster_answers, equivalent, extract_answer
+from rewardkit.ranking import bradley_terry, minmax_normalize, newton_soft_pairwise_batched, win_rate_pairwise
 from rewardkit.scoring import (
     BaseScorer,
     Scorer,
@@ -17,6 +18,10 @@ from rewardkit.types import Cost, Group, GroupScore, Status, to_tensors
 __version__ = "0.1.0"
 
 __all__ = [
+    "bradley_terry",
+    "minmax_normalize",
+    "newton_soft_pairwise_batched",
+    "win_rate_pairwise",
     "AnswerChecker",
     "BaseScorer",
     "Cost",
