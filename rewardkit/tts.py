@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import numpy as np
-from scipy.optimize import minimize
 
 from rewardkit.backends.base import ChatRequest, JudgeBackend, Message, VerdictRequest, cost_of
 from rewardkit.critic import answer_view, critic_messages
@@ -128,29 +127,6 @@ def single_elimination(pools: Sequence[Sequence[int]], judge: PairwiseJudge, k: 
 # ------------------------------------------------------------------------------- Bradley-Terry
 
 
-def _bt_fit(n: int, wins: np.ndarray, alpha: float = 0.01) -> np.ndarray:
-    """Bradley-Terry log-strengths by L2-regularised maximum likelihood (scipy L-BFGS).
-
-    ``wins[i, j]`` counts i beating j (a tie adds 1/2 to both). P(i beats j) = sigmoid(s_i - s_j); the small
-    ridge ``alpha`` keeps the estimate finite for undefeated items and fixes the free offset.
-    Private on purpose: the lead may unify it with ``rewardkit.ranking.bradley_terry``.
-    """
-    if n == 1:
-        return np.zeros(1)
-
-    def nll(s: np.ndarray) -> tuple[float, np.ndarray]:
-        d = s[:, None] - s[None, :]
-        logp = -np.logaddexp(0.0, -d)  # log sigmoid(s_i - s_j)
-        f = -(wins * logp).sum() + alpha * (s @ s)
-        p = 1.0 / (1.0 + np.exp(-d))
-        g_mat = wins * (1.0 - p)  # d(-loglik)/ds_i contributions
-        grad = -(g_mat.sum(1) - g_mat.sum(0)) + 2 * alpha * s
-        return float(f), grad
-
-    res = minimize(nll, np.zeros(n), jac=True, method="L-BFGS-B")
-    return res.x
-
-
 def round_robin(pools: Sequence[Sequence[int]], judge: PairwiseJudge, k: int = 4) -> list[list[MatchResult]]:
     """Every pair of every pool, all in one judge batch."""
     matches = [Match(i, p[x], p[y]) for i, p in enumerate(pools) for x in range(len(p)) for y in range(x + 1, len(p))]
@@ -162,14 +138,26 @@ def round_robin(pools: Sequence[Sequence[int]], judge: PairwiseJudge, k: int = 4
     return out
 
 
+def vote_matches(results: Sequence[MatchResult], pool: Sequence[int]) -> np.ndarray:
+    """Every valid vote as a soft match ``(i, j, o_ij)`` over pool positions: A -> 1, B -> 0, tie -> 1/2."""
+    idx = {c: j for j, c in enumerate(pool)}
+    o = {"A": 1.0, "B": 0.0, "tie": 0.5}
+    rows = [(idx[r.match.a], idx[r.match.b], o[v]) for r in results for v in r.votes if v is not None]
+    return np.asarray(rows, dtype=np.float64).reshape(-1, 3)
+
+
 def bt_select(pools: Sequence[Sequence[int]], judge: PairwiseJudge, k: int = 4,
               schedule: Literal["tournament", "round_robin"] = "tournament", rule: Rule = "paper",
-              alpha: float = 0.01) -> list[Selection]:
+              l2: float = 0.02) -> list[Selection]:
     """Pick the candidate with the highest Bradley-Terry strength fit on the votes of the matches played.
 
     ``tournament`` fits on the single-elimination matches (no extra judge calls: each vote counts, not just
-    the match winner); ``round_robin`` plays all N(N-1)/2 pairs. Equal strengths keep the earlier candidate.
+    the match winner); ``round_robin`` plays all N(N-1)/2 pairs. The fit is ``rewardkit.ranking.bradley_terry``
+    (L-BFGS, ridge ``l2`` so an undefeated candidate keeps a finite strength). Equal strengths keep the
+    earlier candidate.
     """
+    from rewardkit.ranking import bradley_terry
+
     if schedule == "tournament":
         played = [s.matches for s in single_elimination(pools, judge, k, rule)]
     elif schedule == "round_robin":
@@ -178,19 +166,8 @@ def bt_select(pools: Sequence[Sequence[int]], judge: PairwiseJudge, k: int = 4,
         raise ValueError(f"unknown BT schedule {schedule!r}")
     out = []
     for i, (pool, ms) in enumerate(zip(pools, played, strict=True)):
-        idx = {c: j for j, c in enumerate(pool)}
-        wins = np.zeros((len(pool), len(pool)))
-        for r in ms:
-            a, b = idx[r.match.a], idx[r.match.b]
-            for v in r.votes:
-                if v == "A":
-                    wins[a, b] += 1
-                elif v == "B":
-                    wins[b, a] += 1
-                elif v == "tie":
-                    wins[a, b] += 0.5
-                    wins[b, a] += 0.5
-        s = _bt_fit(len(pool), wins, alpha)
+        data = vote_matches(ms, pool)
+        s = bradley_terry(data, len(pool), l2=l2, mirror=False) if len(pool) > 1 else np.zeros(1)
         best = int(np.flatnonzero(s >= s.max() - 1e-9)[0])
         out.append(Selection(i, pool[best], ms, s.tolist()))
     return out

@@ -17,7 +17,6 @@ from rewardkit.tts import (
     Match,
     PromptJudge,
     TTSProblem,
-    _bt_fit,
     accuracy_table,
     bt_select,
     decide,
@@ -114,16 +113,22 @@ def test_invalid_match_is_recorded_not_hidden():
 # ---------------------------------------------------------------------------------------- Bradley-Terry
 
 
-def test_bt_fit_recovers_known_strengths():
+def test_bt_on_votes_recovers_known_strengths():
+    """Votes simulated from known BT strengths, turned into soft matches, recover the strengths."""
+    from rewardkit.ranking import bradley_terry
+    from rewardkit.tts import MatchResult, vote_matches
+
     true = np.array([0.0, 0.7, 1.5, -0.8])
     rng = np.random.default_rng(0)
-    wins = np.zeros((4, 4))
+    results = []
     for i, j in combinations(range(4), 2):
         p = 1 / (1 + np.exp(-(true[i] - true[j])))
-        w = rng.binomial(3000, p)
-        wins[i, j] += w
-        wins[j, i] += 3000 - w
-    est = _bt_fit(4, wins, alpha=1e-6)
+        votes = ["A" if x else "B" for x in rng.random(3000) < p]
+        results.append(MatchResult(Match(0, i, j), votes, i, "ok", 0))
+    results.append(MatchResult(Match(0, 0, 1), [None, "tie"], 0, "ok", 0))
+    data = vote_matches(results, [0, 1, 2, 3])
+    assert data.shape == (6 * 3000 + 1, 3) and data[-1].tolist() == [0, 1, 0.5]  # invalid votes dropped
+    est = bradley_terry(data, 4, l2=1e-6, mirror=False)
     np.testing.assert_allclose(est - est.mean(), true - true.mean(), atol=0.08)
 
 
