@@ -9,6 +9,7 @@ anchors) encode that prefix once and score only the suffixes against its KV cach
 from __future__ import annotations
 
 import copy
+import os
 import threading
 from collections.abc import Sequence
 from functools import cache
@@ -63,16 +64,21 @@ class TransformersBackend(JudgeBackend):
         device: torch device ("cpu", "cuda")
         share_prefix: encode a token prefix shared by several verdict requests once (KV cache)
         min_shared_prefix: shortest shared prefix (tokens) worth re-using
+        num_threads: torch CPU threads (process-wide; default $REWARDKIT_TORCH_THREADS, else torch's)
     """
 
     def __init__(self, model: str = "smollm2", *, dtype: str = "float32", batch_size: int = 8,
                  device: str = "cpu", max_prompt_tokens: int | None = None, share_prefix: bool = True,
-                 min_shared_prefix: int = 64):
+                 min_shared_prefix: int = 64, num_threads: int | None = None):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from rewardkit.backends.embedded import ALIASES, EMBEDDED_NAME, embedded_model_path
 
+        num_threads = num_threads or int(os.environ.get("REWARDKIT_TORCH_THREADS", 0)) or None
+        if num_threads:
+            # on oversubscribed CPUs OpenMP spin-waiting makes 2 threads ~10x slower than 1 (measured here)
+            torch.set_num_threads(num_threads)
         path = str(embedded_model_path()) if model in ALIASES else model
         dtype = resolve_dtype(dtype, device)
         self.dtype = dtype
