@@ -36,3 +36,16 @@ __all__ = [
     "scorer_names",
     "to_tensors",
 ]
+
+# JURY-RL (proof gate): majority proposal, ResZero (eq. 5), proof-gated rewards (eq. 4), verifiers
+from rewardkit.proof_gate import (  # noqa: E402
+    Claim,
+    ReferenceVerifier,
+    VerifyResult,
+    majority_vote,
+    proof_gate_rewards,
+    reszero_rewards,
+    vote,
+)
+
+__all__ += ["Claim", "ReferenceVerifier", "VerifyResult", "majority_vote", "proof_gate_rewards", "reszero_rewards", "vote"]

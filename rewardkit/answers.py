@@ -1,9 +1,10 @@
 """Final-answer extraction, normalisation and equivalence (math-verify, gold first), and answer clusters.
 
-math-verify's own timeouts use SIGALRM, which only works on the main thread. Here they are switched off
-and deadlines are enforced by running the check in a worker process that is killed when it overruns,
-so equivalence checks are safe in threads, servers and async code. Verdicts are cached by
-(gold, prediction).
+math-verify's own timeouts use SIGALRM, which only works on the main thread, and a timeout there comes
+back as a silent False. Here they are switched off and deadlines are ours: on the main thread a check
+runs inline under our own interval timer (raising a BaseException math-verify cannot swallow); on any
+other thread (servers, async code, trainer callbacks) it runs in a worker process that is killed when it
+overruns. A timeout is a TIMEOUT status, never False. Verdicts are cached by (gold, prediction).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import logging
 import queue
 import re
 import select
+import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from fractions import Fraction
 
 from rewardkit.types import Status
 from rewardkit.verdicts import boxed_contents
@@ -79,6 +82,41 @@ def normalize_answer(ans: str | None) -> str | None:
 # ----------------------------------------------------------------------------------- equivalence
 
 
+def _exactly_comparable(a: str, b: str, va: Fraction, vb: Fraction) -> bool:
+    """False for a decimal against a non-terminating fraction: math-verify compares those after rounding
+    to 6 places (0.333333 equals 1/3 there), so leave them to it."""
+    dec_a, dec_b = "." in a, "." in b
+    frac_a, frac_b = va.denominator not in (1,) and not dec_a, vb.denominator not in (1,) and not dec_b
+    return not ((dec_a and frac_b) or (dec_b and frac_a))
+
+_INT = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+|[-+]?\d+")
+_DEC = re.compile(r"[-+]?\d*\.\d{1,6}")  # math-verify rounds floats to 6 places: stay within that
+_FRAC = re.compile(r"([-+]?)\\frac\{(\d+)\}\{(\d+)\}|([-+]?\d+)/(\d+)")
+
+
+def plain_number(s: str | None) -> Fraction | None:
+    """The exact value of an integer, a short decimal or an integer fraction; None for anything else.
+
+    Two plain numbers are equivalent exactly when their values are equal, which is what math-verify
+    decides for them too (property-tested), so these pairs skip its LaTeX parser.
+    """
+    s = normalize_answer(s)
+    if not s:
+        return None
+    if _INT.fullmatch(s):
+        return Fraction(int(s.replace(",", "")))
+    if _DEC.fullmatch(s):
+        return Fraction(s)
+    m = _FRAC.fullmatch(s)
+    if m:
+        sign, a, b = (m.group(1), m.group(2), m.group(3)) if m.group(2) else ("", m.group(4), m.group(5))
+        if int(b) == 0:
+            return None
+        v = Fraction(int(a), int(b))
+        return -v if sign == "-" else v
+    return None
+
+
 def _mv_equivalent(gold: str, pred: str) -> bool:
     """math-verify with its own (signal) timeouts off; runs in a worker process."""
     from math_verify import parse, verify
@@ -105,6 +143,27 @@ class Check:
     status: Status = Status.OK
     message: str | None = None
     cached: bool = False
+
+
+class _Deadline(BaseException):
+    """Raised by our SIGALRM handler; a BaseException so library ``except Exception`` blocks cannot eat it."""
+
+
+def _inline_equivalent(gold: str, pred: str, timeout: float) -> bool:
+    def on_alarm(signum, frame):  # noqa: ARG001
+        raise _Deadline()
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        return _mv_equivalent(gold, pred)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
 
 
 class _Worker:
@@ -145,14 +204,19 @@ class _Worker:
 class AnswerChecker:
     """Batched, cached, deadline-bounded answer equivalence.
 
-    ``check_many`` deduplicates pairs, answers identical normalised strings at once, and sends the rest
-    to ``workers`` worker processes; a pair that overruns ``timeout`` seconds gets ``Status.TIMEOUT``
-    and its worker is killed and replaced. Thread-safe.
+    ``check_many`` deduplicates pairs and answers identical normalised strings at once. The rest run
+    inline under a SIGALRM deadline on the main thread (``mode="auto"``), or in ``workers`` worker
+    processes elsewhere (or always, with ``mode="process"``); a pair that overruns ``timeout`` seconds
+    gets ``Status.TIMEOUT`` (a worker that overran is killed and replaced). Thread-safe.
     """
 
-    def __init__(self, timeout: float = 5.0, workers: int = 2, cache_size: int = 200_000):
+    def __init__(self, timeout: float = 5.0, workers: int = 2, cache_size: int = 200_000,
+                 mode: str = "auto"):
+        if mode not in ("auto", "inline", "process"):
+            raise ValueError(f"mode must be auto, inline or process, not {mode!r}")
         self.timeout = timeout
         self.workers = workers
+        self.mode = mode
         self.cache_size = cache_size
         self._cache: dict[tuple[str, str], bool] = {}
         self._lock = threading.Lock()
@@ -207,8 +271,18 @@ class AnswerChecker:
                 self._remember(key, True)
                 out[i] = Check(True)
                 continue
+            vg, vp = plain_number(gold), plain_number(pred)
+            if vg is not None and vp is not None and _exactly_comparable(gold, pred, vg, vp):
+                self._remember(key, vg == vp)
+                out[i] = Check(vg == vp)
+                continue
             todo.setdefault(key, []).append(i)
-        if todo:
+        if todo and self._inline():
+            for key, idx in todo.items():
+                res = self._check_inline(key)
+                for i in idx:
+                    out[i] = res
+        elif todo:
             keys = list(todo)
             n = max(1, min(self.workers, len(keys)))
             with ThreadPoolExecutor(n) as ex:
@@ -218,6 +292,22 @@ class AnswerChecker:
                     for i in todo[key]:
                         out[i] = res
         return out  # type: ignore[return-value]
+
+    def _inline(self) -> bool:
+        if self.mode == "inline" and not _on_main_thread():
+            raise RuntimeError("inline answer checks need the main thread (SIGALRM); use mode='process'")
+        return self.mode == "inline" or (self.mode == "auto" and _on_main_thread())
+
+    def _check_inline(self, k: tuple[str, str]) -> Check:
+        try:
+            value = _inline_equivalent(k[0], k[1], self.timeout)
+        except _Deadline:
+            return Check(None, Status.TIMEOUT, f"math-verify exceeded {self.timeout:g}s on gold={k[0]!r} pred={k[1]!r}")
+        except Exception as e:  # math-verify raised: report, do not guess
+            return Check(None, Status.ERROR, f"math-verify failed on gold={k[0]!r} pred={k[1]!r}: {e!r}")
+        self.calls += 1
+        self._remember(k, bool(value))
+        return Check(bool(value))
 
     def _check_chunk(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Check]:
         res: dict[tuple[str, str], Check] = {}

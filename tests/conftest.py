@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 
-
 def _find_shared() -> Path:
     """``$REWARDKIT_SHARED``, else the first ``shared/`` with a ``data/`` folder beside a parent of this checkout."""
     if os.environ.get("REWARDKIT_SHARED"):

@@ -1,0 +1,138 @@
+"""The ``rewardkit`` command line: thin typer commands over the SDK and the evaluation harness."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+app = typer.Typer(help="rewardkit: reward modelling for LLM RL - score rollouts, serve judges, run evals.",
+                  no_args_is_help=True, add_completion=False)
+console = Console(stderr=True)
+
+
+def _parse_options(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for p in pairs:
+        if "=" not in p:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {p!r}", param_hint="--option")
+        k, v = p.split("=", 1)
+        out[k.strip().replace("-", "_")] = v
+    return out
+
+
+@app.command()
+def score(
+    input: Annotated[Path, typer.Argument(help="Rollouts: grouped JSONL, per-response JSONL, Parquet or a saved HF dataset folder.")],
+    scorer: Annotated[str, typer.Option("--scorer", "-s", help="Scorer name (see `rewardkit scorers`).")] = "verifier",
+    out: Annotated[Path, typer.Option("--out", help="Output JSONL, one row per group; re-run to resume.")] = Path("scores.jsonl"),
+    option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Scorer option KEY=VALUE (repeatable).")] = None,
+    judge: Annotated[Optional[str], typer.Option(help="Judge backend spec for judge-based scorers (e.g. smollm2).")] = None,
+    batch_size: Annotated[int, typer.Option(help="Groups per scorer call (and per fsync'd write).")] = 16,
+    limit: Annotated[Optional[int], typer.Option(help="Score only the first N groups.")] = None,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Write malformed records to OUT.rejects.jsonl and go on.")] = False,
+    group_key: Annotated[Optional[str], typer.Option(help="Group key field for one-response-per-line input.")] = None,
+    fmt: Annotated[Optional[str], typer.Option("--format", help="grouped or flat (default: detect).")] = None,
+) -> None:
+    """Score saved rollouts with any scorer; resumable, one output row per input group."""
+    from rewardkit.io import InputError
+    from rewardkit.jobs import score_file
+    from rewardkit.scoring import get_scorer, scorer_options
+
+    opts = _parse_options(option or [])
+    if judge is not None:
+        if "judge" not in {o.name for o in scorer_options(scorer)}:
+            raise typer.BadParameter(f"scorer {scorer!r} takes no judge", param_hint="--judge")
+        opts["judge"] = judge
+    try:
+        sc = get_scorer(scorer, **opts)
+    except (KeyError, TypeError, ValueError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+
+    with Progress(TextColumn(f"[bold]{scorer}[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TimeRemainingColumn(), console=console, transient=False) as progress:
+        task = progress.add_task("score", total=None)
+
+        def on_start(total: int, done: int) -> None:
+            progress.update(task, total=total, completed=done)
+            if done:
+                console.print(f"resuming: {done} of {total} groups already in {out}")
+
+        try:
+            summary = score_file(input, sc, out, batch_size=batch_size, skip_bad=skip_bad, group_key=group_key,
+                                 fmt=fmt, limit=limit, on_start=on_start,
+                                 on_batch=lambda n: progress.advance(task, n))
+        except (InputError, FileNotFoundError) as e:
+            console.print(f"[red]input error:[/red] {e}")
+            if isinstance(e, InputError):
+                console.print("use --skip-bad to write malformed records to a side file and keep going")
+            raise typer.Exit(2) from None
+
+    t = Table(title=f"{scorer} on {input.name}", show_header=False)
+    d = summary.to_dict()
+    t.add_row("groups in output", str(d["groups"]))
+    t.add_row("scored now / already done / rejected", f"{d['scored_now']} / {d['skipped_done']} / {d['rejected']}")
+    t.add_row("statuses", ", ".join(f"{k}={v}" for k, v in sorted(d["statuses"].items())))
+    t.add_row("reward mean (ok responses)", "-" if d["reward_mean"] is None else f"{d['reward_mean']:.4f}")
+    t.add_row("non-diverse groups", "-" if d["non_diverse_fraction"] is None else f"{d['non_diverse_fraction']:.1%}")
+    c = d["cost"]
+    t.add_row("cost", f"judge calls {c['judge_calls']}, tokens {c['prompt_tokens']}+{c['completion_tokens']}, "
+                      f"verifier calls {c['verifier_calls']}, cache hits {c['cache_hits']}, {c['seconds']:.1f}s")
+    console.print(t)
+    if skip_bad and d["rejected"]:
+        from rewardkit.jobs import rejects_path
+
+        console.print(f"{d['rejected']} rejected record(s) written to {rejects_path(out)}")
+
+
+@app.command()
+def scorers(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """List every scorer with a one-line description and its options."""
+    from rewardkit.scoring import describe, scorer_names, scorer_options
+
+    rows = []
+    for name in scorer_names():
+        try:
+            opts = [o.__dict__ for o in scorer_options(name)]
+        except (ImportError, AttributeError) as e:
+            opts = [{"name": "-", "type": "-", "default": None, "help": f"unavailable: {e}"}]
+        rows.append({"name": name, "description": describe(name), "options": opts})
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2, default=str))
+        return
+    out = Console()
+    for r in rows:
+        out.print(f"[bold]{r['name']}[/bold]  {r['description']}")
+        for o in r["options"]:
+            default = "" if o["default"] is None or o["default"] is inspect.Parameter.empty else f" = {o['default']!r}"
+            out.print(f"    {o['name']}: {o['type']}{default}  {o['help']}")
+
+
+# ---------------------------------------------------------------------- commands from other modules
+from rewardkit.cli import jury as _jury  # noqa: E402
+
+app.command("lean-check")(_jury.lean_check)
+app.command("lean-doctor")(_jury.lean_doctor)
+
+
+def main() -> None:
+    app(prog_name="rewardkit")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

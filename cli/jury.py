@@ -1,0 +1,55 @@
+"""JURY-RL commands: check a Lean proof under the proof gate's acceptance rule, and diagnose the Lean setup.
+
+Plain functions with typer annotations; the lead wires them into ``cli/app.py`` as ``lean-check`` and
+``lean-doctor``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def lean_check(
+    proof: Annotated[Path, typer.Argument(help="Lean file with the proof (the whole submission).")],
+    formal: Annotated[Path, typer.Argument(help="Lean file with the formal statement (proof may be sorry).")],
+    lean: Annotated[str, typer.Option(help="auto, a path to lean, repl:<command>, or a Kimina server URL.")] = "auto",
+    theorem: Annotated[str, typer.Option(help="Name of the theorem to check.")] = "test_problem",
+) -> None:
+    """Check a proof: statement unchanged, no error, no sorry, axioms within propext/Classical.choice/Quot.sound."""
+    from rewardkit.lean import check_proofs, make_checker
+    from rewardkit.lean.subprocess import LeanToolchainError
+
+    try:
+        checker = make_checker(lean)
+    except (LeanToolchainError, ValueError) as e:
+        typer.echo(str(e), err=True)
+        raise typer.Exit(2) from None
+    try:
+        (a,) = check_proofs(checker, [(formal.read_text(), proof.read_text())], theorem)
+    finally:
+        checker.close()
+    typer.echo(json.dumps({"outcome": a.outcome, "reasons": list(a.reasons), "axioms": a.axioms}, indent=1))
+    raise typer.Exit(0 if a.accepted else 1)
+
+
+def lean_doctor(
+    lean: Annotated[str, typer.Option(help="auto, a path to lean, repl:<command>, or a Kimina server URL.")] = "auto",
+) -> None:
+    """Say which Lean check backend would be used, or exactly why none is usable and how to configure one."""
+    from rewardkit.lean import make_checker
+    from rewardkit.lean.subprocess import LeanToolchainError
+
+    try:
+        checker = make_checker(lean)
+    except (LeanToolchainError, ValueError) as e:
+        typer.echo(str(e), err=True)
+        raise typer.Exit(1) from None
+    where = getattr(checker, "exe", None) or getattr(checker, "url", None) or " ".join(getattr(checker, "cmd", []))
+    if hasattr(checker, "health") and not checker.health():
+        typer.echo(f"{checker.name}: {where} is not answering GET /health", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"{checker.name}: {where}")
+    checker.close()

@@ -1,0 +1,484 @@
+"""JURY-RL: votes propose, proofs dispose (majority proposal, proof gate eq. 4, ResZero eq. 5).
+
+The maths (``vote``, ``reszero_rewards``, ``proof_gate_rewards``) is pure and works on answer labels;
+the scorers add answer extraction, equivalence clustering (math-verify, so ``1/2`` and ``0.5`` are one
+vote), one batched verifier call per round, and the fallback ablations of Table 3.
+
+A verifier answers ``verify(problem, answer) -> VerifyResult`` with an outcome ``verified``, ``refuted``
+or ``inconclusive``, a reason and a cost. A timeout, a crash or a missing toolchain is inconclusive, never
+verified. ``ReferenceVerifier`` (math-verify against the reference answer) stands in for Lean in
+ablations and measurements; ``rewardkit.lean.LeanVerifier`` is the App. C pipeline.
+"""
+
+from __future__ import annotations
+
+import random as _random
+import re
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from rewardkit.answers import AnswerChecker, cluster_answers, default_checker, extract_answer
+from rewardkit.scoring import BaseScorer
+from rewardkit.types import Cost, Group, GroupScore, Status
+from rewardkit.verdicts import Verdict
+
+Outcome = Literal["verified", "refuted", "inconclusive"]
+Fallback = Literal["reszero", "zero", "random", "mv"]
+
+# ------------------------------------------------------------------------------------ majority vote
+
+
+@dataclass(frozen=True)
+class Vote:
+    """The result of a majority vote over answer labels (``None`` = no answer, never a candidate)."""
+
+    labels: tuple[Hashable | None, ...]
+    candidates: tuple[Hashable, ...]  # distinct labels, most votes first; ties by first appearance
+    counts: tuple[int, ...]  # votes of each candidate, same order
+
+    @property
+    def majority(self) -> Hashable | None:
+        """The proposal a-hat (None when no response has an answer)."""
+        return self.candidates[0] if self.candidates else None
+
+    @property
+    def share(self) -> float:
+        """alpha = |M| / G (eq. 5): the majority share over all G responses."""
+        return self.counts[0] / len(self.labels) if self.candidates else 0.0
+
+    def top(self, k: int) -> tuple[Hashable, ...]:
+        """The k most-voted candidates (for top-k verification, App. G.3)."""
+        return self.candidates[:k]
+
+    def mask(self, label: Hashable | None) -> np.ndarray:
+        """Which responses carry ``label`` (all False for None)."""
+        return np.array([lab is not None and lab == label for lab in self.labels], dtype=bool)
+
+
+def vote(labels: Sequence[Hashable | None]) -> Vote:
+    """Plurality vote a-hat = argmax_a sum_i 1[a_i = a] (Sec. 4.1) with a fixed tie-break: among answers
+    with the most votes, the one that appears first wins (App. A.2 edge case (i))."""
+    counts: dict[Hashable, int] = {}
+    first: dict[Hashable, int] = {}
+    for i, lab in enumerate(labels):
+        if lab is None:
+            continue
+        counts[lab] = counts.get(lab, 0) + 1
+        first.setdefault(lab, i)
+    order = sorted(counts, key=lambda a: (-counts[a], first[a]))
+    return Vote(tuple(labels), tuple(order), tuple(counts[a] for a in order))
+
+
+def majority_vote(
+    answers: Sequence[str | None], *, checker: AnswerChecker | None = None
+) -> tuple[Vote, list[str | None]]:
+    """Vote over extracted final answers with equivalent answers counted as one vote (math-verify).
+
+    Returns the vote over cluster ids and, per cluster id, its representative answer (first member)."""
+    ids = cluster_answers(list(answers), checker or default_checker())
+    reps: dict[int, str] = {}
+    for a, i in zip(answers, ids, strict=True):
+        if i is not None and a is not None:
+            reps.setdefault(i, a)
+    return vote(ids), [reps.get(i) if i is not None else None for i in range(max(reps, default=-1) + 1)]
+
+
+# ------------------------------------------------------------------------------------------ ResZero
+
+
+class _NoAnswer:
+    """A response without an answer: a residual that shares its answer with nobody."""
+
+    __slots__ = ()
+
+
+def reszero_exact(
+    answers: Sequence[Hashable | None], *, c: float | Fraction = Fraction(1, 100), majority: Any = ...
+) -> list[Fraction]:
+    """ResZero (eq. 5) in exact rational arithmetic; ``reszero_rewards`` is its float form.
+
+    r_i = alpha * 1[i in R] * (z_i - u_bar) - c * alpha * 1[i in M] + gamma, gamma = c * alpha^2, with
+    z_i = u^{(-i)}(a_i) the leave-one-out share of a_i among the other |R| - 1 residuals and u_bar the mean
+    of z over R. Edge cases (defined here, each keeps sum_i r_i = 0 exactly, App. A.2):
+    - all answers equal (|R| = 0): every r_i = -c + c = 0;
+    - a single residual (|R| = 1): u^{(-i)} has no peers (0/0), so z_i = u_bar = 0 and r_i = gamma;
+    - ties for the majority: ``vote``'s fixed rule (first appearance) picks M unless ``majority`` is given;
+    - ``None`` (no answer) is never the majority and supports no other residual;
+    - no answer at all, or ``majority`` absent from ``answers``: alpha = 0 and every r_i = 0.
+
+    Worked example App. B.2 (4 x a, 3 x b, 1 x c, c = 0.1): -1/40, 13/120, -9/40. The paper prints
+    "1/12 + 0.025 ~ 0.0667" for b, an arithmetic slip: eq. 5 gives 1/12 + 1/40 = 13/120 ~ 0.1083, which is
+    also the value its own zero-sum check uses (3 * (1/12 + 0.025) = 0.325). We follow the equation.
+    """
+    c = Fraction(c)
+    g = len(answers)
+    if g == 0:
+        return []
+    labels = [a if a is not None else _NoAnswer() for a in answers]
+    if majority is ...:
+        majority = vote(answers).majority
+    in_m = [majority is not None and a is not None and a == majority for a in answers]
+    alpha = Fraction(sum(in_m), g)
+    gamma = c * alpha * alpha  # global re-centering (eq. 5)
+    res = [i for i in range(g) if not in_m[i]]
+    z = {i: Fraction(0) for i in res}
+    if len(res) > 1:
+        for i in res:  # leave-one-out residual support u^{(-i)}(a_i)
+            z[i] = Fraction(sum(labels[j] == labels[i] for j in res if j != i), len(res) - 1)
+    u_bar = sum(z.values(), Fraction(0)) / len(res) if res else Fraction(0)
+    return [(-c * alpha + gamma) if in_m[i] else (alpha * (z[i] - u_bar) + gamma) for i in range(g)]
+
+
+def reszero_rewards(
+    answers: Sequence[Hashable | None], *, c: float = 0.01, majority: Any = ...
+) -> np.ndarray:
+    """ResZero reward (eq. 5): penalise the unverified majority, zero-mean residual support; sums to 0.
+
+    ``answers`` are answer labels (strings or equivalence-cluster ids); ``majority`` overrides the vote
+    (e.g. the label the gate tried). See ``reszero_exact`` for the edge cases.
+
+    >>> reszero_rewards(["a"] * 4 + ["b"] * 3 + ["c"], c=0.1).round(4).tolist()  # App. B.2
+    [-0.025, -0.025, -0.025, -0.025, 0.1083, 0.1083, 0.1083, -0.225]
+    """
+    return np.array([float(r) for r in reszero_exact(answers, c=c, majority=majority)], dtype=np.float64)
+
+
+def majority_rewards(labels: Sequence[Hashable | None], majority: Any = ...) -> np.ndarray:
+    """Majority-vote reward r_i = 1[a_i = a-hat] (Sec. 3 (A)(ii), App. D)."""
+    v = vote(labels)
+    return v.mask(v.majority if majority is ... else majority).astype(np.float64)
+
+
+def proof_gate_rewards(
+    labels: Sequence[Hashable | None],
+    verified: Hashable | None,
+    *,
+    fallback: Fallback = "reszero",
+    c: float = 0.01,
+    rng: _random.Random | None = None,
+) -> np.ndarray:
+    """Eq. 4: r_i = delta * 1[a_i = a-hat] + (1 - delta) * r_i^fallback.
+
+    ``verified`` is the label the verifier certified (delta = 1), or None (delta = 0: refuted or
+    inconclusive), in which case the fallback of Table 3 applies: ResZero (eq. 5), zero, random (reward a
+    uniformly drawn candidate answer), or mv (reward the unverified majority)."""
+    v = vote(labels)
+    if verified is not None:
+        return v.mask(verified).astype(np.float64)
+    if fallback == "reszero":
+        return reszero_rewards(labels, c=c, majority=v.majority)
+    if fallback == "zero":
+        return np.zeros(len(labels))
+    if fallback == "mv":
+        return v.mask(v.majority).astype(np.float64)
+    if fallback == "random":
+        if not v.candidates:
+            return np.zeros(len(labels))
+        pick = (rng or _random.Random(0)).choice(list(v.candidates))
+        return v.mask(pick).astype(np.float64)
+    raise ValueError(f"unknown fallback {fallback!r}; use one of reszero, zero, random, mv")
+
+
+# ---------------------------------------------------------------------------------------- verifiers
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One thing to verify: is ``answer`` the answer to ``problem``? (``reference`` only for ablations)."""
+
+    problem: str
+    answer: str
+    reference: str | None = None
+
+
+@dataclass
+class VerifyResult:
+    """A verifier's outcome with its reason and cost; inconclusive is the only safe failure."""
+
+    outcome: Outcome
+    reason: str = ""
+    cost: Cost = field(default_factory=Cost)
+    cached: bool = False
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def verified(self) -> bool:
+        return self.outcome == "verified"
+
+
+@runtime_checkable
+class Verifier(Protocol):
+    """``verify_many(claims) -> results`` (one batched call) and ``verify(problem, answer)``."""
+
+    name: str
+
+    def verify_many(self, claims: Sequence[Claim]) -> list[VerifyResult]: ...
+
+    def verify(self, problem: str, answer: str, *, reference: str | None = None) -> VerifyResult: ...
+
+
+class BaseVerifier:
+    """Implements ``verify`` on top of ``verify_many``."""
+
+    name = ""
+
+    def verify(self, problem: str, answer: str, *, reference: str | None = None) -> VerifyResult:
+        return self.verify_many([Claim(problem, answer, reference)])[0]
+
+    def verify_many(self, claims: Sequence[Claim]) -> list[VerifyResult]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class ReferenceVerifier(BaseVerifier):
+    """Reference-answer verifier (math-verify, gold first): for ablations and for measuring the gate.
+
+    Not label-free: it needs ``Claim.reference``; without one the claim is inconclusive."""
+
+    name = "reference"
+
+    def __init__(self, checker: AnswerChecker | None = None):
+        self.checker = checker or default_checker()
+
+    def verify_many(self, claims: Sequence[Claim]) -> list[VerifyResult]:
+        idx = [i for i, cl in enumerate(claims) if cl.reference is not None]
+        checks = self.checker.check_many([(claims[i].reference, claims[i].answer) for i in idx])  # type: ignore[misc]
+        out = [VerifyResult("inconclusive", "no reference answer to check against") for _ in claims]
+        for i, ch in zip(idx, checks, strict=True):
+            cost = Cost(verifier_calls=0 if ch.cached else 1, cache_hits=1 if ch.cached else 0)
+            if ch.status is not Status.OK or ch.equivalent is None:
+                out[i] = VerifyResult("inconclusive", ch.message or f"answer check {ch.status}", cost)
+            elif ch.equivalent:
+                out[i] = VerifyResult("verified", "equivalent to the reference answer", cost, ch.cached)
+            else:
+                out[i] = VerifyResult("refuted", "differs from the reference answer", cost, ch.cached)
+        return out
+
+
+# ------------------------------------------------------------------------------------------ scorers
+
+
+def _extract_and_vote(groups: list[Group], checker: AnswerChecker) -> list[tuple[Vote, list[str | None]]]:
+    return [majority_vote([extract_answer(r) for r in g.responses], checker=checker) for g in groups]
+
+
+class MajorityVoteScorer(BaseScorer):
+    """Label-free majority vote (App. D): reward 1 for responses whose answer is equivalent to the
+    plurality answer, 0 otherwise (no answer -> 0); ties go to the answer that appears first.
+
+    Options:
+        answer_timeout: seconds per math-verify equivalence check
+    """
+
+    name = "majority-vote"
+
+    def __init__(self, answer_timeout: float = 5.0):
+        self.checker = AnswerChecker(timeout=answer_timeout) if answer_timeout != 5.0 else default_checker()
+
+    def _score(self, groups: list[Group]) -> list[GroupScore]:
+        out = []
+        for g, (v, reps) in zip(groups, _extract_and_vote(groups, self.checker), strict=True):
+            maj = v.majority
+            out.append(GroupScore(
+                g.id, v.mask(maj).astype(np.float64), [Status.OK] * len(g),
+                components={"majority_share": v.share, "majority_answer": reps[maj] if maj is not None else None,
+                            "distinct_answers": len(v.candidates)},
+            ))
+        return out
+
+
+class ProofGateScorer(BaseScorer):
+    """JURY-RL (eq. 4): verify the majority answer once per group; verified -> 1 for the responses with
+    that answer, 0 otherwise; refuted or inconclusive -> the fallback (ResZero, eq. 5, by default).
+
+    Options:
+        verifier: "reference" (math-verify against Group.reference; not label-free, for ablations) or "lean" (App. C pipeline, see rewardkit.lean)
+        fallback: reward when the gate is closed: reszero (eq. 5), zero, random, mv (Table 3 ablations)
+        c: ResZero penalty strength (eq. 5); 0.01 in the paper
+        top_k: verify up to the k most-voted answers, one round each, and reward the first verified one
+        seed: seed of the random fallback
+        judge: judge backend spec for the Lean pipeline's LLM roles (verifier=lean)
+        lean: Lean check backend for verifier=lean: auto, a lean path, repl:<command>, or a Kimina URL
+        cache: path of the sqlite verification cache (verifier=lean); none for no cache
+    """
+
+    name = "proof-gate"
+
+    def __init__(
+        self,
+        verifier: str | Verifier = "reference",
+        fallback: Fallback = "reszero",
+        c: float = 0.01,
+        top_k: int = 1,
+        seed: int = 0,
+        judge: str = "smollm2",
+        lean: str = "auto",
+        cache: str | None = None,
+    ):
+        if fallback not in ("reszero", "zero", "random", "mv"):
+            raise ValueError(f"unknown fallback {fallback!r}; use one of reszero, zero, random, mv")
+        if top_k < 1:
+            raise ValueError("top_k must be >= 1")
+        self.fallback, self.c, self.top_k = fallback, c, top_k
+        self.rng = _random.Random(seed)
+        self.checker = default_checker()
+        if isinstance(verifier, str):
+            if verifier == "reference":
+                verifier = ReferenceVerifier(self.checker)
+            elif verifier == "lean":
+                from rewardkit.lean.pipeline import LeanVerifier
+
+                verifier = LeanVerifier.from_specs(backend=judge, lean=lean, cache=cache)
+            else:
+                raise ValueError(f"unknown verifier {verifier!r}; use 'reference' or 'lean' or pass a Verifier")
+        self.verifier = verifier
+        self.mask_failures = False  # judge baselines: an unusable verdict masks the group (never a silent 0)
+
+    def _score(self, groups: list[Group]) -> list[GroupScore]:
+        votes = _extract_and_vote(groups, self.checker)
+        costs = [Cost() for _ in groups]
+        tried: list[list[dict[str, Any]]] = [[] for _ in groups]
+        verified: list[Hashable | None] = [None] * len(groups)
+        for k in range(self.top_k):  # one batched verifier call per round (top-k, App. G.3)
+            todo = [gi for gi, (v, _) in enumerate(votes) if verified[gi] is None and len(v.candidates) > k]
+            if not todo:
+                break
+            claims = []
+            for gi in todo:
+                v, reps = votes[gi]
+                claims.append(Claim(groups[gi].prompt, reps[v.candidates[k]], groups[gi].reference))  # type: ignore[index]
+            results = self.verifier.verify_many(claims)
+            for gi, cl, res in zip(todo, claims, results, strict=True):
+                costs[gi] += res.cost
+                tried[gi].append({"answer": cl.answer, "outcome": res.outcome, "reason": res.reason,
+                                  "cached": res.cached, "status": res.detail.get("status")})
+                if res.verified:
+                    verified[gi] = votes[gi][0].candidates[k]
+        out = []
+        for gi, g in enumerate(groups):
+            v, reps = votes[gi]
+            failed = [t for t in tried[gi] if t.get("status") not in (None, "ok")]
+            if self.mask_failures and failed and verified[gi] is None:
+                st = Status(failed[0]["status"])
+                out.append(GroupScore.failed(g.id, len(g), st, failed[0]["reason"], cost=costs[gi],
+                                             extra={"verifications": tried[gi]}))
+                continue
+            rewards = proof_gate_rewards(v.labels, verified[gi], fallback=self.fallback, c=self.c, rng=self.rng)
+            outcomes = [t["outcome"] for t in tried[gi]]
+            gate = "verified" if verified[gi] is not None else ("refuted" if "refuted" in outcomes else "inconclusive")
+            maj = v.majority
+            out.append(GroupScore(
+                g.id, rewards, [Status.OK] * len(g),
+                components={"gate": gate, "fallback": None if verified[gi] is not None else self.fallback,
+                            "majority_share": v.share,
+                            "majority_answer": reps[maj] if maj is not None else None,  # type: ignore[index]
+                            "verified_answer": reps[verified[gi]] if verified[gi] is not None else None},  # type: ignore[index]
+                cost=costs[gi],
+                extra={"verifications": tried[gi]},
+            ))
+        return out
+
+
+# ------------------------------------------------------------------------------ LLM-as-a-judge (App. D)
+
+_TRUE_FALSE = re.compile(r"\b(true|false)\b", re.I)
+
+
+def parse_true_false(text: str) -> Verdict:
+    """The App. D judge's final judgment: the last ``True``/``False`` in the text; else invalid."""
+    hits = _TRUE_FALSE.findall(text or "")
+    if not hits:
+        tail = (text or "<empty>")[-120:].replace("\n", " ")
+        return Verdict(None, Status.INVALID, f"no True/False judgment in judge output (ends: {tail!r})")
+    return Verdict(hits[-1].capitalize())
+
+
+class LLMJudgeVerifier(BaseVerifier):
+    """An LLM judges whether the answer to the question is correct (App. D prompt): True -> verified,
+    False -> refuted. ``samples`` > 1 takes the majority of the parsed judgments (the paper's MV@4 judge);
+    ``mode="logits"`` reads p(True) vs p(False) after "Final judgment: " in one forward pass instead.
+    An unparseable or failed judgment is inconclusive with ``detail["status"]`` set (the scorer masks it)."""
+
+    name = "llm-judge"
+
+    def __init__(self, backend: Any, *, mode: Literal["generate", "logits"] = "generate", samples: int = 1,
+                 max_tokens: int = 512, temperature: float = 0.0):
+        self.backend, self.mode, self.samples = backend, mode, samples
+        self.max_tokens, self.temperature = max_tokens, temperature
+
+    def _messages(self, c: Claim) -> list[dict[str, str]]:
+        from rewardkit.prompts import jury as P
+
+        return [{"role": "system", "content": P.LLM_JUDGE_SYSTEM},
+                {"role": "user", "content": P.LLM_JUDGE_USER.format(problem=c.problem.strip(), answer=c.answer.strip())}]
+
+    def verify_many(self, claims: Sequence[Claim]) -> list[VerifyResult]:
+        from rewardkit.backends.base import ChatRequest, VerdictRequest, cost_of
+
+        if not claims:
+            return []
+        if self.mode == "logits":
+            res = self.backend.verdict_probs([VerdictRequest(self._messages(c), ("True", "False"), "Final judgment: ")
+                                              for c in claims])
+            out = []
+            for r in res:
+                cost = cost_of([r])
+                if r.status is not Status.OK:
+                    out.append(VerifyResult("inconclusive", f"judge {r.status}: {r.error}", cost,
+                                            detail={"status": r.status.value}))
+                else:
+                    p = float(r.probs[0])
+                    out.append(VerifyResult("verified" if p >= 0.5 else "refuted", f"p(True) = {p:.3f}", cost,
+                                            r.cached, {"p_true": p}))
+            return out
+        reqs = [ChatRequest(self._messages(c), max_tokens=self.max_tokens, n=self.samples,
+                            temperature=self.temperature if self.samples == 1 else max(self.temperature, 0.7))
+                for c in claims]
+        out = []
+        for comp in self.backend.generate(reqs):
+            cost = cost_of([comp])
+            if comp.status is not Status.OK:
+                out.append(VerifyResult("inconclusive", f"judge {comp.status}: {comp.error}", cost,
+                                        detail={"status": comp.status.value}))
+                continue
+            verdicts = [parse_true_false(t) for t in comp.texts]
+            ok = [v.label for v in verdicts if v.ok]
+            if not ok:
+                out.append(VerifyResult("inconclusive", verdicts[0].message or "invalid judgment", cost,
+                                        detail={"status": Status.INVALID.value}))
+                continue
+            t, f = ok.count("True"), ok.count("False")
+            outcome: Outcome = "verified" if t > f else "refuted" if f > t else "inconclusive"
+            out.append(VerifyResult(outcome, f"judge: {t} True / {f} False", cost, comp.cached,
+                                    {"judgments": ok}))
+        return out
+
+
+class LLMJudgeScorer(ProofGateScorer):
+    """App. D baseline: an LLM judge decides whether the majority answer is correct; True -> reward 1 for
+    the responses with it, False -> the fallback (zero by default: the judge's label is the reward).
+    Unparseable judge output masks the group (status invalid), never a silent 0.
+
+    Options:
+        judge: judge backend spec (rewardkit.backends.load_backend) or a JudgeBackend
+        mode: generate (reasoning, then True/False) or logits (p(True) after "Final judgment: ")
+        samples: judgments per answer, majority of them (the paper's MV@4 judge uses 4)
+        max_tokens: generation budget of one judgment
+        fallback: reward when the judge says False: zero, reszero, random, mv
+        c: ResZero penalty strength when fallback=reszero
+        top_k: judge up to the k most-voted answers, rewarding the first judged True
+    """
+
+    name = "llm-judge"
+
+    def __init__(self, judge: Any = "smollm2", mode: Literal["generate", "logits"] = "generate",
+                 samples: int = 1, max_tokens: int = 512, fallback: Fallback = "zero", c: float = 0.01,
+                 top_k: int = 1):
+        from rewardkit.backends import load_backend
+
+        verifier = LLMJudgeVerifier(load_backend(judge), mode=mode, samples=samples, max_tokens=max_tokens)
+        super().__init__(verifier=verifier, fallback=fallback, c=c, top_k=top_k)
+        self.mask_failures = True

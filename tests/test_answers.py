@@ -1,0 +1,135 @@
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rewardkit.answers import AnswerChecker, _mv_equivalent, plain_number, cluster_answers, equivalent, extract_answer, normalize_answer
+from rewardkit.types import Status
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (r"so \boxed{\frac{1}{2}} is it", r"\frac{1}{2}"),
+        (r"first \boxed{3} then corrected: \boxed{\sqrt{x^{2}+1}}", r"\sqrt{x^{2}+1}"),
+        ("Thus the answer is 42.", "42"),
+        ("The final answer is $x = 7$.\nDone", "x = 7"),
+        ("we get 3 apples and then 1,250 pears", "1250"),
+        ("no digits here at all", None),
+        ("", None),
+    ],
+)
+def test_extract_answer(text, expected):
+    assert extract_answer(text) == expected
+
+
+def test_normalize_strips_presentation_only():
+    assert normalize_answer(r"\dfrac{3}{4}") == normalize_answer(r"\frac{3}{4}")
+    assert normalize_answer(r"48^\circ") == normalize_answer("48")
+    assert normalize_answer("12") != normalize_answer("21")
+
+
+def test_equivalence_is_mathematical():
+    assert equivalent("0.5", r"\frac{1}{2}") is True
+    assert equivalent(r"\frac{1}{2}", "1/2") is True
+    assert equivalent("3", "4") is False
+    assert equivalent("3", None) is False
+
+
+def test_clusters_merge_equivalent_answers():
+    ids = cluster_answers(["1/2", "0.5", "3", None, r"\frac{1}{2}", "3.0"])
+    assert ids[0] == ids[1] == ids[4]
+    assert ids[2] == ids[5] != ids[0]
+    assert ids[3] is None
+
+
+def test_checks_work_off_the_main_thread():
+    # math-verify's own timeout uses SIGALRM, which raises off the main thread; ours must not.
+    checker = AnswerChecker(workers=1)
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", checker.check_many([("2", "4/2"), ("2", "3")])))
+    t.start()
+    t.join(60)
+    assert [c.equivalent for c in out["r"]] == [True, False]
+    assert all(c.status is Status.OK for c in out["r"])
+    checker.close()
+
+
+@pytest.mark.parametrize("mode", ["inline", "process"])
+def test_deadline_gives_timeout_status_and_recovers(mode):
+    checker = AnswerChecker(timeout=1e-4, workers=1, mode=mode)
+    res = checker.check(r"\frac{1}{3}", "0.3333")
+    assert res.status is Status.TIMEOUT and res.equivalent is None
+    assert "exceeded" in res.message
+    checker.timeout = 30.0  # the next check runs normally (in process mode: on a replacement worker)
+    assert checker.check(r"\frac{1}{3}", r"\frac{2}{6}").equivalent is True
+    checker.close()
+
+
+def test_inline_mode_refuses_other_threads():
+    checker = AnswerChecker(mode="inline")
+    errors = []
+
+    def work():
+        try:
+            checker.check("x^2", "x*x")
+        except RuntimeError as e:
+            errors.append(str(e))
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join(30)
+    assert errors and "main thread" in errors[0]
+
+
+def test_cache_hits_on_repeat():
+    checker = AnswerChecker(workers=1)
+    first = checker.check_many([("x+1", "1+x"), ("x+1", "1+x")])
+    again = checker.check("x+1", "1+x")
+    assert [c.equivalent for c in first] == [True, True]
+    assert again.cached and again.equivalent is True
+    assert checker.calls == 1
+    checker.close()
+
+
+def test_agreement_with_labels_on_shared_rollouts(rollouts_path):
+    rows = [json.loads(line) for line in rollouts_path.open()]
+    checker = AnswerChecker()
+    pairs, labels, where = [], [], []
+    for r in rows:
+        for i, resp in enumerate(r["responses"]):
+            pairs.append((r["answer"], extract_answer(resp)))
+            labels.append(r["correct"][i])
+            where.append((r["id"], i))
+    res = checker.check_many(pairs)
+    assert all(c.status is Status.OK for c in res)
+    disagree = [(w, p[1]) for w, p, c, lab in zip(where, pairs, res, labels) if c.equivalent != lab]
+    assert len(pairs) == 800
+    assert 1 - len(disagree) / len(pairs) >= 0.99
+    expected = json.loads((FIXTURES / "verifier_disagreements.json").read_text())
+    assert sorted(disagree) == sorted(((d["id"], d["response"]), d["extracted"]) for d in expected)
+    checker.close()
+
+
+numbers = st.one_of(
+    st.integers(-2000, 2000).map(str),
+    st.integers(1000, 10**7).map(lambda n: f"{n:,}"),
+    st.tuples(st.integers(-999, 999), st.integers(0, 999_999)).map(lambda t: f"{t[0]}.{t[1]:06d}".rstrip("0").rstrip(".") if t[1] else f"{t[0]}.5"),
+    st.tuples(st.integers(0, 60), st.integers(1, 60)).map(lambda t: f"\\frac{{{t[0]}}}{{{t[1]}}}"),
+    st.tuples(st.integers(-60, 60), st.integers(1, 60)).map(lambda t: f"{t[0]}/{t[1]}"),
+    st.sampled_from(["0.5", "1/2", "0.333333", "1/3", "2/4", "1.0", "1", "-0.25", "-1/4", "3,250", "3250"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(numbers, numbers)
+def test_plain_number_fast_path_agrees_with_math_verify(a, b):
+    checker = AnswerChecker(mode="inline")
+    fast = checker.check(a, b)
+    assert fast.status is Status.OK
+    assert fast.equivalent == _mv_equivalent(a, b), (a, b, plain_number(a), plain_number(b))

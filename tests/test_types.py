@@ -1,0 +1,48 @@
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rewardkit.types import Cost, Group, GroupScore, Status, to_tensors
+
+
+def test_non_ok_responses_never_carry_a_reward():
+    s = GroupScore("g", [1.0, 0.0, 0.5], [Status.OK, Status.INVALID, "timeout"])
+    assert s.rewards[0] == 1.0 and math.isnan(s.rewards[1]) and math.isnan(s.rewards[2])
+    assert s.mask.tolist() == [True, False, False]
+    row = json.loads(json.dumps(s.to_row()))
+    assert row["rewards"] == [1.0, None, None]
+    assert row["statuses"] == ["ok", "invalid", "timeout"]
+
+
+def test_ok_without_reward_is_rejected():
+    with pytest.raises(ValueError, match="ok but have no reward"):
+        GroupScore("g", [np.nan], [Status.OK])
+
+
+def test_group_validates_labels():
+    with pytest.raises(ValueError, match="2 labels for 1 responses"):
+        Group("g", "p", ["a"], labels=[True, False])
+
+
+def test_cost_adds_fieldwise():
+    c = Cost(judge_calls=2, prompt_tokens=10) + Cost(judge_calls=1, cache_hits=3, seconds=0.5)
+    assert (c.judge_calls, c.prompt_tokens, c.cache_hits, c.seconds) == (3, 10, 3, 0.5)
+    assert Cost.total([Cost(verifier_calls=1)] * 4).verifier_calls == 4
+
+
+def test_to_tensors_masks_failures():
+    a = GroupScore("a", [1.0, 0.0], ["ok", "ok"])
+    b = GroupScore("b", [0.25, 0.0], ["ok", "error"])
+    r, m = to_tensors([a, b], dtype=torch.float64)
+    assert r.shape == (2, 2) and r.dtype == torch.float64
+    assert m.tolist() == [[True, True], [True, False]]
+    assert r[1, 0].item() == 0.25
+
+
+def test_extra_fields_cannot_shadow_standard_ones():
+    s = GroupScore("g", [1.0], ["ok"], extra={"rewards": 1})
+    with pytest.raises(ValueError, match="overwrite"):
+        s.to_row()
