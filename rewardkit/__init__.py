@@ -1,6 +1,7 @@
 """rewardkit: reward modelling for LLM reinforcement learning behind one batched Scorer interface."""
 
 from rewardkit.answers import AnswerChecker, cluster_answers, equivalent, extract_answer
+from rewardkit.backends import load_backend
 from rewardkit.scoring import (
     BaseScorer,
     Scorer,
@@ -31,6 +32,7 @@ __all__ = [
     "extract_answer",
     "get_scorer",
     "grpo_advantages",
+    "load_backend",
     "reward_diversity",
     "rloo_advantages",
     "scorer_names",

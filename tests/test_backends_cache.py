@@ -48,6 +48,7 @@ def test_key_is_content_addressed():
         request_key("m", ChatRequest(MSG, max_tokens=64, temperature=0.5, seed=1)),
         request_key("m", ChatRequest(MSG, max_tokens=64, top_p=0.9)),
         request_key("m", ChatRequest(MSG, max_tokens=64, stop=["\n"])),
+        request_key("m", ChatRequest(MSG, max_tokens=64, min_tokens=64)),
         request_key("m", ChatRequest([{"role": "user", "content": "Which is better? "}], max_tokens=64)),
         request_key("m", VerdictRequest(MSG, ["A", "B"])),
         request_key("m", VerdictRequest(MSG, ["A", "B"], "\\boxed{")),

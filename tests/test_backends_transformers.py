@@ -81,6 +81,8 @@ def test_batched_generation_matches_one_by_one(judge_backend):
     alone = [judge_backend.generate([r])[0] for r in reqs]
     assert [c.texts for c in together] == [c.texts for c in alone]
     assert all(c.completion_tokens <= 6 and c.status is Status.OK for c in together)
+    forced = judge_backend.generate([ChatRequest(reqs[0].messages, max_tokens=6, min_tokens=6)])[0]
+    assert forced.completion_tokens == 6 and forced.finish_reasons == ["length"]
 
 
 @pytest.mark.model

@@ -30,6 +30,7 @@ class ChatRequest:
     n: int = 1
     seed: int | None = None
     stop: list[str] | None = None
+    min_tokens: int = 0  # suppress end-of-sequence before this many new tokens (vLLM's min_tokens)
 
 
 @dataclass

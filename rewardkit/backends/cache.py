@@ -42,7 +42,7 @@ def request_key(model_id: str, req: ChatRequest | VerdictRequest) -> str:
         body: dict[str, Any] = {
             "kind": "generate", "messages": req.messages, "max_tokens": req.max_tokens,
             "temperature": float(req.temperature), "top_p": float(req.top_p), "n": req.n, "seed": req.seed,
-            "stop": list(req.stop) if req.stop else None,
+            "min_tokens": req.min_tokens, "stop": list(req.stop) if req.stop else None,
         }
     else:
         body = {"kind": "verdict", "messages": req.messages, "choices": list(req.choices),

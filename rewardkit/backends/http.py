@@ -126,6 +126,8 @@ class HTTPBackend(JudgeBackend):
             body["seed"] = r.seed
         if r.stop:
             body["stop"] = list(r.stop)
+        if r.min_tokens:
+            body["min_tokens"] = r.min_tokens  # vLLM / SGLang / serve-judge extension
         return body
 
     def _verdict_body(self, r: VerdictRequest) -> dict[str, Any]:

@@ -63,6 +63,9 @@ class LlamaCppBackend(JudgeBackend):
     def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         out = []
         for r in requests:
+            if r.min_tokens:
+                out.append(Completion([], Status.ERROR, error="llamacpp: min_tokens is not supported"))
+                continue
             texts, reasons, ptoks, ctoks = [], [], 0, 0
             try:
                 for s in range(r.n):

@@ -61,11 +61,14 @@ class _Batcher:
                 batch.append(nxt)
             try:
                 results = self.fn([item for item, _ in batch])
+                if len(results) != len(batch):
+                    raise RuntimeError(f"backend returned {len(results)} results for {len(batch)} requests")
                 for (_, fut), res in zip(batch, results, strict=True):
                     fut.set_result(res)
             except BaseException as e:  # the handler threads turn this into a 500
                 for _, fut in batch:
-                    fut.set_exception(e)
+                    if not fut.done():
+                        fut.set_exception(e)
 
     def stop(self) -> None:
         self.q.put(None)
@@ -126,6 +129,7 @@ def parse_chat_request(body: Any) -> tuple[list[dict[str, str]], dict[str, Any]]
         "n": num("n", 1, int, 1, 128),
         "seed": num("seed", None, int, -(1 << 63), 1 << 63),
         "stop": stop or None,
+        "min_tokens": num("min_tokens", 0, int, 0, 1 << 20),
         "logprobs": bool(body.get("logprobs", False)),
         "top_logprobs": num("top_logprobs", 0, int, 0, 20),
         "continue_final_message": bool(body.get("continue_final_message", False)),
@@ -218,7 +222,8 @@ class JudgeServer:
             choices = [{"index": 0, "message": {"role": "assistant", "content": tok},
                         "logprobs": {"content": [entry]}, "finish_reason": "length"}]
             return 200, self._response(choices, res.prompt_tokens, 1)
-        req = ChatRequest(messages, p["max_tokens"], p["temperature"], p["top_p"], p["n"], p["seed"], p["stop"])
+        req = ChatRequest(messages, p["max_tokens"], p["temperature"], p["top_p"], p["n"], p["seed"], p["stop"],
+                          p["min_tokens"])
         c = self._gen.submit(req)
         if c.status is not Status.OK:
             return _status_error(c.status, c.error)

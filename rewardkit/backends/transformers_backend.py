@@ -148,10 +148,10 @@ class TransformersBackend(JudgeBackend):
 
         def params(row: tuple[int, int]) -> tuple:
             r = requests[row[0]]
-            return (r.temperature, r.top_p, r.max_tokens, r.seed)
+            return (r.temperature, r.top_p, r.max_tokens, r.seed, r.min_tokens)
 
         for key, grp in groupby(sorted(rows, key=params), key=params):
-            temperature, top_p, max_tokens, seed = key
+            temperature, top_p, max_tokens, seed, min_tokens = key
             grp = sorted(grp, key=lambda rw: len(prompts[rw[0]]))
             for batch in self._batches(list(range(len(grp)))):
                 brows = [grp[b] for b in batch]
@@ -164,6 +164,7 @@ class TransformersBackend(JudgeBackend):
                         input_ids=ids, attention_mask=mask, max_new_tokens=max_tokens,
                         do_sample=sample, temperature=temperature if sample else None,
                         top_p=top_p if sample else None, top_k=None,
+                        min_new_tokens=min(min_tokens, max_tokens) or None,
                         pad_token_id=self.tokenizer.pad_token_id,
                     )
                 new = gen[:, ids.shape[1]:]

@@ -80,7 +80,7 @@ class VLLMBackend(JudgeBackend):
         sp = self.vllm.SamplingParams
         prompts = [{"prompt_token_ids": self.encode(self.render(r.messages))} for r in requests]
         params = [sp(n=r.n, temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=r.seed,
-                     stop=r.stop) for r in requests]
+                     stop=r.stop, min_tokens=r.min_tokens) for r in requests]
         try:
             outs = self.llm.generate(prompts, params, use_tqdm=False)
         except Exception as e:  # e.g. a prompt longer than max_model_len fails the batch: retry one by one
