@@ -99,7 +99,6 @@ class LlamaCppBackend(JudgeBackend):
         return logits - np.log(np.exp(logits).sum())
 
     def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
-        out = []
         order = sorted(range(len(requests)), key=lambda i: self.encode(self.render(requests[i].messages)))
         res: dict[int, VerdictResult] = {}
         for i in order:  # sorted token lists put shared prefixes next to each other
@@ -119,8 +118,7 @@ class LlamaCppBackend(JudgeBackend):
                                for c in conts])
             e = np.exp(lp - lp.max())
             res[i] = VerdictResult(e / e.sum(), Status.OK, len(p))
-        out = [res[i] for i in range(len(requests))]
-        return out
+        return [res[i] for i in range(len(requests))]
 
     def _continuation(self, text: str, prompt_ids: list[int], choice: str) -> list[int]:
         ids = self.encode(text + choice)
