@@ -141,6 +141,22 @@ def main() -> None:
     ref = res["matmul_gflops"]["bfloat16" if "bfloat16" in backend.model_id else "float32"]
     res["b_verdict_logits"]["fraction_of_matmul"] = round(flops / tb / 1e9 / ref, 3)
 
+    # (b) in float32 on a third of the pairs: what bf16 buys on this CPU
+    if "bfloat16" in backend.model_id:
+        fp32 = load_backend("smollm2", dtype="float32", batch_size=args.batch_size, share_prefix=False)
+        sub = vreqs[: max(3, len(vreqs) // 3)]
+        fp32.verdict_probs(sub[:1])
+        t = time.perf_counter()
+        v32 = fp32.verdict_probs(sub)
+        t32 = time.perf_counter() - t
+        toks = sum(lengths[: len(sub)])
+        res["b_float32"] = {"pairs": len(sub), "seconds": round(t32, 2), "prefill_tokens_per_s": round(toks / t32, 1),
+                            "max_abs_prob_diff_vs_bf16": float(np.max([np.abs(x.probs - y.probs).max()
+                                                                       for x, y in zip(v32, vb, strict=False)]))}
+        res["b_float32"]["bf16_speedup"] = round(res["b_verdict_logits"]["prefill_tokens_per_s"]
+                                                 / res["b_float32"]["prefill_tokens_per_s"], 2)
+        fp32.close()
+
     # (c) the same requests with shared-prefix KV reuse (problem + new trace once, then three anchors)
     backend.share_prefix = True
     t = time.perf_counter()
@@ -219,6 +235,9 @@ def to_markdown(r: dict) -> str:
         f"- Prefill (b): {b['prefill_tokens_per_s']} tokens/s = {b['prefill_gflops']} GFLOP/s = "
         f"{b['fraction_of_matmul']:.0%} of a plain matmul in the same run "
         f"(fp32 {r['matmul_gflops']['float32']}, bf16 {r['matmul_gflops']['bfloat16']} GFLOP/s; target >= 50%).",
+        *([f"- bf16 vs fp32 (b) on {r['b_float32']['pairs']} pairs: fp32 {r['b_float32']['prefill_tokens_per_s']} "
+           f"tokens/s, bf16 is {r['b_float32']['bf16_speedup']}x faster; max |p(bf16) - p(fp32)| = "
+           f"{r['b_float32']['max_abs_prob_diff_vs_bf16']:.2e}."] if "b_float32" in r else []),
         f"- llama.cpp (a): {r['a_llamacpp']}.",
         f"- (a) sample output: {a['text_sample']!r}",
         "",
