@@ -399,3 +399,15 @@ def test_serve_judge_cli_serves_the_embedded_model(judge_backend):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_serve_judge_backend_crash_is_a_500_and_an_error_status():
+    class Crashing(Echo):
+        def generate(self, requests):
+            raise RuntimeError("model fell over")
+
+    with JudgeServer(Crashing(), port=0) as srv:
+        r = httpx.post(srv.url + "/chat/completions", json={"messages": MSG}, timeout=5)
+        assert r.status_code == 500 and "model fell over" in r.json()["error"]["message"]
+        [c] = fast(srv.url, retries=1).generate([ChatRequest(MSG)])
+    assert c.status is Status.ERROR and "HTTP 500" in c.error and "model fell over" in c.error
