@@ -125,9 +125,11 @@ def scorers(as_json: Annotated[bool, typer.Option("--json", help="Machine-readab
 
 # ---------------------------------------------------------------------- commands from other modules
 from rewardkit.cli import jury as _jury  # noqa: E402
+from rewardkit.cli import processbench as _processbench  # noqa: E402
 
 app.command("lean-check")(_jury.lean_check)
 app.command("lean-doctor")(_jury.lean_doctor)
+app.command("processbench")(_processbench.processbench)
 
 
 def main() -> None:

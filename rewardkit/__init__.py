@@ -2,6 +2,7 @@
 
 from rewardkit.answers import AnswerChecker, cluster_answers, equivalent, extract_answer
 from rewardkit.backends import load_backend
+from rewardkit.ranking import bradley_terry, minmax_normalize, newton_soft_pairwise_batched, win_rate_pairwise
 from rewardkit.scoring import (
     BaseScorer,
     Scorer,
@@ -18,6 +19,10 @@ from rewardkit.types import Cost, Group, GroupScore, Status, to_tensors
 __version__ = "0.1.0"
 
 __all__ = [
+    "bradley_terry",
+    "minmax_normalize",
+    "newton_soft_pairwise_batched",
+    "win_rate_pairwise",
     "AnswerChecker",
     "BaseScorer",
     "Cost",
@@ -51,3 +56,8 @@ from rewardkit.proof_gate import (  # noqa: E402
 )
 
 __all__ += ["Claim", "ReferenceVerifier", "VerifyResult", "majority_vote", "proof_gate_rewards", "reszero_rewards", "vote"]
+
+# GAR (slice-level discriminator rewards)
+from rewardkit.slices import SliceScorer, slice_text  # noqa: E402
+
+__all__ += ["SliceScorer", "slice_text"]

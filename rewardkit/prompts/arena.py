@@ -1,0 +1,77 @@
+"""Reasoning Arena judge prompts, verbatim from App. D (tournament, adaptive pointwise, RLAIF rubric)."""
+
+from __future__ import annotations
+
+# App. D, "Tournament prompt for pairwise preference (REASONING ARENA)"
+TOURNAMENT = """Compare the two solution attempts below and decide which is better.
+
+[PROBLEM]
+{problem}
+
+[REFERENCE ANSWER]
+The correct answer is: {final_answer}
+
+[RESPONSE A]
+{response_a}
+
+[RESPONSE B]
+{response_b}
+
+Which response is better? Compare the final answers and reasoning quality. Your response MUST end with exactly one of: \\boxed{{A}}, \\boxed{{B}}, or \\boxed{{Tie}}.
+
+Keep your analysis under 500 words to ensure you have space for the final verdict."""
+
+# App. D, "Pointwise prompt (Adaptive Pointwise)"
+POINTWISE = """Evaluate the model response to the following math question. Score it as 1 (completely correct), 0.5 (minor errors), or 0 (incorrect/fatal errors). Your response MUST end with exactly one of: \\boxed{{1}}, \\boxed{{0.5}}, or \\boxed{{0}}.
+
+[PROBLEM]
+{problem}
+
+[REFERENCE ANSWER]
+The correct answer is: {final_answer}
+
+[RESPONSE]
+{response}"""
+
+# App. D, "Pointwise and DeepSeekMath-style rubric (RLAIF)"
+RLAIF_RUBRIC = """Please evaluate the quality of the model response to a math problem. The response may require a rigorous proof or a final numerical/symbolic answer. If the response provides an answer, it should also include a valid proof or derivation demonstrating why the answer is correct.
+
+Scoring criteria:
+- Score 1: The response is completely correct, with all steps executed properly and clearly demonstrated.
+- Score 0.5: The response is generally correct, but with some details omitted or minor errors that do not invalidate the overall approach.
+- Score 0: The response does not actually address the required problem, contains fatal errors, or has severe omissions that undermine its validity.
+
+[PROBLEM]
+{problem}
+
+[REFERENCE ANSWER]
+The correct answer is: {final_answer}
+
+[RESPONSE]
+{response}
+
+Begin with "Here is my evaluation of the response:" and provide a detailed analysis of the key steps. Then conclude with "Based on my evaluation, the final overall score should be:" followed by exactly one of: \\boxed{{1}}, \\boxed{{0.5}}, or \\boxed{{0}}."""
+
+POINTWISE_PROMPTS = {"adaptive": POINTWISE, "rlaif": RLAIF_RUBRIC}
+
+# Assistant-turn prefixes for verdict-logit mode: the judge's probability of each choice right after "\boxed{".
+TOURNAMENT_VERDICT_PREFIX = "Final verdict: \\boxed{"
+POINTWISE_VERDICT_PREFIX = "Based on my evaluation, the final overall score should be: \\boxed{"
+
+NO_REFERENCE = "(not provided)"
+
+
+def tournament_prompt(problem: str, reference: str | None, response_a: str, response_b: str) -> str:
+    """The App. D tournament prompt for one ordered pair (A is shown first)."""
+    return TOURNAMENT.format(problem=problem, final_answer=reference if reference is not None else NO_REFERENCE,
+                             response_a=response_a, response_b=response_b)
+
+
+def pointwise_prompt(problem: str, reference: str | None, response: str, rubric: str = "adaptive") -> str:
+    """The App. D pointwise prompt (``rubric="adaptive"``) or the RLAIF DeepSeekMath-style rubric (``"rlaif"``)."""
+    try:
+        tpl = POINTWISE_PROMPTS[rubric]
+    except KeyError:
+        raise ValueError(f"arena prompts: unknown rubric {rubric!r}; known: {sorted(POINTWISE_PROMPTS)}") from None
+    return tpl.format(problem=problem, final_answer=reference if reference is not None else NO_REFERENCE,
+                      response=response)
