@@ -36,17 +36,16 @@ TOURNAMENT = (
 )
 
 
-def tournament_template() -> str:
-    """The arena prompt from rewardkit.prompts when that module exists, else the copy above."""
-    try:
-        from rewardkit.prompts import get_prompt, prompt_names
+def tournament_template() -> tuple[str, str]:
+    """(prompt, verdict prefix): ``arena.tournament`` from rewardkit.prompts when present, else the copy above."""
+    from rewardkit.prompts import get_prompt, prompt_names
 
-        names = [n for n in prompt_names() if n.startswith("arena.") and "tournament" in n]
-        if names:
-            return get_prompt(names[0]).text
-    except Exception:  # noqa: BLE001 - the benchmark must run before arena.py lands
-        pass
-    return TOURNAMENT
+    names = prompt_names()
+    if "arena.tournament" in names:
+        prefix = get_prompt("arena.tournament_verdict_prefix").text if "arena.tournament_verdict_prefix" in names \
+            else "\\boxed{"
+        return get_prompt("arena.tournament").text, prefix
+    return TOURNAMENT, "\\boxed{"
 
 
 def live_pairs(path: Path, problems: int) -> list[dict]:
@@ -108,13 +107,13 @@ def main() -> None:
     t0 = time.perf_counter()
     backend = load_backend("smollm2", dtype=args.dtype, batch_size=args.batch_size)
     load_s = time.perf_counter() - t0
-    template = tournament_template()
+    template, vprefix = tournament_template()
     pairs = live_pairs(args.rollouts, args.problems)
     msgs = [[{"role": "user", "content": template.format(**{k: p[k] for k in
              ("problem", "final_answer", "response_a", "response_b")})}] for p in pairs]
     choices = ["A", "B", "Tie"]
-    vreqs = [VerdictRequest(m, choices, "\\boxed{") for m in msgs]
-    lengths = [len(backend.encode(backend.render(m, "\\boxed{"))) for m in msgs]
+    vreqs = [VerdictRequest(m, choices, vprefix) for m in msgs]
+    lengths = [len(backend.encode(backend.render(m, vprefix))) for m in msgs]
     backend.verdict_probs([VerdictRequest([{"role": "user", "content": "warm up"}], choices)])
 
     res: dict = {"machine": {"cpu": platform.processor() or platform.machine(), "torch_threads": args.threads,
@@ -122,7 +121,8 @@ def main() -> None:
                                                        fromlist=["x"]).cpu_supports_bf16()},
                  "model": backend.model_id, "load_seconds": round(load_s, 2), "pairs_b_c": len(pairs),
                  "pairs_a": args.gen_pairs, "max_new_tokens": args.max_new, "batch_size": args.batch_size,
-                 "prompt_tokens_mean": round(float(np.mean(lengths)), 1)}
+                 "prompt_tokens_mean": round(float(np.mean(lengths)), 1), "verdict_prefix": vprefix,
+                 "prompt_source": "rewardkit.prompts arena.tournament" if template != TOURNAMENT else "benchmark copy"}
 
     # reference: dense matmul in the same process, same threads
     res["matmul_gflops"] = {"float32": round(matmul_gflops(torch, torch.float32), 1),
@@ -215,7 +215,8 @@ def to_markdown(r: dict) -> str:
         f"Model `{r['model']}`, torch threads {r['machine']['torch_threads']}, native bf16: "
         f"{r['machine']['bf16_native']}; {r['pairs_b_c']} live-tournament pairs (new trace vs 3 anchors), "
         f"mean prompt {r['prompt_tokens_mean']} tokens; (a) on the first {r['pairs_a']} pairs, "
-        f"up to {r['max_new_tokens']} new tokens, batch {r['batch_size']}.",
+        f"up to {r['max_new_tokens']} new tokens, batch {r['batch_size']}. Prompt: {r['prompt_source']}; "
+        f"verdict prefix `{r['verdict_prefix']}`.",
         "",
         "| mode | pairs | seconds | pairs/s |",
         "|---|---:|---:|---:|",
