@@ -1,6 +1,7 @@
 """rewardkit: reward modelling for LLM reinforcement learning behind one batched Scorer interface."""
 
 from rewardkit.answers import AnswerChecker, cluster_answers, equivalent, extract_answer
+from rewardkit.backends import load_backend
 from rewardkit.critic import CriticScorer, ReplayBuffer, critic_reward, policy_reward
 from rewardkit.ranking import bradley_terry, minmax_normalize, newton_soft_pairwise_batched, win_rate_pairwise
 from rewardkit.scoring import (
@@ -40,6 +41,7 @@ __all__ = [
     "extract_answer",
     "get_scorer",
     "grpo_advantages",
+    "load_backend",
     "reward_diversity",
     "policy_reward",
     "rloo_advantages",

@@ -32,20 +32,28 @@ def _invalid(what: str, text: str) -> Verdict:
 _BOXED = re.compile(r"\\boxed\s*\{")
 
 
-def boxed_contents(text: str) -> list[str]:
-    """Contents of every ``\\boxed{...}`` in order, with nested braces balanced."""
+def boxed_contents(text: str, max_len: int | None = None) -> list[str]:
+    """Contents of every ``\\boxed{...}`` in order, with nested braces balanced (unclosed ones skipped).
+
+    One linear pass matches all braces first, so adversarial inputs (thousands of unclosed ``\\boxed{``)
+    cost O(len(text)), not O(len(text)^2). Contents longer than ``max_len`` are skipped without copying.
+    """
+    close: dict[int, int] = {}  # index of "{" -> index of its matching "}"
+    stack: list[int] = []
+    for i, ch in enumerate(text):
+        if ch == "{":
+            stack.append(i)
+        elif ch == "}" and stack:
+            close[stack.pop()] = i
     out = []
     for m in _BOXED.finditer(text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            if text[i] == "{":
-                depth += 1
-            elif text[i] == "}":
-                depth -= 1
-            i += 1
-        if depth == 0:
-            out.append(text[m.end() : i - 1])
+        j = close.get(m.end() - 1)
+        if j is not None and (max_len is None or j - m.end() <= max_len):
+            out.append(text[m.end() : j])
     return out
+
+
+_MAX_VERDICT = 64  # a boxed verdict is a short token; longer boxed spans cannot be one
 
 
 def _canon_boxed(s: str) -> str:
@@ -57,7 +65,7 @@ def _canon_boxed(s: str) -> str:
 def parse_boxed_choice(text: str, choices: Sequence[str] = ("A", "B", "Tie")) -> Verdict:
     """The last ``\\boxed{X}`` whose X is one of ``choices`` (case-insensitive); the paper's tournament format."""
     canon = {c.lower(): c for c in choices}
-    for content in reversed(boxed_contents(text)):
+    for content in reversed(boxed_contents(text, _MAX_VERDICT)):
         c = canon.get(_canon_boxed(content).lower())
         if c is not None:
             return Verdict(c)
@@ -69,14 +77,15 @@ _SCORE_CANON = {"1": "1", "1.0": "1", "0.5": "0.5", ".5": "0.5", "1/2": "0.5", "
 
 def parse_boxed_score(text: str) -> Verdict:
     """Pointwise rubric score: the last ``\\boxed{1}``, ``\\boxed{0.5}`` or ``\\boxed{0}``."""
-    for content in reversed(boxed_contents(text)):
+    for content in reversed(boxed_contents(text, _MAX_VERDICT)):
         c = _SCORE_CANON.get(_canon_boxed(content).replace(" ", ""))
         if c is not None:
             return Verdict(c)
     return _invalid("boxed 1/0.5/0", text)
 
 
-_YES_NO = re.compile(r"\*\*\s*(YES|NO)\s*\*\*", re.IGNORECASE)
+# a lookahead finds overlapping hits, so in "**YES**NO**" the later NO wins
+_YES_NO = re.compile(r"(?=\*\*[ \t]*(YES|NO)[ \t]*\*\*)", re.IGNORECASE)
 
 
 def parse_yes_no(text: str) -> Verdict:

@@ -30,6 +30,7 @@ class ChatRequest:
     n: int = 1
     seed: int | None = None
     stop: list[str] | None = None
+    min_tokens: int = 0  # suppress end-of-sequence before this many new tokens (vLLM's min_tokens)
 
 
 @dataclass
@@ -74,6 +75,16 @@ class VerdictResult:
         return int(np.argmax(self.probs))
 
 
+@dataclass
+class TopLogprobs:
+    """The most likely next tokens after one prompt: ``(token text, log-probability)``, best first."""
+
+    tokens: list[tuple[str, float]]
+    status: Status = Status.OK
+    prompt_tokens: int = 0
+    error: str | None = None
+
+
 class JudgeBackend(ABC):
     """Base class of the transformers / vLLM / HTTP / llama.cpp backends."""
 
@@ -92,18 +103,22 @@ class JudgeBackend(ABC):
         """Token counts with this model's tokenizer (used e.g. for GAR's slice budget)."""
         raise NotImplementedError(f"{type(self).__name__} has no tokenizer")
 
+    def top_logprobs(self, requests: Sequence[VerdictRequest], k: int = 20) -> list[TopLogprobs]:
+        """The ``k`` most likely next tokens after each prompt (+ assistant prefix); serve-judge uses it."""
+        raise NotImplementedError(f"{type(self).__name__} does not expose next-token log-probabilities")
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release model memory, processes or connections."""
 
 
 def cost_of(results: Sequence[Completion | VerdictResult]) -> Cost:
-    """Aggregate the cost of a batch of backend results."""
+    """Aggregate the cost of a batch of backend results; a cache hit costs no call and no tokens."""
     c = Cost()
     for r in results:
         if r.cached:
             c.cache_hits += 1
-        else:
-            c.judge_calls += 1
+            continue
+        c.judge_calls += 1
         c.prompt_tokens += r.prompt_tokens
         c.completion_tokens += getattr(r, "completion_tokens", 0)
     return c

@@ -1,0 +1,170 @@
+"""A persistent judge cache: re-scoring the same rollouts with the same judge costs no model calls.
+
+Entries are content-addressed: the key is a SHA-256 of the model id, the kind of call (generate /
+verdict), the exact messages and every sampling parameter. Values are the ok results only (a timeout or
+an error is retried next time). Storage is one sqlite3 file in WAL mode with a busy timeout, so several
+processes (trainer workers, a judge server, an eval run) can read and write it at once; a connection is
+opened per process and thread.
+
+Sampled requests without a seed (temperature > 0, seed None) are not cached: they are not reproducible,
+and freezing one sample would silently change the estimator they feed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
+from rewardkit.types import Status
+
+SCHEMA_VERSION = 1
+
+
+def default_cache_path() -> Path:
+    """``$REWARDKIT_CACHE/judge_cache.sqlite3`` (``~/.cache/rewardkit`` when unset)."""
+    from rewardkit.backends.embedded import cache_root
+
+    return cache_root() / "judge_cache.sqlite3"
+
+
+def request_key(model_id: str, req: ChatRequest | VerdictRequest) -> str:
+    """The content address of one request to one model."""
+    if isinstance(req, ChatRequest):
+        body: dict[str, Any] = {
+            "kind": "generate", "messages": req.messages, "max_tokens": req.max_tokens,
+            "temperature": float(req.temperature), "top_p": float(req.top_p), "n": req.n, "seed": req.seed,
+            "min_tokens": req.min_tokens, "stop": list(req.stop) if req.stop else None,
+        }
+    else:
+        body = {"kind": "verdict", "messages": req.messages, "choices": list(req.choices),
+                "assistant_prefix": req.assistant_prefix}
+    body.update(v=SCHEMA_VERSION, model=model_id)
+    blob = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def cacheable(req: ChatRequest | VerdictRequest) -> bool:
+    """Deterministic requests only: greedy, or sampled with a seed."""
+    return not isinstance(req, ChatRequest) or req.temperature == 0 or req.seed is not None
+
+
+class JudgeCache:
+    """Key -> JSON value store in sqlite3 (WAL), safe with several threads and processes."""
+
+    def __init__(self, path: str | os.PathLike | None = None, timeout: float = 60.0):
+        self.path = Path(path) if path else default_cache_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.timeout = timeout
+        self._local = threading.local()
+        self._conn()  # create the table now so errors surface at construction
+
+    def _conn(self) -> sqlite3.Connection:
+        c = getattr(self._local, "conn", None)
+        if c is None or getattr(self._local, "pid", None) != os.getpid():  # never share across fork
+            c = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+            c.execute("PRAGMA journal_mode=WAL")
+            c.execute("PRAGMA synchronous=NORMAL")
+            c.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+            c.execute("CREATE TABLE IF NOT EXISTS judge (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            self._local.conn, self._local.pid = c, os.getpid()
+        return c
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
+        """The stored values of those keys that are present."""
+        out: dict[str, Any] = {}
+        keys = list(dict.fromkeys(keys))
+        for i in range(0, len(keys), 500):  # stay under sqlite's bound-parameter limit
+            chunk = keys[i:i + 500]
+            q = f"SELECT key, value FROM judge WHERE key IN ({','.join('?' * len(chunk))})"
+            out.update((k, json.loads(v)) for k, v in self._conn().execute(q, chunk))
+        return out
+
+    def put_many(self, items: dict[str, Any]) -> None:
+        """Store values in one transaction; an existing key keeps its first value."""
+        if not items:
+            return
+        c = self._conn()
+        rows = [(k, json.dumps(v, ensure_ascii=False)) for k, v in items.items()]
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            c.executemany("INSERT OR IGNORE INTO judge (key, value) VALUES (?, ?)", rows)
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+    def __len__(self) -> int:
+        return self._conn().execute("SELECT COUNT(*) FROM judge").fetchone()[0]
+
+    def close(self) -> None:
+        c = getattr(self._local, "conn", None)
+        if c is not None:
+            c.close()
+            self._local.conn = None
+
+
+class CachedBackend(JudgeBackend):
+    """Any backend behind the judge cache: hits come back with ``cached=True`` and cost no model call."""
+
+    def __init__(self, inner: JudgeBackend, cache: JudgeCache | str | os.PathLike | None = None):
+        self.inner = inner
+        self.cache = cache if isinstance(cache, JudgeCache) else JudgeCache(cache)
+        self.model_id = inner.model_id
+
+    def __getattr__(self, name: str) -> Any:  # backend-specific extras (e.g. prefix scoring) pass through
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def _run(self, requests, call, to_json, from_json):
+        keys = [request_key(self.model_id, r) if cacheable(r) else None for r in requests]
+        hits = self.cache.get_many([k for k in keys if k])
+        out: list[Any] = [None] * len(requests)
+        todo = []
+        for i, k in enumerate(keys):
+            if k in hits:
+                out[i] = from_json(hits[k])
+            else:
+                todo.append(i)
+        if todo:
+            fresh = call([requests[i] for i in todo])
+            new = {}
+            for i, res in zip(todo, fresh, strict=True):
+                out[i] = res
+                if keys[i] and res.status is Status.OK:
+                    new[keys[i]] = to_json(res)
+            self.cache.put_many(new)
+        return out
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        return self._run(
+            requests, self.inner.generate,
+            lambda c: {"texts": c.texts, "prompt_tokens": c.prompt_tokens,
+                       "completion_tokens": c.completion_tokens, "finish_reasons": c.finish_reasons},
+            lambda d: Completion(d["texts"], Status.OK, d["prompt_tokens"], d["completion_tokens"],
+                                 d["finish_reasons"], cached=True),
+        )
+
+    def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
+        return self._run(
+            requests, self.inner.verdict_probs,
+            lambda r: {"probs": [float(p) for p in r.probs], "prompt_tokens": r.prompt_tokens},
+            lambda d: VerdictResult(np.asarray(d["probs"], dtype=float), Status.OK, d["prompt_tokens"],
+                                    cached=True),
+        )
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
+
+    def close(self) -> None:
+        self.cache.close()
+        self.inner.close()

@@ -1,0 +1,302 @@
+"""OpenAI-compatible HTTP backend (vLLM / SGLang / llama.cpp servers, hosted APIs, ``rewardkit serve-judge``).
+
+Async (httpx) with bounded concurrency, a wall-clock timeout per attempt (a server that trickles bytes
+cannot hold a request open), retries with exponential backoff and full jitter on connection errors,
+timeouts, 429/5xx and garbage bodies, and an overall deadline per batch. Every request ends in a status:
+a dropped, slow, 500-ing or garbage-returning server yields ``timeout`` / ``error`` results, never an
+exception or a hang.
+
+``verdict_probs`` asks for one token with ``logprobs``/``top_logprobs`` and reads the choices' first
+tokens from the top list (vLLM's ``continue_final_message`` carries the assistant prefix). A server that
+returns no log-probabilities gives a clear ``error`` status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import random
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
+from rewardkit.types import Status
+
+RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+class _Garbage(Exception):
+    """The server answered 200 with a body that is not a chat completion."""
+
+
+@dataclass
+class _Outcome:
+    body: dict | None
+    status: Status
+    error: str | None = None
+
+
+def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random) -> float:
+    """Exponential backoff with full jitter: uniform in [0, min(cap, base * 2**attempt)]."""
+    return rng.uniform(0.0, min(cap, base * (2 ** attempt)))
+
+
+def run_sync(coro):
+    """Run a coroutine to completion from sync code, also when the caller already runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as e:  # re-raised in the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=target, name="rewardkit-http")
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+class HTTPBackend(JudgeBackend):
+    """A judge behind an OpenAI-compatible ``/v1/chat/completions`` endpoint.
+
+    Options:
+        base_url: server root ending in /v1 (e.g. http://127.0.0.1:8000/v1)
+        model: model name; default: the first id from GET /v1/models
+        api_key: bearer token; default $OPENAI_API_KEY when set
+        concurrency: requests in flight at once
+        timeout: wall-clock seconds per attempt
+        retries: extra attempts after the first
+        backoff: base seconds of the exponential backoff (with full jitter)
+        max_backoff: cap on one backoff sleep
+        deadline: overall seconds for one generate/verdict_probs call (None: no limit)
+        top_logprobs: how many next-token alternatives verdict_probs asks for (OpenAI allows <= 20)
+    """
+
+    def __init__(self, base_url: str, model: str | None = None, *, api_key: str | None = None,
+                 concurrency: int = 16, timeout: float = 120.0, retries: int = 3, backoff: float = 0.5,
+                 max_backoff: float = 8.0, deadline: float | None = None, top_logprobs: int = 20,
+                 seed: int | None = None):
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.deadline = deadline
+        self.top_k = top_logprobs
+        self._rng = random.Random(seed)
+        self.model_id = f"http:{model or '?'}@{self.base_url}"
+
+    # ------------------------------------------------------------------------------ public calls
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        bodies = [self._chat_body(r) for r in requests]
+        outs = run_sync(self._run_all(bodies))
+        return [self._completion(r, o) for r, o in zip(requests, outs, strict=True)]
+
+    def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
+        bodies = [self._verdict_body(r) for r in requests]
+        outs = run_sync(self._run_all(bodies))
+        return [self._verdict(r, o) for r, o in zip(requests, outs, strict=True)]
+
+    def models(self) -> list[str]:
+        """Model ids the server lists at ``GET /v1/models``."""
+        return run_sync(self._models())
+
+    # ------------------------------------------------------------------------------ request bodies
+    def _chat_body(self, r: ChatRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {"messages": list(r.messages), "max_tokens": r.max_tokens,
+                                "temperature": r.temperature, "top_p": r.top_p, "n": r.n}
+        if r.seed is not None:
+            body["seed"] = r.seed
+        if r.stop:
+            body["stop"] = list(r.stop)
+        if r.min_tokens:
+            body["min_tokens"] = r.min_tokens  # vLLM / SGLang / serve-judge extension
+        return body
+
+    def _verdict_body(self, r: VerdictRequest) -> dict[str, Any]:
+        messages = list(r.messages)
+        body: dict[str, Any] = {"max_tokens": 1, "temperature": 0.0, "n": 1, "logprobs": True,
+                                "top_logprobs": self.top_k}
+        if r.assistant_prefix:
+            # vLLM / serve-judge extension: continue the final assistant message instead of a new turn
+            messages.append({"role": "assistant", "content": r.assistant_prefix})
+            body.update(continue_final_message=True, add_generation_prompt=False)
+        body["messages"] = messages
+        return body
+
+    # ------------------------------------------------------------------------------ transport
+    def _headers(self) -> dict[str, str]:
+        h = {"Content-Type": "application/json"}
+        if self.api_key:
+            h["Authorization"] = f"Bearer {self.api_key}"
+        return h
+
+    async def _models(self) -> list[str]:
+        import httpx
+
+        async with httpx.AsyncClient(timeout=self.timeout, headers=self._headers()) as client:
+            r = await asyncio.wait_for(client.get(f"{self.base_url}/models"), self.timeout)
+            r.raise_for_status()
+            return [m["id"] for m in r.json()["data"]]
+
+    async def _run_all(self, bodies: list[dict[str, Any]]) -> list[_Outcome]:
+        import httpx
+
+        if not bodies:
+            return []
+        end = time.monotonic() + self.deadline if self.deadline else math.inf
+        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+        sem = asyncio.Semaphore(self.concurrency)
+        async with httpx.AsyncClient(timeout=self.timeout, limits=limits, headers=self._headers()) as client:
+            if self.model is None:
+                try:
+                    left = min(self.timeout, end - time.monotonic())
+                    r = await asyncio.wait_for(client.get(f"{self.base_url}/models"), max(left, 0.001))
+                    self.model = r.json()["data"][0]["id"]
+                    self.model_id = f"http:{self.model}@{self.base_url}"
+                except Exception as e:  # no model name: every request fails the same clear way
+                    msg = f"{self.base_url}/models: cannot discover the model name ({_describe(e)}); pass model="
+                    return [_Outcome(None, Status.ERROR, msg) for _ in bodies]
+
+            async def one(body: dict[str, Any]) -> _Outcome:
+                async with sem:
+                    return await self._with_retries(client, {**body, "model": self.model}, end)
+
+            tasks = [asyncio.create_task(one(b)) for b in bodies]
+            wait = None if end == math.inf else max(end - time.monotonic(), 0) + 1.0
+            done, pending = await asyncio.wait(tasks, timeout=wait)
+            for t in pending:  # belt and braces: the per-attempt bounds should already have ended them
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        out = []
+        for t in tasks:
+            if t in done and not t.cancelled() and t.exception() is None:
+                out.append(t.result())
+            elif t in done and not t.cancelled():
+                out.append(_Outcome(None, Status.ERROR, f"{self.base_url}: {_describe(t.exception())}"))
+            else:
+                out.append(_Outcome(None, Status.TIMEOUT, f"{self.base_url}: overall deadline of {self.deadline}s exceeded"))
+        return out
+
+    async def _with_retries(self, client, body: dict[str, Any], end: float) -> _Outcome:
+        url = f"{self.base_url}/chat/completions"
+        last = _Outcome(None, Status.ERROR, "no attempt made")
+        for attempt in range(self.retries + 1):
+            left = end - time.monotonic()
+            if left <= 0:
+                return _Outcome(None, Status.TIMEOUT, f"{url}: overall deadline of {self.deadline}s exceeded "
+                                f"after {attempt} attempt(s); last: {last.error}")
+            limit = min(self.timeout, left)
+            try:
+                resp = await asyncio.wait_for(client.post(url, json=body), limit)
+                if resp.status_code == 200:
+                    return _Outcome(_parse_completion(resp.content), Status.OK)
+                detail = resp.text[:200].replace("\n", " ")
+                last = _Outcome(None, Status.ERROR, f"{url}: HTTP {resp.status_code}: {detail}")
+                if resp.status_code not in RETRY_STATUS:
+                    return last  # a bad request stays bad: no retry
+            except (asyncio.TimeoutError, TimeoutError):
+                why = (f"overall deadline of {self.deadline}s reached" if limit < self.timeout
+                       else f"no complete response within {limit:.1f}s")
+                last = _Outcome(None, Status.TIMEOUT, f"{url}: {why}")
+            except _Garbage as e:
+                last = _Outcome(None, Status.ERROR, f"{url}: malformed response: {e}")
+            except Exception as e:  # connection refused / reset / protocol errors
+                kind = Status.TIMEOUT if "Timeout" in type(e).__name__ else Status.ERROR
+                last = _Outcome(None, kind, f"{url}: {_describe(e)}")
+            if attempt < self.retries:
+                delay = backoff_delay(attempt, self.backoff, self.max_backoff, self._rng)
+                await asyncio.sleep(max(0.0, min(delay, end - time.monotonic())))
+        last.error = f"{last.error} (after {self.retries + 1} attempts)"
+        return last
+
+    # ------------------------------------------------------------------------------ results
+    def _completion(self, r: ChatRequest, o: _Outcome) -> Completion:
+        if o.body is None:
+            return Completion([], o.status, error=o.error)
+        choices = sorted(o.body["choices"], key=lambda c: c.get("index", 0))
+        texts = [c["message"]["content"] or "" for c in choices]
+        usage = o.body.get("usage") or {}
+        return Completion(texts, Status.OK, int(usage.get("prompt_tokens") or 0),
+                          int(usage.get("completion_tokens") or 0),
+                          [c.get("finish_reason") or "" for c in choices])
+
+    def _verdict(self, r: VerdictRequest, o: _Outcome) -> VerdictResult:
+        if o.body is None:
+            return VerdictResult(np.array([]), o.status, error=o.error)
+        usage = o.body.get("usage") or {}
+        ptoks = int(usage.get("prompt_tokens") or 0)
+        try:
+            top = o.body["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+            pairs = [(str(t["token"]), float(t["logprob"])) for t in top]
+        except (KeyError, IndexError, TypeError, ValueError):
+            return VerdictResult(np.array([]), Status.ERROR, ptoks, error=(
+                f"{self.base_url}: the server returned no top_logprobs; verdict_probs over HTTP needs a server "
+                "that supports logprobs=true/top_logprobs (vLLM, SGLang, OpenAI, rewardkit serve-judge); "
+                "use generate + verdict parsing instead"))
+        lp, err = choice_logprobs(r.choices, pairs)
+        if err:
+            return VerdictResult(np.array([]), Status.ERROR, ptoks, error=f"{self.base_url}: {err}")
+        p = np.exp(lp - lp.max())
+        return VerdictResult(p / p.sum(), Status.OK, ptoks)
+
+
+def choice_logprobs(choices: Sequence[str], top: Sequence[tuple[str, float]]) -> tuple[np.ndarray, str | None]:
+    """Log-probability of each choice's first token, read from a top-k list of (token text, logprob).
+
+    A token counts for a choice when its text (leading spaces stripped) is a non-empty prefix of the
+    choice and of no other choice; the probabilities of such tokens add up. A choice missing from the
+    top-k is less likely than every listed token: it gets probability 0 (an approximation the caller
+    can tighten with a larger ``top_logprobs``). No choice in the list at all is an error.
+    """
+    mass = np.zeros(len(choices))
+    for tok, lp in top:
+        t = tok.lstrip()
+        if not t or not math.isfinite(lp):
+            continue
+        hits = [j for j, c in enumerate(choices) if c.startswith(t)]
+        if len(hits) == 1:
+            mass[hits[0]] += math.exp(lp)
+    if mass.sum() <= 0:
+        return mass, (f"none of the choices {list(choices)} is among the top {len(top)} next tokens "
+                      f"({[t for t, _ in top[:5]]}...)")
+    with np.errstate(divide="ignore"):
+        return np.log(mass), None
+
+
+def _parse_completion(raw: bytes) -> dict[str, Any]:
+    """The JSON body of a chat completion, checked for the fields we read; _Garbage otherwise."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise _Garbage(f"not JSON ({e}): {raw[:80]!r}") from None
+    if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
+        raise _Garbage(f"no 'choices' list: {raw[:80]!r}")
+    for c in body["choices"]:
+        if not isinstance(c, dict) or not isinstance(c.get("message"), dict):
+            raise _Garbage(f"a choice without a 'message': {raw[:80]!r}")
+        content = c["message"].get("content")
+        if content is not None and not isinstance(content, str):
+            raise _Garbage("message content is not a string")
+    return body
+
+
+def _describe(e: BaseException | None) -> str:
+    return f"{type(e).__name__}: {e}" if e is not None else "unknown error"

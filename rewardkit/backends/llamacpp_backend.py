@@ -1,0 +1,130 @@
+"""llama.cpp backend (CPU, optional extra ``rewardkit[llamacpp]``): loads a GGUF file directly.
+
+Fast decoding at batch 1 on CPU (SmolLM2-135M: ~100 tokens/s here vs ~10 with transformers), slower
+prefill; requests run one after another. Verdict scoring evaluates the chat-templated prompt and reads
+the next-token logits; consecutive prompts re-use the KV cache of their common token prefix (the same
+trick llama-cpp-python's own ``generate`` uses), so a live tournament's anchors cost only their tokens.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
+from rewardkit.types import Status
+
+INSTALL_HINT = ("the llama.cpp backend needs llama-cpp-python: pip install 'rewardkit[llamacpp]' "
+                "(it compiles llama.cpp from source, several minutes)")
+
+
+class LlamaCppBackend(JudgeBackend):
+    """A GGUF model through llama-cpp-python.
+
+    Options:
+        model: path to a .gguf file ("smollm2" = the embedded SmolLM2-135M-Instruct GGUF)
+        n_ctx: context length
+        n_threads: CPU threads (default: all)
+    """
+
+    def __init__(self, model: str, *, n_ctx: int = 8192, n_threads: int | None = None, seed: int = 0):
+        try:
+            from llama_cpp import Llama
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError as e:
+            raise ImportError(f"{INSTALL_HINT} ({e})") from e
+        if model in ("smollm2", "embedded"):
+            from rewardkit.backends.embedded import GGUF_FILE, gguf_dir
+
+            model = str(gguf_dir() / GGUF_FILE)
+        if not os.path.exists(model):
+            raise FileNotFoundError(f"llamacpp:{model}: no such GGUF file")
+        self.llm = Llama(model_path=model, n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(), seed=seed,
+                         verbose=False)
+        template = self.llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ValueError(f"llamacpp:{model}: the GGUF file has no chat template")
+        tok = self.llm.detokenize
+        self.formatter = Jinja2ChatFormatter(template, eos_token=tok([self.llm.token_eos()]).decode(),
+                                             bos_token=tok([self.llm.token_bos()]).decode())
+        self.model_id = f"{os.path.basename(model)}@llamacpp"
+
+    def render(self, messages: Sequence[dict[str, str]], assistant_prefix: str = "") -> str:
+        return self.formatter(messages=list(messages)).prompt + assistant_prefix
+
+    def encode(self, text: str) -> list[int]:
+        return self.llm.tokenize(text.encode(), add_bos=False, special=True)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(self.encode(t)) for t in texts]
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        out = []
+        for r in requests:
+            if r.min_tokens:
+                out.append(Completion([], Status.ERROR, error="llamacpp: min_tokens is not supported"))
+                continue
+            texts, reasons, ptoks, ctoks = [], [], 0, 0
+            try:
+                for s in range(r.n):
+                    res = self.llm.create_chat_completion(
+                        messages=list(r.messages), max_tokens=r.max_tokens, temperature=r.temperature,
+                        top_p=r.top_p, seed=None if r.seed is None else r.seed + s, stop=r.stop or [])
+                    texts.append(res["choices"][0]["message"]["content"] or "")
+                    reasons.append(res["choices"][0].get("finish_reason") or "")
+                    ptoks = res["usage"]["prompt_tokens"]
+                    ctoks += res["usage"]["completion_tokens"]
+            except ValueError as e:  # llama-cpp-python raises ValueError for prompts beyond n_ctx
+                out.append(Completion([], Status.ERROR, error=f"llamacpp: {e}"))
+                continue
+            out.append(Completion(texts, Status.OK, ptoks, ctoks, reasons))
+        return out
+
+    def _next_logprobs(self, tokens: list[int]) -> np.ndarray:
+        """Log-softmax of the next-token logits after ``tokens``, re-using the cached common prefix."""
+        llm = self.llm
+        cached = list(llm.input_ids)
+        keep = 0
+        while keep < min(len(cached), len(tokens) - 1) and cached[keep] == tokens[keep]:
+            keep += 1
+        if keep:
+            llm.n_tokens = keep  # eval() drops the KV cache beyond n_tokens before appending
+        else:
+            llm.reset()
+        llm.eval(tokens[keep:])
+        logits = np.asarray(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+        logits -= logits.max()
+        return logits - np.log(np.exp(logits).sum())
+
+    def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
+        order = sorted(range(len(requests)), key=lambda i: self.encode(self.render(requests[i].messages)))
+        res: dict[int, VerdictResult] = {}
+        for i in order:  # sorted token lists put shared prefixes next to each other
+            r = requests[i]
+            text = self.render(r.messages, r.assistant_prefix)
+            p = self.encode(text)
+            if len(p) + 8 >= self.llm.n_ctx():
+                res[i] = VerdictResult(np.array([]), Status.ERROR, len(p),
+                                       error=f"prompt has {len(p)} tokens; n_ctx is {self.llm.n_ctx()}")
+                continue
+            conts = [self._continuation(text, p, c) for c in r.choices]
+            lp0 = self._next_logprobs(p)
+            if len({c[0] for c in conts}) == len(conts):
+                lp = np.array([lp0[c[0]] for c in conts])
+            else:  # choices share a first token: score each continuation token by token
+                lp = np.array([lp0[c[0]] + sum(self._next_logprobs(p + c[:t])[c[t]] for t in range(1, len(c)))
+                               for c in conts])
+            e = np.exp(lp - lp.max())
+            res[i] = VerdictResult(e / e.sum(), Status.OK, len(p))
+        return [res[i] for i in range(len(requests))]
+
+    def _continuation(self, text: str, prompt_ids: list[int], choice: str) -> list[int]:
+        ids = self.encode(text + choice)
+        if ids[: len(prompt_ids)] == prompt_ids and len(ids) > len(prompt_ids):
+            return ids[len(prompt_ids):]
+        return self.encode(choice)
+
+    def close(self) -> None:
+        self.llm.close()

@@ -1,0 +1,155 @@
+"""The persistent judge cache: content addressing, cache hits in the cost record, several processes at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rewardkit.backends import ChatRequest, JudgeBackend, VerdictRequest, cost_of, load_backend
+from rewardkit.backends.base import Completion, VerdictResult
+from rewardkit.backends.cache import CachedBackend, JudgeCache, cacheable, request_key
+from rewardkit.types import Status
+
+ROOT = Path(__file__).resolve().parents[1]
+MSG = [{"role": "user", "content": "Which is better?"}]
+
+
+class Counting(JudgeBackend):
+    """A test double that records every request it receives; fails requests whose text says 'fail'."""
+
+    model_id = "double@v1"
+
+    def __init__(self):
+        self.seen: list = []
+
+    def generate(self, requests):
+        self.seen += requests
+        return [Completion([], Status.TIMEOUT, error="slow") if "fail" in r.messages[-1]["content"]
+                else Completion([r.messages[-1]["content"].upper()], Status.OK, 5, 2, ["stop"]) for r in requests]
+
+    def verdict_probs(self, requests):
+        self.seen += requests
+        return [VerdictResult(np.array([0.25, 0.75]), Status.OK, 4) for _ in requests]
+
+
+def test_key_is_content_addressed():
+    base = ChatRequest(MSG, max_tokens=64, temperature=0.0)
+    k = request_key("m", base)
+    assert k == request_key("m", ChatRequest([dict(m) for m in MSG], max_tokens=64, temperature=0.0))
+    variants = [
+        request_key("other-model", base),
+        request_key("m", ChatRequest(MSG, max_tokens=65)),
+        request_key("m", ChatRequest(MSG, max_tokens=64, temperature=0.5, seed=1)),
+        request_key("m", ChatRequest(MSG, max_tokens=64, top_p=0.9)),
+        request_key("m", ChatRequest(MSG, max_tokens=64, stop=["\n"])),
+        request_key("m", ChatRequest(MSG, max_tokens=64, min_tokens=64)),
+        request_key("m", ChatRequest([{"role": "user", "content": "Which is better? "}], max_tokens=64)),
+        request_key("m", VerdictRequest(MSG, ["A", "B"])),
+        request_key("m", VerdictRequest(MSG, ["A", "B"], "\\boxed{")),
+        request_key("m", VerdictRequest(MSG, ["B", "A"])),
+    ]
+    assert len({k, *variants}) == len(variants) + 1
+
+
+def test_unseeded_sampling_is_not_cacheable():
+    assert cacheable(ChatRequest(MSG, temperature=0.0))
+    assert cacheable(ChatRequest(MSG, temperature=0.7, seed=1))
+    assert not cacheable(ChatRequest(MSG, temperature=0.7))
+    assert cacheable(VerdictRequest(MSG, ["A", "B"]))
+
+
+def test_store_keeps_first_value(tmp_path):
+    c = JudgeCache(tmp_path / "c.sqlite3")
+    c.put_many({"a": {"x": 1}})
+    c.put_many({"a": {"x": 2}, "b": [1, "é"]})
+    assert c.get_many(["a", "b", "zz"]) == {"a": {"x": 1}, "b": [1, "é"]}
+    assert len(c) == 2
+    assert JudgeCache(tmp_path / "c.sqlite3").get_many(["b"]) == {"b": [1, "é"]}  # persisted
+    assert c._conn().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_cached_backend_hits_cost_no_calls(tmp_path):
+    inner = Counting()
+    b = CachedBackend(inner, tmp_path / "c.sqlite3")
+    reqs = [ChatRequest([{"role": "user", "content": f"q{i}"}]) for i in range(3)]
+    first = b.generate(reqs)
+    assert [c.cached for c in first] == [False] * 3 and len(inner.seen) == 3
+    again = b.generate(reqs + [ChatRequest([{"role": "user", "content": "new"}])])
+    assert [c.cached for c in again] == [True, True, True, False]
+    assert len(inner.seen) == 4  # only the new request reached the model
+    assert [c.texts for c in again[:3]] == [c.texts for c in first]
+    cost = cost_of(again)
+    assert (cost.cache_hits, cost.judge_calls, cost.prompt_tokens, cost.completion_tokens) == (3, 1, 5, 2)
+
+    v1 = b.verdict_probs([VerdictRequest(MSG, ["A", "B"])])
+    v2 = b.verdict_probs([VerdictRequest(MSG, ["A", "B"])])
+    assert not v1[0].cached and v2[0].cached and v2[0].status is Status.OK
+    np.testing.assert_allclose(v2[0].probs, [0.25, 0.75])
+
+
+def test_failures_and_unseeded_samples_are_not_cached(tmp_path):
+    inner = Counting()
+    b = CachedBackend(inner, tmp_path / "c.sqlite3")
+    reqs = [ChatRequest([{"role": "user", "content": "fail"}]), ChatRequest(MSG, temperature=1.0)]
+    b.generate(reqs)
+    out = b.generate(reqs)
+    assert [c.cached for c in out] == [False, False] and len(inner.seen) == 4
+    assert out[0].status is Status.TIMEOUT
+
+
+def test_load_backend_cache_option(tmp_path):
+    b = load_backend("http://127.0.0.1:9/v1#model=j", cache=tmp_path / "c.sqlite3")
+    assert isinstance(b, CachedBackend) and b.model_id == "http:j@http://127.0.0.1:9/v1"
+    assert load_backend("http://127.0.0.1:9/v1#model=j") is b.inner  # one underlying backend
+
+
+WORKER = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from rewardkit.backends.cache import JudgeCache
+cache = JudgeCache(sys.argv[2])
+wid, n = int(sys.argv[3]), int(sys.argv[4])
+seen = 0
+for i in range(n):
+    # overlapping keys: every worker writes key i, with its own id as the value
+    cache.put_many({f"k{i}": {"worker": wid, "i": i}, f"own{wid}-{i}": {"worker": wid}})
+    got = cache.get_many([f"k{i}", f"own{wid}-{i}"])
+    assert got[f"own{wid}-{i}"] == {"worker": wid}
+    assert got[f"k{i}"]["i"] == i
+    seen += len(got)
+print(json.dumps({"worker": wid, "seen": seen}))
+"""
+
+
+def test_several_processes_share_one_cache(tmp_path):
+    path = tmp_path / "shared.sqlite3"
+    n, workers = 150, 4
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(ROOT), str(path), str(w), str(n)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for w in range(workers)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err[-2000:]
+        assert json.loads(out)["seen"] == 2 * n
+    c = JudgeCache(path)
+    assert len(c) == n + workers * n
+    firsts = c.get_many([f"k{i}" for i in range(n)])
+    assert all(v["i"] == i and 0 <= v["worker"] < workers for i, v in ((int(k[1:]), v) for k, v in firsts.items()))
+
+
+@pytest.mark.model
+def test_real_model_verdicts_cached(judge_backend, tmp_path):
+    b = load_backend("smollm2", cache=tmp_path / "c.sqlite3")
+    assert b.inner is judge_backend  # the cache wraps the one loaded model
+    req = [VerdictRequest([{"role": "user", "content": "Is 2+2=4? Answer YES or NO."}], ["YES", "NO"], "**")]
+    first, second = b.verdict_probs(req), b.verdict_probs(req)
+    assert not first[0].cached and second[0].cached
+    np.testing.assert_allclose(second[0].probs, first[0].probs, rtol=1e-12)
+    assert cost_of(second).judge_calls == 0 and cost_of(second).cache_hits == 1
