@@ -13,7 +13,6 @@ ablations and measurements; ``rewardkit.lean.LeanVerifier`` is the App. C pipeli
 from __future__ import annotations
 
 import random as _random
-import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -24,7 +23,7 @@ import numpy as np
 from rewardkit.answers import AnswerChecker, cluster_answers, default_checker, extract_answer
 from rewardkit.scoring import BaseScorer
 from rewardkit.types import Cost, Group, GroupScore, Status
-from rewardkit.verdicts import Verdict
+from rewardkit.verdicts import parse_true_false
 
 Outcome = Literal["verified", "refuted", "inconclusive"]
 Fallback = Literal["reszero", "zero", "random", "mv"]
@@ -383,18 +382,6 @@ class ProofGateScorer(BaseScorer):
 
 
 # ------------------------------------------------------------------------------ LLM-as-a-judge (App. D)
-
-_TRUE_FALSE = re.compile(r"\b(true|false)\b", re.I)
-
-
-def parse_true_false(text: str) -> Verdict:
-    """The App. D judge's final judgment: the last ``True``/``False`` in the text; else invalid."""
-    hits = _TRUE_FALSE.findall(text or "")
-    if not hits:
-        tail = (text or "<empty>")[-120:].replace("\n", " ")
-        return Verdict(None, Status.INVALID, f"no True/False judgment in judge output (ends: {tail!r})")
-    return Verdict(hits[-1].capitalize())
-
 
 class LLMJudgeVerifier(BaseVerifier):
     """An LLM judges whether the answer to the question is correct (App. D prompt): True -> verified,

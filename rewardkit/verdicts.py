@@ -1,4 +1,5 @@
-"""Judge-output parsing: ``\\boxed{A|B|Tie}``, ``**YES**``/``**NO**``, ``\\boxed{1|0.5|0}``, ``Answer 1/2/tie``.
+"""Judge-output parsing: ``\\boxed{A|B|Tie}``, ``**YES**``/``**NO**``, ``\\boxed{1|0.5|0}``, ``Answer 1/2/tie``,
+``<consistency>Correct</consistency>`` and ``True``/``False``.
 
 The last verdict in the text wins. Anything else is ``Status.INVALID`` with a message: an unparseable
 judge output is never turned into a tie or a 0. Parsers never raise on any string.
@@ -97,6 +98,26 @@ def parse_yes_no(text: str) -> Verdict:
 
 
 _ANSWER_CHOICE = re.compile(r"\banswer[\s_.]*([12])\b|\b(tie)\b", re.IGNORECASE)
+
+
+def _last_hit(pattern: re.Pattern, text: str, what: str) -> Verdict:
+    """The last match of a one-group pattern, capitalised; else invalid."""
+    hits = pattern.findall(text or "")
+    return Verdict(hits[-1].capitalize()) if hits else _invalid(what, text or "")
+
+
+_CONSISTENCY = re.compile(r"<consistency>\s*\[?\s*(correct|incorrect)\s*\]?\s*</consistency>", re.I)
+_TRUE_FALSE = re.compile(r"\b(true|false)\b", re.I)
+
+
+def parse_consistency(text: str) -> Verdict:
+    """JURY-RL C.5 consistency checker: ``<consistency>Correct|Incorrect</consistency>`` (last wins)."""
+    return _last_hit(_CONSISTENCY, text, "<consistency>")
+
+
+def parse_true_false(text: str) -> Verdict:
+    """JURY-RL App. D judge: the last ``True``/``False`` in the text."""
+    return _last_hit(_TRUE_FALSE, text, "True/False")
 
 
 def parse_answer_choice(text: str) -> Verdict:

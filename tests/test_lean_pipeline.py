@@ -134,7 +134,7 @@ def test_llm_judge_masks_invalid_output():
     a, b = LLMJudgeScorer(judge=Judge()).score(groups)
     np.testing.assert_array_equal(a.rewards, [1, 1, 0])
     assert b.statuses == [Status.INVALID] * 3 and np.isnan(b.rewards).all()
-    assert "no True/False judgment" in b.messages[0]
+    assert "no True/False verdict" in b.messages[0]
 
 
 # --------------------------------------------------------------------------- the real model

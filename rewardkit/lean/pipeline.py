@@ -33,7 +33,7 @@ from rewardkit.lean.check import (
 from rewardkit.prompts import jury as P
 from rewardkit.proof_gate import BaseVerifier, Claim, VerifyResult
 from rewardkit.types import Cost, Status
-from rewardkit.verdicts import Verdict
+from rewardkit.verdicts import Verdict, parse_consistency
 
 _FENCE = re.compile(r"```[ \t]*(?:lean4|lean)?[ \t]*\n(.*?)```", re.S)
 
@@ -55,18 +55,6 @@ def formal_statement(text: str, theorem: str = DEFAULT_THEOREM, header: str = DE
     if not split_header(code)[0]:
         code = header + "\n" + code
     return with_sorry(code, theorem)
-
-
-_CONSISTENCY = re.compile(r"<consistency>\s*\[?\s*(correct|incorrect)\s*\]?\s*</consistency>", re.I)
-
-
-def parse_consistency(text: str) -> Verdict:
-    """The C.5 verdict ``<consistency>Correct|Incorrect</consistency>`` (last one wins); else invalid."""
-    hits = _CONSISTENCY.findall(text or "")
-    if not hits:
-        tail = (text or "<empty>")[-120:].replace("\n", " ")
-        return Verdict(None, Status.INVALID, f"no <consistency> verdict in checker output (ends: {tail!r})")
-    return Verdict(hits[-1].capitalize())
 
 
 @dataclass
