@@ -11,18 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
 
-def shared_dir() -> Path:
-    """``$REWARDKIT_SHARED``, else the first ``shared/`` with ``data/`` beside a parent of this checkout."""
-    if os.environ.get("REWARDKIT_SHARED"):
-        return Path(os.environ["REWARDKIT_SHARED"])
-    for parent in ROOT.parents:
-        if (parent / "shared" / "data").is_dir():
-            return parent / "shared"
-    raise FileNotFoundError("cannot find shared/data; set REWARDKIT_SHARED")
-
-
-def rollouts_path() -> Path:
-    return shared_dir() / "data" / "math_rollouts_qwen25" / "math_cot_100.jsonl"
+from rewardkit.evals.data import data_path, rollouts_path, shared_dir  # noqa: E402,F401
 
 
 def machine() -> dict:

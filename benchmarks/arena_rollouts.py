@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from rewardkit.evals.data import rollouts_path  # noqa: E402
 
 from rewardkit.answers import default_checker
 from rewardkit.arena import (
@@ -34,7 +35,7 @@ from rewardkit.backends import load_backend
 from rewardkit.types import Group
 
 OUT = Path(__file__).parent / "results"
-DATA = Path("/work/shared/data/math_rollouts_qwen25/math_cot_100.jsonl")
+DATA = rollouts_path()
 
 
 def main() -> None:

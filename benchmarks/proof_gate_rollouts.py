@@ -19,12 +19,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from rewardkit.evals.data import rollouts_path  # noqa: E402
 
 from rewardkit.proof_gate import MajorityVoteScorer, ProofGateScorer, reszero_exact
 from rewardkit.scoring import diversity_stats, grpo_advantages
 from rewardkit.types import Group
 
-DEFAULT = Path("/work/shared/data/math_rollouts_qwen25/math_cot_100.jsonl")
+DEFAULT = rollouts_path()
 OUT = Path(__file__).parent / "results"
 
 

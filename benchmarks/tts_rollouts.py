@@ -15,18 +15,19 @@ mixed problems cost model calls; the accuracies are over all problems.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
+from rewardkit.evals.data import rollouts_path  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = Path(os.environ.get("REWARDKIT_SHARED", ROOT.parents[1] / "shared")) / "data/math_rollouts_qwen25/math_cot_100.jsonl"
+DEFAULT = rollouts_path()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rollouts", default=str(DEFAULT if DEFAULT.exists() else "/work/shared/data/math_rollouts_qwen25/math_cot_100.jsonl"))
+    ap.add_argument("--rollouts", default=str(DEFAULT))
     ap.add_argument("--judge", default="critic", choices=["critic", "arena"])
     ap.add_argument("--mode", default="logits", choices=["logits", "generate"])
     ap.add_argument("--order", default="alternate", choices=["alternate", "fixed"])

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from rewardkit.evals.data import data_path
 
 from rewardkit.slices import SliceItem, SliceJudgment, SliceScorer, make_slices
 from rewardkit.types import Status
@@ -30,17 +31,10 @@ STEP_SEPARATOR = "\n\n"  # how the steps of a solution are joined for the re-sli
 
 
 def default_root() -> Path:
-    """``$REWARDKIT_PROCESSBENCH``, else ``shared/data/processbench`` beside a parent of this checkout."""
+    """``$REWARDKIT_PROCESSBENCH``, else ``shared/data/processbench`` (see ``rewardkit.evals.data``)."""
     if os.environ.get("REWARDKIT_PROCESSBENCH"):
         return Path(os.environ["REWARDKIT_PROCESSBENCH"])
-    shared = os.environ.get("REWARDKIT_SHARED")
-    if shared:
-        return Path(shared) / "data" / "processbench"
-    for parent in Path(__file__).resolve().parents:
-        cand = parent / "shared" / "data" / "processbench"
-        if cand.is_dir():
-            return cand
-    return Path("/work/shared/data/processbench")
+    return data_path("processbench")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import numpy as np
 
 from rewardkit.backends.base import ChatRequest, JudgeBackend, Message, VerdictRequest, cost_of
 from rewardkit.critic import answer_view, critic_messages
+from rewardkit.prompts import arena as arena_prompts
 from rewardkit.prompts.raro import VERDICT_CHOICES, VERDICT_PREFIX
 from rewardkit.types import Cost
 from rewardkit.verdicts import parse_answer_choice, parse_boxed_choice
@@ -193,21 +194,9 @@ class CachedJudge:
         return [list(self.cache[(m.problem, m.a, m.b, k)]) for m in matches]
 
 
-# The Reasoning Arena tournament prompt (Reasoning Arena App. D), verbatim; the [REFERENCE ANSWER] block
-# is dropped unless references are given, because a test-time selector must not see the label.
-ARENA_PAIRWISE = (
-    "Compare the two solution attempts below and decide which is better.\n\n[PROBLEM]\n\n{problem}\n\n"
-    "{reference_block}[RESPONSE A]\n\n{response_a}\n\n[RESPONSE B]\n\n{response_b}\n\n"
-    "Which response is better? Compare the final answers and reasoning quality. Your response MUST end with "
-    "exactly one of: $\\boxed{{A}}$, $\\boxed{{B}}$, or $\\boxed{{Tie}}$.\n\n"
-    "Keep your analysis under 500 words to ensure you have space for the final verdict."
-)
-
-
 def _arena_messages(question: str, a: str, b: str, reference: str | None) -> list[Message]:
-    block = f"[REFERENCE ANSWER]\n\nThe correct answer is: {reference}\n\n" if reference else ""
-    return [{"role": "user", "content": ARENA_PAIRWISE.format(problem=question, reference_block=block,
-                                                              response_a=a, response_b=b)}]
+    """The Reasoning Arena App. D tournament prompt; a test-time selector passes no reference (the label)."""
+    return [{"role": "user", "content": arena_prompts.tournament_prompt(question, reference, a, b)}]
 
 
 def _critic_vote(text: str) -> Vote:

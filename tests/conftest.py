@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 
 def _find_shared() -> Path:
-    """``$REWARDKIT_SHARED``, else the first ``shared/`` with a ``data/`` folder beside a parent of this checkout."""
-    if os.environ.get("REWARDKIT_SHARED"):
-        return Path(os.environ["REWARDKIT_SHARED"])
-    for parent in Path(__file__).resolve().parents[1:]:
-        if (parent / "shared" / "data").is_dir():
-            return parent / "shared"
-    return Path(__file__).resolve().parents[2] / "shared"
+    from rewardkit.evals.data import shared_dir
+
+    try:
+        return shared_dir()
+    except FileNotFoundError:
+        return Path(__file__).resolve().parents[2] / "shared"
 
 
 SHARED = _find_shared()

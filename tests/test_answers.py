@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rewardkit.answers import AnswerChecker, _mv_equivalent, plain_number, cluster_answers, equivalent, extract_answer, normalize_answer
+from rewardkit.answers import (
+    AnswerChecker,
+    _mv_equivalent,
+    cluster_answers,
+    equivalent,
+    extract_answer,
+    normalize_answer,
+    plain_number,
+)
 from rewardkit.types import Status
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -160,7 +160,7 @@ def test_round_robin_is_one_batch():
 
 _A1 = re.compile(r"<answer_1>\n(.*?)\n</answer_1>", re.S)
 _A2 = re.compile(r"<answer_2>\n(.*?)\n</answer_2>", re.S)
-_RA = re.compile(r"\[RESPONSE A\]\n\n(.*?)\n\n\[RESPONSE B\]\n\n(.*?)\n\nWhich", re.S)
+_RA = re.compile(r"\[RESPONSE A\]\n+(.*?)\n+\[RESPONSE B\]\n+(.*?)\n+Which", re.S)
 
 
 class PickRight(JudgeBackend):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -109,6 +110,23 @@ class JudgeBackend(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release model memory, processes or connections."""
+
+
+class HFChatTemplateMixin:
+    """Prompt rendering and token counting for backends that hold a Hugging Face tokenizer (``self.tokenizer``)."""
+
+    tokenizer: Any
+
+    def render(self, messages: Sequence[Message], assistant_prefix: str = "") -> str:
+        """The chat-templated prompt text, ending where the assistant's reply starts (plus a prefix)."""
+        text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+        return text + assistant_prefix
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False).input_ids
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False).input_ids]
 
 
 def cost_of(results: Sequence[Completion | VerdictResult]) -> Cost:

@@ -21,6 +21,7 @@ import numpy as np
 from rewardkit.backends.base import (
     ChatRequest,
     Completion,
+    HFChatTemplateMixin,
     JudgeBackend,
     TopLogprobs,
     VerdictRequest,
@@ -54,7 +55,7 @@ def resolve_dtype(dtype: str, device: str) -> str:
     return "bfloat16" if cpu_supports_bf16() else "float32"
 
 
-class TransformersBackend(JudgeBackend):
+class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
     """A local causal LM through transformers.
 
     Options:
@@ -97,17 +98,6 @@ class TransformersBackend(JudgeBackend):
         self.max_prompt_tokens = max_prompt_tokens or getattr(self.model.config, "max_position_embeddings", None)
 
     # ------------------------------------------------------------------------------------ helpers
-    def render(self, messages: Sequence[dict[str, str]], assistant_prefix: str = "") -> str:
-        """The chat-templated prompt text, ending where the assistant's reply starts (plus a prefix)."""
-        text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
-        return text + assistant_prefix
-
-    def encode(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False).input_ids
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return [len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False).input_ids]
-
     def _pad(self, rows: Sequence[list[int]]):
         torch = self.torch
         width = max(len(r) for r in rows)

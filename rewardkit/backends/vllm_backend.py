@@ -17,7 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
+from rewardkit.backends.base import (
+    ChatRequest,
+    Completion,
+    HFChatTemplateMixin,
+    JudgeBackend,
+    VerdictRequest,
+    VerdictResult,
+)
 from rewardkit.types import Status
 
 INSTALL_HINT = ("the vLLM backend needs the optional extra: pip install 'rewardkit[vllm]' (vLLM needs a CUDA "
@@ -32,7 +39,7 @@ def _import_vllm():
     return vllm
 
 
-class VLLMBackend(JudgeBackend):
+class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
     """An offline vLLM engine.
 
     Options:
@@ -65,16 +72,6 @@ class VLLMBackend(JudgeBackend):
         self.tokenizer = self.llm.get_tokenizer()
         self.top_k = top_logprobs
         self.model_id = f"{model}@vllm-{dtype}"
-
-    def render(self, messages: Sequence[dict[str, str]], assistant_prefix: str = "") -> str:
-        text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
-        return text + assistant_prefix
-
-    def encode(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False).input_ids
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return [len(self.encode(t)) for t in texts]
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         sp = self.vllm.SamplingParams
