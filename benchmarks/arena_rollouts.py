@@ -45,6 +45,7 @@ def main() -> None:
     ap.add_argument("--schedule", default="live", choices=["live", "round-robin", "uncertainty", "random"])
     ap.add_argument("--mode", default="logit", choices=["logit", "generate"])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dtype", default="auto", help="judge dtype: auto (bf16 where the CPU has it), float32, bfloat16")
     args = ap.parse_args()
 
     rows = [json.loads(line) for line in args.data.open()]
@@ -62,7 +63,7 @@ def main() -> None:
     # 2. tournaments on all diverse groups + a stated subset of routed groups, one scorer call (batched rounds)
     subset_routed = routed if args.max_routed == 0 else routed[: args.max_routed]
     chosen = sorted([k for k in range(len(groups)) if k not in routed] + subset_routed)
-    backend = load_backend("smollm2")
+    backend = load_backend("smollm2", dtype=args.dtype)
     scorer = ArenaScorer(backend, schedule=args.schedule, mode=args.mode, seed=args.seed)
     t0 = time.perf_counter()
     scores = scorer.score([groups[k] for k in chosen])
