@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
@@ -43,6 +44,7 @@ def embedded_model_path() -> Path:
     """A directory with a safetensors copy of the embedded model, converting it once if needed."""
     target = cache_root() / "models" / EMBEDDED_NAME
     if (target / "model.safetensors").exists():
+        _drop_gguf_quantization(target / "config.json")
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f".{EMBEDDED_NAME}.lock", "w") as lock:
@@ -58,6 +60,18 @@ def embedded_model_path() -> Path:
     return target
 
 
+def _drop_gguf_quantization(config: Path) -> None:
+    """The copy holds dense de-quantised weights: a leftover ``quantization_config`` (gguf) would make
+    transformers treat it as packed GGUF on load. Remove it (atomically; older caches are repaired)."""
+    data = json.loads(config.read_text())
+    if "quantization_config" not in data:
+        return
+    data.pop("quantization_config")
+    tmp = config.with_name(f".{config.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, config)
+
+
 def _convert_gguf(src: Path, out: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -68,3 +82,4 @@ def _convert_gguf(src: Path, out: Path) -> None:
     model.load_state_dict(gguf_model.state_dict())
     model.save_pretrained(out)
     tok.save_pretrained(out)
+    _drop_gguf_quantization(out / "config.json")
