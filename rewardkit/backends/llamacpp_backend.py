@@ -94,7 +94,9 @@ class LlamaCppBackend(JudgeBackend):
         else:
             llm.reset()
         llm.eval(tokens[keep:])
-        logits = np.asarray(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+        # Llama.eval keeps no logits unless logits_all=True (llama-cpp-python 0.3.x samples inside its
+        # sampler), so read the last position's row from the context directly.
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
         logits -= logits.max()
         return logits - np.log(np.exp(logits).sum())
 
