@@ -195,15 +195,37 @@ def main() -> None:
         "c_over_b": round(res["c_prefix_reuse"]["pairs_per_s"] / res["b_verdict_logits"]["pairs_per_s"], 2)}
     try:
         import llama_cpp  # noqa: F401
-
-        res["a_llamacpp"] = "installed but not measured in this run"
     except ImportError:
-        res["a_llamacpp"] = "llama-cpp-python not installed (optional extra; not built on this shared machine)"
+        res["a_llamacpp"] = "llama-cpp-python not installed (optional extra)"
+    else:  # the engine a local CPU user would pick for (a): batch 1, fast decoding, same GGUF weights
+        lc = load_backend("llamacpp:smollm2", n_ctx=4096, n_threads=torch.get_num_threads())
+        out = {}
+        for name, min_tokens in (("natural_stop", 0), ("full_analysis", args.max_new)):
+            greqs = [ChatRequest(m, max_tokens=args.max_new, temperature=0.0, min_tokens=min_tokens)
+                     for m in msgs[: args.gen_pairs]]
+            t = time.perf_counter()
+            gl = lc.generate(greqs)
+            tl = time.perf_counter() - t
+            toks = sum(c.completion_tokens for c in gl)
+            out[name] = {"seconds": round(tl, 2), "pairs_per_s": round(len(greqs) / tl, 4), "completion_tokens": toks,
+                         "valid_verdicts": sum(parse_boxed_choice(c.text, choices).ok for c in gl)}
+        out["b_over_llamacpp_full_analysis"] = round(res["b_verdict_logits"]["pairs_per_s"]
+                                                     / out["full_analysis"]["pairs_per_s"], 1)
+        res["a_llamacpp"] = out
+        lc.close()
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(res, indent=2) + "\n")
     args.out.with_suffix(".md").write_text(to_markdown(res))
     print(to_markdown(res))
+
+
+def _llamacpp_lines(r: dict) -> list[str]:
+    lc = r["a_llamacpp"]
+    n, f = lc["natural_stop"], lc["full_analysis"]
+    return [f"- llama.cpp (a), batch 1, same GGUF weights and threads: natural stop {n['pairs_per_s']} pairs/s "
+            f"({n['completion_tokens']} tokens), full {r['max_new_tokens']}-token analysis {f['pairs_per_s']} pairs/s "
+            f"({f['completion_tokens']} tokens); (b)/(a' llama.cpp) = **{lc['b_over_llamacpp_full_analysis']}x**."]
 
 
 def to_markdown(r: dict) -> str:
@@ -239,7 +261,7 @@ def to_markdown(r: dict) -> str:
         *([f"- bf16 vs fp32 (b) on {r['b_float32']['pairs']} pairs: fp32 {r['b_float32']['prefill_tokens_per_s']} "
            f"tokens/s, bf16 is {r['b_float32']['bf16_speedup']}x faster; max |p(bf16) - p(fp32)| = "
            f"{r['b_float32']['max_abs_prob_diff_vs_bf16']:.2e}."] if "b_float32" in r else []),
-        f"- llama.cpp (a): {r['a_llamacpp']}.",
+        *(_llamacpp_lines(r) if isinstance(r["a_llamacpp"], dict) else [f"- llama.cpp (a): {r['a_llamacpp']}."]),
         f"- (a) sample output: {a['text_sample']!r}",
         "",
     ]

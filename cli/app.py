@@ -117,10 +117,14 @@ def scorers(as_json: Annotated[bool, typer.Option("--json", help="Machine-readab
         return
     out = Console()
     for r in rows:
-        out.print(f"[bold]{r['name']}[/bold]  {r['description']}")
+        t = Table(title=f"[bold]{r['name']}[/bold]: {r['description']}", title_justify="left", show_edge=False)
+        for col in ("option", "type", "default", "meaning"):
+            t.add_column(col, overflow="fold")
         for o in r["options"]:
-            default = "" if o["default"] is None or o["default"] is inspect.Parameter.empty else f" = {o['default']!r}"
-            out.print(f"    {o['name']}: {o['type']}{default}  {o['help']}")
+            default = "" if o["default"] is None or o["default"] is inspect.Parameter.empty else repr(o["default"])
+            t.add_row(o["name"], o["type"], default, o["help"])
+        out.print(t)
+        out.print()
 
 
 # ---------------------------------------------------------------------- commands from other modules

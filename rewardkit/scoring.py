@@ -175,6 +175,12 @@ def coerce(value: str, t: Any) -> Any:
 
 
 def _type_name(t: Any) -> str:
+    """A short readable type: ``live|round-robin`` for a Literal, ``JudgeBackend | str`` for a union."""
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    if origin is typing.Literal:
+        return "|".join(str(a) for a in args)
+    if args and origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return " | ".join("None" if a is type(None) else _type_name(a) for a in args)
     return getattr(t, "__name__", None) or str(t).replace("typing.", "")
 
 

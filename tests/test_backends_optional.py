@@ -67,6 +67,10 @@ def test_llamacpp_agrees_with_transformers(judge_backend):
     np.testing.assert_allclose(v.probs, t.probs, atol=0.1)
     [c] = b.generate([ChatRequest([{"role": "user", "content": "Say hi."}], max_tokens=8)])
     assert c.status is Status.OK and 0 < c.completion_tokens <= 8
+    # min_tokens holds back end-of-sequence: SmolLM2 ends "Say hi." well before 48 tokens on its own
+    free, forced = b.generate([ChatRequest([{"role": "user", "content": "Say hi."}], max_tokens=48),
+                               ChatRequest([{"role": "user", "content": "Say hi."}], max_tokens=48, min_tokens=48)])
+    assert free.completion_tokens < 48 and forced.completion_tokens == 48
 
 
 @needs_llamacpp

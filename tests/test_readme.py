@@ -26,9 +26,8 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_every_documented_command_exists():
-    from typer.main import get_command
-
     from rewardkit.cli.app import app
+    from typer.main import get_command
 
     names = set(get_command(app).commands)
     documented = set(re.findall(r"`rewardkit ([a-z-]+)", README))

@@ -62,6 +62,7 @@ def test_diversity_counts():
 def test_registry_lists_and_builds_verifier():
     assert "verifier" in scorer_names()
     names = {o.name: o for o in scorer_options("verifier")}
+    assert names["timeout"].type == "float" and names["checker"].type == "AnswerChecker | None"
     assert names["timeout"].default == 5.0 and "seconds" in names["timeout"].help
     sc = get_scorer("verifier", timeout="2.5")
     assert sc.checker.timeout == 2.5

@@ -20,6 +20,20 @@ INSTALL_HINT = ("the llama.cpp backend needs llama-cpp-python: pip install 'rewa
                 "(it compiles llama.cpp from source, several minutes)")
 
 
+class _MinTokens:
+    """Logits processor: no end-of-sequence before ``n`` new tokens (ChatRequest.min_tokens)."""
+
+    def __init__(self, n: int, eos: int):
+        self.n, self.eos, self.start = n, eos, None
+
+    def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        if self.start is None:  # first call: everything so far is the prompt
+            self.start = len(input_ids)
+        if len(input_ids) - self.start < self.n:
+            scores[self.eos] = -np.inf
+        return scores
+
+
 class LlamaCppBackend(JudgeBackend):
     """A GGUF model through llama-cpp-python.
 
@@ -31,7 +45,7 @@ class LlamaCppBackend(JudgeBackend):
 
     def __init__(self, model: str, *, n_ctx: int = 8192, n_threads: int | None = None, seed: int = 0):
         try:
-            from llama_cpp import Llama
+            from llama_cpp import Llama, LogitsProcessorList
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError as e:
             raise ImportError(f"{INSTALL_HINT} ({e})") from e
@@ -41,6 +55,7 @@ class LlamaCppBackend(JudgeBackend):
             model = str(gguf_dir() / GGUF_FILE)
         if not os.path.exists(model):
             raise FileNotFoundError(f"llamacpp:{model}: no such GGUF file")
+        self._processors = LogitsProcessorList
         self.llm = Llama(model_path=model, n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(), seed=seed,
                          verbose=False)
         template = self.llm.metadata.get("tokenizer.chat_template")
@@ -63,15 +78,14 @@ class LlamaCppBackend(JudgeBackend):
     def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         out = []
         for r in requests:
-            if r.min_tokens:
-                out.append(Completion([], Status.ERROR, error="llamacpp: min_tokens is not supported"))
-                continue
             texts, reasons, ptoks, ctoks = [], [], 0, 0
             try:
                 for s in range(r.n):
+                    procs = self._processors([_MinTokens(r.min_tokens, self.llm.token_eos())]) if r.min_tokens else None
                     res = self.llm.create_chat_completion(
                         messages=list(r.messages), max_tokens=r.max_tokens, temperature=r.temperature,
-                        top_p=r.top_p, seed=None if r.seed is None else r.seed + s, stop=r.stop or [])
+                        top_p=r.top_p, seed=None if r.seed is None else r.seed + s, stop=r.stop or [],
+                        logits_processor=procs)
                     texts.append(res["choices"][0]["message"]["content"] or "")
                     reasons.append(res["choices"][0].get("finish_reason") or "")
                     ptoks = res["usage"]["prompt_tokens"]
