@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -71,7 +72,27 @@ def test_store_keeps_first_value(tmp_path):
     assert c.get_many(["a", "b", "zz"]) == {"a": {"x": 1}, "b": [1, "é"]}
     assert len(c) == 2
     assert JudgeCache(tmp_path / "c.sqlite3").get_many(["b"]) == {"b": [1, "é"]}  # persisted
-    assert c._conn().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert sqlite3.connect(tmp_path / "c.sqlite3").execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def _fork_writer(path, start):
+    JudgeCache(path).put_many({f"k{i}": i for i in range(start, start + 100)})
+
+
+def test_forked_workers_lose_no_writes(tmp_path):
+    import multiprocessing as mp
+
+    path = tmp_path / "c.sqlite3"
+    parent = JudgeCache(path)
+    parent.put_many({"seed": 0})  # the parent has used the cache before forking, as a trainer would
+    procs = [mp.get_context("fork").Process(target=_fork_writer, args=(path, k * 100)) for k in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    assert len(parent) == 301
+    assert parent.get_many(["k0", "k150", "k299"]) == {"k0": 0, "k150": 150, "k299": 299}
 
 
 def test_cached_backend_hits_cost_no_calls(tmp_path):

@@ -209,15 +209,18 @@ def test_garbage_is_an_error_status(payload):
 
 
 def test_slow_server_times_out():
-    def slow(h, n):
-        time.sleep(3)
+    def slow(h, n):  # answers correctly, but only after 20 s: a client that waited would get ok
+        time.sleep(20)
+        try:
+            h.reply(200, json.dumps(ok_body()).encode())
+        except OSError:
+            pass
 
     with FakeServer(slow) as s:
-        t = time.monotonic()
         [c] = fast(s.url, timeout=0.3, retries=1).generate([ChatRequest(MSG)])
-        elapsed = time.monotonic() - t
-    assert c.status is Status.TIMEOUT and "0.3s" in c.error
-    assert elapsed < 2.5  # two 0.3 s attempts, not the server's 3 s: the bound is the behaviour under test
+        calls = s.calls
+    assert c.status is Status.TIMEOUT and "0.3s" in c.error and "after 2 attempts" in c.error
+    assert calls == 2
 
 
 def test_trickling_server_cannot_hold_a_request():
@@ -264,13 +267,10 @@ def test_overall_deadline_bounds_a_batch():
             pass
 
     with FakeServer(slow) as s:
-        t = time.monotonic()
         out = fast(s.url, timeout=5.0, concurrency=2, deadline=1.5, retries=0).generate([ChatRequest(MSG)] * 8)
-        elapsed = time.monotonic() - t
     statuses = [c.status for c in out]
     assert statuses.count(Status.OK) == 2  # the first two finish within the deadline
     assert statuses.count(Status.TIMEOUT) == 6 and all("deadline" in c.error for c in out if c.error)
-    assert elapsed < 4.0
 
 
 def test_backoff_is_exponential_with_full_jitter():

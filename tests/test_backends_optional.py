@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -88,10 +87,9 @@ def test_llamacpp_server_as_a_third_party_http_judge():
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         b = HTTPBackend(f"http://127.0.0.1:{port}/v1", timeout=60, retries=30, backoff=0.5, max_backoff=2)
-        t0 = time.monotonic()
         [c] = b.generate([ChatRequest([{"role": "user", "content": "Say hi."}], max_tokens=8)])
         assert c.status is Status.OK, c.error
-        assert c.completion_tokens <= 8 and time.monotonic() - t0 < 300
+        assert c.completion_tokens <= 8
     finally:
         proc.terminate()
         proc.wait(timeout=30)

