@@ -14,7 +14,7 @@ from rewardkit.evals.processbench import SPLITS, format_table, predictions_to_ro
 def processbench(
     split: Annotated[list[str] | None, typer.Option("--split", help=f"split(s) to run: {', '.join(SPLITS)} (default all)")] = None,
     limit: Annotated[int | None, typer.Option(help="rows per split, half erroneous / half correct (default: all)")] = None,
-    backend: Annotated[str, typer.Option(help="judge backend spec: smollm2, a local model dir or a hub id")] = "smollm2",
+    backend: Annotated[str, typer.Option("--judge", "--backend", help="judge backend spec: smollm2, a local model dir or a hub id")] = "smollm2",
     device: Annotated[str, typer.Option(help="torch device of the transformers backend")] = "cpu",
     dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16")] = "float32",
     batch_size: Annotated[int, typer.Option(help="rows per forward pass")] = 8,
