@@ -1,4 +1,4 @@
-"""Shared helpers for benchmark scripts: locating ../shared/data and writing results."""
+"""Shared helpers for benchmark scripts: the shared rollouts path, machine facts, writing results."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ import os
 import platform
 from pathlib import Path
 
+from rewardkit.evals.data import rollouts_path  # noqa: F401  (re-exported for the scripts)
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-
-
-from rewardkit.evals.data import data_path, rollouts_path, shared_dir  # noqa: E402,F401
 
 
 def machine() -> dict:

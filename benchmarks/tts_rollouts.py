@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from rewardkit.evals.data import rollouts_path  # noqa: E402
@@ -42,28 +41,13 @@ def main() -> None:
     a = ap.parse_args()
 
     from rewardkit.backends import load_backend
-    from rewardkit.tts import (
-        CachedJudge,
-        PromptJudge,
-        accuracy_table,
-        evaluate_tts,
-        load_rollouts,
-        write_report,
-    )
+    from rewardkit.tts import accuracy_table, load_rollouts, run_tts, write_report
 
     problems = load_rollouts(a.rollouts, a.limit)
-    backend = load_backend("smollm2")
-    pj = PromptJudge(backend, [p.question for p in problems], [p.responses for p in problems], judge=a.judge,
-                     mode=a.mode, order=a.order, view=a.view, max_tokens=a.max_tokens, seed=a.seed)
-    judge = CachedJudge(pj)
-    ns = [int(x) for x in a.n.split(",")]
-    t0 = time.perf_counter()
-    res = evaluate_tts(problems, ns, judge, k=a.k, rule=a.rule, methods=("tournament", "bt"), skip_uniform=True)
-    res["cost"] = {**pj.cost.to_dict(), "backend_rounds": pj.calls, "cached_matches": judge.hits,
-                   "seconds": round(time.perf_counter() - t0, 1)}
-    res["settings"] = {"rollouts": a.rollouts, "judge": a.judge, "backend": backend.model_id, "n": ns, "k": a.k,
-                       "mode": a.mode, "order": a.order, "rule": a.rule, "view": a.view, "bt_schedule": "tournament",
-                       "limit": a.limit, "skip_uniform": True, "seed": a.seed}
+    res = run_tts(problems, load_backend("smollm2"), [int(x) for x in a.n.split(",")], judge=a.judge, mode=a.mode,
+                  order=a.order, view=a.view, max_tokens=a.max_tokens, seed=a.seed,
+                  k=a.k, rule=a.rule, methods=("tournament", "bt"), skip_uniform=True)
+    res["settings"].update(rollouts=a.rollouts, limit=a.limit)
     cmd = "PYTHONPATH=. python benchmarks/tts_rollouts.py " + " ".join(sys.argv[1:])
     print(accuracy_table(res["rows"]))
     print(res["cost"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -33,36 +32,18 @@ def tts(
 ) -> None:
     """Test-time scaling: single-elimination tournament (RARO Algorithm 3) and BT selection vs majority, random, oracle."""
     from rewardkit.backends import load_backend
-    from rewardkit.tts import (
-        CachedJudge,
-        PromptJudge,
-        accuracy_table,
-        evaluate_tts,
-        load_rollouts,
-        write_report,
-    )
+    from rewardkit.tts import accuracy_table, load_rollouts, run_tts, write_report
 
     try:
         ns = [int(x) for x in n.split(",") if x.strip()]
     except ValueError:
         raise typer.BadParameter(f"--n must be comma-separated integers, got {n!r}") from None
     problems = load_rollouts(str(rollouts), limit)
-    be = load_backend(backend)
-    pj = PromptJudge(be, [p.question for p in problems], [p.responses for p in problems], judge=judge,  # type: ignore[arg-type]
-                     mode=mode, order=order, view=view, temperature=temperature, max_tokens=max_tokens,  # type: ignore[arg-type]
-                     seed=seed)
-    cached = CachedJudge(pj)
-    t0 = time.perf_counter()
-    res = evaluate_tts(problems, ns, cached, k=k, rule=rule,  # type: ignore[arg-type]
-                       methods=[m.strip() for m in methods.split(",") if m.strip()],
-                       bt_schedule=bt_schedule, skip_uniform=skip_uniform)  # type: ignore[arg-type]
-    seconds = time.perf_counter() - t0
-    res["cost"] = {**pj.cost.to_dict(), "backend_rounds": pj.calls, "cached_matches": cached.hits,
-                   "seconds": round(seconds, 1)}
-    res["settings"] = {"rollouts": str(rollouts), "judge": judge, "backend": getattr(be, "model_id", backend),
-                       "n": ns, "k": k, "mode": mode, "order": order, "rule": rule, "view": view,
-                       "methods": methods, "bt_schedule": bt_schedule, "limit": limit,
-                       "skip_uniform": skip_uniform, "seed": seed}
+    res = run_tts(problems, load_backend(backend), ns, judge=judge, mode=mode, order=order, view=view,  # type: ignore[arg-type]
+                  temperature=temperature, max_tokens=max_tokens, seed=seed, k=k, rule=rule,  # type: ignore[arg-type]
+                  methods=[m.strip() for m in methods.split(",") if m.strip()],
+                  bt_schedule=bt_schedule, skip_uniform=skip_uniform)  # type: ignore[arg-type]
+    res["settings"].update(rollouts=str(rollouts), limit=limit)
     typer.echo(accuracy_table(res["rows"]))
     typer.echo(f"judge cost: {res['cost']}")
     if out is not None:

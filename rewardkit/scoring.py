@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import time
+import types
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -148,7 +149,7 @@ def coerce(value: str, t: Any) -> Any:
     """Turn a CLI string into the annotated type (bool, int, float, str, Optional[...], Literal[...])."""
     origin = typing.get_origin(t)
     args = typing.get_args(t)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         if value.lower() in ("none", "null") and type(None) in args:
             return None
         for a in args:
@@ -179,7 +180,7 @@ def _type_name(t: Any) -> str:
     origin, args = typing.get_origin(t), typing.get_args(t)
     if origin is typing.Literal:
         return "|".join(str(a) for a in args)
-    if args and origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if args and origin in (typing.Union, types.UnionType):
         return " | ".join("None" if a is type(None) else _type_name(a) for a in args)
     return getattr(t, "__name__", None) or str(t).replace("typing.", "")
 

@@ -336,6 +336,31 @@ def majority_pick(answers: Sequence[str | None], cluster_ids: Sequence[int | Non
     return list(cluster_ids).index(best)
 
 
+def run_tts(problems: Sequence[TTSProblem], backend: JudgeBackend, ns: Sequence[int], *,
+            judge: Literal["critic", "arena"] = "critic", mode: Literal["generate", "logits"] = "logits",
+            order: Literal["fixed", "alternate"] = "alternate", view: str = "final", temperature: float = 1.0,
+            max_tokens: int = 256, seed: int = 0, k: int = 4, rule: Rule = "paper",
+            methods: Sequence[str] = ("tournament", "bt"),
+            bt_schedule: Literal["tournament", "round_robin"] = "tournament",
+            skip_uniform: bool = True) -> dict[str, Any]:
+    """Referee every problem's candidates with a prompt judge on ``backend`` and evaluate each selection
+    method at each N; the result carries the judge cost and the settings (for ``write_report``)."""
+    import time
+
+    pj = PromptJudge(backend, [p.question for p in problems], [p.responses for p in problems], judge=judge,
+                     mode=mode, order=order, view=view, temperature=temperature, max_tokens=max_tokens, seed=seed)
+    cached = CachedJudge(pj)
+    t0 = time.perf_counter()
+    res = evaluate_tts(problems, ns, cached, k=k, rule=rule, methods=methods, bt_schedule=bt_schedule,
+                       skip_uniform=skip_uniform)
+    res["cost"] = {**pj.cost.to_dict(), "backend_rounds": pj.calls, "cached_matches": cached.hits,
+                   "seconds": round(time.perf_counter() - t0, 1)}
+    res["settings"] = {"judge": judge, "backend": getattr(backend, "model_id", str(backend)), "n": list(ns),
+                       "k": k, "mode": mode, "order": order, "rule": rule, "view": view, "methods": list(methods),
+                       "bt_schedule": bt_schedule, "skip_uniform": skip_uniform, "seed": seed}
+    return res
+
+
 def evaluate_tts(problems: Sequence[TTSProblem], ns: Sequence[int], judge: PairwiseJudge | None = None,
                  k: int = 4, rule: Rule = "paper", methods: Sequence[str] = ("tournament", "bt"),
                  bt_schedule: Literal["tournament", "round_robin"] = "tournament", skip_uniform: bool = False,

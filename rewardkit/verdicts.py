@@ -31,20 +31,27 @@ def _invalid(what: str, text: str) -> Verdict:
 
 
 _BOXED = re.compile(r"\\boxed\s*\{")
+_BRACE = re.compile(r"[{}]")
 
 
 def boxed_contents(text: str, max_len: int | None = None) -> list[str]:
     """Contents of every ``\\boxed{...}`` in order, with nested braces balanced (unclosed ones skipped).
 
-    One linear pass matches all braces first, so adversarial inputs (thousands of unclosed ``\\boxed{``)
-    cost O(len(text)), not O(len(text)^2). Contents longer than ``max_len`` are skipped without copying.
+    One linear pass matches the braces first, so adversarial inputs (thousands of unclosed ``\\boxed{``)
+    cost O(len(text)), not O(len(text)^2). The pass starts at the first ``\\boxed{`` (a brace's match
+    depends only on what follows it) and visits brace characters only. Contents longer than ``max_len``
+    are skipped without copying.
     """
+    first = _BOXED.search(text)
+    if first is None:
+        return []
     close: dict[int, int] = {}  # index of "{" -> index of its matching "}"
     stack: list[int] = []
-    for i, ch in enumerate(text):
-        if ch == "{":
+    for b in _BRACE.finditer(text, first.end() - 1):
+        i = b.start()
+        if text[i] == "{":
             stack.append(i)
-        elif ch == "}" and stack:
+        elif stack:
             close[stack.pop()] = i
     out = []
     for m in _BOXED.finditer(text):

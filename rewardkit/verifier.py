@@ -30,7 +30,6 @@ class VerifierScorer(BaseScorer):
     def _score(self, groups: list[Group]) -> list[GroupScore]:
         preds = [[extract_answer(r) for r in g.responses] for g in groups]
         pairs = [(g.reference, p) for g, ps in zip(groups, preds) if g.reference is not None for p in ps]
-        hits0, calls0 = self.checker.hits, self.checker.calls
         checks = iter(self.checker.check_many(pairs))
         out = []
         for g, ps in zip(groups, preds):
@@ -47,7 +46,4 @@ class VerifierScorer(BaseScorer):
                 messages=[c.message if c.status is not Status.OK else None for c in cs],
                 extra={"preds": ps},
             ))
-        # batch-level counters: how many math-verify runs this batch really needed
-        self.last_batch_calls = self.checker.calls - calls0
-        self.last_batch_hits = self.checker.hits - hits0
         return out
