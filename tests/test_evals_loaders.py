@@ -9,11 +9,17 @@ import zlib
 from pathlib import Path
 
 import pytest
-
 from rewardkit.evals.data import data_path
 from rewardkit.evals.loaders import (
-    MATH_INSTRUCTION, BenchmarkError, UnsafePickleError, decode_lcb_tests, gsm8k_final_answer, load_benchmark,
-    load_file, load_livecodebench, safe_unpickle,
+    MATH_INSTRUCTION,
+    BenchmarkError,
+    UnsafePickleError,
+    decode_lcb_tests,
+    gsm8k_final_answer,
+    load_benchmark,
+    load_file,
+    load_livecodebench,
+    safe_unpickle,
 )
 
 FIXTURE = Path(__file__).parent / "fixtures" / "livecodebench_lite.jsonl"

@@ -9,11 +9,21 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from rewardkit.evals.data import rollouts_path
 from rewardkit.evals.metrics import (
-    auc, avg_at_k, best_of_n, best_of_n_curve, cost_per_response, length_bias, maj_at_k, pass_at_k,
-    pass_at_k_groups, powers_of_two, rm_at_k, verifier_metrics, within_group_auc,
+    auc,
+    avg_at_k,
+    best_of_n,
+    best_of_n_curve,
+    cost_per_response,
+    length_bias,
+    maj_at_k,
+    pass_at_k,
+    pass_at_k_groups,
+    powers_of_two,
+    rm_at_k,
+    verifier_metrics,
+    within_group_auc,
 )
 
 
