@@ -152,3 +152,48 @@ def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = Path("eval-out")
     plot_best_of_n(reps, correct, out / "select.png", f"best-of-n on {rollouts.name}")
     _show(md)
     console.print(f"written: {out / 'select.md'}, {out / 'select.json'}, {out / 'select.png'}")
+
+
+@app.command()
+def generate(
+    model: Annotated[str, typer.Argument(help="Backend spec: smollm2 (embedded), a model folder, http://HOST:PORT/v1, vllm:MODEL.")],
+    bench: Annotated[str, typer.Argument(help="math500, aime24, aime25, amc23, gsm8k, humaneval, or a .jsonl/.parquet path.")],
+    out: Annotated[Path, typer.Option("--out", help="Rollouts JSONL (grouped); re-run to resume.")] = Path("rollouts.jsonl"),
+    n: Annotated[int, typer.Option("--n", help="Samples per problem.")] = 8,
+    limit: Limit = None,
+    max_tokens: Annotated[int, typer.Option(help="Tokens per sample.")] = 1024,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.7,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling.")] = 0.95,
+    seed: Annotated[int, typer.Option(help="Seed of the first problem (problem i uses seed + i).")] = 0,
+    batch_size: Annotated[int, typer.Option(help="Problems per backend call (and per fsync'd write).")] = 4,
+    grade: Annotated[bool, typer.Option(help="Label math responses with the answer verifier.")] = True,
+) -> None:
+    """Sample n responses per problem with any backend into the grouped rollouts file `rewardkit score` reads."""
+    from rewardkit.evals.generate import generate_rollouts
+    from rewardkit.evals.loaders import BenchmarkError, load_benchmark
+
+    try:
+        problems = load_benchmark(bench, limit=limit)
+    except (BenchmarkError, FileNotFoundError) as e:
+        raise _fail(str(e)) from None
+    with _progress(f"generate {bench}") as prog:
+        task = prog.add_task("gen", total=len(problems))
+
+        def on_start(total: int, done: int) -> None:
+            prog.update(task, total=total, completed=done)
+            if done:
+                console.print(f"resuming: {done} of {total} problems already in {out}")
+
+        try:
+            s = generate_rollouts(problems, model, out, n=n, max_tokens=max_tokens, temperature=temperature,
+                                  top_p=top_p, seed=seed, batch_size=batch_size, bench=bench, grade=grade,
+                                  on_start=on_start, on_batch=lambda k: prog.advance(task, k))
+        except (ValueError, FileNotFoundError, OSError) as e:
+            raise _fail(str(e)) from None
+    console.print(f"{out}: {s.generated_now} generated now, {s.skipped_done} already done, {len(s.failed)} failed")
+    for f in s.failed[:5]:
+        console.print(f"  failed (re-run to retry): {f}", soft_wrap=True)
+    if problems and problems[0].kind == "code":
+        console.print("code problems are not graded here: grading needs the code verifier (rewardkit.code_exec, issue 14)")
+    if s.failed:
+        raise typer.Exit(1)
