@@ -197,3 +197,48 @@ def generate(
         console.print("code problems are not graded here: grading needs the code verifier (rewardkit.code_exec, issue 14)")
     if s.failed:
         raise typer.Exit(1)
+
+
+RESULTS = Path("benchmarks/results")
+
+
+@app.command()
+def headline(
+    rollouts: Annotated[Optional[Path], typer.Argument(help="Rollouts (default: the shared 100 x 8 Qwen2.5-Math file).")] = None,
+    scorer: Annotated[Optional[list[str]], typer.Option("--scorer", "-s", help="Only these scorers (default: all registered).")] = None,
+    judge: Annotated[str, typer.Option(help="Judge backend spec for the judge scorers.")] = "smollm2",
+    all_groups: Annotated[bool, typer.Option("--all-groups", help="Judge scorers on every group (GPU/HTTP judge).")] = False,
+    generate_mode: Annotated[bool, typer.Option("--generate-mode", help="Judge in generate mode, not verdict-logit.")] = False,
+    work: Annotated[Path, typer.Option(help="Folder for the (resumable) scores files.")] = Path("runs/headline"),
+    out: Annotated[Path, typer.Option("--out", help="Folder for headline.md / headline.json.")] = RESULTS,
+) -> None:
+    """The headline table: every registered scorer on the same shared rollouts (P/R/F1, best-of-8, AUC,
+    length bias, non-zero-advantage groups, judge calls and seconds per group)."""
+    from rewardkit.evals.data import rollouts_path
+    from rewardkit.evals.harness import EvalError, write_report
+    from rewardkit.evals.headline import headline as run, headline_markdown
+
+    src = rollouts or rollouts_path()
+    try:
+        data = run(src, work, scorers=scorer, judge=judge, judge_groups=None if all_groups else _groups(),
+                   logit=not generate_mode, on_scorer=lambda s, n: console.print(f"scoring {s} on {n} groups"))
+    except (EvalError, FileNotFoundError) as e:
+        raise _fail(str(e)) from None
+    cmd = "rewardkit eval headline" + "".join(f" -s {s}" for s in scorer or []) + (
+        f" --judge {judge}" if judge != "smollm2" else "") + (" --all-groups" if all_groups else "")
+    md = headline_markdown(data, cmd)
+    if rollouts is not None:
+        data["rollouts"] = str(rollouts)
+    else:
+        data["rollouts"] = "math_rollouts_qwen25/math_cot_100.jsonl (in the shared data folder)"
+    data["command"] = cmd
+    for r in data["reports"]:
+        r.pop("scores_file", None)  # machine-specific path
+    write_report(out, "headline", data, md)
+    _show(md)
+
+
+def _groups():
+    from rewardkit.evals.headline import JUDGE_GROUPS
+
+    return JUDGE_GROUPS
