@@ -216,7 +216,8 @@ def headline(
     length bias, non-zero-advantage groups, judge calls and seconds per group)."""
     from rewardkit.evals.data import rollouts_path
     from rewardkit.evals.harness import EvalError, write_report
-    from rewardkit.evals.headline import headline as run, headline_markdown
+    from rewardkit.evals.headline import headline as run
+    from rewardkit.evals.headline import headline_markdown
 
     src = rollouts or rollouts_path()
     try:
@@ -242,3 +243,71 @@ def _groups():
     from rewardkit.evals.headline import JUDGE_GROUPS
 
     return JUDGE_GROUPS
+
+
+def _csv(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+@app.command()
+def judge(
+    judge: Annotated[str, typer.Option("--judge", help="Judge backend spec.")] = "smollm2",
+    judges: Annotated[str, typer.Option(help="Pairwise judges, comma-separated: tournament, critic.")] = "tournament,critic",
+    modes: Annotated[str, typer.Option(help="Verdict modes, comma-separated: logit, generate.")] = "logit",
+    pairs: Annotated[int, typer.Option(help="(correct, incorrect) pairs from the rollouts (one per mixed group).")] = 10,
+    pb_pairs: Annotated[int, typer.Option(help="ProcessBench same-problem pairs (up to 40).")] = 4,
+    injection_pairs: Annotated[int, typer.Option(help="Pairs for the prompt-injection test.")] = 2,
+    kinds: Annotated[Optional[str], typer.Option(help="Injection kinds, comma-separated (default: all).")] = None,
+    injection_judges: Annotated[str, typer.Option(help="Judges for the injection test.")] = "tournament",
+    max_tokens: Annotated[int, typer.Option(help="Tokens per verdict in generate mode.")] = 512,
+    rollouts: Annotated[Optional[Path], typer.Option(help="Labelled rollouts (default: the shared file).")] = None,
+    out: Annotated[Path, typer.Option("--out", help="Folder for judge_quality.md / .json.")] = Path("eval-out"),
+) -> None:
+    """Pairwise judges on real labels: accuracy in both orders, position bias, ProcessBench process-error
+    pairs, and prompt-injection flip rates with and without order debiasing."""
+    import time
+
+    from rewardkit.evals.data import rollouts_path
+    from rewardkit.evals.harness import EvalError, load_rollouts, write_report
+    from rewardkit.evals.judge_quality import (
+        INJECTIONS,
+        JUDGES,
+        injection_flip_rates,
+        judge_quality_markdown,
+        pairwise_accuracy,
+        processbench_pairs,
+        rollout_pairs,
+    )
+
+    from rewardkit.backends import load_backend
+
+    js, ms, ij = _csv(judges), _csv(modes), _csv(injection_judges)
+    ks = _csv(kinds) if kinds else list(INJECTIONS)
+    for bad, known, what in ((set(js + ij) - set(JUDGES), JUDGES, "judge"), (set(ms) - {"logit", "generate"}, ("logit", "generate"), "mode"),
+                             (set(ks) - set(INJECTIONS), tuple(INJECTIONS), "injection kind")):
+        if bad:
+            raise _fail(f"unknown {what} {sorted(bad)[0]!r}; known: {', '.join(known)}")
+    t0 = time.perf_counter()
+    try:
+        rp = rollout_pairs(load_rollouts(rollouts or rollouts_path()))
+        pb = processbench_pairs(limit=pb_pairs)
+    except (EvalError, FileNotFoundError, ValueError) as e:
+        raise _fail(str(e)) from None
+    be = load_backend(judge)
+    data: dict = {"backend": getattr(be, "model_id", judge), "rollout_pairs": [], "processbench_pairs": [], "injection": []}
+    for j in js:
+        for m in ms:
+            console.print(f"{j} / {m}: {min(pairs, len(rp))} rollout pairs, {len(pb)} ProcessBench pairs")
+            data["rollout_pairs"].append(pairwise_accuracy(rp[:pairs], be, j, m, max_tokens=max_tokens))
+            data["processbench_pairs"].append(pairwise_accuracy(pb, be, j, m, max_tokens=max_tokens))
+    for j in ij:
+        for m in ms:
+            console.print(f"injection {j} / {m}: {injection_pairs} pairs x {len(ks)} kinds")
+            data["injection"].append(injection_flip_rates(rp[:injection_pairs], be, j, m, ks, max_tokens=max_tokens))
+    data["seconds"] = time.perf_counter() - t0
+    data["command"] = (f"rewardkit eval judge --judge {judge} --judges {judges} --modes {modes} --pairs {pairs} "
+                       f"--pb-pairs {pb_pairs} --injection-pairs {injection_pairs}"
+                       + (f" --kinds {kinds}" if kinds else "") + f" --injection-judges {injection_judges}")
+    md = judge_quality_markdown(data)
+    write_report(out, "judge_quality", data, md)
+    _show(md)

@@ -3,12 +3,12 @@
 import json
 
 import pytest
-from typer.testing import CliRunner
-
-from rewardkit.backends import Completion, JudgeBackend
 from rewardkit.cli.app import app
 from rewardkit.evals.generate import generate_rollouts
 from rewardkit.evals.loaders import MATH_INSTRUCTION, load_benchmark
+from typer.testing import CliRunner
+
+from rewardkit.backends import Completion, JudgeBackend
 from rewardkit.types import Status
 
 
