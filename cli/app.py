@@ -128,6 +128,7 @@ def scorers(as_json: Annotated[bool, typer.Option("--json", help="Machine-readab
 
 
 # ---------------------------------------------------------------------- commands from other modules
+from rewardkit.cli import eval as _eval  # noqa: E402
 from rewardkit.cli import jury as _jury  # noqa: E402
 from rewardkit.cli import processbench as _processbench  # noqa: E402
 from rewardkit.cli import serve_judge as _serve_judge  # noqa: E402
@@ -138,6 +139,7 @@ app.command("lean-doctor")(_jury.lean_doctor)
 app.command("processbench")(_processbench.processbench)
 app.command("serve-judge")(_serve_judge.serve_judge)
 app.command("tts")(_tts.tts)
+app.add_typer(_eval.app, name="eval")
 
 
 def main() -> None:
