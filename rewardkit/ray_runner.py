@@ -11,9 +11,10 @@ a killed driver resumes from the output file like a local run.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -71,36 +72,40 @@ def connect(config: RayConfig) -> Any:
 
 # Worker side ------------------------------------------------------------------------------------------
 
-_WORKER_SCORERS: dict[tuple[str, str], Any] = {}
+_WORKERS: dict[str, Callable[[list], list]] = {}
 
 
-def _worker_scorer(name: str, options: dict[str, Any]) -> Any:
-    """Build a scorer once per worker process (tasks reuse it across batches)."""
-    from rewardkit.scoring import get_scorer
-
-    key = (name, repr(sorted(options.items())))
-    if key not in _WORKER_SCORERS:
-        _WORKER_SCORERS[key] = get_scorer(name, **options)
-    return _WORKER_SCORERS[key]
+def _cached_worker(make_worker: Callable[[], Callable[[list], list]]) -> Callable[[list], list]:
+    """Build a task's worker once per Ray worker process (tasks reuse it across batches)."""
+    key = repr(make_worker)
+    if key not in _WORKERS:
+        _WORKERS[key] = make_worker()
+    return _WORKERS[key]
 
 
-def _score_batch(name: str, options: dict[str, Any], groups: list[Group]) -> list[GroupScore]:
-    return _worker_scorer(name, options).score(groups)
+def _run_task(make_worker: Callable[[], Callable[[list], list]], batch: list) -> list:
+    return _cached_worker(make_worker)(batch)
 
 
-class _ScorerActor:
-    """Holds one scorer (and its judge backend) for the actor's lifetime."""
+class _WorkerActor:
+    """Holds one worker (a scorer with its judge backend, a policy) for the actor's lifetime."""
 
-    def __init__(self, name: str, options: dict[str, Any]) -> None:
-        from rewardkit.scoring import get_scorer
-
-        self.scorer = get_scorer(name, **options)
+    def __init__(self, make_worker: Callable[[], Callable[[list], list]]) -> None:
+        self.fn = make_worker()
 
     def pid(self) -> int:
         return os.getpid()
 
-    def score(self, groups: list[Group]) -> list[GroupScore]:
-        return self.scorer.score(groups)
+    def run(self, batch: list) -> list:
+        return self.fn(batch)
+
+
+def scorer_worker(name: str, options: dict[str, Any]) -> Callable[[list[Group]], list[GroupScore]]:
+    """The worker factory for a registered scorer: build it; score batches as a local job does."""
+    from rewardkit.jobs import score_batch
+    from rewardkit.scoring import get_scorer
+
+    return functools.partial(score_batch, get_scorer(name, **options))
 
 
 # Driver side ------------------------------------------------------------------------------------------
@@ -112,65 +117,98 @@ def takes_judge(name: str) -> bool:
     return any(o.name == "judge" for o in scorer_options(name))
 
 
-class RayScorerPool:
-    """Scores batches of groups on Ray; ``map`` yields ``(batch, scores)`` in input order."""
+class RayBatchPool:
+    """Runs a per-batch function on Ray; ``map`` yields ``(batch, results)`` in input order.
 
-    def __init__(self, scorer: str, options: dict[str, Any] | None = None, config: RayConfig | None = None):
-        self.name, self.options = scorer, dict(options or {})
+    ``make_worker`` (picklable: a module-level function or a ``functools.partial`` of one) is called once
+    per actor, or once per worker process for tasks, and returns the function applied to each batch.
+    ``uses_model`` picks actors (and a GPU each, where the cluster has GPUs) under ``kind="auto"``.
+    """
+
+    def __init__(self, make_worker: Callable[[], Callable[[list], list]], config: RayConfig | None = None, *,
+                 uses_model: bool = False, check: Callable[[list, list], None] | None = None):
         self.config = config or RayConfig()
         self.ray = connect(self.config)
-        judge = takes_judge(scorer)
-        kind = self.config.kind if self.config.kind != "auto" else ("actors" if judge else "tasks")
+        self.check = check
+        kind = self.config.kind if self.config.kind != "auto" else ("actors" if uses_model else "tasks")
         res = self.ray.cluster_resources()
         gpus = self.config.gpus_per_worker
         if gpus is None:
-            gpus = 1.0 if (judge and res.get("GPU", 0) >= 1) else 0.0
+            gpus = 1.0 if (uses_model and res.get("GPU", 0) >= 1) else 0.0
         default_workers = int(res.get("GPU", 0) // gpus) if gpus else int(res.get("CPU", 1) // self.config.cpus_per_worker)
         self.workers = self.config.workers or max(default_workers, 1)
         self.max_in_flight = self.config.max_in_flight or 2 * self.workers
         self.kind = kind
+        self.make_worker = make_worker
         r = self.config.max_retries
         if kind == "actors":
-            cls = self.ray.remote(_ScorerActor).options(num_cpus=self.config.cpus_per_worker, num_gpus=gpus,
+            cls = self.ray.remote(_WorkerActor).options(num_cpus=self.config.cpus_per_worker, num_gpus=gpus,
                                                         max_restarts=r, max_task_retries=r)
-            self.actors = [cls.remote(self.name, self.options) for _ in range(self.workers)]
+            self.actors = [cls.remote(make_worker) for _ in range(self.workers)]
             self._task = None
         else:
             self.actors = []
-            self._task = self.ray.remote(_score_batch).options(num_cpus=self.config.cpus_per_worker,
-                                                               num_gpus=gpus, max_retries=r)
+            self._task = self.ray.remote(_run_task).options(num_cpus=self.config.cpus_per_worker,
+                                                            num_gpus=gpus, max_retries=r)
 
     def pids(self) -> list[int]:
         """Process ids of the actors (empty for tasks): for fault tests and monitoring."""
         return self.ray.get([a.pid.remote() for a in self.actors])
 
-    def map(self, batches: Iterable[list[Group]]) -> Iterator[tuple[list[Group], list[GroupScore]]]:
+    def map(self, batches: Iterable[list]) -> Iterator[tuple[list, list]]:
         """Submit batches with at most ``max_in_flight`` outstanding; yield results in input order."""
-        window: deque[tuple[list[Group], Any, int]] = deque()
+        window: deque[tuple[list, Any, int]] = deque()
         load = [0] * len(self.actors)
         for batch in batches:
             if self.actors:
                 k = min(range(len(load)), key=load.__getitem__)  # least-loaded actor
                 load[k] += 1
-                window.append((batch, self.actors[k].score.remote(batch), k))
+                window.append((batch, self.actors[k].run.remote(batch), k))
             else:
-                window.append((batch, self._task.remote(self.name, self.options, batch), -1))
+                window.append((batch, self._task.remote(self.make_worker, batch), -1))
             if len(window) >= self.max_in_flight:
                 yield self._pop(window, load)
         while window:
             yield self._pop(window, load)
 
-    def _pop(self, window: deque, load: list[int]) -> tuple[list[Group], list[GroupScore]]:
+    def _pop(self, window: deque, load: list[int]) -> tuple[list, list]:
         batch, ref, k = window.popleft()
-        scores = self.ray.get(ref)
+        results = self.ray.get(ref)
         if k >= 0:
             load[k] -= 1
-        if len(scores) != len(batch) or any(s.group_id != g.id for s, g in zip(scores, batch)):
-            raise RuntimeError(f"ray worker returned scores for other groups than the batch it was sent "
-                               f"(first id {batch[0].id!r})")
-        return batch, scores
+        if self.check:
+            self.check(batch, results)
+        return batch, results
 
     def close(self) -> None:
         for a in self.actors:
             self.ray.kill(a)
         self.actors = []
+
+
+def _same_groups(batch: list[Group], scores: list[GroupScore]) -> None:
+    if len(scores) != len(batch) or any(s.group_id != g.id for s, g in zip(scores, batch)):
+        raise RuntimeError(f"ray worker returned scores for other groups than the batch it was sent "
+                           f"(first id {batch[0].id!r})")
+
+
+class RayScorerPool(RayBatchPool):
+    """A registered scorer on Ray: judge scorers as actors (model loaded once each), others as tasks."""
+
+    def __init__(self, scorer: str, options: dict[str, Any] | None = None, config: RayConfig | None = None):
+        self.name, self.options = scorer, dict(options or {})
+        super().__init__(functools.partial(scorer_worker, scorer, self.options), config,
+                         uses_model=takes_judge(scorer), check=_same_groups)
+
+
+def ray_executor(scorer: str, options: dict[str, Any] | None = None, config: RayConfig | None = None):
+    """A ``rewardkit.jobs`` executor that scores batches on Ray (same rows, same order as a local run)."""
+    pool = RayScorerPool(scorer, options, config)
+
+    def run(batches: Iterator[list[Group]]) -> Iterator[tuple[list[Group], list[GroupScore]]]:
+        try:
+            yield from pool.map(batches)
+        finally:
+            pool.close()
+
+    return run
