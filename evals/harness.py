@@ -160,7 +160,7 @@ def score_groups(groups: Sequence[Group], scorer: str, out_dir: Path, *, options
     stem = tag or scorer
     inp = write_rollouts(groups, out_dir / f"{stem}.input.jsonl")
     out = out_dir / f"{stem}.scores.jsonl"
-    score_file(inp, sc, out, batch_size=batch_size, on_start=on_start, on_batch=on_batch)
+    score_file(inp, sc, out, batch_size=batch_size, options=options, on_start=on_start, on_batch=on_batch)
     return ScoredRun(scorer, align_rows(groups, repair_jsonl(out), out), out)
 
 
