@@ -108,7 +108,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
             else the idle cores: ``default_threads``)
     """
 
-    def __init__(self, model: str = "smollm2", *, dtype: str = "float32", batch_size: int | None = None,
+    def __init__(self, model: str = "smollm2", *, dtype: str = "auto", batch_size: int | None = None,
                  batch_tokens: int = 4096, device: str = "cpu", max_prompt_tokens: int | None = None,
                  share_prefix: bool = True, min_shared_prefix: int = 64, num_threads: int | None = None):
         import torch
