@@ -72,7 +72,7 @@ def soak(rollouts: Path, work: Path, *, groups: int, kills: int, batch_size: int
     rng = random.Random(seed)
     size = ref.stat().st_size
     targets = [None, None][:kills] + sorted(rng.uniform(0, size) for _ in range(max(kills - 2, 0)))
-    rows_at_kill = []
+    rows_at_kill, half_lines = [], 0
     for target in targets:
         proc = subprocess.Popen([*CLI, "score", str(inp), "--out", str(out), "--batch-size", str(batch_size)],
                                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -87,7 +87,9 @@ def soak(rollouts: Path, work: Path, *, groups: int, kills: int, batch_size: int
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        rows_at_kill.append(out.read_bytes().count(b"\n") if out.exists() else 0)
+        data = out.read_bytes() if out.exists() else b""
+        rows_at_kill.append(data.count(b"\n"))
+        half_lines += bool(data) and not data.endswith(b"\n")
     r = run_score(inp, out, batch_size)
     if r.returncode != 0:
         raise RuntimeError(r.stderr)
@@ -95,7 +97,7 @@ def soak(rollouts: Path, work: Path, *, groups: int, kills: int, batch_size: int
     ids = [x[0] for x in got]
     return {"groups": groups, "responses": groups * 8, "kills": kills, "batch_size": batch_size, "seed": seed,
             "uninterrupted_seconds": round(full, 2), "rows_at_each_kill": rows_at_kill,
-            "killed_mid_run": sum(0 < n < groups for n in rows_at_kill),
+            "partial_output_at_kill": sum(0 < n < groups for n in rows_at_kill), "half_line_at_kill": half_lines,
             "identical": got == want, "duplicates": len(ids) - len(set(ids)),
             "missing": len({x[0] for x in want} - set(ids))}
 
@@ -121,8 +123,9 @@ Command: `{cmd}`
 {res['groups']} synthetic groups ({res['responses']} responses: the shared rollouts' groups repeated with
 shuffled responses), verifier scorer, batch size {res['batch_size']}. Each of {res['kills']} runs of the real
 CLI was killed with SIGKILL: two during start-up, the others once the output reached a random size (plus
-0-50 ms, so some kills land inside a write); {res['killed_mid_run']} kills landed mid-run. Rows in the file
-at each kill: {res['rows_at_each_kill']}. An uninterrupted run took {res['uninterrupted_seconds']} s.
+0-50 ms, so some kills land inside a write). {res['partial_output_at_kill']} kills left a partial output,
+{res['half_line_at_kill']} of them with a half-written last line. Rows in the file at each kill:
+{res['rows_at_each_kill']}. An uninterrupted run took {res['uninterrupted_seconds']} s.
 
 Final file equals the uninterrupted run (ids, rewards, statuses, order): **{res['identical']}**;
 duplicated rows: {res['duplicates']}; missing groups: {res['missing']}.

@@ -322,6 +322,8 @@ def test_summary_reports_routing_as_the_scorer_decided():
     kept = {"id": "h", "rewards": [1.0, 0.0], "statuses": ["ok", "ok"], "components": {"routed": False}}
     s = summarize([routed, kept])
     assert (s.non_diverse_fraction, s.non_diverse_source) == (0.5, "routed")
+    stats = [dict(r, stats=r.pop("components")) for r in (dict(routed), dict(kept))]  # GroupScore.stats
+    assert summarize(stats).non_diverse_fraction == 0.5
     plain = [{"id": "g", "rewards": [1.0, 1.0], "statuses": ["ok", "ok"]}, dict(kept, components={})]
     s = summarize(plain)
     assert (s.non_diverse_fraction, s.non_diverse_source) == (0.5, "rewards")
@@ -373,4 +375,4 @@ def test_soak_random_kills_then_resume_equals_uninterrupted_run(tmp_path, rollou
 
     res = soak(rollouts_path, tmp_path, groups=300, kills=5, batch_size=4, seed=1)
     assert res["identical"] and res["duplicates"] == 0 and res["missing"] == 0, res
-    assert res["killed_mid_run"] >= 2, res  # the kills did interrupt real work
+    assert res["partial_output_at_kill"] >= 2, res  # the kills did interrupt real work
