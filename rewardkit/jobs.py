@@ -524,7 +524,7 @@ def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, ba
 
 def _routed(row: dict) -> bool | None:
     """Whether the scorer routed this group as non-diverse, as it decided it (None if it does not route)."""
-    for place in (row.get("components"), row.get("group"), row):
+    for place in (row.get("stats"), row.get("components"), row):  # per-group numbers live in "stats"
         if isinstance(place, dict) and isinstance(place.get("routed"), bool):
             return place["routed"]
     return None
