@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -55,6 +56,10 @@ def train(
     setting: Annotated[Optional[list[str]], typer.Option("--set", "-t", help="Trainer setting KEY=VALUE (repeatable; see --help-settings).")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Use only the first N prompts.")] = None,
     help_settings: Annotated[bool, typer.Option("--help-settings", help="List every trainer setting and exit.")] = False,
+    device: Device = None,
+    dtype: DType = None,
+    batch_tokens: BatchTokens = None,
+    threads: Threads = None,
 ) -> None:
     """Train a policy with GRPO / CISPO on rewards from any scorer; resumes from the run folder after a kill."""
     if help_settings:
@@ -64,7 +69,7 @@ def train(
     from rewardkit.integrations.common import load_scorer
 
     cfg = train_config(_pairs(setting or [], "--set"), out_dir=str(out) if out else None, steps=steps)
-    sc = load_scorer(scorer, _pairs(option or [], "--option"), judge)
+    sc = load_scorer(scorer, _pairs(option or [], "--option"), judge_spec(judge, device, dtype, batch_tokens, threads))
     trainer = GRPOTrainer(cfg, read_prompts(prompts, limit), sc)
     if trainer.step:
         typer.echo(f"resuming {cfg.out_dir} at step {trainer.step}", err=True)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from functools import cache
 from itertools import groupby
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -108,7 +109,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
             else the idle cores: ``default_threads``)
     """
 
-    def __init__(self, model: str = "smollm2", *, dtype: str = "auto", batch_size: int | None = None,
+    def __init__(self, model: str = "smollm2", *, dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto", batch_size: int | None = None,
                  batch_tokens: int = 4096, device: str = "cpu", max_prompt_tokens: int | None = None,
                  share_prefix: bool = True, min_shared_prefix: int = 64, num_threads: int | None = None):
         import torch
