@@ -30,6 +30,8 @@ CONFIGS = {
     "after": {},  # the defaults: dtype auto, batch_tokens 4096, sdpa, default_threads()
     "after-threads1": {"num_threads": 1},
     "after-threads2": {"num_threads": 2},
+    "before-fp32-1thread": {"legacy": True, "dtype": "float32", "batch_size": 8, "num_threads": 1},
+    "after-fp32-1thread": {"dtype": "float32", "num_threads": 1},
 }
 
 
@@ -76,9 +78,10 @@ def legacy_backend(**kw):
 
 def worker(name: str, groups: int) -> dict:
     """Load the judge in this process, score ``groups`` groups, report seconds per call and peak RSS."""
+    from rewardkit.evals.data import rollouts_path
+
     from rewardkit.arena import PointwiseScorer
     from rewardkit.backends.transformers_backend import TransformersBackend
-    from rewardkit.evals.data import rollouts_path
     from rewardkit.types import Group
 
     cfg = dict(CONFIGS[name])
@@ -129,7 +132,8 @@ def main() -> None:
     from benchmarks._common import machine, write_results
 
     runs: list[dict] = []
-    pairs = {"before/after": ("before", "after"), "threads 2/1": ("after-threads2", "after-threads1")}
+    pairs = {"before/after": ("before", "after"), "threads 2/1": ("after-threads2", "after-threads1"),
+             "verdict path only (fp32, 1 thread) before/after": ("before-fp32-1thread", "after-fp32-1thread")}
     ratios: dict[str, list[float]] = {k: [] for k in pairs}
     for _ in range(args.rounds):
         for label, (a, b) in pairs.items():
@@ -163,8 +167,9 @@ def main() -> None:
     md += ["", "| ratio of seconds per call | per round | median |", "|---|---|---:|"]
     for k, v in ratios.items():
         md.append(f"| {k} | {', '.join(f'{x:.2f}' for x in v)} | {statistics.median(v):.2f} |")
-    md += ["", f"- before/after > 1: the new default is faster by that factor; threads 2/1 > 1: two threads are "
-               f"slower per call than one on this shared machine.",
+    md += ["", "- before/after > 1: the new default is faster by that factor; threads 2/1 > 1: two threads are "
+               "slower per call than one on this shared machine; the fp32 1-thread pair isolates the verdict path "
+               "(KV-cache continuation + token budget vs a full-logits forward per choice).",
            f"- Rewards before vs after differ by at most {agree:.4f} (float32 vs bfloat16 weights).",
            "- before: float32, batches of 8 rows, torch default threads, one full-logits forward per "
            "(prompt, choice); after: `TransformersBackend()` defaults (dtype auto = bfloat16 on this CPU, "

@@ -101,7 +101,8 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         model: local directory or hub id ("smollm2" = the embedded SmolLM2-135M-Instruct)
         dtype: float32, bfloat16, float16 or auto (bf16 where the CPU/GPU supports it)
         device: torch device ("cpu", "cuda", "cuda:1")
-        batch_tokens: token budget per forward pass (rows x padded width; generation counts new tokens too)
+        batch_tokens: token budget per forward pass (rows x padded width); generation packs rows while
+            rows x (prompt + max new tokens) stays within 4 budgets (decoding holds only the KV cache)
         batch_size: optional cap on rows per forward pass (None: the token budget alone decides)
         share_prefix: encode a token prefix shared by several verdict requests once (KV cache)
         min_shared_prefix: shortest shared prefix (tokens) worth re-using
@@ -200,7 +201,8 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         for key, grp in groupby(sorted(rows, key=params), key=params):
             temperature, top_p, max_tokens, seed, min_tokens = key
             grp = sorted(grp, key=lambda rw: len(prompts[rw[0]]))
-            widths = [len(prompts[i]) + max_tokens for i, _ in grp]  # prompt + new tokens per row
+            # decoding holds only the KV cache (no prefill activations): rows x (prompt + new) <= 4 budgets
+            widths = [(len(prompts[i]) + max_tokens + 3) // 4 for i, _ in grp]
             for batch in self._batches(list(range(len(grp))), widths.__getitem__):
                 brows = [grp[b] for b in batch]
                 ids, mask, _ = self._pad([prompts[i] for i, _ in brows])
