@@ -23,6 +23,7 @@ import json
 import math
 import os
 import traceback
+from glob import escape as glob_escape
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -460,6 +461,9 @@ def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, ba
              options: dict[str, Any] | None, executor: Executor | None,
              on_start: Callable[[int, int], None] | None, on_batch: Callable[[int], None] | None) -> JobSummary:
     with _Lock(out):
+        for base in (out.name, manifest_path(out).name):  # temp files of a rewrite killed before its rename
+            for tmp in out.parent.glob(f".{glob_escape(base)}.*.tmp"):
+                tmp.unlink(missing_ok=True)
         manifest = job_manifest(scorer, inp, options=options, fmt=fmt, group_key=group_key)
         fresh = _check_output(inp, out, manifest, restart)
         groups, bad = load_groups(inp, skip_bad=skip_bad, group_key=group_key, fmt=fmt, limit=limit)

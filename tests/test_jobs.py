@@ -376,3 +376,14 @@ def test_soak_random_kills_then_resume_equals_uninterrupted_run(tmp_path, rollou
     res = soak(rollouts_path, tmp_path, groups=300, kills=5, batch_size=4, seed=1)
     assert res["identical"] and res["duplicates"] == 0 and res["missing"] == 0, res
     assert res["partial_output_at_kill"] >= 2, res  # the kills did interrupt real work
+
+
+def test_temp_files_of_a_killed_rewrite_are_removed_and_the_file_is_intact(tmp_path):
+    inp = write_groups(tmp_path / "in.jsonl", "abc")
+    out = tmp_path / "out.jsonl"
+    score_file(inp, Scripted(fail="b"), out)
+    before = out.read_bytes()
+    stale = tmp_path / ".out.jsonl.99999.tmp"  # a --retry-failed rewrite SIGKILLed before os.replace
+    stale.write_bytes(before[:30])
+    score_file(inp, Scripted(), out)
+    assert not stale.exists() and out.read_bytes() == before
