@@ -99,13 +99,12 @@ def test_cli_lists_scorers():
 
 import fcntl  # noqa: E402
 import hashlib  # noqa: E402
-import math  # noqa: E402
 import resource  # noqa: E402
 
 import numpy as np  # noqa: E402
+from rewardkit.cli.app import app  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from rewardkit.cli.app import app  # noqa: E402
 from rewardkit.jobs import JobError, lock_path, manifest_path, summarize  # noqa: E402
 from rewardkit.types import GroupScore, Status  # noqa: E402
 
