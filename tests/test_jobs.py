@@ -386,3 +386,28 @@ def test_temp_files_of_a_killed_rewrite_are_removed_and_the_file_is_intact(tmp_p
     stale.write_bytes(before[:30])
     score_file(inp, Scripted(), out)
     assert not stale.exists() and out.read_bytes() == before
+
+
+def test_arena_job_summary_reports_routing_not_rewards_after_the_tournament(tmp_path):
+    from rewardkit.arena import ArenaScorer
+    from rewardkit.backends.base import Completion, JudgeBackend
+
+    class AlwaysA(JudgeBackend):
+        """A maximally position-biased judge: every pair goes to response A."""
+
+        model_id = "always-a"
+
+        def generate(self, requests):
+            return [Completion(["\\boxed{A}"], prompt_tokens=1, completion_tokens=1) for _ in requests]
+
+        def verdict_probs(self, requests):  # pragma: no cover - generate mode only
+            raise NotImplementedError
+
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({"id": "same", "problem": "1+1", "answer": "2", "responses": ["\\boxed{2}"] * 4}) + "\n"
+                   + json.dumps({"id": "mixed", "problem": "1+1", "answer": "2",
+                                 "responses": ["\\boxed{2}", "\\boxed{3}", "\\boxed{2}", "\\boxed{5}"]}) + "\n")
+    s = score_file(inp, ArenaScorer(judge=AlwaysA()), tmp_path / "out.jsonl")
+    got = {r["id"]: r for r in rows(tmp_path / "out.jsonl")}
+    assert len(set(got["same"]["rewards"])) > 1  # the tournament made the routed group's rewards diverse
+    assert (s.non_diverse_fraction, s.non_diverse_source) == (0.5, "routed")  # as the arena decided it
