@@ -65,7 +65,7 @@ def _settings_help() -> str:
 
 
 def train(
-    prompts: Annotated[Path, typer.Argument(help="JSONL prompts: prompt/problem/question, optional answer and solution.")],
+    prompts: Annotated[Optional[Path], typer.Argument(help="JSONL prompts: prompt/problem/question, optional answer and solution.")] = None,
     scorer: Annotated[str, typer.Option("--scorer", "-s", help="Scorer name (see `rewardkit scorers`) or module:Class.")] = "verifier",
     option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Scorer option KEY=VALUE (repeatable).")] = None,
     judge: Annotated[Optional[str], typer.Option(help="Judge backend spec for judge-based scorers.")] = None,
@@ -81,6 +81,8 @@ def train(
     if help_settings:
         typer.echo(_settings_help())
         raise typer.Exit()
+    if prompts is None:
+        raise typer.BadParameter("a prompts file is required", param_hint="PROMPTS")
     from rewardkit.grpo import GRPOTrainer, read_prompts
     from rewardkit.integrations.common import load_scorer
 
