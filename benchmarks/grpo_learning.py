@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, machine, write_results  # noqa: E402
-
 from rewardkit.evals.data import data_path  # noqa: E402
+
 from rewardkit.grpo import GRPOTrainer, TrainConfig, read_prompts  # noqa: E402
 from rewardkit.grpo.toy_rewards import LengthScorer  # noqa: E402
 
