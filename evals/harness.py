@@ -149,7 +149,7 @@ def score_groups(groups: Sequence[Group], scorer: str, out_dir: Path, *, options
                  batch_size: int = 8, tag: str | None = None, on_start=None, on_batch=None) -> ScoredRun:
     """Score the groups with a registered scorer into ``out_dir/<tag or scorer>.scores.jsonl`` through
     ``rewardkit.jobs.score_file`` (resumable: a re-run skips finished groups)."""
-    from rewardkit.jobs import repair_jsonl, score_file
+    from rewardkit.jobs import JobError, repair_jsonl, score_file
     from rewardkit.scoring import get_scorer
 
     try:
@@ -160,7 +160,10 @@ def score_groups(groups: Sequence[Group], scorer: str, out_dir: Path, *, options
     stem = tag or scorer
     inp = write_rollouts(groups, out_dir / f"{stem}.input.jsonl")
     out = out_dir / f"{stem}.scores.jsonl"
-    score_file(inp, sc, out, batch_size=batch_size, options=options, on_start=on_start, on_batch=on_batch)
+    try:
+        score_file(inp, sc, out, batch_size=batch_size, options=options, on_start=on_start, on_batch=on_batch)
+    except JobError as e:
+        raise EvalError(f"scoring with {scorer!r}: {e}") from None
     return ScoredRun(scorer, align_rows(groups, repair_jsonl(out), out), out)
 
 
