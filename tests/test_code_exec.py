@@ -202,6 +202,7 @@ HOSTILE = {
             return eval('add(a, b)')  # every level through C: the C stack overflows, the process dies
     """, Code.RUNTIME_ERROR),
     "infinite loop": ("def add(a, b):\n    while True:\n        pass\n", Code.TIME_LIMIT),
+    "infinite loop while loading": ("while True:\n    pass\ndef add(a, b):\n    return a + b\n", Code.TIME_LIMIT),
     "sleep past the deadline": ("import time\ndef add(a, b):\n    time.sleep(3600)\n", Code.TIME_LIMIT),
     "output flood": ("def add(a, b):\n    while True:\n        print('x' * 65536)\n", Code.RUNTIME_ERROR),
     "read the environment": ("""
