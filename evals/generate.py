@@ -56,7 +56,7 @@ def generate_rollouts(problems: Sequence[Problem], backend: Any, out: str | Path
     """Sample ``n`` responses per problem (one request of ``n`` samples each, seed = ``seed`` + index) into
     ``out``; with ``grade``, math rows get ``correct`` labels from the verifier."""
     from rewardkit.backends import ChatRequest, load_backend
-    from rewardkit.jobs import _append, _dump, repair_jsonl
+    from rewardkit.job_output import append_lines, dump_row, repair_jsonl
 
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
@@ -79,7 +79,7 @@ def generate_rollouts(problems: Sequence[Problem], backend: Any, out: str | Path
                 s.failed.append(f"{p.id}: {c.status} {c.error or f'{len(c.texts)} of {n} texts'}")
                 continue
             rows.append(_row(p, c.texts, bench, model, c.finish_reasons))
-        _append(out, [_dump(r) for r in (grade_rows(rows) if grade else rows)])
+        append_lines(out, [dump_row(r) for r in (grade_rows(rows) if grade else rows)])
         s.generated_now += len(rows)
         if on_batch:
             on_batch(len(batch))

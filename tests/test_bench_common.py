@@ -8,7 +8,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _common import rel_path, relativize  # noqa: E402
-
 from rewardkit.evals.data import shared_dir  # noqa: E402
 
 

@@ -156,9 +156,8 @@ MALFORMED = [
 
 @pytest.mark.parametrize("name, content, args, fragment", MALFORMED, ids=[m[0] for m in MALFORMED])
 def test_malformed_input_is_one_line_file_line_field_error(tmp_path, name, content, args, fragment):
-    from typer.testing import CliRunner
-
     from rewardkit.cli.app import app
+    from typer.testing import CliRunner
 
     p = tmp_path / name
     if content == "dir":
@@ -179,9 +178,8 @@ def test_malformed_input_is_one_line_file_line_field_error(tmp_path, name, conte
 
 
 def test_input_hint_names_skip_bad_on_the_same_line(tmp_path):
-    from typer.testing import CliRunner
-
     from rewardkit.cli.app import app
+    from typer.testing import CliRunner
 
     p = write(tmp_path, "in.jsonl", [GOOD, '{"problem": "p"}'])
     r = CliRunner().invoke(app, ["score", str(p), "--out", str(tmp_path / "o.jsonl")])

@@ -99,13 +99,12 @@ def test_cli_lists_scorers():
 
 import fcntl  # noqa: E402
 import hashlib  # noqa: E402
-import math  # noqa: E402
 import resource  # noqa: E402
 
 import numpy as np  # noqa: E402
+from rewardkit.cli.app import app  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from rewardkit.cli.app import app  # noqa: E402
 from rewardkit.jobs import JobError, lock_path, manifest_path, summarize  # noqa: E402
 from rewardkit.types import GroupScore, Status  # noqa: E402
 
@@ -376,3 +375,39 @@ def test_soak_random_kills_then_resume_equals_uninterrupted_run(tmp_path, rollou
     res = soak(rollouts_path, tmp_path, groups=300, kills=5, batch_size=4, seed=1)
     assert res["identical"] and res["duplicates"] == 0 and res["missing"] == 0, res
     assert res["partial_output_at_kill"] >= 2, res  # the kills did interrupt real work
+
+
+def test_temp_files_of_a_killed_rewrite_are_removed_and_the_file_is_intact(tmp_path):
+    inp = write_groups(tmp_path / "in.jsonl", "abc")
+    out = tmp_path / "out.jsonl"
+    score_file(inp, Scripted(fail="b"), out)
+    before = out.read_bytes()
+    stale = tmp_path / ".out.jsonl.99999.tmp"  # a --retry-failed rewrite SIGKILLed before os.replace
+    stale.write_bytes(before[:30])
+    score_file(inp, Scripted(), out)
+    assert not stale.exists() and out.read_bytes() == before
+
+
+def test_arena_job_summary_reports_routing_not_rewards_after_the_tournament(tmp_path):
+    from rewardkit.arena import ArenaScorer
+    from rewardkit.backends.base import Completion, JudgeBackend
+
+    class AlwaysA(JudgeBackend):
+        """A maximally position-biased judge: every pair goes to response A."""
+
+        model_id = "always-a"
+
+        def generate(self, requests):
+            return [Completion(["\\boxed{A}"], prompt_tokens=1, completion_tokens=1) for _ in requests]
+
+        def verdict_probs(self, requests):  # pragma: no cover - generate mode only
+            raise NotImplementedError
+
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({"id": "same", "problem": "1+1", "answer": "2", "responses": ["\\boxed{2}"] * 4}) + "\n"
+                   + json.dumps({"id": "mixed", "problem": "1+1", "answer": "2",
+                                 "responses": ["\\boxed{2}", "\\boxed{3}", "\\boxed{2}", "\\boxed{5}"]}) + "\n")
+    s = score_file(inp, ArenaScorer(judge=AlwaysA()), tmp_path / "out.jsonl")
+    got = {r["id"]: r for r in rows(tmp_path / "out.jsonl")}
+    assert len(set(got["same"]["rewards"])) > 1  # the tournament made the routed group's rewards diverse
+    assert (s.non_diverse_fraction, s.non_diverse_source) == (0.5, "routed")  # as the arena decided it
