@@ -26,25 +26,31 @@ class GenerateSummary:
 def _row(p: Problem, texts: Sequence[str], bench: str, model: str, finish: Sequence[str]) -> dict[str, Any]:
     row: dict[str, Any] = {"id": p.id, "problem": p.question, "answer": p.answer, "responses": list(texts),
                            "benchmark": bench, "model": model, "kind": p.kind, "finish_reasons": list(finish)}
-    if p.kind == "code":
-        row.update({"tests": p.tests, "entry_point": p.entry_point})
+    if p.kind == "code" and isinstance(p.tests, dict):  # LiveCodeBench: the columns the code verifier reads
+        row.update({"public_test_cases": p.tests["public"], "private_test_cases": p.tests["private"],
+                    "metadata": {"func_name": p.entry_point}})
+    elif p.kind == "code":  # HumanEval
+        row.update({"test": p.tests, "entry_point": p.entry_point})
     return row
 
 
 def grade_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Add ``correct`` labels to math rows with the answer verifier (a failed check is left unlabelled:
-    the row gets no labels rather than a guessed 0)."""
+    """Add ``correct`` labels: math rows with the answer verifier, code rows with the code verifier in the
+    sandbox. A row with any failed check is left unlabelled rather than given a guessed 0."""
     from rewardkit.scoring import get_scorer
     from rewardkit.types import Group
 
-    math_rows = [r for r in rows if r.get("kind", "math") == "math" and r.get("answer") is not None]
-    if not math_rows:
-        return rows
-    scores = get_scorer("verifier").score([Group(r["id"], r["problem"], r["responses"], reference=r["answer"])
-                                           for r in math_rows])
-    for r, s in zip(math_rows, scores):
-        if s.mask.all():
-            r["correct"] = [bool(x >= 1.0) for x in s.rewards]
+    for kind, scorer in (("math", "verifier"), ("code", "code")):
+        todo = [r for r in rows if r.get("kind", "math") == kind and (kind == "code" or r.get("answer") is not None)]
+        if not todo:
+            continue
+        keep = ("id", "problem", "answer", "responses", "kind")
+        scores = get_scorer(scorer).score([
+            Group(r["id"], r["problem"], r["responses"], reference=r.get("answer"),
+                  metadata={k: v for k, v in r.items() if k not in keep}) for r in todo])
+        for r, s in zip(todo, scores):
+            if s.mask.all():
+                r["correct"] = [bool(x >= 1.0) for x in s.rewards]
     return rows
 
 
