@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.http_server import HTTPError, JSONRequest, Route, make_app
-from rewardkit.integrations.common import group_rows
+from rewardkit.integrations.common import GroupGatherer, group_rows
 from rewardkit.scoring import Scorer
 from rewardkit.types import Group, GroupScore
 
@@ -73,35 +73,14 @@ def _reward(v: float, masked_reward: float | None) -> float | None:
     return (None if masked_reward is None else float(masked_reward)) if math.isnan(v) else float(v)
 
 
-@dataclass
-class _Waiting:
-    response: str
-    future: asyncio.Future
-
-
-@dataclass
-class _Open:
-    rows: list[_Waiting] = field(default_factory=list)
-
-
 class RewardService:
     """The ``/get_reward`` handler: validates, groups by prompt (optionally across requests), scores."""
 
     def __init__(self, scorer: Scorer, *, group_size: int | None = None, group_timeout: float = 60.0,
                  masked_reward: float | None = None, max_items: int = 4096):
-        if group_size is not None and group_size < 1:
-            raise ValueError(f"option 'group_size': must be >= 1, got {group_size}")
-        if not group_timeout > 0:
-            raise ValueError(f"option 'group_timeout': must be > 0, got {group_timeout}")
         self.scorer, self.group_size, self.group_timeout = scorer, group_size, group_timeout
         self.masked_reward, self.max_items = masked_reward, max_items
-        self._open: dict[tuple[str, str | None], _Open] = {}
-        self._lock = asyncio.Lock()
-        self._score_lock = asyncio.Lock()  # one scorer call at a time (backends are not all thread-safe)
-
-    async def _score(self, groups: list[Group]) -> list[GroupScore]:
-        async with self._score_lock:
-            return await asyncio.to_thread(self.scorer.score, groups)
+        self.gatherer = GroupGatherer(scorer, group_size or 1, group_timeout)
 
     def _row(self, s: GroupScore, i: int, partial: bool) -> dict[str, Any]:
         v = _reward(s.rewards[i], self.masked_reward)
@@ -113,8 +92,9 @@ class RewardService:
         if self.group_size is None:
             rows = await self._score_request(r)
         else:
-            rows = await asyncio.gather(*(self._gathered(r.prompts[i], r.labels[i], r.responses[i])
-                                          for i in range(len(r.responses))))
+            got = await asyncio.gather(*(self.gatherer.add((r.prompts[i], r.labels[i]), r.prompts[i], r.responses[i],
+                                                           r.labels[i]) for i in range(len(r.responses))))
+            rows = [self._row(s, j, partial) for s, j, partial in got]
         rewards = [x["reward"] for x in rows]
         return {"rewards": rewards, "scores": rewards, "extra_logs": {
             "status_ok": [1.0 if x["status"] == "ok" else 0.0 for x in rows],
@@ -126,47 +106,12 @@ class RewardService:
         idx = group_rows(list(zip(r.prompts, r.labels, strict=True)))
         groups = [Group(f"g{k}", r.prompts[rows[0]], [r.responses[i] for i in rows], reference=r.labels[rows[0]])
                   for k, rows in enumerate(idx)]
-        scores = await self._score(groups)
+        scores = await self.gatherer.score(groups)
         out: list[dict[str, Any] | None] = [None] * len(r.responses)
         for rows, s in zip(idx, scores, strict=True):
             for j, i in enumerate(rows):
                 out[i] = self._row(s, j, partial=False)
         return out  # type: ignore[return-value]
-
-    async def _gathered(self, prompt: str, label: str | None, response: str) -> dict[str, Any]:
-        key = (prompt, label)
-        fut = asyncio.get_running_loop().create_future()
-        async with self._lock:
-            grp = self._open.setdefault(key, _Open())
-            grp.rows.append(_Waiting(response, fut))
-            full = len(grp.rows) >= self.group_size  # type: ignore[operator]
-            if full:
-                del self._open[key]
-        if full:
-            await self._finish(key, grp, partial=False)
-        try:
-            return await asyncio.wait_for(asyncio.shield(fut), self.group_timeout)
-        except asyncio.TimeoutError:
-            async with self._lock:
-                mine = self._open.get(key) is grp
-                if mine:
-                    del self._open[key]
-            if mine:
-                await self._finish(key, grp, partial=True)
-            return await fut
-
-    async def _finish(self, key: tuple[str, str | None], grp: _Open, partial: bool) -> None:
-        g = Group("g", key[0], [w.response for w in grp.rows], reference=key[1])
-        try:
-            (s,) = await self._score([g])
-        except Exception as e:  # every waiter gets the failure; none gets a reward
-            for w in grp.rows:
-                if not w.future.done():
-                    w.future.set_exception(e)
-            return
-        for j, w in enumerate(grp.rows):
-            if not w.future.done():
-                w.future.set_result(self._row(s, j, partial))
 
 
 def reward_app(scorer: Scorer, *, api_key: str | None = None, group_size: int | None = None,
