@@ -71,7 +71,7 @@ def accuracy(
         rep = accuracy_report(groups, by=grade, ks=k)  # type: ignore[arg-type]
     except (EvalError, FileNotFoundError, ValueError) as e:
         raise _fail(str(e)) from None
-    rep["input"] = str(rollouts)
+    rep["input"] = rollouts.name
     md = accuracy_markdown(rep, f"Accuracy on {rollouts.name}")
     write_report(out, "accuracy", rep, md)
     _show(md)
@@ -339,3 +339,34 @@ def lm_eval_cmd(
     (out / "lm_eval.json").write_text(json.dumps(keep, indent=2, default=str) + "\n")
     for t, r in res["results"].items():
         console.print(f"{t}: exact_match {r.get('exact_match,none')} (limit {limit})")
+
+
+@app.command()
+def tables(
+    check: Annotated[bool, typer.Option("--check", help="Change nothing; exit 1 if the README or a results file is stale.")] = False,
+    only: Annotated[Optional[list[str]], typer.Option("--only", help="Run only this producer (repeatable; see benchmarks/runs.json).")] = None,
+    slow: Annotated[bool, typer.Option("--slow", help="Also run the slow (judge-heavy) producers.")] = False,
+) -> None:
+    """Regenerate benchmarks/results/ from benchmarks/runs.json and rewrite the README's marked tables."""
+    from rewardkit.evals.tables import check as find_stale
+    from rewardkit.evals.tables import regenerate
+
+    if check:
+        problems = find_stale()
+        for p in problems:
+            console.print(f"stale: {p}", soft_wrap=True)
+        if problems:
+            raise typer.Exit(1)
+        console.print("README tables and results files are up to date")
+        return
+    try:
+        runs = regenerate(only=only, slow=slow, on_run=lambda r: console.print(f"running {r.name}: {r.command}", soft_wrap=True))
+    except KeyError as e:
+        raise _fail(str(e).strip("'\"")) from None
+    failed = [r for r in runs if r["returncode"]]
+    for r in runs:
+        console.print(f"{r['name']}: {r['seconds']:.0f} s" + (f" FAILED ({r['returncode']})" if r["returncode"] else ""))
+    for r in failed:
+        console.print(r["stderr_tail"], soft_wrap=True)
+    if failed:
+        raise typer.Exit(1)

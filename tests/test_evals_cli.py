@@ -96,3 +96,17 @@ def test_accuracy_on_code_rollouts_grades_in_the_sandbox(tmp_path):
     assert r.exit_code == 0, r.output
     # print(3) passes the public test only; the private tests (decoded from base64+zlib+pickle) fail it
     assert json.loads((tmp_path / "accuracy.json").read_text())["table"][0]["pass@k"] == 0.5
+
+
+def test_headline_without_judges_on_all_groups(tmp_path):
+    r = _run("headline", "-s", "verifier", "-s", "majority-vote", "--out", str(tmp_path), "--work", str(tmp_path / "w"))
+    assert r.exit_code == 0, r.output
+    data = json.loads((tmp_path / "headline.json").read_text())
+    by = {x["scorer"]: x for x in data["reports"]}
+    assert by["verifier"]["groups"] == 100 and not by["verifier"]["uses_judge"]
+    # 100 - 86 all-correct - 4 all-wrong = 10 mixed groups; the verifier's 1 label slip adds a group
+    assert 0.10 <= by["verifier"]["nonzero_advantage_groups"] <= 0.11
+    assert by["verifier"]["best_of_8"] == pytest.approx(0.96)
+    assert by["majority-vote"]["best_of_8"] == pytest.approx(0.93)  # = maj@8
+    md = (tmp_path / "headline.md").read_text()
+    assert "| `verifier` | 100 |" in md and "Command: `rewardkit eval headline -s verifier -s majority-vote`" in md
