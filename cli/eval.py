@@ -189,7 +189,7 @@ def generate(
             s = generate_rollouts(problems, model, out, n=n, max_tokens=max_tokens, temperature=temperature,
                                   top_p=top_p, seed=seed, batch_size=batch_size, bench=bench, grade=grade,
                                   on_start=on_start, on_batch=lambda k: prog.advance(task, k))
-        except (ValueError, FileNotFoundError, OSError) as e:
+        except (ValueError, FileNotFoundError, OSError, RuntimeError) as e:
             raise _fail(str(e)) from None
     console.print(f"{out}: {s.generated_now} generated now, {s.skipped_done} already done, {len(s.failed)} failed")
     for f in s.failed[:5]:

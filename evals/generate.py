@@ -62,31 +62,32 @@ def generate_rollouts(problems: Sequence[Problem], backend: Any, out: str | Path
     """Sample ``n`` responses per problem (one request of ``n`` samples each, seed = ``seed`` + index) into
     ``out``; with ``grade``, math rows get ``correct`` labels from the verifier."""
     from rewardkit.backends import ChatRequest, load_backend
-    from rewardkit.jobs import _append, _dump, repair_jsonl
+    from rewardkit.job_output import OutputLock, append_lines, dump_row, repair_jsonl
 
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     be = load_backend(backend)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    done = {r["id"] for r in repair_jsonl(out)}
-    todo = [(i, p) for i, p in enumerate(problems) if p.id not in done]
-    s = GenerateSummary(problems=len(problems), skipped_done=len(problems) - len(todo), graded=grade)
-    if on_start:
-        on_start(len(problems), s.skipped_done)
-    model = getattr(be, "model_id", "") or str(backend)
-    for b in range(0, len(todo), batch_size):
-        batch = todo[b:b + batch_size]
-        reqs = [ChatRequest(p.messages(), max_tokens=max_tokens, temperature=temperature, top_p=top_p, n=n,
-                            seed=seed + i) for i, p in batch]
-        rows = []
-        for (_, p), c in zip(batch, be.generate(reqs)):
-            if c.status != "ok" or len(c.texts) != n:
-                s.failed.append(f"{p.id}: {c.status} {c.error or f'{len(c.texts)} of {n} texts'}")
-                continue
-            rows.append(_row(p, c.texts, bench, model, c.finish_reasons))
-        _append(out, [_dump(r) for r in (grade_rows(rows) if grade else rows)])
-        s.generated_now += len(rows)
-        if on_batch:
-            on_batch(len(batch))
+    with OutputLock(out):  # one writer per rollouts file
+        done = {r["id"] for r in repair_jsonl(out)}
+        todo = [(i, p) for i, p in enumerate(problems) if p.id not in done]
+        s = GenerateSummary(problems=len(problems), skipped_done=len(problems) - len(todo), graded=grade)
+        if on_start:
+            on_start(len(problems), s.skipped_done)
+        model = getattr(be, "model_id", "") or str(backend)
+        for b in range(0, len(todo), batch_size):
+            batch = todo[b:b + batch_size]
+            reqs = [ChatRequest(p.messages(), max_tokens=max_tokens, temperature=temperature, top_p=top_p, n=n,
+                                seed=seed + i) for i, p in batch]
+            rows = []
+            for (_, p), c in zip(batch, be.generate(reqs)):
+                if c.status != "ok" or len(c.texts) != n:
+                    s.failed.append(f"{p.id}: {c.status} {c.error or f'{len(c.texts)} of {n} texts'}")
+                    continue
+                rows.append(_row(p, c.texts, bench, model, c.finish_reasons))
+            append_lines(out, [dump_row(r) for r in (grade_rows(rows) if grade else rows)])
+            s.generated_now += len(rows)
+            if on_batch:
+                on_batch(len(batch))
     return s
