@@ -191,7 +191,7 @@ HOSTILE = {
     """, Code.TIME_LIMIT),
     "memory bomb": ("""
         def add(a, b):
-            x = [bytearray(1 << 26) for _ in range(1 << 10)]
+            x = b'x' * (8 << 30)  # far past the 1 GiB address-space limit: refused at once, not after paging
             return a + b
     """, Code.RUNTIME_ERROR),
     "recursion bomb": ("def add(a, b):\n    return add(a, b) + 1\n", Code.RUNTIME_ERROR),

@@ -110,9 +110,13 @@ class Mode(Protocol):
 
 
 class GRPOTrainer:
-    """Train ``config.model`` on ``prompts`` (Groups without responses) with rewards from ``scorer``."""
+    """Train ``config.model`` on ``prompts`` (Groups without responses) with rewards from ``scorer``.
 
-    def __init__(self, config: TrainConfig, prompts: Sequence[Group], scorer: Scorer, modes: Sequence[Mode] = ()):
+    A mode with an ``attach(trainer)`` method may supply the scorer itself (RARO's critic is the policy).
+    """
+
+    def __init__(self, config: TrainConfig, prompts: Sequence[Group], scorer: Scorer | None = None,
+                 modes: Sequence[Mode] = ()):
         from rewardkit.backends.transformers_backend import TransformersBackend
 
         if not prompts:
@@ -132,6 +136,12 @@ class GRPOTrainer:
         self.log = MetricsLog(self.out_dir, config.tensorboard)
         self.step = 0
         self.history: list[dict[str, Any]] = []
+        self.policy_weight = 1.0  # loss weight of the policy rollouts (RARO's lambda_pol)
+        for mode in self.modes:
+            if hasattr(mode, "attach"):
+                mode.attach(self)
+        if self.scorer is None:
+            raise ValueError("GRPOTrainer: no scorer given and no mode supplied one")
         self._resume()
 
     # ------------------------------------------------------------------------------------ the loop
@@ -162,6 +172,7 @@ class GRPOTrainer:
         scores = self.scorer.score(groups)
         t_score = time.perf_counter()
         self.assign_advantages(rollouts, scores)
+        rollouts.weight = self.policy_weight
         parts, mode_metrics = [rollouts], {}
         for mode in self.modes:
             more, m = mode.extra_rollouts(self, groups, scores, step)
