@@ -349,8 +349,10 @@ def tables(
 ) -> None:
     """Regenerate benchmarks/results/ from benchmarks/runs.json and rewrite the README's marked tables."""
     from rewardkit.evals.tables import check as find_stale
-    from rewardkit.evals.tables import regenerate
+    from rewardkit.evals.tables import regenerate, unlisted
 
+    for name in unlisted():
+        console.print(f"warning: benchmarks/results/{name} has no producer in benchmarks/runs.json", soft_wrap=True)
     if check:
         problems = find_stale()
         for p in problems:
