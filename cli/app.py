@@ -34,6 +34,13 @@ def _parse_options(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    """Print ``error: message`` as one line on stderr (never wrapped, piped or not); return the exit."""
+    sys.stderr.write("error: " + " ".join(str(message).split()) + "\n")
+    sys.stderr.flush()
+    return typer.Exit(code)
+
+
 @app.command()
 def score(
     input: Annotated[Path, typer.Argument(help="Rollouts: grouped JSONL, per-response JSONL, Parquet or a saved HF dataset folder.")],
@@ -46,57 +53,78 @@ def score(
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Write malformed records to OUT.rejects.jsonl and go on.")] = False,
     group_key: Annotated[Optional[str], typer.Option(help="Group key field for one-response-per-line input.")] = None,
     fmt: Annotated[Optional[str], typer.Option("--format", help="grouped or flat (default: detect).")] = None,
+    restart: Annotated[bool, typer.Option("--restart", help="Discard OUT's rows (a rewardkit output of any job) and start over.")] = False,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Re-score groups with error/timeout responses; keep the others.")] = False,
+    ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Score on a Ray cluster: 'local' starts one on this machine, 'auto' or ray://HOST:PORT joins one.")] = None,
+    ray_workers: Annotated[Optional[int], typer.Option(help="With --ray: scorer actors / concurrent tasks (default: the cluster's GPUs for judge scorers, else CPUs).")] = None,
 ) -> None:
     """Score saved rollouts with any scorer; resumable, one output row per input group."""
     from rewardkit.io import InputError
-    from rewardkit.jobs import score_file
+    from rewardkit.jobs import JobError, rejects_path, score_file
     from rewardkit.scoring import get_scorer, scorer_options
 
-    opts = _parse_options(option or [])
-    if judge is not None:
-        if "judge" not in {o.name for o in scorer_options(scorer)}:
-            raise typer.BadParameter(f"scorer {scorer!r} takes no judge", param_hint="--judge")
-        opts["judge"] = judge
+    if batch_size < 1:
+        raise _fail(f"--batch-size must be a positive integer, got {batch_size}")
+    if limit is not None and limit < 1:
+        raise _fail(f"--limit must be a positive integer, got {limit}")
     try:
+        opts = _parse_options(option or [])
+        if judge is not None:
+            if "judge" not in {o.name for o in scorer_options(scorer)}:
+                raise ValueError(f"--judge: scorer {scorer!r} takes no judge")
+            opts["judge"] = judge
         sc = get_scorer(scorer, **opts)
-    except (KeyError, TypeError, ValueError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+        executor = None
+        if ray_workers is not None and ray is None:
+            raise ValueError("--ray-workers needs --ray")
+        if ray is not None:
+            from rewardkit.ray_runner import RayConfig, ray_executor
+
+            executor = ray_executor(scorer, opts, RayConfig(address=ray, workers=ray_workers))
+    except (KeyError, TypeError, ValueError, ImportError, typer.BadParameter) as e:
+        raise _fail(e.args[0] if isinstance(e, KeyError) and e.args else e) from None
 
     with Progress(TextColumn(f"[bold]{scorer}[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=console, transient=False) as progress:
+                  TimeRemainingColumn(), console=console, transient=False, disable=not console.is_terminal) as progress:
         task = progress.add_task("score", total=None)
 
         def on_start(total: int, done: int) -> None:
             progress.update(task, total=total, completed=done)
             if done:
-                console.print(f"resuming: {done} of {total} groups already in {out}")
+                console.print(f"resuming: {done} of {total} groups already in {out}", soft_wrap=True)
 
         try:
             summary = score_file(input, sc, out, batch_size=batch_size, skip_bad=skip_bad, group_key=group_key,
-                                 fmt=fmt, limit=limit, on_start=on_start,
-                                 on_batch=lambda n: progress.advance(task, n))
-        except (InputError, FileNotFoundError) as e:
-            console.print(f"[red]input error:[/red] {e}")
-            if isinstance(e, InputError):
-                console.print("use --skip-bad to write malformed records to a side file and keep going")
-            raise typer.Exit(2) from None
+                                 fmt=fmt, limit=limit, restart=restart, retry_failed=retry_failed, options=opts,
+                                 executor=executor, on_start=on_start, on_batch=lambda n: progress.advance(task, n))
+        except InputError as e:
+            hint = "" if skip_bad or e.line is None else " (--skip-bad sets such records aside and goes on)"
+            raise _fail(f"{e}{hint}") from None
+        except (JobError, FileNotFoundError) as e:
+            raise _fail(e) from None
+        except OSError as e:  # unwritable or full disk: finished rows are kept
+            where = e.filename or out
+            raise _fail(f"{where}: {e.strerror or e}; finished rows are kept, re-run to resume") from None
 
     t = Table(title=f"{scorer} on {input.name}", show_header=False)
     d = summary.to_dict()
     t.add_row("groups in output", str(d["groups"]))
     t.add_row("scored now / already done / rejected", f"{d['scored_now']} / {d['skipped_done']} / {d['rejected']}")
+    if retry_failed:
+        t.add_row("failed groups retried", str(d["retried"]))
     t.add_row("statuses", ", ".join(f"{k}={v}" for k, v in sorted(d["statuses"].items())))
     t.add_row("reward mean (ok responses)", "-" if d["reward_mean"] is None else f"{d['reward_mean']:.4f}")
-    t.add_row("non-diverse groups", "-" if d["non_diverse_fraction"] is None else f"{d['non_diverse_fraction']:.1%}")
+    label = "non-diverse groups (routed by the scorer)" if d["non_diverse_source"] == "routed" else "groups with equal rewards"
+    t.add_row(label, "-" if d["non_diverse_fraction"] is None else f"{d['non_diverse_fraction']:.1%}")
     c = d["cost"]
     t.add_row("cost", f"judge calls {c['judge_calls']}, tokens {c['prompt_tokens']}+{c['completion_tokens']}, "
                       f"verifier calls {c['verifier_calls']}, cache hits {c['cache_hits']}, {c['seconds']:.1f}s")
     console.print(t)
+    if d["exceptions"]:
+        console.print(f"warning: scoring raised on {d['exceptions']} group(s), written with status error; "
+                      f"first: {d['first_exception']}", soft_wrap=True)
     if skip_bad and d["rejected"]:
-        from rewardkit.jobs import rejects_path
-
-        console.print(f"{d['rejected']} rejected record(s) written to {rejects_path(out)}")
+        console.print(f"{d['rejected']} rejected record(s) written to {rejects_path(out)}", soft_wrap=True)
 
 
 @app.command()
@@ -127,9 +155,12 @@ def scorers(as_json: Annotated[bool, typer.Option("--json", help="Machine-readab
 
 
 # ---------------------------------------------------------------------- commands from other modules
+from rewardkit.cli import eval as _eval  # noqa: E402
 from rewardkit.cli import jury as _jury  # noqa: E402
 from rewardkit.cli import processbench as _processbench  # noqa: E402
 from rewardkit.cli import serve_judge as _serve_judge  # noqa: E402
+from rewardkit.cli import serve as _serve  # noqa: E402
+from rewardkit.cli import train as _train  # noqa: E402
 from rewardkit.cli import tts as _tts  # noqa: E402
 
 app.command("lean-check")(_jury.lean_check)
@@ -137,6 +168,9 @@ app.command("lean-doctor")(_jury.lean_doctor)
 app.command("processbench")(_processbench.processbench)
 app.command("serve-judge")(_serve_judge.serve_judge)
 app.command("tts")(_tts.tts)
+app.add_typer(_eval.app, name="eval")
+app.command("train")(_train.train)
+app.command("serve")(_serve.serve)
 
 
 def main() -> None:

@@ -14,23 +14,33 @@ def serve_judge(
     model_name: Annotated[str | None, typer.Option(help="model id reported by /v1/models (default: the backend's)")] = None,
     dtype: Annotated[str | None, typer.Option(help="transformers dtype: float32, bfloat16, auto")] = None,
     batch_size: Annotated[int | None, typer.Option(help="transformers rows per forward pass")] = None,
-    max_batch: Annotated[int, typer.Option(help="requests gathered into one backend call")] = 32,
-    batch_wait: Annotated[float, typer.Option(help="seconds to wait for more requests before a batch runs")] = 0.01,
+    max_batch: Annotated[int, typer.Option(min=1, help="requests gathered into one backend call")] = 32,
+    batch_wait: Annotated[float, typer.Option(min=0.0, help="seconds to wait for more requests before a batch runs")] = 0.01,
     cache: Annotated[str | None, typer.Option(help="judge cache: 'default' or a sqlite path (off when unset)")] = None,
     api_key: Annotated[str | None, typer.Option(envvar="REWARDKIT_JUDGE_API_KEY", help="require this bearer token")] = None,
+    max_body: Annotated[int, typer.Option(min=1, help="largest request body in bytes (413 above)")] = 2 << 20,
+    max_concurrency: Annotated[int, typer.Option(min=1, help="requests in progress at once (503 above)")] = 256,
+    request_timeout: Annotated[float, typer.Option(min=0.001, help="seconds per request, queueing included (504)")] = 600.0,
+    max_n: Annotated[int, typer.Option(min=1, help="largest 'n' (samples per request)")] = 16,
+    max_tokens: Annotated[int, typer.Option(min=1, help="largest 'max_tokens' per request")] = 4096,
+    max_messages: Annotated[int, typer.Option(min=1, help="most messages per request")] = 64,
+    max_chars: Annotated[int, typer.Option(min=1, help="most characters over all messages of a request")] = 200_000,
 ) -> None:
     """Serve a judge at /v1/chat/completions and /v1/models (OpenAI shapes) until interrupted."""
     from rewardkit.backends import load_backend
-    from rewardkit.backends.server import JudgeServer
+    from rewardkit.backends.server import JudgeLimits, JudgeServer
 
     opts = {k: v for k, v in {"dtype": dtype, "batch_size": batch_size}.items() if v is not None}
     if cache:
         opts["cache"] = True if cache == "default" else cache
     backend = load_backend(spec, **opts)
     server = JudgeServer(backend, host, port, model_name=model_name, max_batch=max_batch,
-                         batch_wait=batch_wait, api_key=api_key)
-    typer.echo(f"serving {server.model_name} at {server.url} (Ctrl-C to stop)")
+                         batch_wait=batch_wait, api_key=api_key, max_body=max_body,
+                         max_concurrency=max_concurrency, request_timeout=request_timeout,
+                         limits=JudgeLimits(max_n, max_tokens, max_messages, max_chars))
     try:
-        server.serve_forever()
+        server.serve_forever(on_ready=lambda url: typer.echo(
+            f"serving {server.model_name} at {url} (Ctrl-C to stop)"))
     except KeyboardInterrupt:
-        typer.echo("stopped")
+        pass
+    typer.echo("stopped")

@@ -1,12 +1,18 @@
 """Reading groups from files: grouped JSONL, one-response-per-line JSONL, Parquet, saved HF datasets.
 
-Every malformed record raises ``InputError`` naming file, line (or row) and field, or, with
-``skip_bad=True``, comes out as a ``BadRecord`` so a job can log it and keep going.
+Rows people already have are read as they are: the shared rollouts (``problem``/``responses``/``correct``),
+chat-format prompts (a list of ``{"role", "content"}`` messages: the judge sees the last user turn, the
+messages stay in ``Group.metadata["messages"]``), verl rows (``prompt`` as messages,
+``reward_model.ground_truth``, ``data_source``, ``extra_info``) and TRL rows (``prompt``/``completion``,
+plain or conversational; one completion per line is grouped by ``group_id``/``prompt_id``/``uid``, else
+by identical prompt). Every malformed record raises ``InputError`` naming file, line (or row) and field,
+or, with ``skip_bad=True``, comes out as a ``BadRecord`` so a job can log it and keep going.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +58,8 @@ def read_groups(path: str | Path, *, skip_bad: bool = False, group_key: str | No
     group key), or None to detect from the first record. Parquet and saved HF datasets take either shape.
     """
     p = Path(path)
+    if fmt not in (None, "grouped", "flat"):
+        raise InputError(p, None, None, f"unknown format {fmt!r} (expected grouped or flat)")
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such file or directory")
     if p.is_dir():
@@ -79,6 +87,12 @@ def _jsonl_records(p: Path) -> Iterator[tuple[int, dict | BadRecord]]:
             except json.JSONDecodeError as e:
                 yield n, BadRecord(str(p), n, None, f"malformed JSON ({e.msg} at column {e.colno})", text[:500])
                 continue
+            except RecursionError:
+                yield n, BadRecord(str(p), n, None, "JSON nested too deeply", text[:500])
+                continue
+            except ValueError as e:  # e.g. an integer of more than 4,300 digits
+                yield n, BadRecord(str(p), n, None, f"unreadable JSON value ({str(e).split(';')[0]})", text[:500])
+                continue
             if not isinstance(obj, dict):
                 yield n, BadRecord(str(p), n, None, f"expected a JSON object, got {type(obj).__name__}", text[:500])
                 continue
@@ -86,22 +100,37 @@ def _jsonl_records(p: Path) -> Iterator[tuple[int, dict | BadRecord]]:
 
 
 def _parquet_records(p: Path) -> Iterator[tuple[int, dict | BadRecord]]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pq.read_table(p)
-    yield from enumerate(table.to_pylist(), 1)
+    try:
+        pf = pq.ParquetFile(p)
+        n = 0
+        for batch in pf.iter_batches(batch_size=1024):
+            for row in batch.to_pylist():
+                n += 1
+                yield n, row
+    except (pa.ArrowException, OSError) as e:
+        raise InputError(p, None, None, f"not a readable Parquet file ({_one_line(e)})") from None
 
 
 def _dataset_records(p: Path) -> Iterator[tuple[int, dict | BadRecord]]:
     from datasets import load_from_disk
 
-    ds = load_from_disk(str(p))
+    try:
+        ds = load_from_disk(str(p))
+    except Exception as e:  # datasets raises FileNotFoundError, ValueError or arrow errors for a wrong folder
+        raise InputError(p, None, None, f"not a saved Hugging Face dataset folder ({_one_line(e)})") from None
     if hasattr(ds, "keys"):  # a DatasetDict: take the only split, or refuse to guess
         splits = list(ds.keys())
         if len(splits) != 1:
             raise InputError(p, None, None, f"dataset has splits {splits}; pass the folder of one split")
         ds = ds[splits[0]]
     yield from enumerate(ds, 1)
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:300] or type(e).__name__
 
 
 def _first(obj: dict, keys: tuple[str, ...]) -> tuple[str | None, Any]:
@@ -113,8 +142,64 @@ def _first(obj: dict, keys: tuple[str, ...]) -> tuple[str | None, Any]:
 
 def _check_str(path: Path, n: int, field: str, v: Any) -> str:
     if not isinstance(v, str):
-        raise InputError(path, n, field, f"expected a string, got {type(v).__name__}")
+        raise InputError(path, n, field, f"expected a string, got {_kind(v)}")
     return v
+
+
+def _kind(v: Any) -> str:
+    return "null" if v is None else "boolean" if isinstance(v, bool) else type(v).__name__
+
+
+def _text(path: Path, n: int, field: str, v: Any, prompt: bool = False) -> str:
+    """A prompt or response: a string, or chat messages (the last user turn, else the last message)."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, list) and v and all(isinstance(m, dict) for m in v):
+        contents = []
+        for i, m in enumerate(v):
+            if not isinstance(m.get("role"), str):
+                raise InputError(path, n, f"{field}[{i}].role", f"expected a string, got {_kind(m.get('role'))}")
+            contents.append((m["role"], _content(path, n, f"{field}[{i}].content", m.get("content"))))
+        user = [c for r, c in contents if r == "user"]
+        return user[-1] if prompt and user else contents[-1][1]
+    raise InputError(path, n, field, f"expected a string or a list of chat messages, got {_kind(v)}")
+
+
+def _content(path: Path, n: int, field: str, c: Any) -> str:
+    """Message content: a string or a list of OpenAI-style parts whose text parts are joined."""
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list) and all(isinstance(x, dict) for x in c):
+        return "".join(_check_str(path, n, f"{field}[{i}].text", x.get("text")) for i, x in enumerate(c)
+                       if x.get("type", "text") == "text")
+    raise InputError(path, n, field, f"expected a string, got {_kind(c)}")
+
+
+def _reference(path: Path, n: int, field: str, v: Any) -> str:
+    """A reference answer: a string or a finite number (JSON true, lists, NaN, 1e999 are refused)."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise InputError(path, n, field, f"expected a string or a finite number, got {v}")
+        return str(int(v)) if v.is_integer() and abs(v) < 1e15 else repr(v)
+    raise InputError(path, n, field, f"expected a string or a number, got {_kind(v)}")
+
+
+def _find_reference(path: Path, n: int, obj: dict) -> tuple[str | None, str | None]:
+    """The reference from a top-level key, else verl's ``reward_model.ground_truth``."""
+    fkey, ref = _first(obj, REFERENCE_KEYS)
+    if fkey is None and isinstance(obj.get("reward_model"), dict) and obj["reward_model"].get("ground_truth") is not None:
+        fkey, ref = "reward_model.ground_truth", obj["reward_model"]["ground_truth"]
+    return fkey, None if fkey is None else _reference(path, n, fkey, ref)
+
+
+def _group_id(path: Path, n: int, field: str, v: Any) -> str:
+    if isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool)):
+        return str(v)
+    raise InputError(path, n, field, f"expected a string or an integer, got {_kind(v)}")
 
 
 def _labels(path: Path, n: int, field: str, v: Any, size: int) -> list[bool]:
@@ -125,32 +210,43 @@ def _labels(path: Path, n: int, field: str, v: Any, size: int) -> list[bool]:
     return [bool(x) for x in v]
 
 
+def _prompt(path: Path, n: int, obj: dict, meta: dict) -> tuple[str, str]:
+    """(key, prompt text); chat messages are kept in ``meta["messages"]``."""
+    pkey, prompt = _first(obj, PROMPT_KEYS)
+    if pkey is None:
+        raise InputError(path, n, "prompt", f"missing (looked for {', '.join(PROMPT_KEYS)})")
+    text = _text(path, n, pkey, prompt, prompt=True)
+    if not isinstance(prompt, str):
+        meta["messages"] = prompt
+    return pkey, text
+
+
 def parse_grouped(path: Path, n: int, obj: dict) -> Group:
     """One grouped record (``problem``/``prompt``, ``responses``, optional ``answer``, ``solution``, ``correct``)."""
     rkey, responses = _first(obj, RESPONSE_LIST_KEYS)
     if rkey is None:
         raise InputError(path, n, "responses", "missing (expected a list of response strings)")
     if not isinstance(responses, list):
-        raise InputError(path, n, rkey, f"expected a list, got {type(responses).__name__}")
+        raise InputError(path, n, rkey, f"expected a list, got {_kind(responses)}")
     if not responses:
         raise InputError(path, n, rkey, "empty response list")
-    for i, r in enumerate(responses):
-        if not isinstance(r, str):
-            raise InputError(path, n, f"{rkey}[{i}]", f"expected a string, got {type(r).__name__}")
-    pkey, prompt = _first(obj, PROMPT_KEYS)
-    if pkey is None:
-        raise InputError(path, n, "prompt", f"missing (looked for {', '.join(PROMPT_KEYS)})")
-    prompt = _check_str(path, n, pkey, prompt)
-    fkey, ref = _first(obj, REFERENCE_KEYS)
-    ref = None if fkey is None else _check_str(path, n, fkey, str(ref) if isinstance(ref, (int, float)) else ref)
+    texts = [_text(path, n, f"{rkey}[{i}]", r) for i, r in enumerate(responses)]
+    meta: dict[str, Any] = {}
+    pkey, prompt = _prompt(path, n, obj, meta)
+    fkey, ref = _find_reference(path, n, obj)
     ekey, expert = _first(obj, EXPERT_KEYS)
     expert = None if ekey is None else _check_str(path, n, ekey, expert)
     lkey, labels = _first(obj, LABEL_KEYS)
-    labels = None if lkey is None else _labels(path, n, lkey, labels, len(responses))
-    gid = obj.get("id", f"{path.stem}-{n}")
+    labels = None if lkey is None else _labels(path, n, lkey, labels, len(texts))
+    gid = _group_id(path, n, "id", obj["id"]) if obj.get("id") is not None else f"{path.stem}-{n}"
     used = {rkey, pkey, fkey, ekey, lkey, "id"}
-    meta = {k: v for k, v in obj.items() if k not in used}
-    return Group(str(gid), prompt, list(responses), ref, expert, labels, meta)
+    meta = {**{k: v for k, v in obj.items() if k not in used}, **meta}
+    return Group(gid, prompt, texts, ref, expert, labels, meta)
+
+
+def group_from_record(obj: dict, path: str | Path = "<record>", line: int = 1) -> Group:
+    """One grouped record (a dict from any source) as a Group; raises ``InputError`` naming the field."""
+    return parse_grouped(Path(path), line, obj)
 
 
 def _to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, skip_bad: bool,
@@ -172,7 +268,7 @@ def _to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, s
         except InputError as e:
             if not skip_bad:
                 raise
-            yield BadRecord(e.path, e.line, e.field, e.detail, json.dumps(obj, default=str)[:500])
+            yield BadRecord(e.path, e.line, e.field, e.detail, _raw(obj))
     for gid, acc in flat.items():
         labels = acc["labels"]
         if labels is not None and len(labels) != len(acc["responses"]):
@@ -181,34 +277,43 @@ def _to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, s
                 raise e
             yield BadRecord(e.path, e.line, e.field, e.detail)
             continue
-        yield Group(gid, acc["prompt"], acc["responses"], acc["reference"], acc["expert"], labels, acc["meta"])
+        yield Group(acc.get("id", gid), acc["prompt"], acc["responses"], acc["reference"], acc["expert"], labels, acc["meta"])
+
+
+def _raw(obj: Any) -> str:
+    try:
+        return json.dumps(obj, default=str)[:500]
+    except (ValueError, RecursionError):
+        return repr(obj)[:500]
 
 
 def _add_flat(path: Path, n: int, obj: dict, acc: dict[str, dict[str, Any]], group_key: str | None) -> None:
     keys = (group_key,) if group_key else GROUP_KEYS
     gkey, gid = _first(obj, keys)
-    if gkey is None:
-        raise InputError(path, n, group_key or "group_id", f"missing group key (looked for {', '.join(keys)})")
+    if gkey is None and group_key:
+        raise InputError(path, n, group_key, "missing group key")
     rkey, resp = _first(obj, RESPONSE_KEYS)
     if rkey is None:
         raise InputError(path, n, "response", "missing")
-    resp = _check_str(path, n, rkey, resp)
-    gid = str(gid)
+    resp = _text(path, n, rkey, resp)
+    meta: dict[str, Any] = {}
+    pkey, prompt = _prompt(path, n, obj, meta)
+    # no group key (TRL rows): the completions of one prompt form a group
+    gid = _group_id(path, n, gkey, gid) if gkey else "prompt:" + json.dumps(obj[pkey], sort_keys=True, default=str)
     if gid not in acc:
-        pkey, prompt = _first(obj, PROMPT_KEYS)
-        if pkey is None:
-            raise InputError(path, n, "prompt", f"missing (looked for {', '.join(PROMPT_KEYS)})")
-        fkey, ref = _first(obj, REFERENCE_KEYS)
+        fkey, ref = _find_reference(path, n, obj)
         ekey, expert = _first(obj, EXPERT_KEYS)
         used = {gkey, rkey, pkey, fkey, ekey, "correct", "label", "id"}
-        acc[gid] = {"prompt": _check_str(path, n, pkey, prompt), "responses": [], "line": n,
-                    "reference": None if ref is None else str(ref), "expert": expert,
+        acc[gid] = {"prompt": prompt, "responses": [], "line": n, "reference": ref,
+                    "expert": None if ekey is None else _check_str(path, n, ekey, expert),
                     "labels": [] if ("correct" in obj or "label" in obj) else None,
-                    "meta": {k: v for k, v in obj.items() if k not in used}}
+                    "meta": {**{k: v for k, v in obj.items() if k not in used}, **meta}}
+        if not gkey:
+            acc[gid]["id"] = f"{path.stem}-{n}"
     g = acc[gid]
-    g["responses"].append(resp)
     lab = obj.get("correct", obj.get("label"))
     if g["labels"] is not None and lab is not None:
         if not isinstance(lab, (bool, int)) or lab not in (0, 1):
             raise InputError(path, n, "correct", "expected a boolean")
         g["labels"].append(bool(lab))
+    g["responses"].append(resp)

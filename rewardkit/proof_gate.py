@@ -129,14 +129,15 @@ def reszero_exact(
     labels = [a if a is not None else _NoAnswer() for a in answers]
     if majority is ...:
         majority = vote(answers).majority
-    in_m = [majority is not None and a is not None and a == majority for a in answers]
+    # bool()/int() keep numpy scalars (np.bool_, np.int64) out of the Fraction arithmetic: they overflow
+    in_m = [bool(majority is not None and a is not None and a == majority) for a in answers]
     alpha = Fraction(sum(in_m), g)
     gamma = c * alpha * alpha  # global re-centering (eq. 5)
     res = [i for i in range(g) if not in_m[i]]
     z = {i: Fraction(0) for i in res}
     if len(res) > 1:
         for i in res:  # leave-one-out residual support u^{(-i)}(a_i)
-            z[i] = Fraction(sum(labels[j] == labels[i] for j in res if j != i), len(res) - 1)
+            z[i] = Fraction(sum(bool(labels[j] == labels[i]) for j in res if j != i), len(res) - 1)
     u_bar = sum(z.values(), Fraction(0)) / len(res) if res else Fraction(0)
     return [(-c * alpha + gamma) if in_m[i] else (alpha * (z[i] - u_bar) + gamma) for i in range(g)]
 

@@ -24,7 +24,7 @@ import pytest
 
 from rewardkit.backends import ChatRequest, JudgeBackend, VerdictRequest, load_backend
 from rewardkit.backends.base import Completion, TopLogprobs, VerdictResult
-from rewardkit.backends.http import HTTPBackend, backoff_delay, choice_logprobs
+from rewardkit.backends.http import HTTPBackend, backoff_delay, choice_logprobs, key_host_allowed
 from rewardkit.backends.server import JudgeServer
 from rewardkit.types import Status
 
@@ -49,6 +49,7 @@ class FakeServer:
     def __init__(self, behave):
         self.behave, self.calls, self.inflight, self.max_inflight = behave, 0, 0, 0
         self.bodies: list[dict] = []
+        self.auth: list[str | None] = []  # the Authorization header of every request
         self.lock = threading.Lock()
         fake = self
 
@@ -59,6 +60,7 @@ class FakeServer:
                 pass
 
             def do_GET(self):
+                fake.auth.append(self.headers.get("Authorization"))
                 data = json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}).encode()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(data)))
@@ -71,6 +73,7 @@ class FakeServer:
                     fake.calls += 1
                     n = fake.calls
                     fake.bodies.append(body)
+                    fake.auth.append(self.headers.get("Authorization"))
                     fake.inflight += 1
                     fake.max_inflight = max(fake.max_inflight, fake.inflight)
                 try:
@@ -444,3 +447,83 @@ def test_serve_judge_backend_crash_is_a_500_and_an_error_status():
         assert r.status_code == 500 and "model fell over" in r.json()["error"]["message"]
         [c] = fast(srv.url, retries=1).generate([ChatRequest(MSG)])
     assert c.status is Status.ERROR and "HTTP 500" in c.error and "model fell over" in c.error
+
+
+# ----------------------------------------------------------------------------------- odd 200 responses
+def _odd(mutate) -> dict:
+    body = ok_body("hi", [("A", -0.1), ("B", -2.5)])
+    mutate(body)
+    return body
+
+
+@pytest.mark.parametrize("mutate,why", [
+    (lambda b: b["usage"].update(prompt_tokens="many"), "usage.prompt_tokens is 'many'"),
+    (lambda b: b["usage"].update(completion_tokens=[1]), "usage.completion_tokens is [1]"),
+    (lambda b: b.update(usage=[7, 1]), "'usage' is list"),
+    (lambda b: b["usage"].update(prompt_tokens=-3), "usage.prompt_tokens is -3"),
+    (lambda b: b["choices"][0].update(index="0"), "choice index '0'"),
+    (lambda b: b["choices"][0].update(index=0.5), "choice index 0.5"),
+    (lambda b: b["choices"][0].update(finish_reason=["stop"]), "finish_reason"),
+])
+def test_odd_200_bodies_are_error_statuses_not_crashes(mutate, why):
+    """Each of these used to raise out of generate/verdict_probs and kill the whole job (issue 12)."""
+    with FakeServer(lambda h, n: h.reply(200, json.dumps(_odd(mutate)).encode())) as s:
+        b = fast(s.url, retries=1)
+        [c] = b.generate([ChatRequest(MSG)])
+        [v] = b.verdict_probs([VerdictRequest(MSG, ["A", "B"])])
+    for r in (c, v):
+        assert r.status is Status.ERROR and "malformed response" in r.error and why in r.error, r.error
+    assert s.calls == 4  # malformed bodies are retried like other garbage
+
+
+@pytest.mark.parametrize("logprob,why", [(710.0, "710.0"), (1e308, "1e+308"), ("-0.1", "'-0.1'"), (True, "True")])
+def test_impossible_log_probabilities_are_an_error_status(logprob, why):
+    def mutate(b):
+        b["choices"][0]["logprobs"]["content"][0]["top_logprobs"][0]["logprob"] = logprob
+
+    with FakeServer(lambda h, n: h.reply(200, json.dumps(_odd(mutate)).encode())) as s:
+        [v] = fast(s.url).verdict_probs([VerdictRequest(MSG, ["A", "B"])])
+    assert v.status is Status.ERROR and "malformed top_logprobs" in v.error and why in v.error
+    assert v.probs.size == 0
+
+
+def test_choice_logprobs_cannot_overflow():
+    lp, err = choice_logprobs(["A", "B"], [("A", 800.0), ("B", 799.0)])
+    assert err is None and np.isfinite(lp).all()
+    np.testing.assert_allclose(np.exp(lp - lp.max()), [1.0, np.exp(-1.0)])
+
+
+# ----------------------------------------------------------------------------------- API keys
+def test_openai_key_is_not_sent_to_other_hosts(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.delenv("REWARDKIT_API_KEY_HOSTS", raising=False)
+    with FakeServer(lambda h, n: h.reply(200, json.dumps(ok_body()).encode())) as s:
+        port = s.httpd.server_address[1]
+        assert fast(s.url).generate([ChatRequest(MSG)])[0].status is Status.OK
+        assert s.auth == [None]  # plain http to a local server: no key
+        # an allow-list entry without a scheme means https only: still not sent over http
+        monkeypatch.setenv("REWARDKIT_API_KEY_HOSTS", f"127.0.0.1:{port}")
+        fast(s.url).generate([ChatRequest(MSG)])
+        assert s.auth[-1] is None
+        monkeypatch.setenv("REWARDKIT_API_KEY_HOSTS", f"example.org, http://127.0.0.1:{port}")
+        fast(s.url).generate([ChatRequest(MSG)])
+        assert s.auth[-1] == "Bearer sk-secret"  # explicitly allowed for this http origin
+        monkeypatch.delenv("REWARDKIT_API_KEY_HOSTS")
+        fast(s.url, api_key="explicit").generate([ChatRequest(MSG)])
+        assert s.auth[-1] == "Bearer explicit"
+        monkeypatch.setenv("MY_JUDGE_KEY", "from-env")
+        load_backend(s.url + "?model=m&api_key_env=MY_JUDGE_KEY&retries=0").generate([ChatRequest(MSG)])
+        assert s.auth[-1] == "Bearer from-env"
+    with pytest.raises(ValueError, match="MISSING_VAR is not set"):
+        HTTPBackend("http://127.0.0.1:9/v1", api_key_env="MISSING_VAR")
+
+
+def test_key_host_allow_list(monkeypatch):
+    monkeypatch.delenv("REWARDKIT_API_KEY_HOSTS", raising=False)
+    assert key_host_allowed("https://api.openai.com/v1")
+    assert key_host_allowed("https://API.openai.com:443/v1")
+    for url in ("http://api.openai.com/v1", "https://api.openai.com.evil.example/v1",
+                "https://api.openai.com:8443/v1", "https://evil.example/api.openai.com/v1"):
+        assert not key_host_allowed(url), url
+    monkeypatch.setenv("REWARDKIT_API_KEY_HOSTS", "judge.internal:8443")
+    assert key_host_allowed("https://judge.internal:8443/v1") and not key_host_allowed("http://judge.internal:8443/v1")

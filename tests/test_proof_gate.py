@@ -95,6 +95,21 @@ def test_vote_ignores_none_and_ranks_top_k():
     assert v.mask("y").tolist() == [False, False, True, True, False, False, False, True]
 
 
+@pytest.mark.parametrize("to_numpy", [lambda xs: np.array(xs, dtype=np.int64), lambda xs: np.array(xs).astype(np.str_)])
+def test_numpy_scalar_labels_match_python_labels(to_numpy):
+    """numpy int64 / np.str_ labels (e.g. cluster ids from an array) give the same exact rewards as plain
+    Python labels; np.int64 counts inside Fraction arithmetic used to overflow (wrong values, then
+    OverflowError at G = 16)."""
+    rng = np.random.default_rng(0)
+    for g in (8, 16, 64):
+        plain = [int(x) for x in rng.integers(0, 5, g)]
+        labels = to_numpy(plain)
+        exact = reszero_exact(labels, c=Fraction(13, 1000))
+        assert exact == reszero_exact(plain, c=Fraction(13, 1000))
+        assert sum(exact) == 0
+        assert reszero_rewards(labels).tolist() == reszero_rewards(plain).tolist()
+
+
 # ---------------------------------------------------------------------------------- properties
 
 labels_st = st.lists(st.one_of(st.none(), st.sampled_from("abcde")), min_size=1, max_size=16)

@@ -1,12 +1,14 @@
 """Judge backends behind one batched interface; ``load_backend(spec)`` picks one from a spec string.
 
-Spec syntax (one string, so configs and CLIs can name a judge):
+Spec syntax (one string, so configs and CLIs can name a judge); any spec takes the backend's options
+after ``?`` (``http://h:8000/v1?model=j&timeout=30&retries=3``, ``smollm2?dtype=bfloat16``), typed
+from the backend's constructor (see ``rewardkit.backends.spec``):
 
 =====================================  ===========================================================
 ``smollm2`` (``embedded``)             the embedded SmolLM2-135M-Instruct via transformers (CPU)
 ``PATH`` / ``hub-org/name``            any local model directory or hub id via transformers
 ``hf:PATH``                            the same, explicitly
-``http://HOST:PORT/v1[#model=NAME]``   an OpenAI-compatible server (vLLM, SGLang, llama.cpp,
+``http://HOST:PORT/v1[?model=NAME]``   an OpenAI-compatible server (vLLM, SGLang, llama.cpp,
 ``https://...``                        ``rewardkit serve-judge``); without NAME the server's first
                                        model from ``/v1/models`` is used
 ``openai:NAME@URL``                    the same, model first (``openai:gpt-4o-mini@https://api.openai.com/v1``)
@@ -34,62 +36,41 @@ from rewardkit.backends.base import (
     VerdictResult,
     cost_of,
 )
+from rewardkit.backends.spec import backend_options, split_spec
 
 _LOADED: dict[tuple, JudgeBackend] = {}
 _LOCK = threading.Lock()
 
 
+def _backend_class(kind: str) -> type[JudgeBackend]:
+    if kind == "http":
+        from rewardkit.backends.http import HTTPBackend as cls
+    elif kind == "vllm":
+        from rewardkit.backends.vllm_backend import VLLMBackend as cls
+    elif kind == "llamacpp":
+        from rewardkit.backends.llamacpp_backend import LlamaCppBackend as cls
+    else:
+        from rewardkit.backends.transformers_backend import TransformersBackend as cls
+    return cls
+
+
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """``(kind, kwargs)`` for a backend spec string; kind is transformers, http, vllm or llamacpp."""
-    s = spec.strip()
-    if not s:
-        raise ValueError("empty backend spec: use e.g. 'smollm2', 'http://127.0.0.1:8000/v1', 'vllm:MODEL'")
-    if s.startswith(("http://", "https://")):
-        url, _, frag = s.partition("#")
-        kw: dict[str, Any] = {"base_url": url}
-        for part in filter(None, frag.split("&")):
-            key, eq, val = part.partition("=")
-            if key != "model" or not eq or not val:
-                raise ValueError(f"backend spec {spec!r}: the URL fragment may only be '#model=NAME'")
-            kw["model"] = val
-        return "http", kw
-    prefix, sep, rest = s.partition(":")
-    if sep and prefix == "openai":
-        name, at, url = rest.rpartition("@")
-        if not at or not name or not url.startswith(("http://", "https://")):
-            raise ValueError(f"backend spec {spec!r}: expected 'openai:MODEL@http(s)://HOST[:PORT]/v1'")
-        return "http", {"base_url": url, "model": name}
-    if sep and prefix == "vllm":
-        if not rest:
-            raise ValueError(f"backend spec {spec!r}: expected 'vllm:MODEL'")
-        return "vllm", {"model": rest}
-    if sep and prefix in ("llamacpp", "llama.cpp"):
-        if not rest:
-            raise ValueError(f"backend spec {spec!r}: expected 'llamacpp:PATH.gguf' or 'llamacpp:smollm2'")
-        return "llamacpp", {"model": rest}
-    if sep and prefix in ("hf", "transformers"):
-        return "transformers", {"model": rest}
-    return "transformers", {"model": s}
+    """``(kind, kwargs)`` for a backend spec string (grammar: ``rewardkit.backends.spec``), options typed."""
+    kind, target, raw = split_spec(spec)
+    kw: dict[str, Any] = {"base_url": target} if kind == "http" else {"model": target}
+    if "model" in raw and kind != "http":
+        raise ValueError(f"backend spec {spec!r}: the model is {target!r}; 'model=' is for URLs")
+    kw.update(backend_options(_backend_class(kind), raw, spec))
+    return kind, kw
 
 
 def _build(spec: str, options: dict[str, Any]) -> JudgeBackend:
     kind, kw = parse_spec(spec)
-    kw.update(options)
-    if kind == "http":
-        from rewardkit.backends.http import HTTPBackend
-
-        return HTTPBackend(**kw)
-    if kind == "vllm":
-        from rewardkit.backends.vllm_backend import VLLMBackend
-
-        return VLLMBackend(**kw)
-    if kind == "llamacpp":
-        from rewardkit.backends.llamacpp_backend import LlamaCppBackend
-
-        return LlamaCppBackend(**kw)
-    from rewardkit.backends.transformers_backend import TransformersBackend
-
-    return TransformersBackend(**kw)
+    for k, v in options.items():
+        if k in kw and kw[k] != v:
+            raise ValueError(f"backend spec {spec!r} sets {k}={kw[k]!r} but {k}={v!r} was also passed")
+        kw[k] = v
+    return _backend_class(kind)(**kw)
 
 
 def load_backend(spec: str | JudgeBackend = "smollm2", **options: Any) -> JudgeBackend:

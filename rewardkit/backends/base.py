@@ -100,6 +100,10 @@ class JudgeBackend(ABC):
     def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
         """Probabilities of each request's choices, one forward pass per prompt."""
 
+    def cache_identity(self) -> str:
+        """What determines this backend's answers besides the request (the judge cache keys on it)."""
+        return self.model_id
+
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Token counts with this model's tokenizer (used e.g. for GAR's slice budget)."""
         raise NotImplementedError(f"{type(self).__name__} has no tokenizer")

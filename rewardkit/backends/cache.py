@@ -22,7 +22,14 @@ from typing import Any
 import numpy as np
 
 from rewardkit._sqlite import connect, write
-from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
+from rewardkit.backends.base import (
+    ChatRequest,
+    Completion,
+    JudgeBackend,
+    TopLogprobs,
+    VerdictRequest,
+    VerdictResult,
+)
 from rewardkit.types import Status
 
 SCHEMA_VERSION = 1
@@ -35,10 +42,13 @@ def default_cache_path() -> Path:
     return cache_root() / "judge_cache.sqlite3"
 
 
-def request_key(model_id: str, req: ChatRequest | VerdictRequest) -> str:
-    """The content address of one request to one model."""
-    if isinstance(req, ChatRequest):
-        body: dict[str, Any] = {
+def request_key(model_id: str, req: ChatRequest | VerdictRequest, top_k: int | None = None) -> str:
+    """The content address of one request to one model (``top_k``: a next-token ``top_logprobs`` call)."""
+    if top_k is not None:
+        body: dict[str, Any] = {"kind": "top_logprobs", "k": top_k, "messages": req.messages,
+                                "assistant_prefix": req.assistant_prefix}
+    elif isinstance(req, ChatRequest):
+        body = {
             "kind": "generate", "messages": req.messages, "max_tokens": req.max_tokens,
             "temperature": float(req.temperature), "top_p": float(req.top_p), "n": req.n, "seed": req.seed,
             "min_tokens": req.min_tokens, "stop": list(req.stop) if req.stop else None,
@@ -106,8 +116,8 @@ class CachedBackend(JudgeBackend):
             raise AttributeError(name)
         return getattr(self.inner, name)
 
-    def _run(self, requests, call, to_json, from_json):
-        keys = [request_key(self.model_id, r) if cacheable(r) else None for r in requests]
+    def _run(self, requests, call, to_json, from_json, top_k=None):
+        keys = [request_key(self.model_id, r, top_k) if cacheable(r) else None for r in requests]
         hits = self.cache.get_many([k for k in keys if k])
         out: list[Any] = [None] * len(requests)
         todo = []
@@ -141,6 +151,15 @@ class CachedBackend(JudgeBackend):
             lambda r: {"probs": [float(p) for p in r.probs], "prompt_tokens": r.prompt_tokens},
             lambda d: VerdictResult(np.asarray(d["probs"], dtype=float), Status.OK, d["prompt_tokens"],
                                     cached=True),
+        )
+
+    def top_logprobs(self, requests: Sequence[VerdictRequest], k: int = 20) -> list[TopLogprobs]:
+        """The inner backend's next-token alternatives (what serve-judge's logprobs path serves), cached."""
+        return self._run(
+            requests, lambda reqs: self.inner.top_logprobs(reqs, k),
+            lambda r: {"tokens": [[t, float(v)] for t, v in r.tokens], "prompt_tokens": r.prompt_tokens},
+            lambda d: TopLogprobs([(str(t), float(v)) for t, v in d["tokens"]], Status.OK, d["prompt_tokens"]),
+            top_k=k,
         )
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -30,6 +31,8 @@ from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, Verdi
 from rewardkit.types import Status
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+DEFAULT_KEY_HOSTS = ("api.openai.com",)
+VOLATILE_MODEL_FIELDS = {"created", "permission", "object"}  # vLLM stamps these per request
 
 
 class _Garbage(Exception):
@@ -76,7 +79,8 @@ class HTTPBackend(JudgeBackend):
     Options:
         base_url: server root ending in /v1 (e.g. http://127.0.0.1:8000/v1)
         model: model name; default: the first id from GET /v1/models
-        api_key: bearer token; default $OPENAI_API_KEY when set
+        api_key: bearer token, sent to this server whatever its scheme (you configured it for it)
+        api_key_env: name of an environment variable holding the bearer token for this server
         concurrency: requests in flight at once
         timeout: wall-clock seconds per attempt
         retries: extra attempts after the first
@@ -84,15 +88,27 @@ class HTTPBackend(JudgeBackend):
         max_backoff: cap on one backoff sleep
         deadline: overall seconds for one generate/verdict_probs call (None: no limit)
         top_logprobs: how many next-token alternatives verdict_probs asks for (OpenAI allows <= 20)
+
+    Without ``api_key``/``api_key_env``, ``$OPENAI_API_KEY`` is sent only to hosts on the allow-list
+    (``api.openai.com`` plus ``$REWARDKIT_API_KEY_HOSTS``; see ``key_for``), never to another host.
     """
 
     def __init__(self, base_url: str, model: str | None = None, *, api_key: str | None = None,
-                 concurrency: int = 16, timeout: float = 120.0, retries: int = 3, backoff: float = 0.5,
-                 max_backoff: float = 8.0, deadline: float | None = None, top_logprobs: int = 20,
-                 seed: int | None = None):
+                 api_key_env: str | None = None, concurrency: int = 16, timeout: float = 120.0,
+                 retries: int = 3, backoff: float = 0.5, max_backoff: float = 8.0,
+                 deadline: float | None = None, top_logprobs: int = 20, seed: int | None = None):
+        checks = {"concurrency": concurrency >= 1, "timeout": timeout > 0, "retries": retries >= 0,
+                  "backoff": backoff >= 0, "max_backoff": max_backoff >= 0,
+                  "deadline": deadline is None or deadline > 0, "top_logprobs": 1 <= top_logprobs <= 20}
+        for name, ok in checks.items():
+            value = locals()[name]
+            if not ok or (isinstance(value, float) and not math.isfinite(value)):
+                raise ValueError(f"option '{name}': invalid value {value!r} (see HTTPBackend's options)")
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"option 'base_url': expected http(s)://HOST[:PORT]/v1, got {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.api_key = key_for(self.base_url, api_key, api_key_env)
         self.concurrency = concurrency
         self.timeout = timeout
         self.retries = retries
@@ -116,7 +132,30 @@ class HTTPBackend(JudgeBackend):
 
     def models(self) -> list[str]:
         """Model ids the server lists at ``GET /v1/models``."""
-        return run_sync(self._models())
+        return [m["id"] for m in run_sync(self._models())]
+
+    def cache_identity(self) -> str:
+        """What the judge cache keys on: URL, model and the served model's ``/v1/models`` entry.
+
+        The entry carries whatever the server reports about the weights behind the name (vLLM's
+        ``root``/``parent``/``max_model_len``, llama.cpp's ``meta``, serve-judge's ``root`` and
+        ``system_fingerprint``), so a model swapped behind the same URL and name changes the key; fields
+        that change per request (``created``, ``permission``) are left out. Raises when the server does
+        not answer or does not list the model (the cache is then bypassed)."""
+        entries = run_sync(self._models())
+        if self.model is None and entries:
+            self._set_model(entries[0]["id"])
+        entry = next((e for e in entries if e["id"] == self.model), None)
+        if entry is None:
+            raise RuntimeError(f"{self.base_url}/models does not list {self.model!r} "
+                               f"(it lists {[e['id'] for e in entries][:5]})")
+        served = {k: v for k, v in entry.items() if k not in VOLATILE_MODEL_FIELDS}
+        return json.dumps({"url": self.base_url, "model": self.model, "served": served},
+                          sort_keys=True, default=str)
+
+    def _set_model(self, name: str) -> None:
+        self.model = name
+        self.model_id = f"http:{name}@{self.base_url}"
 
     # ------------------------------------------------------------------------------ request bodies
     def _chat_body(self, r: ChatRequest) -> dict[str, Any]:
@@ -148,13 +187,14 @@ class HTTPBackend(JudgeBackend):
             h["Authorization"] = f"Bearer {self.api_key}"
         return h
 
-    async def _models(self) -> list[str]:
+    async def _models(self) -> list[dict[str, Any]]:
         import httpx
 
-        async with httpx.AsyncClient(timeout=self.timeout, headers=self._headers()) as client:
-            r = await asyncio.wait_for(client.get(f"{self.base_url}/models"), self.timeout)
+        limit = min(self.timeout, 30.0)
+        async with httpx.AsyncClient(timeout=limit, headers=self._headers()) as client:
+            r = await asyncio.wait_for(client.get(f"{self.base_url}/models"), limit)
             r.raise_for_status()
-            return [m["id"] for m in r.json()["data"]]
+            return _model_entries(r.content)
 
     async def _run_all(self, bodies: list[dict[str, Any]]) -> list[_Outcome]:
         import httpx
@@ -170,8 +210,7 @@ class HTTPBackend(JudgeBackend):
                 try:
                     if found.body is None:
                         raise RuntimeError(found.error)
-                    self.model = found.body["data"][0]["id"]
-                    self.model_id = f"http:{self.model}@{self.base_url}"
+                    self._set_model(found.body["data"][0]["id"])
                 except Exception as e:  # no model name: every request fails the same clear way
                     msg = f"{self.base_url}/models: cannot discover the model name ({_describe(e)}); pass model="
                     return [_Outcome(None, found.status if found.body is None else Status.ERROR, msg) for _ in bodies]
@@ -210,7 +249,8 @@ class HTTPBackend(JudgeBackend):
                 call = client.post(url, json=body) if body is not None else client.get(url)
                 resp = await asyncio.wait_for(call, limit)
                 if resp.status_code == 200:
-                    parsed = _parse_completion(resp.content) if body is not None else _parse_json(resp.content)
+                    parsed = (_parse_completion(resp.content) if body is not None
+                              else {"data": _model_entries(resp.content)})
                     return _Outcome(parsed, Status.OK)
                 detail = resp.text[:200].replace("\n", " ")
                 last = _Outcome(None, Status.ERROR, f"{url}: HTTP {resp.status_code}: {detail}")
@@ -238,23 +278,26 @@ class HTTPBackend(JudgeBackend):
         choices = sorted(o.body["choices"], key=lambda c: c.get("index", 0))
         texts = [c["message"]["content"] or "" for c in choices]
         usage = o.body.get("usage") or {}
-        return Completion(texts, Status.OK, int(usage.get("prompt_tokens") or 0),
-                          int(usage.get("completion_tokens") or 0),
+        return Completion(texts, Status.OK, usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0,
                           [c.get("finish_reason") or "" for c in choices])
 
     def _verdict(self, r: VerdictRequest, o: _Outcome) -> VerdictResult:
         if o.body is None:
             return VerdictResult(np.array([]), o.status, error=o.error)
-        usage = o.body.get("usage") or {}
-        ptoks = int(usage.get("prompt_tokens") or 0)
+        ptoks = (o.body.get("usage") or {}).get("prompt_tokens") or 0
         try:
             top = o.body["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
-            pairs = [(str(t["token"]), float(t["logprob"])) for t in top]
-        except (KeyError, IndexError, TypeError, ValueError):
+            if not isinstance(top, list):
+                raise TypeError
+        except (KeyError, IndexError, TypeError):
             return VerdictResult(np.array([]), Status.ERROR, ptoks, error=(
                 f"{self.base_url}: the server returned no top_logprobs; verdict_probs over HTTP needs a server "
                 "that supports logprobs=true/top_logprobs (vLLM, SGLang, OpenAI, rewardkit serve-judge); "
                 "use generate + verdict parsing instead"))
+        try:
+            pairs = [_top_entry(t) for t in top]
+        except ValueError as e:
+            return VerdictResult(np.array([]), Status.ERROR, ptoks, error=f"{self.base_url}: malformed top_logprobs: {e}")
         lp, err = choice_logprobs(r.choices, pairs)
         if err:
             return VerdictResult(np.array([]), Status.ERROR, ptoks, error=f"{self.base_url}: {err}")
@@ -271,18 +314,20 @@ def choice_logprobs(choices: Sequence[str], top: Sequence[tuple[str, float]]) ->
     can tighten with a larger ``top_logprobs``). No choice in the list at all is an error.
     """
     mass = np.zeros(len(choices))
+    finite = [lp for _, lp in top if math.isfinite(lp)]
+    shift = max(finite, default=0.0)  # exp(lp - shift) <= 1: no overflow whatever the server sent
     for tok, lp in top:
         t = tok.lstrip()
         if not t or not math.isfinite(lp):
             continue
         hits = [j for j, c in enumerate(choices) if c.startswith(t)]
         if len(hits) == 1:
-            mass[hits[0]] += math.exp(lp)
+            mass[hits[0]] += math.exp(lp - shift)
     if mass.sum() <= 0:
         return mass, (f"none of the choices {list(choices)} is among the top {len(top)} next tokens "
                       f"({[t for t, _ in top[:5]]}...)")
     with np.errstate(divide="ignore"):
-        return np.log(mass), None
+        return np.log(mass) + shift, None
 
 
 def _parse_json(raw: bytes) -> Any:
@@ -292,8 +337,12 @@ def _parse_json(raw: bytes) -> Any:
         raise _Garbage(f"not JSON ({e}): {raw[:80]!r}") from None
 
 
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
 def _parse_completion(raw: bytes) -> dict[str, Any]:
-    """The JSON body of a chat completion, checked for the fields we read; _Garbage otherwise."""
+    """The JSON body of a chat completion, checked for every field we read; _Garbage otherwise."""
     body = _parse_json(raw)
     if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
         raise _Garbage(f"no 'choices' list: {raw[:80]!r}")
@@ -303,7 +352,71 @@ def _parse_completion(raw: bytes) -> dict[str, Any]:
         content = c["message"].get("content")
         if content is not None and not isinstance(content, str):
             raise _Garbage("message content is not a string")
+        if "index" in c and not _is_count(c["index"]):
+            raise _Garbage(f"choice index {c['index']!r} is not a non-negative integer")
+        if c.get("finish_reason") is not None and not isinstance(c["finish_reason"], str):
+            raise _Garbage(f"finish_reason {c['finish_reason']!r} is not a string")
+    usage = body.get("usage")
+    if usage is not None and not isinstance(usage, dict):
+        raise _Garbage(f"'usage' is {type(usage).__name__}, not an object")
+    for name in ("prompt_tokens", "completion_tokens"):
+        v = (usage or {}).get(name)
+        if v is not None and not _is_count(v):
+            raise _Garbage(f"usage.{name} is {v!r}, not a token count")
     return body
+
+
+def _model_entries(raw: bytes) -> list[dict[str, Any]]:
+    """The ``data`` list of a ``/v1/models`` body (each entry with a string ``id``); _Garbage otherwise."""
+    body = _parse_json(raw)
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list) or not data or not all(isinstance(e, dict) and isinstance(e.get("id"), str)
+                                                         for e in data):
+        raise _Garbage(f"not a model list: {raw[:80]!r}")
+    return data
+
+
+def _top_entry(t: Any) -> tuple[str, float]:
+    """``(token, logprob)`` of one top_logprobs entry; a log-probability must be a number <= 0."""
+    if not isinstance(t, dict) or not isinstance(t.get("token"), str):
+        raise ValueError(f"entry {str(t)[:60]} has no token string")
+    lp = t.get("logprob")
+    if isinstance(lp, bool) or not isinstance(lp, (int, float)) or math.isnan(lp) or lp > 1e-3:
+        raise ValueError(f"log-probability {lp!r} of token {t['token']!r} is not a number <= 0")
+    return t["token"], float(lp)
+
+
+def key_for(base_url: str, api_key: str | None = None, api_key_env: str | None = None) -> str | None:
+    """The bearer token to send to ``base_url``: explicit ``api_key``, else ``$api_key_env``, else
+    ``$OPENAI_API_KEY`` only where the host is allowed (``api.openai.com`` and ``$REWARDKIT_API_KEY_HOSTS``:
+    comma-separated ``host`` / ``host:port`` entries match https only; plain http needs an exact
+    ``http://host:port`` entry), else none."""
+    if api_key is not None:
+        return api_key or None
+    if api_key_env:
+        value = os.environ.get(api_key_env)
+        if not value:
+            raise ValueError(f"option 'api_key_env': the environment variable {api_key_env} is not set")
+        return value
+    env = os.environ.get("OPENAI_API_KEY")
+    return env if env and key_host_allowed(base_url) else None
+
+
+def key_host_allowed(base_url: str) -> bool:
+    """Whether ``$OPENAI_API_KEY`` may go to ``base_url`` (see ``key_for``)."""
+    u = urlsplit(base_url)
+    if u.scheme not in ("http", "https") or not u.hostname:
+        return False
+    port = u.port or (443 if u.scheme == "https" else 80)
+    for entry in [*DEFAULT_KEY_HOSTS, *os.environ.get("REWARDKIT_API_KEY_HOSTS", "").split(",")]:
+        entry = entry.strip().lower()
+        if not entry:
+            continue
+        e = urlsplit(entry if "://" in entry else f"https://{entry}")
+        e_port = e.port or (443 if e.scheme == "https" else 80)
+        if (e.scheme, e.hostname, e_port) == (u.scheme, u.hostname.lower(), port):
+            return True
+    return False
 
 
 def _describe(e: BaseException | None) -> str:

@@ -1,0 +1,313 @@
+"""``rewardkit eval``: accuracy (pass@k / avg@k / maj@k), a scorer as a verifier, best-of-N selection,
+judge quality, response generation, the headline table and the regeneration of every committed table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+app = typer.Typer(help="Evaluation harness: pass@k, verifier precision/recall, best-of-N, judge quality, tables.",
+                  no_args_is_help=True)
+console = Console(stderr=True)
+
+
+def _fail(msg: str, code: int = 2) -> typer.Exit:
+    console.print(f"[red]error:[/red] {msg}", soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _opts(pairs: list[str] | None) -> dict[str, str]:
+    from rewardkit.cli.app import _parse_options
+
+    return _parse_options(pairs or [])
+
+
+def _progress(label: str) -> Progress:
+    return Progress(TextColumn(f"[bold]{label}[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TimeRemainingColumn(), console=console)
+
+
+def _show(md: str) -> None:
+    Console().print(Markdown(md))
+
+
+Rollouts = Annotated[Path, typer.Argument(help="Rollouts file (grouped JSONL with responses, as `rewardkit score` reads).")]
+OutDir = Annotated[Path, typer.Option("--out", help="Folder for the Markdown + JSON (+ PNG) reports and scores.")]
+Limit = Annotated[Optional[int], typer.Option(help="Only the first N groups.")]
+
+
+@app.command()
+def accuracy(
+    rollouts: Rollouts,
+    out: OutDir = Path("eval-out"),
+    grade: Annotated[str, typer.Option(help="auto (labels when present), labels or verifier.")] = "auto",
+    k: Annotated[Optional[list[int]], typer.Option("--k", help="k values (default: every power of 2 up to n).")] = None,
+    limit: Limit = None,
+) -> None:
+    """pass@k / avg@k / maj@k for every k <= n that is a power of 2; writes accuracy.md and accuracy.json."""
+    from rewardkit.evals.harness import (
+        EvalError,
+        accuracy_markdown,
+        accuracy_report,
+        load_rollouts,
+        write_report,
+    )
+
+    try:
+        groups = load_rollouts(rollouts, limit=limit)
+        rep = accuracy_report(groups, by=grade, ks=k)  # type: ignore[arg-type]
+    except (EvalError, FileNotFoundError, ValueError) as e:
+        raise _fail(str(e)) from None
+    rep["input"] = str(rollouts)
+    md = accuracy_markdown(rep, f"Accuracy on {rollouts.name}")
+    write_report(out, "accuracy", rep, md)
+    _show(md)
+    console.print(f"written: {out / 'accuracy.md'}, {out / 'accuracy.json'}")
+
+
+def _score_all(rollouts: Path, scorers: list[str], out: Path, options: list[str] | None, judge: str | None,
+               limit: int | None, batch_size: int):
+    from rewardkit.evals.harness import EvalError, labels_of, load_rollouts, score_groups
+
+    from rewardkit.scoring import scorer_options
+
+    try:
+        groups = load_rollouts(rollouts, limit=limit)
+        correct = labels_of(groups, "this evaluation")
+    except (EvalError, FileNotFoundError, ValueError) as e:
+        raise _fail(str(e)) from None
+    runs = []
+    for s in scorers:
+        opts: dict = dict(_opts(options))
+        try:
+            names = {o.name for o in scorer_options(s)}
+        except KeyError as e:
+            raise _fail(str(e).strip("'\"")) from None
+        opts = {k: v for k, v in opts.items() if k in names}
+        if judge is not None and "judge" in names:
+            opts["judge"] = judge
+        with _progress(s) as prog:
+            task = prog.add_task(s, total=None)
+            try:
+                runs.append(score_groups(groups, s, out, options=opts, batch_size=batch_size,
+                                         on_start=lambda t, d, task=task: prog.update(task, total=t, completed=d),
+                                         on_batch=lambda n, task=task: prog.advance(task, n)))
+            except (EvalError, TypeError, ValueError) as e:
+                raise _fail(f"scorer {s!r}: {e}") from None
+    return groups, correct, runs
+
+
+ScorerOpt = Annotated[list[str], typer.Option("--scorer", "-s", help="Scorer name (repeatable).")]
+OptionOpt = Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Scorer option KEY=VALUE (repeatable; given to the scorers that have it).")]
+JudgeOpt = Annotated[Optional[str], typer.Option(help="Judge backend spec for judge-based scorers.")]
+BatchOpt = Annotated[int, typer.Option(help="Groups per scorer call.")]
+
+
+@app.command()
+def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = Path("eval-out"), option: OptionOpt = None,
+             judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8,
+             n_boot: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 1000,
+             seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0) -> None:
+    """Precision / recall / F1 / accuracy of each scorer as a verifier against the `correct` labels, with
+    seeded bootstrap 95% intervals; writes verifier.md and verifier.json (scores are resumable)."""
+    from rewardkit.evals.harness import scorer_report, verifier_markdown, write_report
+
+    groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size)
+    reps = [scorer_report(groups, r, correct=correct, n_boot=n_boot, seed=seed) for r in runs]
+    md = verifier_markdown(reps, f"Scorers as verifiers on {rollouts.name}")
+    write_report(out, "verifier", {"input": str(rollouts), "reports": reps}, md)
+    _show(md)
+
+
+@app.command()
+def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = Path("eval-out"), option: OptionOpt = None,
+           judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8) -> None:
+    """Best-of-N with each scorer as the selector: curves (select.png), AUC, length bias; writes
+    select.md and select.json."""
+    from rewardkit.evals.harness import (
+        plot_best_of_n,
+        scorer_report,
+        select_markdown,
+        selection_baselines,
+        write_report,
+    )
+
+    groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size)
+    reps = [scorer_report(groups, r, correct=correct, n_boot=200) for r in runs]
+    base = selection_baselines(correct)
+    md = select_markdown(reps, f"Best-of-N selection on {rollouts.name}", base)
+    write_report(out, "select", {"input": str(rollouts), "baselines": base, "reports": reps}, md)
+    plot_best_of_n(reps, correct, out / "select.png", f"best-of-n on {rollouts.name}")
+    _show(md)
+    console.print(f"written: {out / 'select.md'}, {out / 'select.json'}, {out / 'select.png'}")
+
+
+@app.command()
+def generate(
+    model: Annotated[str, typer.Argument(help="Backend spec: smollm2 (embedded), a model folder, http://HOST:PORT/v1, vllm:MODEL.")],
+    bench: Annotated[str, typer.Argument(help="math500, aime24, aime25, amc23, gsm8k, humaneval, or a .jsonl/.parquet path.")],
+    out: Annotated[Path, typer.Option("--out", help="Rollouts JSONL (grouped); re-run to resume.")] = Path("rollouts.jsonl"),
+    n: Annotated[int, typer.Option("--n", help="Samples per problem.")] = 8,
+    limit: Limit = None,
+    max_tokens: Annotated[int, typer.Option(help="Tokens per sample.")] = 1024,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.7,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling.")] = 0.95,
+    seed: Annotated[int, typer.Option(help="Seed of the first problem (problem i uses seed + i).")] = 0,
+    batch_size: Annotated[int, typer.Option(help="Problems per backend call (and per fsync'd write).")] = 4,
+    grade: Annotated[bool, typer.Option(help="Label math responses with the answer verifier.")] = True,
+) -> None:
+    """Sample n responses per problem with any backend into the grouped rollouts file `rewardkit score` reads."""
+    from rewardkit.evals.generate import generate_rollouts
+    from rewardkit.evals.loaders import BenchmarkError, load_benchmark
+
+    try:
+        problems = load_benchmark(bench, limit=limit)
+    except (BenchmarkError, FileNotFoundError) as e:
+        raise _fail(str(e)) from None
+    with _progress(f"generate {bench}") as prog:
+        task = prog.add_task("gen", total=len(problems))
+
+        def on_start(total: int, done: int) -> None:
+            prog.update(task, total=total, completed=done)
+            if done:
+                console.print(f"resuming: {done} of {total} problems already in {out}")
+
+        try:
+            s = generate_rollouts(problems, model, out, n=n, max_tokens=max_tokens, temperature=temperature,
+                                  top_p=top_p, seed=seed, batch_size=batch_size, bench=bench, grade=grade,
+                                  on_start=on_start, on_batch=lambda k: prog.advance(task, k))
+        except (ValueError, FileNotFoundError, OSError) as e:
+            raise _fail(str(e)) from None
+    console.print(f"{out}: {s.generated_now} generated now, {s.skipped_done} already done, {len(s.failed)} failed")
+    for f in s.failed[:5]:
+        console.print(f"  failed (re-run to retry): {f}", soft_wrap=True)
+    if problems and problems[0].kind == "code":
+        console.print("code problems are not graded here: grading needs the code verifier (rewardkit.code_exec, issue 14)")
+    if s.failed:
+        raise typer.Exit(1)
+
+
+RESULTS = Path("benchmarks/results")
+
+
+@app.command()
+def headline(
+    rollouts: Annotated[Optional[Path], typer.Argument(help="Rollouts (default: the shared 100 x 8 Qwen2.5-Math file).")] = None,
+    scorer: Annotated[Optional[list[str]], typer.Option("--scorer", "-s", help="Only these scorers (default: all registered).")] = None,
+    judge: Annotated[str, typer.Option(help="Judge backend spec for the judge scorers.")] = "smollm2",
+    all_groups: Annotated[bool, typer.Option("--all-groups", help="Judge scorers on every group (GPU/HTTP judge).")] = False,
+    generate_mode: Annotated[bool, typer.Option("--generate-mode", help="Judge in generate mode, not verdict-logit.")] = False,
+    work: Annotated[Path, typer.Option(help="Folder for the (resumable) scores files.")] = Path("runs/headline"),
+    out: Annotated[Path, typer.Option("--out", help="Folder for headline.md / headline.json.")] = RESULTS,
+) -> None:
+    """The headline table: every registered scorer on the same shared rollouts (P/R/F1, best-of-8, AUC,
+    length bias, non-zero-advantage groups, judge calls and seconds per group)."""
+    from rewardkit.evals.data import rollouts_path
+    from rewardkit.evals.harness import EvalError, write_report
+    from rewardkit.evals.headline import headline as run
+    from rewardkit.evals.headline import headline_markdown
+
+    src = rollouts or rollouts_path()
+    try:
+        data = run(src, work, scorers=scorer, judge=judge, judge_groups=None if all_groups else _groups(),
+                   logit=not generate_mode, on_scorer=lambda s, n: console.print(f"scoring {s} on {n} groups"))
+    except (EvalError, FileNotFoundError) as e:
+        raise _fail(str(e)) from None
+    cmd = "rewardkit eval headline" + "".join(f" -s {s}" for s in scorer or []) + (
+        f" --judge {judge}" if judge != "smollm2" else "") + (" --all-groups" if all_groups else "")
+    md = headline_markdown(data, cmd)
+    if rollouts is not None:
+        data["rollouts"] = str(rollouts)
+    else:
+        data["rollouts"] = "math_rollouts_qwen25/math_cot_100.jsonl (in the shared data folder)"
+    data["command"] = cmd
+    for r in data["reports"]:
+        r.pop("scores_file", None)  # machine-specific path
+    write_report(out, "headline", data, md)
+    _show(md)
+
+
+def _groups():
+    from rewardkit.evals.headline import JUDGE_GROUPS
+
+    return JUDGE_GROUPS
+
+
+def _csv(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+@app.command()
+def judge(
+    judge: Annotated[str, typer.Option("--judge", help="Judge backend spec.")] = "smollm2",
+    judges: Annotated[str, typer.Option(help="Pairwise judges, comma-separated: tournament, critic.")] = "tournament,critic",
+    modes: Annotated[str, typer.Option(help="Verdict modes, comma-separated: logit, generate.")] = "logit",
+    pairs: Annotated[int, typer.Option(help="(correct, incorrect) pairs from the rollouts (one per mixed group).")] = 10,
+    pb_pairs: Annotated[int, typer.Option(help="ProcessBench same-problem pairs (up to 40).")] = 4,
+    injection_pairs: Annotated[int, typer.Option(help="Pairs for the prompt-injection test.")] = 2,
+    kinds: Annotated[Optional[str], typer.Option(help="Injection kinds, comma-separated (default: all).")] = None,
+    injection_judges: Annotated[str, typer.Option(help="Judges for the injection test.")] = "tournament",
+    max_tokens: Annotated[int, typer.Option(help="Tokens per verdict in generate mode.")] = 512,
+    rollouts: Annotated[Optional[Path], typer.Option(help="Labelled rollouts (default: the shared file).")] = None,
+    out: Annotated[Path, typer.Option("--out", help="Folder for judge_quality.md / .json.")] = Path("eval-out"),
+) -> None:
+    """Pairwise judges on real labels: accuracy in both orders, position bias, ProcessBench process-error
+    pairs, and prompt-injection flip rates with and without order debiasing."""
+    import time
+
+    from rewardkit.evals.data import rollouts_path
+    from rewardkit.evals.harness import EvalError, load_rollouts, write_report
+    from rewardkit.evals.judge_quality import (
+        INJECTIONS,
+        JUDGES,
+        injection_flip_rates,
+        judge_quality_markdown,
+        pairwise_accuracy,
+        processbench_pairs,
+        rollout_pairs,
+    )
+
+    from rewardkit.backends import load_backend
+
+    js, ms, ij = _csv(judges), _csv(modes), _csv(injection_judges)
+    ks = _csv(kinds) if kinds else list(INJECTIONS)
+    for bad, known, what in ((set(js + ij) - set(JUDGES), JUDGES, "judge"), (set(ms) - {"logit", "generate"}, ("logit", "generate"), "mode"),
+                             (set(ks) - set(INJECTIONS), tuple(INJECTIONS), "injection kind")):
+        if bad:
+            raise _fail(f"unknown {what} {sorted(bad)[0]!r}; known: {', '.join(known)}")
+    t0 = time.perf_counter()
+    try:
+        rp = rollout_pairs(load_rollouts(rollouts or rollouts_path()))
+        pb = processbench_pairs(limit=pb_pairs)
+    except (EvalError, FileNotFoundError, ValueError) as e:
+        raise _fail(str(e)) from None
+    be = load_backend(judge)
+    data: dict = {"backend": getattr(be, "model_id", judge), "rollout_pairs": [], "processbench_pairs": [], "injection": []}
+    for j in js:
+        for m in ms:
+            console.print(f"{j} / {m}: {min(pairs, len(rp))} rollout pairs, {len(pb)} ProcessBench pairs")
+            data["rollout_pairs"].append(pairwise_accuracy(rp[:pairs], be, j, m, max_tokens=max_tokens))
+            data["processbench_pairs"].append(pairwise_accuracy(pb, be, j, m, max_tokens=max_tokens))
+    for j in ij:
+        for m in ms:
+            console.print(f"injection {j} / {m}: {injection_pairs} pairs x {len(ks)} kinds")
+            data["injection"].append(injection_flip_rates(rp[:injection_pairs], be, j, m, ks, max_tokens=max_tokens))
+    data["seconds"] = time.perf_counter() - t0
+    data["command"] = (f"rewardkit eval judge --judge {judge} --judges {judges} --modes {modes} --pairs {pairs} "
+                       f"--pb-pairs {pb_pairs} --injection-pairs {injection_pairs}"
+                       + (f" --kinds {kinds}" if kinds else "") + f" --injection-judges {injection_judges}")
+    md = judge_quality_markdown(data)
+    write_report(out, "judge_quality", data, md)
+    _show(md)

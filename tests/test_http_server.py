@@ -1,0 +1,254 @@
+"""The hardened HTTP base: real requests (httpx and raw sockets) against a real uvicorn server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+
+from rewardkit.http_server import BackgroundServer, HTTPError, Route, json_depth, make_app, parse_json
+
+KEY = {"Authorization": "Bearer s3cret"}
+
+
+async def echo(req):
+    if isinstance(req.body, dict) and req.body.get("fail"):
+        raise HTTPError(422, "told to fail")
+    return {"got": req.body, "query": req.query}
+
+
+def crash(req):  # a sync handler: runs in a worker thread
+    raise RuntimeError("handler exploded")
+
+
+async def sleepy(req):
+    await asyncio.sleep(float(req.query.get("s", "5")))
+    return {"slept": True}
+
+
+def health(req):
+    return {"status": "ok"}
+
+
+def _app(**kw):
+    routes = [Route("POST", "/echo", echo), Route("POST", "/crash", crash), Route("GET", "/sleep", sleepy),
+              Route("GET", "/health", health, public=True)]
+    opts = {"api_key": "s3cret", "max_body": 10_000, "max_concurrency": 4, "request_timeout": 5.0, **kw}
+    return make_app(routes, **opts)
+
+
+@pytest.fixture(scope="module")
+def srv():
+    with BackgroundServer(_app(), header_timeout=1.0, max_connections=64) as s:
+        yield s
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def _raw(url: str, data: bytes, timeout: float = 10.0) -> socket.socket:
+    c = socket.create_connection(("127.0.0.1", _port(url)), timeout=timeout)
+    c.sendall(data)
+    return c
+
+
+def _read_response(c: socket.socket) -> tuple[int, dict]:
+    """Status and JSON body of one response read from a raw socket (until the body is complete or EOF)."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = c.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    status = int(head.split(b" ")[1])
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    while len(rest) < length:
+        chunk = c.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    return status, json.loads(rest[:length])
+
+
+def _closed_by_server(c: socket.socket, within: float) -> bool:
+    c.settimeout(within)
+    try:
+        while True:
+            if not c.recv(65536):
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_key_is_required_and_checked(srv):
+    assert httpx.post(srv.url + "/echo", json={"a": 1}, headers=KEY).json()["got"] == {"a": 1}
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Bearer s3cre"}, {"Authorization": "Bearer s3cretX"},
+                    {"Authorization": "s3cret"}):
+        r = httpx.post(srv.url + "/echo", json={"a": 1}, headers=headers)
+        assert r.status_code == 401 and r.json()["error"]["type"] == "authentication_error"
+    assert httpx.get(srv.url + "/health").json() == {"status": "ok"}  # public route: no key
+
+
+def test_unauthenticated_big_body_is_rejected_before_it_is_sent(srv):
+    # headers announce 500 MiB; only the headers and 4 KiB are sent, and the 401 arrives anyway
+    c = _raw(srv.url, b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+             b"Content-Length: 524288000\r\n\r\n" + b"[" * 4096)
+    status, body = _read_response(c)
+    assert status == 401 and "API key" in body["error"]["message"]
+    assert _closed_by_server(c, 5.0)  # the rest of the body is never drained
+    c.close()
+
+
+def test_oversized_body_is_rejected_from_content_length_without_reading(srv):
+    c = _raw(srv.url, b"POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n"
+             b"Content-Length: 524288000\r\n\r\n")
+    status, body = _read_response(c)
+    assert status == 413 and "524288000" in body["error"]["message"]
+    assert _closed_by_server(c, 5.0)
+    c.close()
+
+
+def test_streamed_body_is_cut_at_the_limit(srv):
+    sent = []
+
+    def chunks():  # no Content-Length: chunked transfer; stops being consumed once the server answers
+        for _ in range(1000):
+            sent.append(1)
+            yield b" " * 1000
+
+    try:
+        r = httpx.post(srv.url + "/echo", content=chunks(), headers=KEY)
+        assert r.status_code == 413 and "10000" in r.json()["error"]["message"]
+    except httpx.TransportError:  # the server closed while the client still wrote: also a rejection
+        pass
+    assert len(sent) < 1000
+
+
+@pytest.mark.parametrize("length", [b"-5", b"abc", b"1e3", b"+10"])
+def test_malformed_content_length_is_a_json_400(srv, length):
+    c = _raw(srv.url, b"POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nContent-Length: "
+             + length + b"\r\n\r\n{}")
+    status, body = _read_response(c)
+    assert status == 400 and body["error"]["type"] == "invalid_request_error"
+    c.close()
+
+
+@pytest.mark.parametrize("raw,why", [
+    (b"[" * 5000 + b"]" * 5000, "nested 5000 deep"),
+    (b'{"a": ' * 70 + b"1" + b"}" * 70, "nested 70 deep"),
+    (b'{"a": NaN}', "NaN"),
+    (b'{"a": 1e999}', "overflows"),
+    (b'{"a": ' + b"9" * 5000 + b"}", "not valid JSON"),
+    (b'{"a": 1', "not valid JSON"),
+    (b"\xff\xfe{}", "not valid JSON"),
+    (b"", "empty"),
+])
+def test_malformed_json_is_a_json_400(srv, raw, why):
+    r = httpx.post(srv.url + "/echo", content=raw, headers=KEY)
+    assert r.status_code == 400 and why in r.json()["error"]["message"]
+
+
+def test_json_depth_ignores_brackets_inside_strings():
+    assert json_depth(b'{"a": "[[[[[[[[", "b": [[1]]}') == 3
+    assert json_depth(b'["\\"[[[[", [2]]') == 2
+    assert parse_json(b'{"x": "[[[[[[[[[[[["}', max_depth=1) == {"x": "[[[[[[[[[[[["}
+
+
+def test_handler_errors_are_json_never_a_dropped_connection(srv):
+    r = httpx.post(srv.url + "/echo", json={"fail": True}, headers=KEY)
+    assert r.status_code == 422 and r.json()["error"]["message"] == "told to fail"
+    r = httpx.post(srv.url + "/crash", json={}, headers=KEY)
+    assert r.status_code == 500 and "handler exploded" in r.json()["error"]["message"]
+    assert "Traceback" not in r.text
+    r = httpx.get(srv.url + "/nowhere", headers=KEY)
+    assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
+    r = httpx.get(srv.url + "/echo", headers=KEY)
+    assert r.status_code == 405 and "error" in r.json()
+
+
+def test_request_timeout_is_a_504_and_a_slow_body_a_408():
+    with BackgroundServer(_app(request_timeout=0.5)) as s:
+        r = httpx.get(s.url + "/sleep?s=3", headers=KEY, timeout=10)
+        assert r.status_code == 504 and r.json()["error"]["type"] == "timeout"
+        c = _raw(s.url, b"POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n"
+                 b"Content-Length: 100\r\n\r\n{\"a\":")  # 95 bytes never come
+        status, body = _read_response(c)
+        assert status == 408 and "did not arrive" in body["error"]["message"]
+        c.close()
+
+
+def test_concurrency_limit_answers_503():
+    with BackgroundServer(_app(max_concurrency=2)) as s:
+        results: list[int] = []
+        threads = [threading.Thread(target=lambda: results.append(
+            httpx.get(s.url + "/sleep?s=1.5", headers=KEY, timeout=10).status_code)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        while s.server.server_state.tasks.__len__() < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)
+        r = httpx.get(s.url + "/health", timeout=10)
+        assert r.status_code == 503 and r.headers["retry-after"] == "1"
+        for t in threads:
+            t.join()
+        assert results == [200, 200]
+        assert httpx.get(s.url + "/health").status_code == 200  # slots freed
+
+
+def test_stalled_connections_are_bounded_and_closed():
+    """Many clients that connect and send nothing (or trickle headers) hold no thread and get closed."""
+    with BackgroundServer(_app(), header_timeout=0.5, max_connections=40) as s:
+        threads_before = threading.active_count()
+        socks = []
+        for i in range(120):  # bounded: three times the connection cap
+            c = socket.create_connection(("127.0.0.1", _port(s.url)), timeout=5)
+            if i % 2:
+                c.sendall(b"POST /echo HTTP/1.1\r\nHo")  # half a request line, then silence
+            socks.append(c)
+        assert threading.active_count() <= threads_before + 2  # asyncio: no thread per connection
+        closed = [_closed_by_server(c, 5.0) for c in socks]
+        assert all(closed)
+        for c in socks:
+            c.close()
+        # a trickling client is closed too, although it keeps sending bytes
+        c = _raw(s.url, b"G")
+        start = time.monotonic()
+        gone = False
+        for ch in b"ET /health HTTP/1.1\r\nX-Pad: " + b"a" * 60:
+            time.sleep(0.05)
+            try:
+                c.sendall(bytes([ch]))
+            except OSError:
+                gone = True
+                break
+        assert gone or _closed_by_server(c, 2.0)
+        assert time.monotonic() - start < 4.5
+        c.close()
+        assert httpx.get(s.url + "/health").json() == {"status": "ok"}  # still serving
+
+
+def test_over_the_connection_cap_gets_a_json_503():
+    with BackgroundServer(_app(), header_timeout=5.0, max_connections=3) as s:
+        held = [socket.create_connection(("127.0.0.1", _port(s.url)), timeout=5) for _ in range(3)]
+        time.sleep(0.2)
+        c = _raw(s.url, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, body = _read_response(c)
+        assert status == 503 and "connections" in body["error"]["message"]
+        for h in held + [c]:
+            h.close()
+
+
+def test_make_app_rejects_nonsense_limits():
+    for bad in ({"max_body": 0}, {"max_concurrency": 0}, {"request_timeout": 0}, {"request_timeout": float("nan")}):
+        with pytest.raises(ValueError, match="positive"):
+            make_app([], **bad)
