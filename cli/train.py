@@ -41,7 +41,7 @@ def train_config(settings: dict[str, str], **direct: object):
 def build_mode(name: str, options: dict[str, str]):
     """A training mode from its name and ``KEY=VALUE`` options, coerced to the constructor's types."""
     from rewardkit.grpo.modes import GarJoint, RaroShared
-    from rewardkit.scoring import coerce
+    from rewardkit.scoring import coerce, option_hints
 
     from rewardkit.critic import CriticScorer
     from rewardkit.slices import SliceScorer
@@ -50,7 +50,7 @@ def build_mode(name: str, options: dict[str, str]):
     if name not in modes:
         raise typer.BadParameter(f"unknown mode {name!r}; known: {', '.join(modes)}", param_hint="--mode")
     cls, scorer_cls = modes[name]  # options the mode does not take go to its scorer
-    hints = {**typing.get_type_hints(scorer_cls.__init__), **typing.get_type_hints(cls.__init__)}
+    hints = {**option_hints(scorer_cls.Options), **typing.get_type_hints(cls.__init__)}
     try:
         return cls(**{k: coerce(v, hints.get(k, str)) for k, v in options.items()})
     except (TypeError, ValueError) as e:
