@@ -17,11 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import conftest  # noqa: E402,F401  (this checkout's rewardkit first)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, machine, write_results  # noqa: E402
-
 from rewardkit.evals.data import data_path  # noqa: E402
+
 from rewardkit.grpo import GRPOTrainer, TrainConfig, read_prompts  # noqa: E402
 from rewardkit.grpo.toy_rewards import LengthScorer  # noqa: E402
 
@@ -69,7 +68,7 @@ def main() -> None:
     fig.savefig(RESULTS / "grpo_learning.png", dpi=120)
 
     data = {"command": cmd, "machine": machine(), "config": {k: v for k, v in vars(cfg).items() if k != "out_dir"},
-            "prompts": "gsm8k/test.jsonl (first %d)" % args.prompts, "reward": f"LengthScorer(target={args.target})",
+            "prompts": f"gsm8k/test.jsonl (first {args.prompts})", "reward": f"LengthScorer(target={args.target})",
             "seconds": seconds, "reward_first": first, "reward_last": last, "reward_ratio": last / first,
             "length_first": len_first, "length_last": len_last,
             "steps": [{k: r[k] for k in ("step", "reward_mean", "response_length", "kl", "entropy", "loss",

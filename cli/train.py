@@ -40,10 +40,9 @@ def train_config(settings: dict[str, str], **direct: object):
 
 def build_mode(name: str, options: dict[str, str]):
     """A training mode from its name and ``KEY=VALUE`` options, coerced to the constructor's types."""
+    from rewardkit.critic import CriticScorer
     from rewardkit.grpo.modes import GarJoint, RaroShared
     from rewardkit.scoring import coerce, option_hints
-
-    from rewardkit.critic import CriticScorer
     from rewardkit.slices import SliceScorer
 
     modes = {"raro": (RaroShared, CriticScorer), "gar": (GarJoint, SliceScorer)}

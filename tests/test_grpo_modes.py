@@ -79,7 +79,6 @@ def test_gar_joint_step_updates_the_discriminator_with_r_dis(tmp_path):
 
 def test_cli_builds_modes_with_typed_options_for_the_mode_and_its_scorer():
     import typer
-
     from rewardkit.cli.train import build_mode
 
     m = build_mode("raro", {"lambda_pol": "0.25", "critic_samples": "3", "tau_pol": "0.5"})
