@@ -56,6 +56,8 @@ def score(
     fmt: Annotated[Optional[str], typer.Option("--format", help="grouped or flat (default: detect).")] = None,
     restart: Annotated[bool, typer.Option("--restart", help="Discard OUT's rows (a rewardkit output of any job) and start over.")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Re-score groups with error/timeout responses; keep the others.")] = False,
+    ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Score on a Ray cluster: 'local' starts one on this machine, 'auto' or ray://HOST:PORT joins one.")] = None,
+    ray_workers: Annotated[Optional[int], typer.Option(help="With --ray: scorer actors / concurrent tasks (default: the cluster's GPUs for judge scorers, else CPUs).")] = None,
 ) -> None:
     """Score saved rollouts with any scorer; resumable, one output row per input group."""
     from rewardkit.io import InputError
@@ -73,7 +75,14 @@ def score(
                 raise ValueError(f"--judge: scorer {scorer!r} takes no judge")
             opts["judge"] = judge
         sc = get_scorer(scorer, **opts)
-    except (KeyError, TypeError, ValueError, typer.BadParameter) as e:
+        executor = None
+        if ray_workers is not None and ray is None:
+            raise ValueError("--ray-workers needs --ray")
+        if ray is not None:
+            from rewardkit.ray_runner import RayConfig, ray_executor
+
+            executor = ray_executor(scorer, opts, RayConfig(address=ray, workers=ray_workers))
+    except (KeyError, TypeError, ValueError, ImportError, typer.BadParameter) as e:
         raise _fail(e.args[0] if isinstance(e, KeyError) and e.args else e) from None
 
     with Progress(TextColumn(f"[bold]{scorer}[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -88,7 +97,7 @@ def score(
         try:
             summary = score_file(input, sc, out, batch_size=batch_size, skip_bad=skip_bad, group_key=group_key,
                                  fmt=fmt, limit=limit, restart=restart, retry_failed=retry_failed, options=opts,
-                                 on_start=on_start, on_batch=lambda n: progress.advance(task, n))
+                                 executor=executor, on_start=on_start, on_batch=lambda n: progress.advance(task, n))
         except InputError as e:
             hint = "" if skip_bad or e.line is None else " (--skip-bad sets such records aside and goes on)"
             raise _fail(f"{e}{hint}") from None
@@ -151,6 +160,7 @@ from rewardkit.cli import eval as _eval  # noqa: E402
 from rewardkit.cli import jury as _jury  # noqa: E402
 from rewardkit.cli import processbench as _processbench  # noqa: E402
 from rewardkit.cli import serve_judge as _serve_judge  # noqa: E402
+from rewardkit.cli import train as _train  # noqa: E402
 from rewardkit.cli import tts as _tts  # noqa: E402
 
 app.command("lean-check")(_jury.lean_check)
@@ -159,6 +169,7 @@ app.command("processbench")(_processbench.processbench)
 app.command("serve-judge")(_serve_judge.serve_judge)
 app.command("tts")(_tts.tts)
 app.add_typer(_eval.app, name="eval")
+app.command("train")(_train.train)
 
 
 def main() -> None:

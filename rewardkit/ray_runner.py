@@ -101,10 +101,11 @@ class _WorkerActor:
 
 
 def scorer_worker(name: str, options: dict[str, Any]) -> Callable[[list[Group]], list[GroupScore]]:
-    """The worker factory for a registered scorer: build it, return its ``score``."""
+    """The worker factory for a registered scorer: build it; score batches as a local job does."""
+    from rewardkit.jobs import score_batch
     from rewardkit.scoring import get_scorer
 
-    return get_scorer(name, **options).score
+    return functools.partial(score_batch, get_scorer(name, **options))
 
 
 # Driver side ------------------------------------------------------------------------------------------
@@ -198,3 +199,16 @@ class RayScorerPool(RayBatchPool):
         self.name, self.options = scorer, dict(options or {})
         super().__init__(functools.partial(scorer_worker, scorer, self.options), config,
                          uses_model=takes_judge(scorer), check=_same_groups)
+
+
+def ray_executor(scorer: str, options: dict[str, Any] | None = None, config: RayConfig | None = None):
+    """A ``rewardkit.jobs`` executor that scores batches on Ray (same rows, same order as a local run)."""
+    pool = RayScorerPool(scorer, options, config)
+
+    def run(batches: Iterator[list[Group]]) -> Iterator[tuple[list[Group], list[GroupScore]]]:
+        try:
+            yield from pool.map(batches)
+        finally:
+            pool.close()
+
+    return run

@@ -89,6 +89,7 @@ class SandboxResult:
     max_rss_bytes: int = 0
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    uid: int | None = None  # the run's own uid (when the caller is root), to audit that nothing of it is left
 
     @property
     def ok(self) -> bool:
@@ -217,7 +218,9 @@ def _run(argv, stdin, limits: Limits, wd: Path, env, readonly_paths, hidden_path
         stdin_f.close()
     out, err, status, truncated = _collect(proc, read_fd, limits)
     seconds = time.perf_counter() - t0
-    return _result(status, out, err, truncated, seconds, use_ns, limits, proc.returncode)
+    res = _result(status, out, err, truncated, seconds, use_ns, limits, proc.returncode)
+    res.uid = cfg["uid"]
+    return res
 
 
 def _stdin_file(data: bytes | None):

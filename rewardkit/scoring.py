@@ -80,6 +80,7 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "slices": ("rewardkit.slices:SliceScorer", "GAR: discriminator judges each reasoning slice; R = l1 * exact match + l2 * slice mean."),
     # RARO
     "critic": ("rewardkit.critic:CriticScorer", "RARO: relativistic critic compares each response with the expert answer (tie allowed)."),
+    "code": ("rewardkit.code_exec:CodeScorer", "Execution reward: run each program against its tests (HumanEval, LiveCodeBench) in the sandbox."),
 }
 
 

@@ -405,8 +405,8 @@ class SliceJudgment:
 
     @property
     def rationale(self) -> str:
-        """The text after the last **YES**/**NO** (the App. B rationale)."""
-        parts = re.split(r"\*\*\s*(?:YES|NO)\s*\*\*", self.output, flags=re.IGNORECASE)
+        """The text after the first **YES**/**NO**, the verdict (the App. B rationale follows it)."""
+        parts = re.split(r"\*\*\s*(?:YES|NO)\s*\*\*", self.output, maxsplit=1, flags=re.IGNORECASE)
         return parts[-1].strip() if len(parts) > 1 else ""
 
     def score(self, soft: bool = False, threshold: float = 0.5) -> float | None:

@@ -103,3 +103,57 @@ def test_missing_ray_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(ImportError, match=r"pip install \"rewardkit\[ray\]\""):
         import_ray()
+
+
+# The command line: `rewardkit score --ray local` -----------------------------------------------------------
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "rewardkit.cli.app", *args]
+
+
+def _rows(path):
+    import json
+
+    return [(r["id"], r["rewards"], r["statuses"]) for r in map(json.loads, path.read_text().splitlines())]
+
+
+def test_cli_ray_run_killed_and_resumed_equals_local_run(tmp_path, rollouts_path):
+    import subprocess
+    import time
+
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    ref, out = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
+    r = subprocess.run(_cli("score", str(rollouts_path), "--out", str(ref)), capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    proc = subprocess.Popen(_cli("score", str(rollouts_path), "--out", str(out), "--batch-size", "1",
+                                 "--ray", "local", "--ray-workers", "2"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None:
+            if out.exists() and out.read_bytes().count(b"\n") >= 10:
+                break
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the local cluster it started
+        proc.wait()
+    n_killed = len(_rows(out))
+    assert 10 <= n_killed < 100
+    r = subprocess.run(_cli("score", str(rollouts_path), "--out", str(out), "--ray", "local", "--ray-workers", "2"),
+                       capture_output=True, text=True, env=env, timeout=300, start_new_session=True)
+    assert r.returncode == 0, r.stderr
+    assert f"resuming: {n_killed} of 100" in " ".join(r.stderr.split())
+    assert _rows(out) == _rows(ref)  # same ids, rewards and statuses, in input order, once each
+
+
+def test_cli_without_ray_says_how_to_install(tmp_path, rollouts_path):
+    import subprocess
+
+    code = ("import sys; sys.modules['ray'] = None; from rewardkit.cli.app import main; "
+            "sys.argv[0] = 'rewardkit'; main()")
+    r = subprocess.run([sys.executable, "-c", code, "score", str(rollouts_path), "--out", str(tmp_path / "o.jsonl"),
+                        "--ray", "local"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and 'pip install "rewardkit[ray]"' in r.stderr
+    assert not (tmp_path / "o.jsonl").exists()

@@ -1,1 +1,8 @@
-"""rewardkit.grpo."""
+"""A minimal GRPO trainer over any rewardkit scorer (losses, the loop, checkpoints, training modes)."""
+
+from rewardkit.grpo.data import read_prompts
+from rewardkit.grpo.losses import aggregate, cispo_loss, grpo_loss, k3_kl
+from rewardkit.grpo.trainer import GRPOTrainer, Mode, Rollouts, TrainConfig
+
+__all__ = ["GRPOTrainer", "Mode", "Rollouts", "TrainConfig", "aggregate", "cispo_loss", "grpo_loss", "k3_kl",
+           "read_prompts"]

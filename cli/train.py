@@ -1,0 +1,77 @@
+"""``rewardkit train``: the minimal GRPO trainer over any scorer (options come from TrainConfig's fields)."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for p in items:
+        if "=" not in p:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {p!r}", param_hint=what)
+        k, v = p.split("=", 1)
+        out[k.strip().replace("-", "_")] = v
+    return out
+
+
+def train_config(settings: dict[str, str], **direct: object):
+    """A TrainConfig from ``KEY=VALUE`` strings (coerced to each field's type) plus direct values."""
+    from rewardkit.grpo import TrainConfig
+    from rewardkit.scoring import coerce
+
+    hints = typing.get_type_hints(TrainConfig)
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = set(settings) - names
+    if unknown:
+        raise typer.BadParameter(f"unknown setting(s) {sorted(unknown)}; known: {sorted(names)}", param_hint="--set")
+    try:
+        kw = {k: coerce(v, hints[k]) for k, v in settings.items()}
+        kw.update({k: v for k, v in direct.items() if v is not None})
+        return TrainConfig(**kw)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--set") from None
+
+
+def _settings_help() -> str:
+    from rewardkit.grpo import TrainConfig
+
+    return "Settings (--set KEY=VALUE):\n" + "\n".join(
+        f"  {f.name} [{f.default!r}]: {f.metadata['help']}" for f in dataclasses.fields(TrainConfig))
+
+
+def train(
+    prompts: Annotated[Path, typer.Argument(help="JSONL prompts: prompt/problem/question, optional answer and solution.")],
+    scorer: Annotated[str, typer.Option("--scorer", "-s", help="Scorer name (see `rewardkit scorers`) or module:Class.")] = "verifier",
+    option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Scorer option KEY=VALUE (repeatable).")] = None,
+    judge: Annotated[Optional[str], typer.Option(help="Judge backend spec for judge-based scorers.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Run folder (checkpoints, metrics.jsonl); re-run to resume.")] = None,
+    steps: Annotated[Optional[int], typer.Option(help="Total optimizer steps.")] = None,
+    setting: Annotated[Optional[list[str]], typer.Option("--set", "-t", help="Trainer setting KEY=VALUE (repeatable; see --help-settings).")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Use only the first N prompts.")] = None,
+    help_settings: Annotated[bool, typer.Option("--help-settings", help="List every trainer setting and exit.")] = False,
+) -> None:
+    """Train a policy with GRPO / CISPO on rewards from any scorer; resumes from the run folder after a kill."""
+    if help_settings:
+        typer.echo(_settings_help())
+        raise typer.Exit()
+    from rewardkit.grpo import GRPOTrainer, read_prompts
+    from rewardkit.integrations.common import load_scorer
+
+    cfg = train_config(_pairs(setting or [], "--set"), out_dir=str(out) if out else None, steps=steps)
+    sc = load_scorer(scorer, _pairs(option or [], "--option"), judge)
+    trainer = GRPOTrainer(cfg, read_prompts(prompts, limit), sc)
+    if trainer.step:
+        typer.echo(f"resuming {cfg.out_dir} at step {trainer.step}", err=True)
+
+    def show(row: dict) -> None:
+        typer.echo(f"step {row['step']}: reward {row['reward_mean']:.3f} kl {row['kl']:.4f} "
+                   f"length {row['response_length']:.1f} ({row['step_seconds']:.1f}s)", err=True)
+
+    trainer.train(on_step=show)
+    typer.echo(f"done: {cfg.steps} steps; metrics in {Path(cfg.out_dir) / 'metrics.jsonl'}")

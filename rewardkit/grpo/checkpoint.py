@@ -1,0 +1,129 @@
+"""Crash-safe training checkpoints and the per-step metrics log.
+
+A checkpoint is a folder ``ckpt-<step>`` written under a temporary name and renamed into place, then the
+``latest`` pointer file is replaced atomically: a kill at any moment leaves either the previous or the
+new checkpoint complete, never a half-written one. The metrics log is JSONL, one fsync'd row per step;
+on resume it is cut back to the steps the checkpoint holds (and the checkpoint's own last row restored),
+so no step is lost or counted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rewardkit.jobs import repair_jsonl
+
+LATEST = "latest"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_checkpoint(out_dir: str | Path, step: int, model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer,
+                    state: dict[str, Any], extra: dict[str, Any] | None = None, keep: int = 1) -> Path:
+    """Write checkpoint ``step`` (the number of finished steps) atomically; keep the newest ``keep``.
+
+    ``state`` is JSON (step counters, the step's metrics row, config); ``extra`` holds objects torch can
+    save (e.g. a second model's optimizer or a mode's state).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    final = out / f"ckpt-{step:06d}"
+    tmp = out / f".ckpt-{step:06d}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    torch.save({"optimizer": optimizer.state_dict(), "extra": extra or {}}, tmp / "trainer.pt")
+    (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=1))
+    for f in tmp.iterdir():
+        with open(f, "rb") as fh:
+            os.fsync(fh.fileno())
+    shutil.rmtree(final, ignore_errors=True)  # a leftover from a run killed after this rename
+    os.replace(tmp, final)
+    _fsync_dir(out)
+    _write_atomic(out / LATEST, final.name + "\n")
+    _fsync_dir(out)
+    done = sorted(p for p in out.glob("ckpt-*") if p.is_dir())
+    for old in done[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+    for stale in out.glob(".ckpt-*.tmp"):
+        shutil.rmtree(stale, ignore_errors=True)
+    return final
+
+
+def latest_checkpoint(out_dir: str | Path) -> Path | None:
+    """The folder the ``latest`` pointer names, or None when no checkpoint was ever completed."""
+    p = Path(out_dir) / LATEST
+    if not p.exists():
+        return None
+    ckpt = Path(out_dir) / p.read_text().strip()
+    if not (ckpt / "state.json").exists():
+        raise FileNotFoundError(f"{p} points at {ckpt}, which is not a complete checkpoint")
+    return ckpt
+
+
+def load_state(ckpt: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The checkpoint's JSON state and its torch payload (optimizer state, extras)."""
+    state = json.loads((ckpt / "state.json").read_text())
+    payload = torch.load(ckpt / "trainer.pt", map_location="cpu", weights_only=False)
+    return state, payload
+
+
+class MetricsLog:
+    """Per-step metrics as JSONL (one fsync'd line per step) and TensorBoard scalars when installed."""
+
+    def __init__(self, out_dir: str | Path, tensorboard: bool = True):
+        self.path = Path(out_dir) / "metrics.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # tensorboard is optional
+                self.tb = None
+            else:
+                self.tb = SummaryWriter(str(Path(out_dir) / "tensorboard"))
+
+    def resume(self, done_steps: int, last_row: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """Keep rows of steps < ``done_steps``; restore the checkpoint's last row if the kill came first."""
+        rows = [r for r in repair_jsonl(self.path) if r.get("step", -1) < done_steps]
+        if last_row is not None and not any(r.get("step") == last_row.get("step") for r in rows):
+            rows.append(last_row)
+        _write_atomic(self.path, "".join(json.dumps(r) + "\n" for r in rows))
+        return rows
+
+    def write(self, row: dict[str, Any]) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if self.tb is not None:
+            for k, v in row.items():
+                if isinstance(v, (int, float)) and k != "step":
+                    self.tb.add_scalar(k, v, row["step"])
+            self.tb.flush()
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
