@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import rel_path  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from rewardkit.evals.data import rollouts_path  # noqa: E402
 
 from rewardkit.answers import default_checker
@@ -80,7 +81,7 @@ def main() -> None:
     nz_after_all_est = (diverse_nz + per_routed_after * routed_valid) / valid_all
 
     res = {
-        "data": str(args.data), "groups": len(groups), "schedule": args.schedule, "mode": args.mode,
+        "data": rel_path(args.data), "groups": len(groups), "schedule": args.schedule, "mode": args.mode,
         "verifier_agrees_with_labels_groups": agree_labels,
         "routed": len(routed), "routed_fraction": len(routed) / len(groups),
         "routed_all_correct": sum(bool(comps[k]["all_correct"]) for k in routed),
@@ -108,7 +109,7 @@ def main() -> None:
     (OUT / "arena_rollouts.json").write_text(json.dumps(res, indent=2) + "\n")
     md = [
         "# Reasoning Arena on the shared Qwen2.5-Math rollouts (embedded SmolLM2 judge)", "",
-        f"Data: `{args.data}` ({len(groups)} groups of 8). Verifier: math-verify via `rewardkit.answers`"
+        f"Data: `{rel_path(args.data)}` ({len(groups)} groups of 8). Verifier: math-verify via `rewardkit.answers`"
         f" (agrees with the shipped labels on {agree_labels}/{len(groups)} groups).", "",
         "| measure | value |", "|---|---|",
         f"| routed (non-diverse) groups | {len(routed)} / {len(groups)} ({res['routed_fraction']:.0%}) |",

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import rel_path  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from rewardkit.evals.data import rollouts_path  # noqa: E402
 
 from rewardkit.proof_gate import MajorityVoteScorer, ProofGateScorer, reszero_exact
@@ -93,7 +94,7 @@ def main() -> None:
     rec = tp / max(tp + fn, 1)
 
     res = {
-        "data": str(args.data), "groups": len(groups), "responses": sum(len(g) for g in groups), "c": args.c,
+        "data": rel_path(args.data), "groups": len(groups), "responses": sum(len(g) for g in groups), "c": args.c,
         "gate": {k: gates.count(k) for k in ("verified", "refuted", "inconclusive")},
         "reszero_fired_fraction": len(fired) / len(groups),
         "zero_mean": {"exact_sum_zero_groups": sum(x == 0 for x in exact_sums), "groups": len(exact_sums),
@@ -113,7 +114,7 @@ def main() -> None:
     lines = [
         "# Proof gate on the shared Qwen2.5-Math rollouts (reference verifier standing in for Lean)",
         "",
-        f"Data: `{args.data}` ({res['groups']} groups x 8 responses); c = {args.c}.",
+        f"Data: `{rel_path(args.data)}` ({res['groups']} groups x 8 responses); c = {args.c}.",
         "Command: `PYTHONPATH=. python benchmarks/proof_gate_rollouts.py`",
         "",
         "The verifier here is math-verify against the dataset answer, so the gate's precision/recall below measure",

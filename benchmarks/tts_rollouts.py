@@ -18,6 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from _common import rel_path, relativize  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from rewardkit.evals.data import rollouts_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,8 +48,8 @@ def main() -> None:
     res = run_tts(problems, load_backend("smollm2"), [int(x) for x in a.n.split(",")], judge=a.judge, mode=a.mode,
                   order=a.order, view=a.view, max_tokens=a.max_tokens, seed=a.seed,
                   k=a.k, rule=a.rule, methods=("tournament", "bt"), skip_uniform=True)
-    res["settings"].update(rollouts=a.rollouts, limit=a.limit)
-    cmd = "PYTHONPATH=. python benchmarks/tts_rollouts.py " + " ".join(sys.argv[1:])
+    res["settings"].update(rollouts=rel_path(a.rollouts), limit=a.limit)
+    cmd = relativize("PYTHONPATH=. python benchmarks/tts_rollouts.py " + " ".join(sys.argv[1:]))
     print(accuracy_table(res["rows"]))
     print(res["cost"])
     for f in write_report(res, a.out, f"TTS on math_cot_100: {a.judge} judge, SmolLM2-135M, {a.mode}", cmd.strip()):

@@ -159,6 +159,7 @@ def scorers(as_json: Annotated[bool, typer.Option("--json", help="Machine-readab
 from rewardkit.cli import eval as _eval  # noqa: E402
 from rewardkit.cli import jury as _jury  # noqa: E402
 from rewardkit.cli import processbench as _processbench  # noqa: E402
+from rewardkit.cli import serve as _serve  # noqa: E402
 from rewardkit.cli import serve_judge as _serve_judge  # noqa: E402
 from rewardkit.cli import train as _train  # noqa: E402
 from rewardkit.cli import tts as _tts  # noqa: E402
@@ -170,6 +171,7 @@ app.command("serve-judge")(_serve_judge.serve_judge)
 app.command("tts")(_tts.tts)
 app.add_typer(_eval.app, name="eval")
 app.command("train")(_train.train)
+app.command("serve")(_serve.serve)
 
 
 def main() -> None:

@@ -3,6 +3,7 @@ judge quality, response generation, the headline table and the regeneration of e
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -70,7 +71,7 @@ def accuracy(
         rep = accuracy_report(groups, by=grade, ks=k)  # type: ignore[arg-type]
     except (EvalError, FileNotFoundError, ValueError) as e:
         raise _fail(str(e)) from None
-    rep["input"] = str(rollouts)
+    rep["input"] = rollouts.name
     md = accuracy_markdown(rep, f"Accuracy on {rollouts.name}")
     write_report(out, "accuracy", rep, md)
     _show(md)
@@ -152,3 +153,222 @@ def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = Path("eval-out")
     plot_best_of_n(reps, correct, out / "select.png", f"best-of-n on {rollouts.name}")
     _show(md)
     console.print(f"written: {out / 'select.md'}, {out / 'select.json'}, {out / 'select.png'}")
+
+
+@app.command()
+def generate(
+    model: Annotated[str, typer.Argument(help="Backend spec: smollm2 (embedded), a model folder, http://HOST:PORT/v1, vllm:MODEL.")],
+    bench: Annotated[str, typer.Argument(help="math500, aime24, aime25, amc23, gsm8k, humaneval, or a .jsonl/.parquet path.")],
+    out: Annotated[Path, typer.Option("--out", help="Rollouts JSONL (grouped); re-run to resume.")] = Path("rollouts.jsonl"),
+    n: Annotated[int, typer.Option("--n", help="Samples per problem.")] = 8,
+    limit: Limit = None,
+    max_tokens: Annotated[int, typer.Option(help="Tokens per sample.")] = 1024,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.7,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling.")] = 0.95,
+    seed: Annotated[int, typer.Option(help="Seed of the first problem (problem i uses seed + i).")] = 0,
+    batch_size: Annotated[int, typer.Option(help="Problems per backend call (and per fsync'd write).")] = 4,
+    grade: Annotated[bool, typer.Option(help="Label math responses with the answer verifier.")] = True,
+) -> None:
+    """Sample n responses per problem with any backend into the grouped rollouts file `rewardkit score` reads."""
+    from rewardkit.evals.generate import generate_rollouts
+    from rewardkit.evals.loaders import BenchmarkError, load_benchmark
+
+    try:
+        problems = load_benchmark(bench, limit=limit)
+    except (BenchmarkError, FileNotFoundError) as e:
+        raise _fail(str(e)) from None
+    with _progress(f"generate {bench}") as prog:
+        task = prog.add_task("gen", total=len(problems))
+
+        def on_start(total: int, done: int) -> None:
+            prog.update(task, total=total, completed=done)
+            if done:
+                console.print(f"resuming: {done} of {total} problems already in {out}")
+
+        try:
+            s = generate_rollouts(problems, model, out, n=n, max_tokens=max_tokens, temperature=temperature,
+                                  top_p=top_p, seed=seed, batch_size=batch_size, bench=bench, grade=grade,
+                                  on_start=on_start, on_batch=lambda k: prog.advance(task, k))
+        except (ValueError, FileNotFoundError, OSError, RuntimeError) as e:
+            raise _fail(str(e)) from None
+    console.print(f"{out}: {s.generated_now} generated now, {s.skipped_done} already done, {len(s.failed)} failed")
+    for f in s.failed[:5]:
+        console.print(f"  failed (re-run to retry): {f}", soft_wrap=True)
+    if s.failed:
+        raise typer.Exit(1)
+
+
+RESULTS = Path("benchmarks/results")
+
+
+@app.command()
+def headline(
+    rollouts: Annotated[Optional[Path], typer.Argument(help="Rollouts (default: the shared 100 x 8 Qwen2.5-Math file).")] = None,
+    scorer: Annotated[Optional[list[str]], typer.Option("--scorer", "-s", help="Only these scorers (default: all registered).")] = None,
+    judge: Annotated[str, typer.Option(help="Judge backend spec for the judge scorers.")] = "smollm2",
+    all_groups: Annotated[bool, typer.Option("--all-groups", help="Judge scorers on every group (GPU/HTTP judge).")] = False,
+    generate_mode: Annotated[bool, typer.Option("--generate-mode", help="Judge in generate mode, not verdict-logit.")] = False,
+    work: Annotated[Path, typer.Option(help="Folder for the (resumable) scores files.")] = Path("runs/headline"),
+    out: Annotated[Path, typer.Option("--out", help="Folder for headline.md / headline.json.")] = RESULTS,
+) -> None:
+    """The headline table: every registered scorer on the same shared rollouts (P/R/F1, best-of-8, AUC,
+    length bias, non-zero-advantage groups, judge calls and seconds per group)."""
+    from rewardkit.evals.data import rollouts_path
+    from rewardkit.evals.harness import EvalError, write_report
+    from rewardkit.evals.headline import headline as run
+    from rewardkit.evals.headline import headline_markdown
+
+    src = rollouts or rollouts_path()
+    try:
+        data = run(src, work, scorers=scorer, judge=judge, judge_groups=None if all_groups else _groups(),
+                   logit=not generate_mode, on_scorer=lambda s, n: console.print(f"scoring {s} on {n} groups"))
+    except (EvalError, FileNotFoundError) as e:
+        raise _fail(str(e)) from None
+    cmd = "rewardkit eval headline" + "".join(f" -s {s}" for s in scorer or []) + (
+        f" --judge {judge}" if judge != "smollm2" else "") + (" --all-groups" if all_groups else "")
+    md = headline_markdown(data, cmd)
+    if rollouts is not None:
+        data["rollouts"] = str(rollouts)
+    else:
+        data["rollouts"] = "math_rollouts_qwen25/math_cot_100.jsonl (in the shared data folder)"
+    data["command"] = cmd
+    for r in data["reports"]:
+        r.pop("scores_file", None)  # machine-specific path
+    write_report(out, "headline", data, md)
+    _show(md)
+
+
+def _groups():
+    from rewardkit.evals.headline import JUDGE_GROUPS
+
+    return JUDGE_GROUPS
+
+
+def _csv(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+@app.command()
+def judge(
+    judge: Annotated[str, typer.Option("--judge", help="Judge backend spec.")] = "smollm2",
+    judges: Annotated[str, typer.Option(help="Pairwise judges, comma-separated: tournament, critic.")] = "tournament,critic",
+    modes: Annotated[str, typer.Option(help="Verdict modes, comma-separated: logit, generate.")] = "logit",
+    pairs: Annotated[int, typer.Option(help="(correct, incorrect) pairs from the rollouts (one per mixed group).")] = 10,
+    pb_pairs: Annotated[int, typer.Option(help="ProcessBench same-problem pairs (up to 40).")] = 4,
+    injection_pairs: Annotated[int, typer.Option(help="Pairs for the prompt-injection test.")] = 2,
+    kinds: Annotated[Optional[str], typer.Option(help="Injection kinds, comma-separated (default: all).")] = None,
+    injection_judges: Annotated[str, typer.Option(help="Judges for the injection test.")] = "tournament",
+    max_tokens: Annotated[int, typer.Option(help="Tokens per verdict in generate mode.")] = 512,
+    rollouts: Annotated[Optional[Path], typer.Option(help="Labelled rollouts (default: the shared file).")] = None,
+    out: Annotated[Path, typer.Option("--out", help="Folder for judge_quality.md / .json.")] = Path("eval-out"),
+) -> None:
+    """Pairwise judges on real labels: accuracy in both orders, position bias, ProcessBench process-error
+    pairs, and prompt-injection flip rates with and without order debiasing."""
+    import time
+
+    from rewardkit.evals.data import rollouts_path
+    from rewardkit.evals.harness import EvalError, load_rollouts, write_report
+    from rewardkit.evals.judge_quality import (
+        INJECTIONS,
+        JUDGES,
+        injection_flip_rates,
+        judge_quality_markdown,
+        pairwise_accuracy,
+        processbench_pairs,
+        rollout_pairs,
+    )
+
+    from rewardkit.backends import load_backend
+
+    js, ms, ij = _csv(judges), _csv(modes), _csv(injection_judges)
+    ks = _csv(kinds) if kinds else list(INJECTIONS)
+    for bad, known, what in ((set(js + ij) - set(JUDGES), JUDGES, "judge"), (set(ms) - {"logit", "generate"}, ("logit", "generate"), "mode"),
+                             (set(ks) - set(INJECTIONS), tuple(INJECTIONS), "injection kind")):
+        if bad:
+            raise _fail(f"unknown {what} {sorted(bad)[0]!r}; known: {', '.join(known)}")
+    t0 = time.perf_counter()
+    try:
+        rp = rollout_pairs(load_rollouts(rollouts or rollouts_path()))
+        pb = processbench_pairs(limit=pb_pairs)
+    except (EvalError, FileNotFoundError, ValueError) as e:
+        raise _fail(str(e)) from None
+    be = load_backend(judge)
+    data: dict = {"backend": getattr(be, "model_id", judge), "rollout_pairs": [], "processbench_pairs": [], "injection": []}
+    for j in js:
+        for m in ms:
+            console.print(f"{j} / {m}: {min(pairs, len(rp))} rollout pairs, {len(pb)} ProcessBench pairs")
+            data["rollout_pairs"].append(pairwise_accuracy(rp[:pairs], be, j, m, max_tokens=max_tokens))
+            data["processbench_pairs"].append(pairwise_accuracy(pb, be, j, m, max_tokens=max_tokens))
+    for j in ij:
+        for m in ms:
+            console.print(f"injection {j} / {m}: {injection_pairs} pairs x {len(ks)} kinds")
+            data["injection"].append(injection_flip_rates(rp[:injection_pairs], be, j, m, ks, max_tokens=max_tokens))
+    data["seconds"] = time.perf_counter() - t0
+    data["command"] = (f"rewardkit eval judge --judge {judge} --judges {judges} --modes {modes} --pairs {pairs} "
+                       f"--pb-pairs {pb_pairs} --injection-pairs {injection_pairs}"
+                       + (f" --kinds {kinds}" if kinds else "") + f" --injection-judges {injection_judges}")
+    md = judge_quality_markdown(data)
+    write_report(out, "judge_quality", data, md)
+    _show(md)
+
+
+@app.command("lm-eval")
+def lm_eval_cmd(
+    model: Annotated[Optional[Path], typer.Argument(help="Local Hugging Face model folder (default: the embedded SmolLM2 copy).")] = None,
+    tasks: Annotated[str, typer.Option(help="Comma-separated rewardkit tasks: rewardkit_math500, rewardkit_aime24, rewardkit_aime25, rewardkit_gsm8k.")] = "rewardkit_gsm8k",
+    limit: Annotated[Optional[int], typer.Option(help="Problems per task.")] = None,
+    max_gen_toks: Annotated[Optional[int], typer.Option(help="Generation budget per problem (default: the task's 1024).")] = None,
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    out: Annotated[Path, typer.Option("--out", help="Folder for lm_eval.json.")] = Path("eval-out"),
+) -> None:
+    """Run rewardkit's lm-eval 0.4 tasks (shared offline data, rewardkit's verifier) on a local model."""
+    from rewardkit.evals.lm_eval import run_lm_eval
+
+    if model is None:
+        from rewardkit.backends.embedded import embedded_model_path
+
+        model = embedded_model_path()
+    try:
+        res = run_lm_eval(model, _csv(tasks), limit=limit, max_gen_toks=max_gen_toks, device=device)
+    except (RuntimeError, ValueError) as e:
+        raise _fail(str(e)) from None
+    out.mkdir(parents=True, exist_ok=True)
+    keep = {"results": res["results"], "n-samples": res.get("n-samples"), "config": {"model": str(model), "limit": limit},
+            "samples": {t: [{"doc_id": s["doc_id"], "target": s["target"], "response": s["resps"][0][0],
+                             "exact_match": s["exact_match"]} for s in ss] for t, ss in res.get("samples", {}).items()}}
+    (out / "lm_eval.json").write_text(json.dumps(keep, indent=2, default=str) + "\n")
+    for t, r in res["results"].items():
+        console.print(f"{t}: exact_match {r.get('exact_match,none')} (limit {limit})")
+
+
+@app.command()
+def tables(
+    check: Annotated[bool, typer.Option("--check", help="Change nothing; exit 1 if the README or a results file is stale.")] = False,
+    only: Annotated[Optional[list[str]], typer.Option("--only", help="Run only this producer (repeatable; see benchmarks/runs.json).")] = None,
+    slow: Annotated[bool, typer.Option("--slow", help="Also run the slow (judge-heavy) producers.")] = False,
+) -> None:
+    """Regenerate benchmarks/results/ from benchmarks/runs.json and rewrite the README's marked tables."""
+    from rewardkit.evals.tables import check as find_stale
+    from rewardkit.evals.tables import regenerate, unlisted
+
+    for name in unlisted():
+        console.print(f"warning: benchmarks/results/{name} has no producer in benchmarks/runs.json", soft_wrap=True)
+    if check:
+        problems = find_stale()
+        for p in problems:
+            console.print(f"stale: {p}", soft_wrap=True)
+        if problems:
+            raise typer.Exit(1)
+        console.print("README tables and results files are up to date")
+        return
+    try:
+        runs = regenerate(only=only, slow=slow, on_run=lambda r: console.print(f"running {r.name}: {r.command}", soft_wrap=True))
+    except KeyError as e:
+        raise _fail(str(e).strip("'\"")) from None
+    failed = [r for r in runs if r["returncode"]]
+    for r in runs:
+        console.print(f"{r['name']}: {r['seconds']:.0f} s" + (f" FAILED ({r['returncode']})" if r["returncode"] else ""))
+    for r in failed:
+        console.print(r["stderr_tail"], soft_wrap=True)
+    if failed:
+        raise typer.Exit(1)

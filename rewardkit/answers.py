@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from rewardkit.types import Status
-from rewardkit.verdicts import boxed_contents
+from rewardkit.verdicts import boxed_spans
 
 # math-verify warns on every call when its timeouts are disabled; we enforce deadlines ourselves.
 logging.getLogger("math_verify").setLevel(logging.ERROR)
@@ -38,27 +38,80 @@ _ANSWER_IS = re.compile(
     r"(?:final answer|the answer)\s*(?:is|:|=)\s*[:\s]*(\$[^$]+\$|\\\([^)]*\\\)|[^\n.]+?)\s*(?:\.\s|\.$|\n|$)",
     re.IGNORECASE,
 )
+_HASH_ANSWER = re.compile(r"^#+\s*Answer\s*\n+\s*(\S[^\n]*)", re.IGNORECASE | re.MULTILINE)  # PRM800K's format
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+_THOUSANDS = re.compile(r"-?\d{1,3}(,\d{3})+")
+_DECIMAL_COMMA = re.compile(r"-?(?:0,\d+|\d+,(?:\d{1,2}|\d{4,}))")  # "0,5", "3,14": no thousands reading
+# math-verify's answer-set rule: up to 6 boxes joined by ",", "and", "or" are one answer (a set)
+_BOX_JOIN = re.compile(r"\s*\$*\s*(?:,?\s*(?:and|or)|,)\s*\$*\s*", re.IGNORECASE)
+_MAX_SET = 6
+# LaTeX environments for a final answer in prose: $$..$$, $..$ (not \$), \(..\), \[..\]
+_TAIL = 4000  # characters of a response searched for an unmarked final answer
+_LATEX_ENV = re.compile(r"\$\$(.+?)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+
+
+def _plain(num: str) -> str:
+    """A number as written in prose: thousands separators dropped, an unambiguous decimal comma made a point."""
+    if _THOUSANDS.fullmatch(num):
+        return num.replace(",", "")
+    if _DECIMAL_COMMA.fullmatch(num):
+        return num.replace(",", ".")
+    return num
+
+
+def _final_boxes(text: str) -> str | None:
+    """The last ``\\boxed{}``, or the answer set its run of boxes joined by ","/"and"/"or" spells."""
+    spans = boxed_spans(text)
+    if not spans:
+        return None
+    run = [spans[-1]]
+    for prev in reversed(spans[:-1]):
+        if len(run) == _MAX_SET or not _BOX_JOIN.fullmatch(text, prev[1], run[-1][0]):
+            break
+        run.append(prev)
+    parts = unique_in_order(c.strip() for _, _, c in reversed(run))
+    return ",".join(parts) if len(parts) > 1 else parts[0]
+
+
+def _last_math(text: str) -> str | None:
+    """The rightmost LaTeX environment or number of a response without a marked answer (math-verify's
+    last resort too): an environment's content (its last right-hand side when it is an equation chain),
+    else the number."""
+    text = text[-_TAIL:]  # bounds the scan (an unclosed "\\(" would make the lazy match quadratic)
+    env = None
+    for env in _LATEX_ENV.finditer(text):
+        pass
+    num = None
+    for num in _NUMBER.finditer(text):
+        pass
+    if env is not None and (num is None or env.end() >= num.end()):
+        content = next(g for g in env.groups() if g is not None).strip()
+        if "=" in content and not re.search(r"[<>]|\\[lg]e|\\neq", content):
+            content = content.rsplit("=", 1)[1].strip()
+        if content:
+            return content
+    return _plain(num.group()) if num is not None else None
 
 
 def extract_answer(text: str) -> str | None:
-    """The final answer of a response: last ``\\boxed{}`` (nested braces), else "the answer is X", else
-    the last number; None when there is none."""
+    """The final answer of a response, in math-verify's order: the last ``\\boxed{}`` (with nested braces; a
+    run of boxes joined by ","/"and"/"or" is one answer set), else PRM800K's "# Answer" line, else "the
+    (final) answer is X", else the rightmost LaTeX environment or number; None when there is none."""
     if not text:
         return None
-    boxed = boxed_contents(text)
-    if boxed:
-        return boxed[-1].strip()
+    boxed = _final_boxes(text)
+    if boxed is not None:
+        return boxed.strip()
+    hits = _HASH_ANSWER.findall(text)
+    if hits:
+        return hits[-1].strip().strip("$").strip()
     hits = _ANSWER_IS.findall(text)
     if hits:
         ans = hits[-1].strip().strip("$").strip()
         ans = re.sub(r"^\\\(|\\\)$", "", ans).strip()
         if ans:
-            return ans
-    nums = _NUMBER.findall(text)
-    if nums:
-        return nums[-1].replace(",", "") if re.fullmatch(r"-?\d{1,3}(,\d{3})+", nums[-1]) else nums[-1]
-    return None
+            return _plain(ans)
+    return _last_math(text)
 
 
 _STRIP_CMDS = re.compile(r"\\(?:left|right|displaystyle|!|,|;|:|quad|qquad)")
@@ -70,6 +123,7 @@ def normalize_answer(ans: str | None) -> str | None:
         return None
     s = ans.strip().strip("$").strip()
     s = re.sub(r"\\(?:dfrac|tfrac)", r"\\frac", s)
+    s = re.sub(r"\\\$|\\(?=\d)", "", s)  # "\$15", and "\15" whose "$" was lost, read 15 (as math-verify does)
     s = re.sub(r"\\text\s*\{\s*\}", "", s)
     s = _STRIP_CMDS.sub("", s)
     s = re.sub(r"\s+", "", s)
@@ -89,6 +143,7 @@ def _exactly_comparable(a: str, b: str, va: Fraction, vb: Fraction) -> bool:
     frac_a, frac_b = va.denominator not in (1,) and not dec_a, vb.denominator not in (1,) and not dec_b
     return not ((dec_a and frac_b) or (dec_b and frac_a))
 
+_MAX_DIGITS = 4000
 _INT = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+|[-+]?\d+")
 _DEC = re.compile(r"[-+]?\d*\.\d{1,6}")  # math-verify rounds floats to 6 places: stay within that
 _FRAC = re.compile(r"([-+]?)\\frac\{(\d+)\}\{(\d+)\}|([-+]?\d+)/(\d+)")
@@ -104,7 +159,9 @@ def plain_number(s: str | None) -> Fraction | None:
     if not s:
         return None
     if _INT.fullmatch(s):
-        return Fraction(int(s.replace(",", "")))
+        digits = s.replace(",", "")
+        # Python refuses int() of more than sys.get_int_max_str_digits() (4,300) digits: see _long_int
+        return Fraction(int(digits)) if len(digits) <= _MAX_DIGITS else None
     if _DEC.fullmatch(s):
         return Fraction(s)
     m = _FRAC.fullmatch(s)
@@ -114,6 +171,40 @@ def plain_number(s: str | None) -> Fraction | None:
             return None
         v = Fraction(int(a), int(b))
         return -v if sign == "-" else v
+    return None
+
+
+def _long_int(s: str | None) -> str | None:
+    """The canonical digits of an integer too long for ``int()`` (sign kept, leading zeros and separators
+    dropped), compared as text; None for anything else."""
+    s = normalize_answer(s)
+    if not s or not _INT.fullmatch(s):
+        return None
+    sign, digits = ("-", s[1:]) if s[0] == "-" else ("", s.lstrip("+"))
+    digits = digits.replace(",", "").lstrip("0") or "0"
+    return sign + digits if len(digits) > _MAX_DIGITS and digits != "0" else None
+
+
+_BOOLEANS = {"true", "false", "yes", "no", "none", "null", "nil", "undefined"}
+
+
+def reference_problem(gold: str | None) -> str | None:
+    """Why a reference answer cannot be checked against (None when it can): empty, not a finite number
+    (``NaN``, ``Infinity``, ``1e999``) or a boolean/null word. Such a reference would silently give every
+    response 0."""
+    if gold is None or not str(gold).strip():
+        return "reference answer is empty"
+    s = str(gold).strip().strip("$").strip().lower()
+    if s in _BOOLEANS:
+        return f"reference answer {gold!r} is a boolean/null word, not a math answer"
+    if _INT.fullmatch(s):  # any integer is fine, also one too long for float()
+        return None
+    try:
+        value = float(s)
+    except (ValueError, OverflowError):
+        return None
+    if value != value or value in (float("inf"), float("-inf")):
+        return f"reference answer {gold!r} is not a finite number"
     return None
 
 
@@ -256,6 +347,10 @@ class AnswerChecker:
         out: list[Check | None] = [None] * len(pairs)
         todo: dict[tuple[str, str], list[int]] = {}
         for i, (gold, pred) in enumerate(pairs):
+            bad = reference_problem(gold)
+            if bad is not None:  # every response of the group gets this status, never a silent 0
+                out[i] = Check(None, Status.ERROR, f"unusable reference: {bad}")
+                continue
             if pred is None:
                 out[i] = Check(False, message="no final answer found")
                 continue
@@ -271,7 +366,13 @@ class AnswerChecker:
                 self._remember(key, True)
                 out[i] = Check(True)
                 continue
+            lg, lp = _long_int(gold), _long_int(pred)
             vg, vp = plain_number(gold), plain_number(pred)
+            if (lg or vg is not None) and (lp or vp is not None) and (lg or lp):
+                # an integer beyond int()'s digit limit: equal digits, never equal to a shorter plain number
+                self._remember(key, lg == lp)
+                out[i] = Check(lg == lp)
+                continue
             if vg is not None and vp is not None and _exactly_comparable(gold, pred, vg, vp):
                 self._remember(key, vg == vp)
                 out[i] = Check(vg == vp)

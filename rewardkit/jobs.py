@@ -1,6 +1,6 @@
 """Resumable offline scoring jobs: groups in, one JSONL row per group out, safe to kill at any moment.
 
-A job owns its output ``OUT`` through three side files: ``OUT.manifest.json`` (what produced the rows:
+A job owns its output ``OUT`` through three side files (``rewardkit.job_output``): ``OUT.manifest.json`` (what produced the rows:
 scorer, options, judge spec, input path and SHA-256, rewardkit version; written atomically before the
 first row), ``OUT.lock`` (an exclusive ``flock`` held while the job runs, so a second job on the same
 ``OUT`` fails at once) and ``OUT.rejects.jsonl`` (malformed input records with ``--skip-bad``).
@@ -18,37 +18,41 @@ Scoring goes through an executor: a function from an iterator of batches to an i
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import math
-import os
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rewardkit.io import BadRecord, InputError, read_groups
+from rewardkit.job_output import (  # noqa: F401  (JobError, rejects_path, repair_jsonl, ... re-exported)
+    JobError,
+    OutputLock,
+    append_lines,
+    check_not_input,
+    check_output,
+    dump_row,
+    input_digest,
+    job_manifest,
+    lock_path,
+    manifest_path,
+    rejects_path,
+    repair_jsonl,
+    scorer_config,
+    write_atomic,
+)
 from rewardkit.scoring import Scorer, reward_diversity
 from rewardkit.types import Cost, Group, GroupScore, Status
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not on Windows
-    fcntl = None  # type: ignore[assignment]
-
-MANIFEST_FORMAT = 1
 FAILED = ("error", "timeout")  # statuses that --retry-failed re-scores
 
 Batch = list[Group]
 Executor = Callable[[Iterator[Batch]], Iterator[tuple[Batch, list[GroupScore]]]]
-
-
-class JobError(RuntimeError):
-    """The job cannot start or go on (output not ours, another job's, locked, bad option): one line."""
 
 
 @dataclass
@@ -69,223 +73,6 @@ class JobSummary:
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         return {**d, "statuses": dict(self.statuses), "cost": self.cost.to_dict()}
-
-
-# ------------------------------------------------------------------------------------ side files
-
-
-def rejects_path(out: str | Path) -> Path:
-    out = Path(out)
-    return out.with_name(out.name + ".rejects.jsonl")
-
-
-def manifest_path(out: str | Path) -> Path:
-    out = Path(out)
-    return out.with_name(out.name + ".manifest.json")
-
-
-def lock_path(out: str | Path) -> Path:
-    out = Path(out)
-    return out.with_name(out.name + ".lock")
-
-
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` by ``data`` all at once: temp file in the same folder, fsync, rename, fsync dir."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
-
-
-def _append(path: Path, lines: Iterable[bytes]) -> None:
-    data = b"".join(lines)
-    if not data:
-        return
-    with open(path, "ab") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _dump(row: dict) -> bytes:
-    """One JSONL line; text that is not valid Unicode (a lone surrogate) is written \\u-escaped."""
-    try:
-        return (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
-    except UnicodeEncodeError:
-        return (json.dumps(row) + "\n").encode("ascii")
-
-
-def repair_jsonl(path: Path) -> list[dict]:
-    """Cut a half-written last line off ``path`` (in place) and return the complete rows.
-
-    Call it only on a file known to be this job's (``score_file`` checks the manifest first).
-    """
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    end = data.rfind(b"\n") + 1
-    rows = []
-    for n, line in enumerate(data[:end].splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except (ValueError, RecursionError) as e:
-            raise JobError(f"{path}:{n}: existing output line is corrupt ({e}); use --restart to start over") from None
-        if not isinstance(row, dict):
-            raise JobError(f"{path}:{n}: existing output line is not a JSON object; use --restart to start over")
-        rows.append(row)
-    if end < len(data):
-        with open(path, "r+b") as f:
-            f.truncate(end)
-            f.flush()
-            os.fsync(f.fileno())
-    return rows
-
-
-# ------------------------------------------------------------------------------------ the manifest
-
-
-def input_digest(path: str | Path) -> str:
-    """SHA-256 of a file, or of a dataset folder's files (relative names and contents, sorted)."""
-    p = Path(path)
-    h = hashlib.sha256()
-    files = sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p]
-    for f in files:
-        if p.is_dir():
-            h.update(str(f.relative_to(p)).encode("utf-8", "surrogateescape") + b"\0")
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
-
-
-def _plain(v: Any) -> Any:
-    """A JSON-able, comparable form of an option value (a backend instance by its spec or class)."""
-    if v is None or isinstance(v, (bool, int, str)):
-        return v
-    if isinstance(v, float):
-        return v if math.isfinite(v) else str(v)
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    spec = getattr(v, "spec", None)
-    return spec if isinstance(spec, str) else f"{type(v).__module__}.{type(v).__qualname__}"
-
-
-def scorer_config(scorer: Scorer, options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The scorer's options: its ``options`` dataclass when it has one, else the options it was built with."""
-    opts = getattr(scorer, "options", None)
-    if dataclasses.is_dataclass(opts) and not isinstance(opts, type):
-        d = {f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)}
-    else:
-        d = dict(options or {})
-    return {k: _plain(v) for k, v in sorted(d.items())}
-
-
-def job_manifest(scorer: Scorer, inp: str | Path, *, options: dict[str, Any] | None = None,
-                 fmt: str | None = None, group_key: str | None = None) -> dict[str, Any]:
-    """What a job's rows depend on; a resumed job must match it field for field (the path is informative)."""
-    from rewardkit import __version__
-
-    opts = scorer_config(scorer, options)
-    return {"rewardkit_output": MANIFEST_FORMAT, "rewardkit_version": __version__,
-            "scorer": getattr(scorer, "name", type(scorer).__name__), "options": opts,
-            "judge": opts.get("judge"), "input": {"path": str(Path(inp).resolve()), "sha256": input_digest(inp)},
-            "format": fmt, "group_key": group_key}
-
-
-def _mismatch(old: dict, new: dict) -> list[str]:
-    out = []
-    for k in ("rewardkit_output", "rewardkit_version", "scorer", "options", "judge", "format", "group_key"):
-        if old.get(k) != new.get(k):
-            out.append(f"{k} {json.dumps(old.get(k))} (now {json.dumps(new.get(k))})")
-    if (old.get("input") or {}).get("sha256") != new["input"]["sha256"]:
-        out.append(f"input {(old.get('input') or {}).get('path')} with other contents (now {new['input']['path']})")
-    return out
-
-
-def _read_manifest(out: Path) -> dict | None:
-    mp = manifest_path(out)
-    if not mp.exists():
-        return None
-    try:
-        m = json.loads(mp.read_bytes())
-    except (ValueError, RecursionError, UnicodeDecodeError):
-        m = None
-    if not isinstance(m, dict) or m.get("rewardkit_output") is None:
-        raise JobError(f"{mp}: not a rewardkit manifest; move it and {out.name} away or choose another --out")
-    return m
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.exists() and b.exists() and os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
-def _check_output(inp: Path, out: Path, manifest: dict, restart: bool) -> bool:
-    """Refuse an output that is not ours or another job's; True if it must be started over."""
-    old = _read_manifest(out)
-    empty = not out.exists() or out.stat().st_size == 0
-    if old is None:
-        if not empty:
-            raise JobError(f"{out}: exists and is not a rewardkit output (no {manifest_path(out).name}); "
-                           "left as it is: move it away or choose another --out")
-        return True  # nothing there (an empty file, a stale rejects file): a fresh job
-    diff = _mismatch(old, manifest)
-    if diff and empty:
-        return True
-    if diff and not restart:
-        raise JobError(f"{out}: was written by another job: {'; '.join(diff)}. Left as it is: "
-                       "use --restart to start over or choose another --out")
-    return restart
-
-
-class _Lock:
-    """An exclusive, non-blocking flock on ``OUT.lock`` for the life of a job."""
-
-    def __init__(self, out: Path):
-        self.path = lock_path(out)
-        self.fd: int | None = None
-
-    def __enter__(self) -> _Lock:
-        if fcntl is None:  # pragma: no cover
-            return self
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            other = os.pread(self.fd, 64, 0).decode("ascii", "replace").strip() or "?"
-            os.close(self.fd)
-            raise JobError(f"{self.path.with_suffix('')}: another rewardkit job (pid {other}) is writing it; "
-                           "wait for it or choose another --out") from None
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, str(os.getpid()).encode(), 0)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # releases the lock; the file stays (removing it would race another job)
 
 
 # ------------------------------------------------------------------------------------ scoring
@@ -351,7 +138,7 @@ def score_batch(scorer: Scorer, batch: Batch) -> list[GroupScore]:
         scored = [_failure(send[0], e)] if len(send) == 1 else [score_batch(scorer, [g])[0] for g in send]
     it = iter(scored)
     out = []
-    for k, g in enumerate(batch):
+    for k in range(len(batch)):
         s = pre.get(k) or next(it)
         for j, msg in bad_resp.get(k, {}).items():
             s = _mark_error(s, j, msg)
@@ -440,9 +227,7 @@ def score_file(inp: str | Path, scorer: Scorer, out: str | Path, *, batch_size: 
         raise FileNotFoundError(f"{inp}: no such file or directory")
     if out.is_dir():
         raise JobError(f"{out}: is a directory; --out must be a file")
-    for p in (out, manifest_path(out), rejects_path(out), lock_path(out)):  # before any file is created
-        if _same_file(p, inp) or (inp.is_dir() and inp.resolve() in p.resolve().parents):
-            raise JobError(f"{out}: --out would write over or into the input {inp}; choose another --out")
+    check_not_input(inp, out)  # before any file is created
     name = getattr(scorer, "name", type(scorer).__name__)
     state = {"scoring": False}
     try:
@@ -459,14 +244,17 @@ def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, ba
              group_key: str | None, fmt: str | None, limit: int | None, restart: bool, retry_failed: bool,
              options: dict[str, Any] | None, executor: Executor | None,
              on_start: Callable[[int, int], None] | None, on_batch: Callable[[int], None] | None) -> JobSummary:
-    with _Lock(out):
+    with OutputLock(out):
+        for base in (out.name, manifest_path(out).name):  # temp files of a rewrite killed before its rename
+            for tmp in out.parent.glob(f".{glob_escape(base)}.*.tmp"):
+                tmp.unlink(missing_ok=True)
         manifest = job_manifest(scorer, inp, options=options, fmt=fmt, group_key=group_key)
-        fresh = _check_output(inp, out, manifest, restart)
+        fresh = check_output(inp, out, manifest, restart)
         groups, bad = load_groups(inp, skip_bad=skip_bad, group_key=group_key, fmt=fmt, limit=limit)
         if not groups:
             what = f"all {len(bad)} records were rejected (see {rejects_path(out)})" if bad else "it holds no records"
             if bad:
-                _append(rejects_path(out), [_dump(b.to_row()) for b in bad])
+                append_lines(rejects_path(out), [dump_row(b.to_row()) for b in bad])
             raise JobError(f"{inp}: no groups to score: {what}")
         if fresh:
             for p in (out, rejects_path(out), manifest_path(out)):
@@ -480,7 +268,7 @@ def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, ba
         if bad:
             rp = rejects_path(out)
             known = {(r.get("path"), r.get("line"), r.get("field")) for r in repair_jsonl(rp)}
-            _append(rp, [_dump(b.to_row()) for b in bad if (b.path, b.line, b.field) not in known])
+            append_lines(rp, [dump_row(b.to_row()) for b in bad if (b.path, b.line, b.field) not in known])
         retry = {gid for gid, r in last.items() if _failed(r)} if retry_failed else set()
         todo = [g for g in groups if g.id not in last or g.id in retry]
         if on_start:
@@ -500,7 +288,7 @@ def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, ba
                 if r.get("exception"):
                     summary.exceptions += 1
                     summary.first_exception = summary.first_exception or f"group {g.id!r}: {r['messages'][0]}"
-            _append(out, [_dump(r) for r in new])
+            append_lines(out, [dump_row(r) for r in new])
             rows.extend(new)
             for r in new:
                 last[r["id"]] = r
@@ -514,7 +302,7 @@ def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, ba
         order = [gid for gid in ids if gid in last] + [gid for gid in last if gid not in known]
         if [r.get("id") for r in rows] != order:  # retried rows appended: one row per group, input order
             final = [last[gid] for gid in order]
-            write_atomic(out, b"".join(_dump(r) for r in final))
+            write_atomic(out, b"".join(dump_row(r) for r in final))
             rows = final
     return summarize(rows, summary)
 
@@ -524,7 +312,7 @@ def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, ba
 
 def _routed(row: dict) -> bool | None:
     """Whether the scorer routed this group as non-diverse, as it decided it (None if it does not route)."""
-    for place in (row.get("components"), row.get("group"), row):
+    for place in (row.get("stats"), row.get("components"), row):  # per-group numbers live in "stats"
         if isinstance(place, dict) and isinstance(place.get("routed"), bool):
             return place["routed"]
     return None

@@ -29,6 +29,16 @@ FIXTURES = Path(__file__).parent / "fixtures"
         ("The final answer is $x = 7$.\nDone", "x = 7"),
         ("we get 3 apples and then 1,250 pears", "1250"),
         ("no digits here at all", None),
+        (r"The solutions are \boxed{(1,2)}, \boxed{(2,1)}.", "(1,2),(2,1)"),  # a run of boxes is one answer set
+        (r"$\boxed{1}$ and $\boxed{2}$", "1,2"),
+        (r"\boxed{3} and \boxed{3}", "3"),
+        (r"\boxed{1}. Later: \boxed{2}", "2"),  # boxes in different sentences: the last one
+        ("The answer is 0,5", "0.5"),  # an unambiguous decimal comma
+        ("we get 3,14 in the end", "3.14"),
+        ("Therefore, $\\cos \\angle RPS = -\\frac{24}{25}$.", "-\\frac{24}{25}"),  # prose, no box
+        ("So the area is $\\frac{3}{4}$ square units.", "\\frac{3}{4}"),
+        ("costs $5 and then $6", "6"),  # unescaped dollars are not LaTeX when a number ends the text
+        ("# Answer\n\n1+2\\sqrt{3}", "1+2\\sqrt{3}"),  # PRM800K's format
         ("", None),
     ],
 )
@@ -141,3 +151,18 @@ def test_plain_number_fast_path_agrees_with_math_verify(a, b):
     fast = checker.check(a, b)
     assert fast.status is Status.OK
     assert fast.equivalent == _mv_equivalent(a, b), (a, b, plain_number(a), plain_number(b))
+
+
+def test_verifier_scorer_reports_unusable_references_and_huge_answers():
+    """A garbage reference is an explicit error for its group (not 0 with status ok); a 5,000-digit answer
+    gets a verdict instead of raising in int()."""
+    from rewardkit.scoring import get_scorer
+    from rewardkit.types import Group
+
+    big = "9" * 5000
+    bad, huge = get_scorer("verifier").score([
+        Group(id="g", prompt="p", responses=["\\boxed{5}", "no answer"], reference="Infinity"),
+        Group(id="h", prompt="p", responses=[f"\\boxed{{{big}}}", "\\boxed{9}"], reference=big),
+    ])
+    assert all(st is Status.ERROR for st in bad.statuses) and all("unusable reference" in m for m in bad.messages)
+    assert huge.rewards.tolist() == [1.0, 0.0] and all(st is Status.OK for st in huge.statuses)

@@ -156,9 +156,8 @@ MALFORMED = [
 
 @pytest.mark.parametrize("name, content, args, fragment", MALFORMED, ids=[m[0] for m in MALFORMED])
 def test_malformed_input_is_one_line_file_line_field_error(tmp_path, name, content, args, fragment):
-    from typer.testing import CliRunner
-
     from rewardkit.cli.app import app
+    from typer.testing import CliRunner
 
     p = tmp_path / name
     if content == "dir":
@@ -179,9 +178,8 @@ def test_malformed_input_is_one_line_file_line_field_error(tmp_path, name, conte
 
 
 def test_input_hint_names_skip_bad_on_the_same_line(tmp_path):
-    from typer.testing import CliRunner
-
     from rewardkit.cli.app import app
+    from typer.testing import CliRunner
 
     p = write(tmp_path, "in.jsonl", [GOOD, '{"problem": "p"}'])
     r = CliRunner().invoke(app, ["score", str(p), "--out", str(tmp_path / "o.jsonl")])
@@ -206,7 +204,8 @@ def test_chat_prompt_judge_sees_last_user_turn_and_messages_are_kept(tmp_path):
 
 
 def test_verl_rows_read_without_conversion(tmp_path):
-    # a verl RL dataset row (examples/data_preprocess/gsm8k.py) with the rollouts of one prompt added
+    # a verl RL dataset row (examples/data_preprocess/gsm8k.py) with the rollouts of its prompt in
+    # `responses`: the shape `verl.trainer.main_generation` writes (data.n_samples responses per row)
     row = {"data_source": "openai/gsm8k",
            "prompt": [{"role": "user", "content": "Natalia sold clips to 48 of her friends in April, and then she "
                        "sold half as many clips in May. How many clips did Natalia sell altogether in April and May? "
@@ -215,8 +214,13 @@ def test_verl_rows_read_without_conversion(tmp_path):
            "extra_info": {"split": "train", "index": 0, "answer": "Natalia sold 48/2 = 24 clips in May. #### 72",
                           "question": "Natalia sold clips to 48 of her friends in April..."},
            "uid": "0b3c", "responses": ["48 + 24 = \\boxed{72}", "48 + 48 = \\boxed{96}"]}
+    import datasets
+
     p = write(tmp_path, "verl.jsonl", [json.dumps(row)])
+    datasets.Dataset.from_list([row]).to_parquet(str(tmp_path / "verl.parquet"))
+    (pq,) = read_groups(tmp_path / "verl.parquet")
     (g,) = read_groups(p)
+    assert (pq.prompt, pq.reference, pq.responses) == (g.prompt, g.reference, g.responses)
     assert g.id == "verl-1" and g.reference == "72" and g.prompt.startswith("Natalia sold clips")
     assert g.metadata["data_source"] == "openai/gsm8k" and g.metadata["extra_info"]["index"] == 0
     assert g.metadata["messages"] == row["prompt"]

@@ -2,7 +2,8 @@
 
 from rewardkit.grpo.data import read_prompts
 from rewardkit.grpo.losses import aggregate, cispo_loss, grpo_loss, k3_kl
+from rewardkit.grpo.modes import GarJoint, RaroShared
 from rewardkit.grpo.trainer import GRPOTrainer, Mode, Rollouts, TrainConfig
 
-__all__ = ["GRPOTrainer", "Mode", "Rollouts", "TrainConfig", "aggregate", "cispo_loss", "grpo_loss", "k3_kl",
+__all__ = ["GarJoint", "GRPOTrainer", "RaroShared", "Mode", "Rollouts", "TrainConfig", "aggregate", "cispo_loss", "grpo_loss", "k3_kl",
            "read_prompts"]

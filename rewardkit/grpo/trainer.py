@@ -110,9 +110,13 @@ class Mode(Protocol):
 
 
 class GRPOTrainer:
-    """Train ``config.model`` on ``prompts`` (Groups without responses) with rewards from ``scorer``."""
+    """Train ``config.model`` on ``prompts`` (Groups without responses) with rewards from ``scorer``.
 
-    def __init__(self, config: TrainConfig, prompts: Sequence[Group], scorer: Scorer, modes: Sequence[Mode] = ()):
+    A mode with an ``attach(trainer)`` method may supply the scorer itself (RARO's critic is the policy).
+    """
+
+    def __init__(self, config: TrainConfig, prompts: Sequence[Group], scorer: Scorer | None = None,
+                 modes: Sequence[Mode] = ()):
         from rewardkit.backends.transformers_backend import TransformersBackend
 
         if not prompts:
@@ -132,6 +136,12 @@ class GRPOTrainer:
         self.log = MetricsLog(self.out_dir, config.tensorboard)
         self.step = 0
         self.history: list[dict[str, Any]] = []
+        self.policy_weight = 1.0  # loss weight of the policy rollouts (RARO's lambda_pol)
+        for mode in self.modes:
+            if hasattr(mode, "attach"):
+                mode.attach(self)
+        if self.scorer is None:
+            raise ValueError("GRPOTrainer: no scorer given and no mode supplied one")
         self._resume()
 
     # ------------------------------------------------------------------------------------ the loop
@@ -162,6 +172,7 @@ class GRPOTrainer:
         scores = self.scorer.score(groups)
         t_score = time.perf_counter()
         self.assign_advantages(rollouts, scores)
+        rollouts.weight = self.policy_weight
         parts, mode_metrics = [rollouts], {}
         for mode in self.modes:
             more, m = mode.extra_rollouts(self, groups, scores, step)
@@ -310,7 +321,10 @@ class GRPOTrainer:
         from safetensors.torch import load_file
 
         state, payload = load_state(ckpt)
-        res = self.model.load_state_dict(load_file(str(ckpt / "model.safetensors")), strict=False)
+        files = [ckpt / "model.safetensors"] if (ckpt / "model.safetensors").exists() else \
+            sorted(ckpt.glob("model-*.safetensors"))  # save_pretrained shards bigger models
+        weights = {k: v for f in files for k, v in load_file(str(f)).items()}
+        res = self.model.load_state_dict(weights, strict=False)
         tied = set(getattr(self.model, "_tied_weights_keys", None) or []) | {"lm_head.weight"}
         if res.unexpected_keys or set(res.missing_keys) - tied:
             raise RuntimeError(f"checkpoint {ckpt} does not fit the model: missing {res.missing_keys}, "
@@ -324,7 +338,7 @@ class GRPOTrainer:
 
 def _group_field(s: GroupScore, name: str) -> Any:
     """A per-group value, wherever the scorer keeps it (its own field, ``extra`` or ``components``)."""
-    for where in (getattr(s, "group", None), s.extra, s.components):
+    for where in (getattr(s, "stats", None), s.extra, s.components):
         if isinstance(where, dict) and name in where:
             return where[name]
     return getattr(s, name, None)

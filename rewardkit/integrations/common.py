@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from rewardkit.scoring import _REGISTRY, Scorer, get_scorer, register_scorer
@@ -69,3 +71,74 @@ def score_rows(scorer: Scorer, prompts: Sequence[str], responses: Sequence[str],
 
 def _str(x: Any) -> str | None:
     return None if x is None else str(x)
+
+
+@dataclass
+class _Pending:
+    group: Group
+    futures: list[asyncio.Future] = field(default_factory=list)
+
+
+class GroupGatherer:
+    """Collects rows that arrive one by one (concurrent requests or tasks) into whole groups.
+
+    ``await add(key, prompt, response, reference, expert)`` waits until ``group_size`` rows share ``key``,
+    scores that group in ONE ``scorer`` call (in a worker thread; one call at a time) and returns
+    ``(GroupScore, row index, partial)``. A group still short after ``timeout`` seconds is scored as it
+    stands (``partial`` True). A scorer failure reaches every waiting row; none gets a reward.
+    """
+
+    def __init__(self, scorer: Scorer, group_size: int, timeout: float = 60.0):
+        if group_size < 1:
+            raise ValueError(f"option 'group_size': must be >= 1, got {group_size}")
+        if not timeout > 0:
+            raise ValueError(f"option 'group_timeout': must be > 0, got {timeout}")
+        self.scorer, self.group_size, self.timeout = scorer, group_size, timeout
+        self._open: dict[Hashable, _Pending] = {}
+        self._lock = asyncio.Lock()
+        self._score_lock = asyncio.Lock()
+        self._count = 0
+
+    async def score(self, groups: list[Group]) -> list[GroupScore]:
+        async with self._score_lock:
+            return await asyncio.to_thread(self.scorer.score, groups)
+
+    async def add(self, key: Hashable, prompt: str, response: str, reference: str | None = None,
+                  expert: str | None = None) -> tuple[GroupScore, int, bool]:
+        fut = asyncio.get_running_loop().create_future()
+        async with self._lock:
+            pend = self._open.get(key)
+            if pend is None:
+                self._count += 1
+                pend = self._open[key] = _Pending(Group(f"g{self._count}", prompt, [], reference, expert))
+            index = len(pend.group.responses)
+            pend.group.responses.append(response)
+            pend.futures.append(fut)
+            full = len(pend.futures) >= self.group_size
+            if full:
+                del self._open[key]
+        if full:
+            await self._finish(pend, partial=False)
+        try:
+            s, partial = await asyncio.wait_for(asyncio.shield(fut), self.timeout)
+        except asyncio.TimeoutError:
+            async with self._lock:
+                mine = self._open.get(key) is pend
+                if mine:
+                    del self._open[key]
+            if mine:
+                await self._finish(pend, partial=True)
+            s, partial = await fut
+        return s, index, partial
+
+    async def _finish(self, pend: _Pending, partial: bool) -> None:
+        try:
+            (s,) = await self.score([pend.group])
+        except Exception as e:  # noqa: BLE001 - handed to every waiter
+            for f in pend.futures:
+                if not f.done():
+                    f.set_exception(e)
+            return
+        for f in pend.futures:
+            if not f.done():
+                f.set_result((s, partial))

@@ -1,0 +1,81 @@
+"""Raw judge outputs for the verdict-parser regression table (tests/fixtures/judge_outputs.json).
+
+The embedded judge (SmolLM2-135M-Instruct) answers a handful of each paper's judge prompts
+(rewardkit/prompts) on the shared Qwen2.5-Math rollouts; the raw texts are saved with the parser that
+reads them. The expected verdicts in the fixture are hand-checked afterwards (``expected`` and ``why``
+fields), so a re-run only refreshes ``text`` for new rows and never overwrites a checked label:
+
+    PYTHONPATH=. python benchmarks/judge_outputs.py          # ~5 min on 2 shared cores
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rewardkit.backends import load_backend
+from rewardkit.backends.base import ChatRequest
+from rewardkit.evals.data import rollouts_path
+from rewardkit.prompts import arena, gar, jury, raro
+
+FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "judge_outputs.json"
+PER_KIND = 6
+CUT = 1200  # characters of each rollout shown to the judge (keeps the 135M model's prompts short)
+
+
+def _groups() -> list[dict]:
+    rows = [json.loads(line) for line in rollouts_path().open()]
+    mixed = [r for r in rows if 0 < sum(r["correct"]) < len(r["correct"])]
+    return (mixed + rows)[:PER_KIND]
+
+
+def _requests() -> list[tuple[str, str, list[dict]]]:
+    """(id, parser name, chat messages) for each judge prompt kind."""
+    out = []
+    for k, g in enumerate(_groups()):
+        good = g["responses"][g["correct"].index(True)] if True in g["correct"] else g["responses"][0]
+        bad = g["responses"][g["correct"].index(False)] if False in g["correct"] else g["responses"][-1]
+        a, b = (good, bad) if k % 2 == 0 else (bad, good)
+        a, b, good = a[-CUT:], b[-CUT:], good[-CUT:]
+        pid, prob, ref = g["id"], g["problem"], g["answer"]
+        user = [{"role": "user", "content": arena.tournament_prompt(prob, ref, a, b)}]
+        out.append((f"{pid}/arena.tournament", "ab_tie", user))
+        user = [{"role": "user", "content": arena.pointwise_prompt(prob, ref, bad[-CUT:] if k % 2 else good)}]
+        out.append((f"{pid}/arena.pointwise", "score", user))
+        piece = (bad if k % 2 else good)[:600]
+        out.append((f"{pid}/gar.discriminator", "yes_no", gar.discriminator_messages(prob, piece)))
+        user = [{"role": "user", "content": raro.critic_user_prompt(prob, a, b)}]
+        out.append((f"{pid}/raro.critic", "answer_choice", user))
+        answer = ref if k % 2 == 0 else g["preds"][g["correct"].index(False)] if False in g["correct"] else ref + "1"
+        msgs = [{"role": "system", "content": jury.LLM_JUDGE_SYSTEM},
+                {"role": "user", "content": jury.LLM_JUDGE_USER.format(problem=prob, answer=answer)}]
+        out.append((f"{pid}/jury.llm_judge", "true_false", msgs))
+        formal = f"theorem test_problem : (answer : ℚ) = {ref} := by sorry"
+        msgs = [{"role": "system", "content": jury.CONSISTENCY_SYSTEM},
+                {"role": "user", "content": jury.CONSISTENCY_USER.format(
+                    informal_prefix=jury.INFORMAL_QA.format(problem=prob, answer=ref), formal_statement=formal)}]
+        out.append((f"{pid}/jury.consistency", "consistency", msgs))
+    return out
+
+
+def main() -> None:
+    old = {r["id"]: r for r in json.loads(FIXTURE.read_text())["outputs"]} if FIXTURE.exists() else {}
+    reqs = _requests()
+    judge = load_backend("smollm2")
+    comps = judge.generate([ChatRequest(m, max_tokens=192, temperature=0.7, seed=i)
+                            for i, (_, _, m) in enumerate(reqs)])
+    rows = []
+    for (rid, parser, _), c in zip(reqs, comps, strict=True):
+        row = old.get(rid, {"id": rid, "parser": parser, "expected": "?", "why": ""})
+        if row["expected"] == "?":
+            row["text"] = c.text
+        rows.append(row)
+    FIXTURE.write_text(json.dumps({
+        "source": "benchmarks/judge_outputs.py: SmolLM2-135M-Instruct (embedded judge), temperature 0.7, "
+                  "192 tokens, prompts from rewardkit/prompts on data/math_rollouts_qwen25; expected "
+                  "verdicts hand-checked (null = invalid)",
+        "outputs": rows}, indent=1, ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":
+    main()
