@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -75,6 +76,10 @@ def train(
     mode: Annotated[Optional[str], typer.Option(help="Training mode: raro (shared-LLM critic) or gar (joint discriminator); supplies the scorer.")] = None,
     mode_option: Annotated[Optional[list[str]], typer.Option("--mode-option", "-m", help="Mode option KEY=VALUE (e.g. lambda_pol=0.5).")] = None,
     help_settings: Annotated[bool, typer.Option("--help-settings", help="List every trainer setting and exit.")] = False,
+    device: Device = None,
+    dtype: DType = None,
+    batch_tokens: BatchTokens = None,
+    threads: Threads = None,
 ) -> None:
     """Train a policy with GRPO / CISPO on rewards from any scorer; resumes from the run folder after a kill."""
     if help_settings:
@@ -87,6 +92,7 @@ def train(
 
     cfg = train_config(_pairs(setting or [], "--set"), out_dir=str(out) if out else None, steps=steps)
     modes = [build_mode(mode, _pairs(mode_option or [], "--mode-option"))] if mode else []
+    judge = judge_spec(judge, device, dtype, batch_tokens, threads)
     sc = None if mode else load_scorer(scorer, _pairs(option or [], "--option"), judge)
     trainer = GRPOTrainer(cfg, read_prompts(prompts, limit), sc, modes)
     if trainer.step:

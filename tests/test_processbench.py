@@ -183,9 +183,10 @@ def test_cli_command_writes_table_and_predictions(tmp_path, monkeypatch):
     app.command()(processbench)
     out = tmp_path / "pb"
     res = CliRunner().invoke(app, ["--split", "gsm8k", "--split", "math", "--limit", "4", "--mode", "generate",
-                                   "--backend", "some/model", "--device", "cuda", "--out", str(out)])
+                                   "--backend", "some/model", "--device", "cuda", "--batch-tokens", "2048",
+                                   "--out", str(out)])
     assert res.exit_code == 0, res.output
-    assert seen == {"spec": "some/model", "device": "cuda", "dtype": "float32", "batch_size": 8}
+    assert seen == {"spec": "some/model?device=cuda&batch_tokens=2048"}  # the shared local-judge options
     assert "| gsm8k | 2/2 | 0.0 | 100.0 | 0.0 |" in res.output  # an all-YES judge: F1 = 0
     data = json.loads(out.with_suffix(".json").read_text())
     assert len(data["predictions"]) == 8 and data["config"]["splits"] == ["gsm8k", "math"]
