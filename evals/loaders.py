@@ -15,8 +15,7 @@ from typing import Any, Literal
 
 from rewardkit.evals.data import data_path
 
-from rewardkit import lcb as _lcb
-from rewardkit.lcb import safe_unpickle  # noqa: F401  (re-exported)
+from rewardkit.lcb import UnsafePickleError, decode_lcb_tests, safe_unpickle  # noqa: F401  (re-exported)
 
 Kind = Literal["math", "code"]
 
@@ -173,19 +172,7 @@ def _hub(name: str, split: str, mapping: dict[str, str], limit: int | None) -> l
 # ------------------------------------------------------------------------------------- LiveCodeBench
 
 
-class UnsafePickleError(BenchmarkError):
-    """A pickle payload that asks to import or call something: refused, never executed."""
-
-
-def decode_lcb_tests(raw: str | list) -> list[dict[str, Any]]:
-    """LiveCodeBench test cases (``rewardkit.lcb.decode_lcb_tests``: JSON, or base64+zlib+pickle decoded
-    with ``safe_unpickle``), with this module's error types."""
-    try:
-        return _lcb.decode_lcb_tests(raw)
-    except _lcb.UnsafePickleError as e:
-        raise UnsafePickleError(str(e)) from None
-    except ValueError as e:
-        raise BenchmarkError(str(e)) from None
+# The LiveCodeBench test-case decoding (plain-data-only unpickler) lives with the code verifier.
 
 
 def load_livecodebench(path: str | Path, *, limit: int | None = None) -> list[Problem]:
@@ -202,7 +189,7 @@ def load_livecodebench(path: str | Path, *, limit: int | None = None) -> list[Pr
             pid = r["question_id"]
         except KeyError as e:
             raise BenchmarkError(f"{path}:{n}: missing field {e}") from None
-        except BenchmarkError as e:
+        except ValueError as e:  # undecodable tests, or a refused pickle (UnsafePickleError)
             raise type(e)(f"{path}:{n}: {e}") from None
         out.append(Problem(str(pid), q, None, "code", tests={"public": public, "private": private},
                            entry_point=meta.get("func_name"),
