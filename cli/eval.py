@@ -3,10 +3,12 @@ judge quality, response generation, the headline table and the regeneration of e
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.progress import (
@@ -70,7 +72,7 @@ def accuracy(
         rep = accuracy_report(groups, by=grade, ks=k)  # type: ignore[arg-type]
     except (EvalError, FileNotFoundError, ValueError) as e:
         raise _fail(str(e)) from None
-    rep["input"] = str(rollouts)
+    rep["input"] = rollouts.name
     md = accuracy_markdown(rep, f"Accuracy on {rollouts.name}")
     write_report(out, "accuracy", rep, md)
     _show(md)
@@ -118,12 +120,14 @@ BatchOpt = Annotated[int, typer.Option(help="Groups per scorer call.")]
 @app.command()
 def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = Path("eval-out"), option: OptionOpt = None,
              judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8,
+             device: Device = None, dtype: DType = None, batch_tokens: BatchTokens = None, threads: Threads = None,
              n_boot: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 1000,
              seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0) -> None:
     """Precision / recall / F1 / accuracy of each scorer as a verifier against the `correct` labels, with
     seeded bootstrap 95% intervals; writes verifier.md and verifier.json (scores are resumable)."""
     from rewardkit.evals.harness import scorer_report, verifier_markdown, write_report
 
+    judge = judge_spec(judge, device, dtype, batch_tokens, threads)
     groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size)
     reps = [scorer_report(groups, r, correct=correct, n_boot=n_boot, seed=seed) for r in runs]
     md = verifier_markdown(reps, f"Scorers as verifiers on {rollouts.name}")
@@ -133,7 +137,8 @@ def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = Path("eval-out
 
 @app.command()
 def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = Path("eval-out"), option: OptionOpt = None,
-           judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8) -> None:
+           judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8, device: Device = None,
+           dtype: DType = None, batch_tokens: BatchTokens = None, threads: Threads = None) -> None:
     """Best-of-N with each scorer as the selector: curves (select.png), AUC, length bias; writes
     select.md and select.json."""
     from rewardkit.evals.harness import (
@@ -144,6 +149,7 @@ def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = Path("eval-out")
         write_report,
     )
 
+    judge = judge_spec(judge, device, dtype, batch_tokens, threads)
     groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size)
     reps = [scorer_report(groups, r, correct=correct, n_boot=200) for r in runs]
     base = selection_baselines(correct)
@@ -188,13 +194,11 @@ def generate(
             s = generate_rollouts(problems, model, out, n=n, max_tokens=max_tokens, temperature=temperature,
                                   top_p=top_p, seed=seed, batch_size=batch_size, bench=bench, grade=grade,
                                   on_start=on_start, on_batch=lambda k: prog.advance(task, k))
-        except (ValueError, FileNotFoundError, OSError) as e:
+        except (ValueError, FileNotFoundError, OSError, RuntimeError) as e:
             raise _fail(str(e)) from None
     console.print(f"{out}: {s.generated_now} generated now, {s.skipped_done} already done, {len(s.failed)} failed")
     for f in s.failed[:5]:
         console.print(f"  failed (re-run to retry): {f}", soft_wrap=True)
-    if problems and problems[0].kind == "code":
-        console.print("code problems are not graded here: grading needs the code verifier (rewardkit.code_exec, issue 14)")
     if s.failed:
         raise typer.Exit(1)
 
@@ -211,6 +215,10 @@ def headline(
     generate_mode: Annotated[bool, typer.Option("--generate-mode", help="Judge in generate mode, not verdict-logit.")] = False,
     work: Annotated[Path, typer.Option(help="Folder for the (resumable) scores files.")] = Path("runs/headline"),
     out: Annotated[Path, typer.Option("--out", help="Folder for headline.md / headline.json.")] = RESULTS,
+    device: Device = None,
+    dtype: DType = None,
+    batch_tokens: BatchTokens = None,
+    threads: Threads = None,
 ) -> None:
     """The headline table: every registered scorer on the same shared rollouts (P/R/F1, best-of-8, AUC,
     length bias, non-zero-advantage groups, judge calls and seconds per group)."""
@@ -220,6 +228,7 @@ def headline(
     from rewardkit.evals.headline import headline_markdown
 
     src = rollouts or rollouts_path()
+    judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
     try:
         data = run(src, work, scorers=scorer, judge=judge, judge_groups=None if all_groups else _groups(),
                    logit=not generate_mode, on_scorer=lambda s, n: console.print(f"scoring {s} on {n} groups"))
@@ -262,6 +271,10 @@ def judge(
     max_tokens: Annotated[int, typer.Option(help="Tokens per verdict in generate mode.")] = 512,
     rollouts: Annotated[Optional[Path], typer.Option(help="Labelled rollouts (default: the shared file).")] = None,
     out: Annotated[Path, typer.Option("--out", help="Folder for judge_quality.md / .json.")] = Path("eval-out"),
+    device: Device = None,
+    dtype: DType = None,
+    batch_tokens: BatchTokens = None,
+    threads: Threads = None,
 ) -> None:
     """Pairwise judges on real labels: accuracy in both orders, position bias, ProcessBench process-error
     pairs, and prompt-injection flip rates with and without order debiasing."""
@@ -293,6 +306,7 @@ def judge(
         pb = processbench_pairs(limit=pb_pairs)
     except (EvalError, FileNotFoundError, ValueError) as e:
         raise _fail(str(e)) from None
+    judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
     be = load_backend(judge)
     data: dict = {"backend": getattr(be, "model_id", judge), "rollout_pairs": [], "processbench_pairs": [], "injection": []}
     for j in js:
@@ -311,3 +325,65 @@ def judge(
     md = judge_quality_markdown(data)
     write_report(out, "judge_quality", data, md)
     _show(md)
+
+
+@app.command("lm-eval")
+def lm_eval_cmd(
+    model: Annotated[Optional[Path], typer.Argument(help="Local Hugging Face model folder (default: the embedded SmolLM2 copy).")] = None,
+    tasks: Annotated[str, typer.Option(help="Comma-separated rewardkit tasks: rewardkit_math500, rewardkit_aime24, rewardkit_aime25, rewardkit_gsm8k.")] = "rewardkit_gsm8k",
+    limit: Annotated[Optional[int], typer.Option(help="Problems per task.")] = None,
+    max_gen_toks: Annotated[Optional[int], typer.Option(help="Generation budget per problem (default: the task's 1024).")] = None,
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    out: Annotated[Path, typer.Option("--out", help="Folder for lm_eval.json.")] = Path("eval-out"),
+) -> None:
+    """Run rewardkit's lm-eval 0.4 tasks (shared offline data, rewardkit's verifier) on a local model."""
+    from rewardkit.evals.lm_eval import run_lm_eval
+
+    if model is None:
+        from rewardkit.backends.embedded import embedded_model_path
+
+        model = embedded_model_path()
+    try:
+        res = run_lm_eval(model, _csv(tasks), limit=limit, max_gen_toks=max_gen_toks, device=device)
+    except (RuntimeError, ValueError) as e:
+        raise _fail(str(e)) from None
+    out.mkdir(parents=True, exist_ok=True)
+    keep = {"results": res["results"], "n-samples": res.get("n-samples"), "config": {"model": str(model), "limit": limit},
+            "samples": {t: [{"doc_id": s["doc_id"], "target": s["target"], "response": s["resps"][0][0],
+                             "exact_match": s["exact_match"]} for s in ss] for t, ss in res.get("samples", {}).items()}}
+    (out / "lm_eval.json").write_text(json.dumps(keep, indent=2, default=str) + "\n")
+    for t, r in res["results"].items():
+        console.print(f"{t}: exact_match {r.get('exact_match,none')} (limit {limit})")
+
+
+@app.command()
+def tables(
+    check: Annotated[bool, typer.Option("--check", help="Change nothing; exit 1 if the README or a results file is stale.")] = False,
+    only: Annotated[Optional[list[str]], typer.Option("--only", help="Run only this producer (repeatable; see benchmarks/runs.json).")] = None,
+    slow: Annotated[bool, typer.Option("--slow", help="Also run the slow (judge-heavy) producers.")] = False,
+) -> None:
+    """Regenerate benchmarks/results/ from benchmarks/runs.json and rewrite the README's marked tables."""
+    from rewardkit.evals.tables import check as find_stale
+    from rewardkit.evals.tables import regenerate, unlisted
+
+    for name in unlisted():
+        console.print(f"warning: benchmarks/results/{name} has no producer in benchmarks/runs.json", soft_wrap=True)
+    if check:
+        problems = find_stale()
+        for p in problems:
+            console.print(f"stale: {p}", soft_wrap=True)
+        if problems:
+            raise typer.Exit(1)
+        console.print("README tables and results files are up to date")
+        return
+    try:
+        runs = regenerate(only=only, slow=slow, on_run=lambda r: console.print(f"running {r.name}: {r.command}", soft_wrap=True))
+    except KeyError as e:
+        raise _fail(str(e).strip("'\"")) from None
+    failed = [r for r in runs if r["returncode"]]
+    for r in runs:
+        console.print(f"{r['name']}: {r['seconds']:.0f} s" + (f" FAILED ({r['returncode']})" if r["returncode"] else ""))
+    for r in failed:
+        console.print(r["stderr_tail"], soft_wrap=True)
+    if failed:
+        raise typer.Exit(1)

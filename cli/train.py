@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -38,6 +39,24 @@ def train_config(settings: dict[str, str], **direct: object):
         raise typer.BadParameter(str(e), param_hint="--set") from None
 
 
+def build_mode(name: str, options: dict[str, str]):
+    """A training mode from its name and ``KEY=VALUE`` options, coerced to the constructor's types."""
+    from rewardkit.critic import CriticScorer
+    from rewardkit.grpo.modes import GarJoint, RaroShared
+    from rewardkit.scoring import coerce, option_hints
+    from rewardkit.slices import SliceScorer
+
+    modes = {"raro": (RaroShared, CriticScorer), "gar": (GarJoint, SliceScorer)}
+    if name not in modes:
+        raise typer.BadParameter(f"unknown mode {name!r}; known: {', '.join(modes)}", param_hint="--mode")
+    cls, scorer_cls = modes[name]  # options the mode does not take go to its scorer
+    hints = {**option_hints(scorer_cls.Options), **typing.get_type_hints(cls.__init__)}
+    try:
+        return cls(**{k: coerce(v, hints.get(k, str)) for k, v in options.items()})
+    except (TypeError, ValueError) as e:
+        raise typer.BadParameter(str(e), param_hint="--mode-option") from None
+
+
 def _settings_help() -> str:
     from rewardkit.grpo import TrainConfig
 
@@ -46,7 +65,7 @@ def _settings_help() -> str:
 
 
 def train(
-    prompts: Annotated[Path, typer.Argument(help="JSONL prompts: prompt/problem/question, optional answer and solution.")],
+    prompts: Annotated[Optional[Path], typer.Argument(help="JSONL prompts: prompt/problem/question, optional answer and solution.")] = None,
     scorer: Annotated[str, typer.Option("--scorer", "-s", help="Scorer name (see `rewardkit scorers`) or module:Class.")] = "verifier",
     option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Scorer option KEY=VALUE (repeatable).")] = None,
     judge: Annotated[Optional[str], typer.Option(help="Judge backend spec for judge-based scorers.")] = None,
@@ -54,18 +73,28 @@ def train(
     steps: Annotated[Optional[int], typer.Option(help="Total optimizer steps.")] = None,
     setting: Annotated[Optional[list[str]], typer.Option("--set", "-t", help="Trainer setting KEY=VALUE (repeatable; see --help-settings).")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Use only the first N prompts.")] = None,
+    mode: Annotated[Optional[str], typer.Option(help="Training mode: raro (shared-LLM critic) or gar (joint discriminator); supplies the scorer.")] = None,
+    mode_option: Annotated[Optional[list[str]], typer.Option("--mode-option", "-m", help="Mode option KEY=VALUE (e.g. lambda_pol=0.5).")] = None,
     help_settings: Annotated[bool, typer.Option("--help-settings", help="List every trainer setting and exit.")] = False,
+    device: Device = None,
+    dtype: DType = None,
+    batch_tokens: BatchTokens = None,
+    threads: Threads = None,
 ) -> None:
     """Train a policy with GRPO / CISPO on rewards from any scorer; resumes from the run folder after a kill."""
     if help_settings:
         typer.echo(_settings_help())
         raise typer.Exit()
+    if prompts is None:
+        raise typer.BadParameter("a prompts file is required", param_hint="PROMPTS")
     from rewardkit.grpo import GRPOTrainer, read_prompts
     from rewardkit.integrations.common import load_scorer
 
     cfg = train_config(_pairs(setting or [], "--set"), out_dir=str(out) if out else None, steps=steps)
-    sc = load_scorer(scorer, _pairs(option or [], "--option"), judge)
-    trainer = GRPOTrainer(cfg, read_prompts(prompts, limit), sc)
+    modes = [build_mode(mode, _pairs(mode_option or [], "--mode-option"))] if mode else []
+    judge = judge_spec(judge, device, dtype, batch_tokens, threads)
+    sc = None if mode else load_scorer(scorer, _pairs(option or [], "--option"), judge)
+    trainer = GRPOTrainer(cfg, read_prompts(prompts, limit), sc, modes)
     if trainer.step:
         typer.echo(f"resuming {cfg.out_dir} at step {trainer.step}", err=True)
 

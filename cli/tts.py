@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
 
 
 def tts(
@@ -23,6 +24,10 @@ def tts(
     methods: Annotated[str, typer.Option(help="Judge-based selectors to run: tournament, bt.")] = "tournament,bt",
     bt_schedule: Annotated[str, typer.Option(help="BT fit on the 'tournament' matches or a 'round_robin'.")] = "tournament",
     backend: Annotated[str, typer.Option(help="Judge backend spec for rewardkit.backends.load_backend.")] = "smollm2",
+    device: Device = None,
+    dtype: DType = None,
+    batch_tokens: BatchTokens = None,
+    threads: Threads = None,
     limit: Annotated[int | None, typer.Option(help="Use only the first LIMIT problems.")] = None,
     skip_uniform: Annotated[bool, typer.Option(help="Do not judge pools whose labels are all equal (accuracy unchanged).")] = True,
     max_tokens: Annotated[int, typer.Option(help="Judge generation budget (generate mode).")] = 256,
@@ -39,6 +44,7 @@ def tts(
     except ValueError:
         raise typer.BadParameter(f"--n must be comma-separated integers, got {n!r}") from None
     problems = load_rollouts(str(rollouts), limit)
+    backend = judge_spec(backend, device, dtype, batch_tokens, threads, flag="--backend") or backend
     res = run_tts(problems, load_backend(backend), ns, judge=judge, mode=mode, order=order, view=view,  # type: ignore[arg-type]
                   temperature=temperature, max_tokens=max_tokens, seed=seed, k=k, rule=rule,  # type: ignore[arg-type]
                   methods=[m.strip() for m in methods.split(",") if m.strip()],

@@ -1,1 +1,9 @@
-"""rewardkit.evals."""
+"""rewardkit.evals: the evaluation harness behind ``rewardkit eval``.
+
+``metrics`` (pure metric functions, re-exported here), ``loaders`` (benchmarks), ``generate`` (sampling
+rollouts), ``harness`` (grading, scoring, reports), ``headline``, ``judge_quality``, ``tables`` (the
+committed results and README tables), ``lm_eval`` (lm-eval 0.4 task configs), ``processbench``, ``data``.
+"""
+
+from rewardkit.evals.metrics import *  # noqa: F401,F403
+from rewardkit.evals.metrics import __all__  # noqa: F401

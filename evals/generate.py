@@ -26,25 +26,31 @@ class GenerateSummary:
 def _row(p: Problem, texts: Sequence[str], bench: str, model: str, finish: Sequence[str]) -> dict[str, Any]:
     row: dict[str, Any] = {"id": p.id, "problem": p.question, "answer": p.answer, "responses": list(texts),
                            "benchmark": bench, "model": model, "kind": p.kind, "finish_reasons": list(finish)}
-    if p.kind == "code":
-        row.update({"tests": p.tests, "entry_point": p.entry_point})
+    if p.kind == "code" and isinstance(p.tests, dict):  # LiveCodeBench: the columns the code verifier reads
+        row.update({"public_test_cases": p.tests["public"], "private_test_cases": p.tests["private"],
+                    "metadata": {"func_name": p.entry_point}})
+    elif p.kind == "code":  # HumanEval
+        row.update({"test": p.tests, "entry_point": p.entry_point})
     return row
 
 
 def grade_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Add ``correct`` labels to math rows with the answer verifier (a failed check is left unlabelled:
-    the row gets no labels rather than a guessed 0)."""
+    """Add ``correct`` labels: math rows with the answer verifier, code rows with the code verifier in the
+    sandbox. A row with any failed check is left unlabelled rather than given a guessed 0."""
     from rewardkit.scoring import get_scorer
     from rewardkit.types import Group
 
-    math_rows = [r for r in rows if r.get("kind", "math") == "math" and r.get("answer") is not None]
-    if not math_rows:
-        return rows
-    scores = get_scorer("verifier").score([Group(r["id"], r["problem"], r["responses"], reference=r["answer"])
-                                           for r in math_rows])
-    for r, s in zip(math_rows, scores):
-        if s.mask.all():
-            r["correct"] = [bool(x >= 1.0) for x in s.rewards]
+    for kind, scorer in (("math", "verifier"), ("code", "code")):
+        todo = [r for r in rows if r.get("kind", "math") == kind and (kind == "code" or r.get("answer") is not None)]
+        if not todo:
+            continue
+        keep = ("id", "problem", "answer", "responses", "kind")
+        scores = get_scorer(scorer).score([
+            Group(r["id"], r["problem"], r["responses"], reference=r.get("answer"),
+                  metadata={k: v for k, v in r.items() if k not in keep}) for r in todo])
+        for r, s in zip(todo, scores):
+            if s.mask.all():
+                r["correct"] = [bool(x >= 1.0) for x in s.rewards]
     return rows
 
 
@@ -56,31 +62,32 @@ def generate_rollouts(problems: Sequence[Problem], backend: Any, out: str | Path
     """Sample ``n`` responses per problem (one request of ``n`` samples each, seed = ``seed`` + index) into
     ``out``; with ``grade``, math rows get ``correct`` labels from the verifier."""
     from rewardkit.backends import ChatRequest, load_backend
-    from rewardkit.jobs import _append, _dump, repair_jsonl
+    from rewardkit.job_output import OutputLock, append_lines, dump_row, repair_jsonl
 
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     be = load_backend(backend)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    done = {r["id"] for r in repair_jsonl(out)}
-    todo = [(i, p) for i, p in enumerate(problems) if p.id not in done]
-    s = GenerateSummary(problems=len(problems), skipped_done=len(problems) - len(todo), graded=grade)
-    if on_start:
-        on_start(len(problems), s.skipped_done)
-    model = getattr(be, "model_id", "") or str(backend)
-    for b in range(0, len(todo), batch_size):
-        batch = todo[b:b + batch_size]
-        reqs = [ChatRequest(p.messages(), max_tokens=max_tokens, temperature=temperature, top_p=top_p, n=n,
-                            seed=seed + i) for i, p in batch]
-        rows = []
-        for (_, p), c in zip(batch, be.generate(reqs)):
-            if c.status != "ok" or len(c.texts) != n:
-                s.failed.append(f"{p.id}: {c.status} {c.error or f'{len(c.texts)} of {n} texts'}")
-                continue
-            rows.append(_row(p, c.texts, bench, model, c.finish_reasons))
-        _append(out, [_dump(r) for r in (grade_rows(rows) if grade else rows)])
-        s.generated_now += len(rows)
-        if on_batch:
-            on_batch(len(batch))
+    with OutputLock(out):  # one writer per rollouts file
+        done = {r["id"] for r in repair_jsonl(out)}
+        todo = [(i, p) for i, p in enumerate(problems) if p.id not in done]
+        s = GenerateSummary(problems=len(problems), skipped_done=len(problems) - len(todo), graded=grade)
+        if on_start:
+            on_start(len(problems), s.skipped_done)
+        model = getattr(be, "model_id", "") or str(backend)
+        for b in range(0, len(todo), batch_size):
+            batch = todo[b:b + batch_size]
+            reqs = [ChatRequest(p.messages(), max_tokens=max_tokens, temperature=temperature, top_p=top_p, n=n,
+                                seed=seed + i) for i, p in batch]
+            rows = []
+            for (_, p), c in zip(batch, be.generate(reqs)):
+                if c.status != "ok" or len(c.texts) != n:
+                    s.failed.append(f"{p.id}: {c.status} {c.error or f'{len(c.texts)} of {n} texts'}")
+                    continue
+                rows.append(_row(p, c.texts, bench, model, c.finish_reasons))
+            append_lines(out, [dump_row(r) for r in (grade_rows(rows) if grade else rows)])
+            s.generated_now += len(rows)
+            if on_batch:
+                on_batch(len(batch))
     return s

@@ -87,15 +87,24 @@ def grade(groups: Sequence[Group], by: Grading = "auto") -> tuple[list[np.ndarra
         return labels_of(groups, "grading by labels"), "labels", 0
     if by not in ("auto", "verifier"):
         raise EvalError(f"unknown grading {by!r}; use labels or verifier")
-    no_ref = [g.id for g in groups if not g.reference]
-    if no_ref:
-        raise EvalError(f"grading with the verifier needs a reference answer, group {no_ref[0]!r} has none")
     from rewardkit.scoring import get_scorer
 
-    scores = get_scorer("verifier").score(list(groups))
+    code = [is_code(g) for g in groups]
+    if any(code) and not all(code):
+        raise EvalError("the rollouts mix code and math groups; grade them separately")
+    no_ref = [g.id for g in groups if not g.reference]
+    if not code[0] and no_ref:
+        raise EvalError(f"grading with the verifier needs a reference answer, group {no_ref[0]!r} has none")
+    scores = get_scorer("code" if code[0] else "verifier").score(list(groups))
     correct = [np.nan_to_num(s.rewards, nan=0.0) >= 1.0 for s in scores]
     failed = sum(int((~s.mask).sum()) for s in scores)
-    return correct, "verifier", failed
+    return correct, "code verifier" if code[0] else "verifier", failed
+
+
+def is_code(g: Group) -> bool:
+    """A code group: generated from a code benchmark, or carrying HumanEval / LiveCodeBench tests."""
+    m = g.metadata
+    return m.get("kind") == "code" or "entry_point" in m or "public_test_cases" in m or "input_output" in m
 
 
 def _check_n(correct: Sequence[np.ndarray], ks: Sequence[int] | None) -> tuple[int, list[int]]:
@@ -118,9 +127,10 @@ def accuracy_report(groups: Sequence[Group], *, by: Grading = "auto", ks: Sequen
 
     correct, how, failed = grade(groups, by)
     n, ks = _check_n(correct, ks)
-    answers = [[extract_answer(r) for r in g.responses] for g in groups]
+    code = any(is_code(g) for g in groups)  # programs have no final answer to vote on: no maj@k
+    answers = None if code else [[extract_answer(r) for r in g.responses] for g in groups]
     rows = [{"k": k, "pass@k": pass_at_k_groups(correct, k), "avg@k": avg_at_k(correct, k),
-             "maj@k": maj_at_k(answers, correct, k, checker=checker)} for k in ks]
+             "maj@k": None if answers is None else maj_at_k(answers, correct, k, checker=checker)} for k in ks]
     return {"groups": len(groups), "n": n, "graded_by": how, "grading_failures": failed, "table": rows}
 
 
@@ -128,8 +138,8 @@ def accuracy_markdown(rep: dict[str, Any], title: str) -> str:
     lines = [f"# {title}", "", f"{rep['groups']} problems x {rep['n']} samples, graded by {rep['graded_by']}"
              + (f" ({rep['grading_failures']} verifier failures counted as wrong)" if rep["grading_failures"] else "")
              + ".", "", "| k | pass@k | avg@k | maj@k |", "|---|---|---|---|"]
-    lines += [f"| {r['k']} | {100 * r['pass@k']:.1f} | {100 * r['avg@k']:.1f} | {100 * r['maj@k']:.1f} |"
-              for r in rep["table"]]
+    lines += [f"| {r['k']} | {100 * r['pass@k']:.1f} | {100 * r['avg@k']:.1f} | "
+              f"{'-' if r['maj@k'] is None else format(100 * r['maj@k'], '.1f')} |" for r in rep["table"]]
     return "\n".join(lines) + "\n"
 
 

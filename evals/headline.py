@@ -88,18 +88,10 @@ def headline(rollouts: str | Path, work: Path, *, scorers: Sequence[str] | None 
             "reports": rows, "skipped": skipped}
 
 
-def headline_markdown(data: dict[str, Any], command: str) -> str:
-    """The README's centrepiece table and its notes."""
-    lines = [
-        "# Every scorer on the shared rollouts (100 MATH problems x 8 Qwen2.5-Math samples, labelled)", "",
-        "P/R/F1: the scorer as a verifier (reward >= 0.5 predicts the upstream `correct` label; only for 0/1 "
-        "rewards; 95% bootstrap intervals in the JSON). best-of-8: accuracy of the highest-reward response "
-        "(ties: mean over the tied). AUC: pooled ranking of correct over incorrect responses. Length bias: "
-        "Spearman of reward vs response characters. Non-zero adv.: share of groups whose rewards are not all "
-        "equal (GRPO gets a signal). Calls and seconds are per group.", "",
-        "| scorer | groups | P | R | F1 | best-of-8 (%) | AUC | length bias | non-zero adv. | judge calls | s / group |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+def headline_table(data: dict[str, Any]) -> str:
+    """The table itself (Markdown), as in headline.md and the README."""
+    lines = ["| scorer | groups | P | R | F1 | best-of-8 (%) | AUC | length bias | non-zero adv. | judge calls | s / group |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in data["reports"]:
         v = r["verifier"]
         p, rec, f1 = (("-", "-", "-") if v is None else
@@ -110,11 +102,26 @@ def headline_markdown(data: dict[str, Any], command: str) -> str:
             f"{100 * r['best_of_8']:.1f} | {_f(r['auc'])} | {_f(r['length_bias']['spearman'], '+.2f')} | "
             f"{100 * r['nonzero_advantage_groups']:.0f}% | {c['judge_calls_per_group']:.1f} | "
             f"{c['seconds_per_group']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def headline_markdown(data: dict[str, Any], command: str) -> str:
+    """headline.md: the table and its notes."""
+    lines = [
+        "# Every scorer on the shared rollouts (100 MATH problems x 8 Qwen2.5-Math samples, labelled)", "",
+        "P/R/F1: the scorer as a verifier (reward >= 0.5 predicts the upstream `correct` label; only for 0/1 "
+        "rewards; 95% bootstrap intervals in the JSON). best-of-8: accuracy of the highest-reward response "
+        "(ties: mean over the tied). AUC: pooled ranking of correct over incorrect responses. Length bias: "
+        "Spearman of reward vs response characters. Non-zero adv.: share of groups whose rewards are not all "
+        "equal (GRPO gets a signal). Calls and seconds are per group.", "",
+        headline_table(data).rstrip(),
+    ]
     js = ", ".join(f"`{g}`" for g in data["judge_groups"])
     lines += ["", f"Judge scorers ran `{data['judge']}` in verdict-logit mode where the scorer has it, on "
               f"{len(data['judge_groups'])} mixed groups ({js}, 4 of 8 correct each), CPU: their rows "
               "measure the machinery on a 135M judge, not the papers' claims. On those groups random choice "
-              "scores 50% and the oracle 100%."]
+              "scores 50% and the oracle 100%. `arena` and `adaptive-pointwise` route only non-diverse groups "
+              "to the judge, so on mixed groups they equal the verifier (by design, eq. 5)."]
     if data.get("skipped"):
         lines += ["", "Not run: " + "; ".join(f"`{k}` ({v})" for k, v in data["skipped"].items())]
     lines += ["", f"Command: `{command}`",

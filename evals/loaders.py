@@ -8,16 +8,14 @@ Every loader returns ``Problem`` rows: an id, the question text, the reference a
 
 from __future__ import annotations
 
-import base64
-import io
 import json
-import pickle
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from rewardkit.evals.data import data_path
+
+from rewardkit.lcb import UnsafePickleError, decode_lcb_tests, safe_unpickle  # noqa: F401  (re-exported)
 
 Kind = Literal["math", "code"]
 
@@ -174,41 +172,7 @@ def _hub(name: str, split: str, mapping: dict[str, str], limit: int | None) -> l
 # ------------------------------------------------------------------------------------- LiveCodeBench
 
 
-class UnsafePickleError(BenchmarkError):
-    """A pickle payload that asks to import or call something: refused, never executed."""
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    """An unpickler that admits only built-in plain data (str, bytes, numbers, lists, dicts, tuples):
-    every global lookup, hence every constructor or function call, is refused."""
-
-    def find_class(self, module: str, name: str):  # noqa: ARG002
-        raise UnsafePickleError(f"refused pickle global {module}.{name}: only plain data may be loaded")
-
-
-def safe_unpickle(data: bytes) -> Any:
-    """Load a pickle that holds plain data only; anything that would import or call code is refused."""
-    return _PlainUnpickler(io.BytesIO(data)).load()
-
-
-def decode_lcb_tests(raw: str | list) -> list[dict[str, Any]]:
-    """LiveCodeBench test cases: a JSON list, or (private tests) base64(zlib(pickle(JSON string))) as in
-    upstream ``lcb_runner/benchmarks/code_generation.py``, decoded with ``safe_unpickle``."""
-    if isinstance(raw, list):
-        return raw
-    try:
-        out = json.loads(raw)
-    except json.JSONDecodeError:
-        try:
-            payload = safe_unpickle(zlib.decompress(base64.b64decode(raw.encode("utf-8"))))
-        except UnsafePickleError:
-            raise
-        except Exception as e:
-            raise BenchmarkError(f"LiveCodeBench tests are neither JSON nor base64+zlib+pickle: {type(e).__name__}: {e}") from None
-        out = json.loads(payload) if isinstance(payload, (str, bytes)) else payload
-    if not isinstance(out, list) or not all(isinstance(t, dict) and {"input", "output"} <= set(t) for t in out):
-        raise BenchmarkError("LiveCodeBench tests must decode to a list of {input, output, testtype} objects")
-    return out
+# The LiveCodeBench test-case decoding (plain-data-only unpickler) lives with the code verifier.
 
 
 def load_livecodebench(path: str | Path, *, limit: int | None = None) -> list[Problem]:
@@ -225,7 +189,7 @@ def load_livecodebench(path: str | Path, *, limit: int | None = None) -> list[Pr
             pid = r["question_id"]
         except KeyError as e:
             raise BenchmarkError(f"{path}:{n}: missing field {e}") from None
-        except BenchmarkError as e:
+        except ValueError as e:  # undecodable tests, or a refused pickle (UnsafePickleError)
             raise type(e)(f"{path}:{n}: {e}") from None
         out.append(Problem(str(pid), q, None, "code", tests={"public": public, "private": private},
                            entry_point=meta.get("func_name"),

@@ -159,6 +159,15 @@ def _isolate(keep: set[int], stdin_fd: int | None) -> None:
 # ------------------------------------------------------------------------------------- call server
 
 
+def _kill_tree(pid: int) -> None:
+    """SIGKILL a child and its process group (whatever of it setsid'd away dies with the sandbox)."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 class CandidateError(BaseException):
     """The program raised (or crashed) during a call; BaseException so test code cannot swallow it."""
 
@@ -180,22 +189,22 @@ class Server:
             _serve(prog, req_r, resp_w)
         os.close(req_r)
         os.close(resp_w)
-        self.load_error: str | None = None
         self.dead = False
 
-    def start(self, deadline: float) -> None:
+    def start(self, deadline: float) -> dict | None:
+        """Wait for the program to load: None when ready, else the failed test's record (-3 or -4)."""
         try:
             msg = _recv(self.resp_r, deadline)
         except TimeoutError:
             self.kill()
-            raise CandidateTimeout("loading the program timed out") from None
+            return {"code": -3, "reason": "time limit exceeded while loading the program"}
         except (ValueError, OSError) as e:
-            self.kill()
-            self.load_error = f"malformed message from the program: {e}"
-            return
+            msg = {"load_error": f"malformed message from the program: {e}"}
         if msg is None or "load_error" in msg or msg.get("ready") is not True:
             self.kill()
-            self.load_error = (msg or {}).get("load_error") or "the program exited while loading"
+            why = (msg or {}).get("load_error") or "the program exited while loading"
+            return {"code": -4, "reason": f"the program failed to load: {why}"}
+        return None
 
     def call(self, args: list, deadline: float):
         if self.dead:
@@ -221,11 +230,7 @@ class Server:
 
     def kill(self) -> None:
         self.dead = True
-        for f in (os.killpg, os.kill):
-            try:
-                f(self.pid, signal.SIGKILL)
-            except OSError:
-                pass
+        _kill_tree(self.pid)
         try:
             os.waitpid(self.pid, 0)
         except ChildProcessError:
@@ -267,9 +272,9 @@ def _resolve(ns: dict, name: str):
 def run_humaneval(prog: dict, server: Server, tests: dict) -> list[dict]:
     """``check(candidate)`` in this process, with the candidate answering from the sandboxed child."""
     deadline = time.monotonic() + tests["timeout"]
-    server.start(deadline)
-    if server.load_error:
-        return [{"code": -4, "reason": f"the program failed to load: {server.load_error}"}]
+    failed = server.start(deadline)
+    if failed:
+        return [failed]
     failures: list[BaseException] = []
 
     def candidate(*args):
@@ -315,9 +320,9 @@ def run_functional(prog: dict, server: Server, tests: dict) -> list[dict]:
     """LiveCodeBench call-based tests: each input line is one JSON argument; the parent compares."""
     out = []
     t = tests["timeout"]
-    server.start(time.monotonic() + t)
-    if server.load_error:
-        return [{"code": -4, "reason": f"the program failed to load: {server.load_error}"}]
+    failed = server.start(time.monotonic() + t)
+    if failed:
+        return [failed]
     for raw in tests["inputs"]:
         try:
             args = [json.loads(line) for line in raw.split("\n")]
@@ -394,11 +399,7 @@ def _one_stdin(code, raw: str, timeout: float, max_output: int) -> dict:
             result = {"code": -4, "reason": f"output limit exceeded ({max_output} bytes)"}
             break
     os.close(r)
-    for f in (os.killpg, os.kill):
-        try:
-            f(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    _kill_tree(pid)
     _, st = os.waitpid(pid, 0)
     if result is not None:
         return result

@@ -28,6 +28,9 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC = 32, 1024, 2048, 4096, 16384
 MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 1 << 18, 1 << 21, 1 << 24
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 24, 28, 38
+# SECBIT_NOROOT, _NO_SETUID_FIXUP, _KEEP_CAPS, _NO_CAP_AMBIENT_RAISE, each with its lock bit
+_SECUREBITS_ALL_LOCKED = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
 _FLAG_OF = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
             "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
 
@@ -117,7 +120,10 @@ def _exec_program(cfg: dict, status_fd: int) -> None:
         if uid is not None:
             os.setgroups([])
             os.setgid(uid)
-            os.setuid(uid)
+            os.setuid(uid)  # an unprivileged uid: no capabilities left
+        elif cfg["user_ns"]:
+            _drop_capabilities()  # uid 0 of its own user namespace: take its capabilities away for good
+        _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")  # setuid binaries gain nothing
         for name, (soft, hard) in cfg["rlimits"].items():
             resource.setrlimit(getattr(resource, name), (soft, hard))
         os.closerange(3, status_fd)
@@ -126,6 +132,18 @@ def _exec_program(cfg: dict, status_fd: int) -> None:
     except BaseException as e:  # noqa: BLE001 - report anything, then die
         _report(status_fd, stage_error=f"exec {cfg['argv'][0]!r}: {e}", exec_failed=True)
     os._exit(127)
+
+
+def _drop_capabilities() -> None:
+    """Clear every capability (bounding, effective, permitted, inheritable) and lock the securebits so
+    that neither uid 0 nor exec gives any back."""
+    _check(libc.prctl(PR_SET_SECUREBITS, _SECUREBITS_ALL_LOCKED, 0, 0, 0), "securebits")
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last = int(f.read())
+    for cap in range(last + 1):
+        _check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop capability {cap}")
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    _check(libc.capset(header, (ctypes.c_uint32 * 6)()), "capset")
 
 
 def _report(fd: int, **kw) -> None:

@@ -10,6 +10,7 @@ pool (each thread drives one sandboxed process). Per test: 1 passed, -2 wrong an
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import re
 import secrets
@@ -369,3 +370,20 @@ class CodeScorer(BaseScorer):
                 extra={"results": [[int(c) for c in r.results] for r in res], "reasons": [r.reason for r in res]},
             ))
         return out
+
+
+def _expose_options(cls: type) -> type:
+    """Let signature-based registries (and ``-o key=value`` on the CLI) see the Options fields as keyword
+    arguments of ``__init__``, with their help lines in the docstring's ``Options:`` block."""
+    fs = dataclasses.fields(cls.Options)
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)] + [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type) for f in fs]
+    init = cls.__init__
+    init.__signature__ = inspect.Signature(params)
+    init.__annotations__ = {f.name: f.type for f in fs}
+    cls.__doc__ = (inspect.cleandoc(cls.__doc__ or "") + "\n\nOptions:\n"
+                   + "\n".join(f"    {f.name}: {f.metadata.get('help', '')}" for f in fs))
+    return cls
+
+
+_expose_options(CodeScorer)

@@ -191,7 +191,7 @@ HOSTILE = {
     """, Code.TIME_LIMIT),
     "memory bomb": ("""
         def add(a, b):
-            x = [bytearray(1 << 26) for _ in range(1 << 10)]
+            x = b'x' * (8 << 30)  # far past the 1 GiB address-space limit: refused at once, not after paging
             return a + b
     """, Code.RUNTIME_ERROR),
     "recursion bomb": ("def add(a, b):\n    return add(a, b) + 1\n", Code.RUNTIME_ERROR),
@@ -202,6 +202,7 @@ HOSTILE = {
             return eval('add(a, b)')  # every level through C: the C stack overflows, the process dies
     """, Code.RUNTIME_ERROR),
     "infinite loop": ("def add(a, b):\n    while True:\n        pass\n", Code.TIME_LIMIT),
+    "infinite loop while loading": ("while True:\n    pass\ndef add(a, b):\n    return a + b\n", Code.TIME_LIMIT),
     "sleep past the deadline": ("import time\ndef add(a, b):\n    time.sleep(3600)\n", Code.TIME_LIMIT),
     "output flood": ("def add(a, b):\n    while True:\n        print('x' * 65536)\n", Code.RUNTIME_ERROR),
     "read the environment": ("""
@@ -399,3 +400,14 @@ def test_rewardkit_score_cli_with_the_code_scorer(tmp_path):
     got = [json.loads(line) for line in out.read_text().splitlines()]
     assert [g["rewards"] for g in got] == [[1.0, 0.0], [1.0, 0.0]]
     assert got[0]["results"] == [[1], [-2]]
+    lcb = tmp_path / "lcb.jsonl"
+    lcb.write_text(json.dumps({"id": "lcb-add", "prompt": LCB[0]["question_content"], "responses": ["print(3)"],
+                               **{k: LCB[0][k] for k in ("public_test_cases", "private_test_cases", "metadata")}}))
+    out2 = tmp_path / "fraction.jsonl"
+    res = CliRunner().invoke(app, ["score", str(lcb), "--scorer", "code", "-o", "reward=fraction", "-o", "timeout=3",
+                                   "--out", str(out2)])
+    assert res.exit_code == 0, res.output
+    row = json.loads(out2.read_text())
+    assert row["rewards"] == [pytest.approx(1 / 3)] and row["statuses"] == ["ok"]  # outputs 3, 7, 0: one of three
+    res = CliRunner().invoke(app, ["score", str(lcb), "--scorer", "code", "-o", "reward=most", "--out", str(out2)])
+    assert res.exit_code == 2 and "'most' is not one of ('all', 'fraction')" in res.output

@@ -63,3 +63,50 @@ def test_verifier_and_select_commands(tmp_path):
     assert by["majority-vote"]["best_of_8"] <= by["verifier"]["best_of_8"]
     r = _run("select", ROLL, "-s", "no-such-scorer", "--limit", "2", "--out", str(tmp_path))
     assert r.exit_code == 2 and "unknown scorer 'no-such-scorer'" in r.output
+
+
+def test_accuracy_on_code_rollouts_grades_in_the_sandbox(tmp_path):
+    """HumanEval rows (canonical solution = correct, `pass` = wrong) and the LiveCodeBench fixture, graded
+    by the code verifier; maj@k does not apply to programs."""
+    from pathlib import Path
+
+    from rewardkit.evals.data import data_path
+
+    rows = [json.loads(line) for line in open(data_path("humaneval", "test.jsonl"))][:2]
+    roll = tmp_path / "he.jsonl"
+    with roll.open("w") as f:
+        for r in rows:
+            f.write(json.dumps({"id": r["task_id"], "problem": r["prompt"], "kind": "code", "test": r["test"],
+                                "entry_point": r["entry_point"],
+                                "responses": [r["canonical_solution"], "    pass\n"]}) + "\n")
+    r = _run("accuracy", str(roll), "--out", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    data = json.loads((tmp_path / "accuracy.json").read_text())
+    assert data["graded_by"] == "code verifier"
+    # avg@1 reads the first sample only (the canonical one); pass@1 = c / n uses both
+    assert data["table"][0] == {"k": 1, "pass@k": 0.5, "avg@k": 1.0, "maj@k": None}
+    assert data["table"][1]["pass@k"] == 1.0
+
+    lcb = [json.loads(line) for line in (Path(__file__).parent / "fixtures" / "livecodebench_lite.jsonl").read_text().splitlines()]
+    row = lcb[0] | {"id": lcb[0]["question_id"], "problem": lcb[0]["question_content"],
+                    "responses": ["a, b = map(int, input().split())\nprint(a + b)", "print(3)"]}
+    roll = tmp_path / "lcb.jsonl"
+    roll.write_text(json.dumps(row) + "\n")
+    r = _run("accuracy", str(roll), "--out", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    # print(3) passes the public test only; the private tests (decoded from base64+zlib+pickle) fail it
+    assert json.loads((tmp_path / "accuracy.json").read_text())["table"][0]["pass@k"] == 0.5
+
+
+def test_headline_without_judges_on_all_groups(tmp_path):
+    r = _run("headline", "-s", "verifier", "-s", "majority-vote", "--out", str(tmp_path), "--work", str(tmp_path / "w"))
+    assert r.exit_code == 0, r.output
+    data = json.loads((tmp_path / "headline.json").read_text())
+    by = {x["scorer"]: x for x in data["reports"]}
+    assert by["verifier"]["groups"] == 100 and not by["verifier"]["uses_judge"]
+    # 100 - 86 all-correct - 4 all-wrong = 10 mixed groups; the verifier's 1 label slip adds a group
+    assert 0.10 <= by["verifier"]["nonzero_advantage_groups"] <= 0.11
+    assert by["verifier"]["best_of_8"] == pytest.approx(0.96)
+    assert by["majority-vote"]["best_of_8"] == pytest.approx(0.93)  # = maj@8
+    md = (tmp_path / "headline.md").read_text()
+    assert "| `verifier` | 100 |" in md and "Command: `rewardkit eval headline -s verifier -s majority-vote`" in md

@@ -69,3 +69,12 @@ def test_generate_cli_with_the_embedded_model_then_accuracy(tmp_path, judge_back
     assert "resuming: 1 of 1" in r.output and len(out.read_text().splitlines()) == 1
     r = CliRunner().invoke(app, ["eval", "accuracy", str(out), "--out", str(tmp_path)])
     assert r.exit_code == 0 and json.loads((tmp_path / "accuracy.json").read_text())["n"] == 2
+
+
+def test_a_second_writer_is_refused(tmp_path):
+    from rewardkit.job_output import JobError, OutputLock
+
+    out = tmp_path / "r.jsonl"
+    with OutputLock(out), pytest.raises(JobError, match="another rewardkit job"):
+        generate_rollouts(load_benchmark("aime24", limit=1), Scripted(), out, n=1)
+    assert not out.exists() or out.read_text() == ""

@@ -108,5 +108,5 @@ def test_malicious_pickle_is_refused_and_never_runs(tmp_path):
     assert not marker.exists()
     # plain containers still load
     assert safe_unpickle(pickle.dumps({"a": [1, 2.5, "x", (True, None)]})) == {"a": [1, 2.5, "x", (True, None)]}
-    with pytest.raises(BenchmarkError, match="neither JSON nor"):
+    with pytest.raises(ValueError, match="neither JSON nor"):
         decode_lcb_tests("not base64 at all!")

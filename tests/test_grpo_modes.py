@@ -75,3 +75,17 @@ def test_gar_joint_step_updates_the_discriminator_with_r_dis(tmp_path):
     assert np.isfinite(row["R_dis"]) and row["R_d"] < 0 and 0 <= row["R_a"] <= 1 and row["dis_slices"] >= 4
     assert not torch.equal(before, next(mode.disc.model.parameters()).detach())  # discriminator trained
     assert not torch.equal(policy_before, next(trainer.model.parameters()).detach())  # and the reasoner too
+
+
+def test_cli_builds_modes_with_typed_options_for_the_mode_and_its_scorer():
+    import typer
+    from rewardkit.cli.train import build_mode
+
+    m = build_mode("raro", {"lambda_pol": "0.25", "critic_samples": "3", "tau_pol": "0.5"})
+    assert (m.lambda_pol, m.critic_samples, m.critic_options) == (0.25, 3, {"tau_pol": 0.5})
+    g = build_mode("gar", {"lambda4": "0.25", "slice_tokens": "64"})
+    assert (g.lambda4, g.slice_options) == (0.25, {"slice_tokens": 64})
+    with pytest.raises(typer.BadParameter, match="unknown mode"):
+        build_mode("dpo", {})
+    with pytest.raises(typer.BadParameter):
+        build_mode("raro", {"lambda_pol": "lots"})

@@ -131,3 +131,20 @@ def test_config_validation_names_the_option():
         TrainConfig(samples_per_prompt=0)
     with pytest.raises(ValueError, match="option 'temperature'"):
         TrainConfig(temperature=0)
+
+
+def test_step_metrics_count_routed_and_non_diverse_groups_and_judge_calls():
+    from rewardkit.grpo.trainer import Rollouts
+    from rewardkit.types import Cost
+
+    t = GRPOTrainer.__new__(GRPOTrainer)
+    routed = GroupScore("a", np.array([1.0, 0.0]), [Status.OK] * 2, components={"routed": True},
+                        cost=Cost(judge_calls=3))
+    flat = GroupScore("b", np.array([1.0, 1.0]), [Status.OK] * 2, components={"routed": False})
+    masked = GroupScore("c", np.array([np.nan, 0.5]), [Status.TIMEOUT, Status.OK])
+    r = Rollouts([[1]] * 6, [[2, 3]] * 3 + [[4]] * 3, ["x"] * 6, [True] + [False] * 5, [0, 0, 1, 1, 2, 2])
+    m = t.reward_metrics([routed, flat, masked], r)
+    assert m["routed_fraction"] == pytest.approx(1 / 3) and m["judge_calls"] == 3
+    assert m["non_diverse_fraction"] == pytest.approx(2 / 3)  # b (all 1) and c (one valid response)
+    assert m["reward_mean"] == pytest.approx((1 + 0 + 1 + 1 + 0.5) / 5) and m["ok_fraction"] == pytest.approx(5 / 6)
+    assert m["response_length"] == pytest.approx(1.5) and m["truncated_fraction"] == pytest.approx(1 / 6)

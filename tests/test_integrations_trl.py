@@ -69,3 +69,51 @@ def test_trl_grpo_trainer_runs_two_cpu_steps_with_a_rewardkit_scorer(tmp_path):
     logs = [h for h in trainer.state.log_history if "rewardkit/masked_fraction" in h]
     assert len(logs) == 2 and all(h["rewardkit/masked_fraction"] == pytest.approx(1 / 3) for h in logs)
     assert all(np.isfinite(h["rewards/rewardkit_length/mean"]) for h in logs)
+
+
+_TWO_PROCESS_SCRIPT = r'''
+import json, os, sys
+sys.path.insert(0, os.environ["RK_ROOT"])
+import conftest  # noqa: F401  (this checkout's rewardkit)
+import numpy as np
+from accelerate import PartialState
+from rewardkit.integrations.trl import scorer_reward_func
+from rewardkit.scoring import BaseScorer
+from rewardkit.types import GroupScore, Status
+
+class Index(BaseScorer):
+    name = "index"
+    def _score(self, groups):  # reward = position in the group; logs every call with its process
+        with open(os.environ["RK_LOG"] + f".{PartialState().process_index}", "a") as f:
+            f.write(json.dumps([[g.prompt, g.responses] for g in groups]) + "\n")
+        return [GroupScore(g.id, np.arange(len(g), dtype=float), [Status.OK] * len(g)) for g in groups]
+
+st = PartialState(cpu=True)  # what GRPOTrainer's Accelerator sets up
+rows = {0: [("p0", "a"), ("p0", "b"), ("p1", "c")], 1: [("p0", "d"), ("p1", "e"), ("p1", "f")]}[st.process_index]
+out = scorer_reward_func(Index(), num_generations=3)(prompts=[p for p, _ in rows], completions=[c for _, c in rows])
+print("RESULT", st.process_index, json.dumps(out), flush=True)
+'''
+
+
+@pytest.mark.slow
+def test_groups_split_across_two_processes_are_scored_whole_once(tmp_path):
+    """TRL may split a prompt's completions over processes: two real torch.distributed (gloo) processes."""
+    import json
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "two.py"
+    script.write_text(_TWO_PROCESS_SCRIPT)
+    env = {**__import__("os").environ, "RK_ROOT": str(Path(__file__).resolve().parents[1]),
+           "RK_LOG": str(tmp_path / "calls")}
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = {int(m[0]): json.loads(m[1]) for m in re.findall(r"RESULT (\d) (\[.*\])", done.stdout)}
+    # p0 = [a, b | d], p1 = [c | e, f]: rewards are positions within the WHOLE group, each process its slice
+    assert results == {0: [0.0, 1.0, 0.0], 1: [2.0, 1.0, 2.0]}
+    calls = sorted(p.name for p in tmp_path.glob("calls.*"))
+    assert calls == ["calls.0"]  # one scorer call, on the main process only
+    assert json.loads((tmp_path / "calls.0").read_text()) == [["p0", ["a", "b", "d"]], ["p1", ["c", "e", "f"]]]

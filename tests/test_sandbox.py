@@ -253,3 +253,48 @@ def test_bad_arguments_are_refused():
     r = run_sandboxed(["/no/such/program"])
     assert r.error is not None and "no/such/program" in r.error
 
+
+
+def _caps(text: str) -> dict[str, int]:
+    return {k: int(v, 16) for k, v in (line.split(":\t") for line in text.splitlines() if line.startswith("Cap"))}
+
+
+def test_program_has_no_capabilities_and_cannot_gain_any():
+    r = run_sandboxed(["/bin/sh", "-c", "grep -E '^(Cap|NoNewPrivs)' /proc/self/status"])
+    assert r.ok, r
+    caps = _caps(r.stdout.decode())
+    assert caps["CapEff"] == caps["CapPrm"] == 0
+    assert b"NoNewPrivs:\t1" in r.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root to become nobody")
+def test_unprivileged_caller_gets_user_namespaces_without_capabilities():
+    # a caller that is not root: the sandbox makes its own user namespace, where the program would be
+    # uid 0 with every capability; it must end up with none (no ptrace of the harness, no mounts)
+    loader = ("import importlib.util, sys\n"
+              f"spec = importlib.util.spec_from_file_location('sbx', {str(Path(__file__).parents[1] / 'rewardkit' / 'sandbox.py')!r})\n"
+              "m = importlib.util.module_from_spec(spec); sys.modules['sbx'] = m; spec.loader.exec_module(m)\n"
+              "r = m.run_sandboxed(['/bin/sh', '-c', 'id -u; grep -E ^Cap /proc/self/status; ls /proc | grep -c [0-9]'])\n"
+              "print(r.isolation_used, r.error); print(r.stdout.decode())\n")
+    py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", py, "-I", "-c", loader],
+                       capture_output=True, text=True, cwd="/", timeout=60)
+    lines = p.stdout.splitlines()
+    if lines and lines[0].startswith("none"):
+        pytest.skip("unprivileged user namespaces are disabled here")
+    assert lines[0] == "namespaces None", p.stdout + p.stderr
+    assert lines[1] == "0"  # root of its own namespace ...
+    caps = _caps("\n".join(lines[2:7]))
+    assert caps["CapEff"] == caps["CapPrm"] == caps["CapBnd"] == 0  # ... with nothing to use
+
+
+def test_a_callers_working_directory_is_used_and_handed_back(tmp_path):
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "input.txt").write_text("41")
+    r = run_sandboxed(["/bin/sh", "-c", "echo $(( $(cat input.txt) + 1 )) > answer.txt; mkdir sub; touch sub/x"],
+                      workdir=work)
+    assert r.ok, r
+    assert (work / "answer.txt").read_text() == "42\n"  # the caller's directory is kept, with what was written
+    me = (os.getuid(), os.getgid())
+    assert {(p.lstat().st_uid, p.lstat().st_gid) for p in [work, *work.rglob("*")]} == {me}

@@ -321,7 +321,10 @@ class GRPOTrainer:
         from safetensors.torch import load_file
 
         state, payload = load_state(ckpt)
-        res = self.model.load_state_dict(load_file(str(ckpt / "model.safetensors")), strict=False)
+        files = [ckpt / "model.safetensors"] if (ckpt / "model.safetensors").exists() else \
+            sorted(ckpt.glob("model-*.safetensors"))  # save_pretrained shards bigger models
+        weights = {k: v for f in files for k, v in load_file(str(f)).items()}
+        res = self.model.load_state_dict(weights, strict=False)
         tied = set(getattr(self.model, "_tied_weights_keys", None) or []) | {"lm_head.weight"}
         if res.unexpected_keys or set(res.missing_keys) - tied:
             raise RuntimeError(f"checkpoint {ckpt} does not fit the model: missing {res.missing_keys}, "
@@ -335,7 +338,7 @@ class GRPOTrainer:
 
 def _group_field(s: GroupScore, name: str) -> Any:
     """A per-group value, wherever the scorer keeps it (its own field, ``extra`` or ``components``)."""
-    for where in (getattr(s, "group", None), s.extra, s.components):
+    for where in (getattr(s, "stats", None), s.extra, s.components):
         if isinstance(where, dict) and name in where:
             return where[name]
     return getattr(s, name, None)

@@ -114,8 +114,17 @@ class RewardkitRewardManager(_LegacyBase):  # type: ignore[misc, valid-type]
         return tensor
 
 
-if _legacy_register is not None:
-    RewardkitRewardManager = _legacy_register("rewardkit")(RewardkitRewardManager)
+def _register(register: Any, cls: type) -> None:
+    """Register under "rewardkit" unless a copy of this module did already (verl's importlib source
+    executes this file again under another module name)."""
+    if register is not None:
+        try:
+            register("rewardkit")(cls)
+        except ValueError:
+            pass
+
+
+_register(_legacy_register, RewardkitRewardManager)
 
 
 class RewardkitLoopManager(_LoopBase):  # type: ignore[misc, valid-type]
@@ -150,8 +159,7 @@ def _rollout_n(config: Any) -> int:
         raise ValueError("RewardkitLoopManager: pass group_size or set actor_rollout_ref.rollout.n") from None
 
 
-if _loop_register is not None:
-    RewardkitLoopManager = _loop_register("rewardkit")(RewardkitLoopManager)
+_register(_loop_register, RewardkitLoopManager)
 
 
 def reward_manager_for(scorer: Scorer | str, loop: bool = False, **options: Any) -> type:

@@ -1,0 +1,74 @@
+"""`rewardkit eval tables`: the committed README tables and reports agree with the results JSON (the CI
+check), and the check catches each kind of staleness in a copy of the repository."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from rewardkit.cli.app import app
+from rewardkit.evals.tables import ROOT, check, command_argv, load_runs, regenerate, rewrite_readme, unlisted
+from typer.testing import CliRunner
+
+
+def test_committed_readme_and_results_are_up_to_date():
+    r = CliRunner().invoke(app, ["eval", "tables", "--check"])
+    assert r.exit_code == 0, r.output
+    assert "up to date" in r.output
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A copy of the README, run configs and results, with the code linked in (regeneration runs there)."""
+    root = tmp_path / "repo"
+    (root / "benchmarks").mkdir(parents=True)
+    shutil.copy(ROOT / "README.md", root / "README.md")
+    shutil.copy(ROOT / "benchmarks" / "runs.json", root / "benchmarks" / "runs.json")
+    shutil.copytree(ROOT / "benchmarks" / "results", root / "benchmarks" / "results")
+    for name in ("rewardkit", "cli", "evals", "conftest.py"):
+        os.symlink(ROOT / name, root / name)
+    return root
+
+
+def test_check_catches_each_kind_of_staleness(repo):
+    assert check(repo) == []
+    res = repo / "benchmarks" / "results"
+    acc = json.loads((res / "accuracy.json").read_text())
+    acc["table"][0]["pass@k"] = 0.5
+    (res / "accuracy.json").write_text(json.dumps(acc))
+    problems = check(repo)
+    assert any("accuracy.md: differs from accuracy.json" in p for p in problems)
+    assert any("README.md: table 'accuracy' differs" in p for p in problems)
+    (res / "headline.md").unlink()
+    (res / "orphan.md").write_text("x")
+    problems = check(repo)
+    assert any("headline.md: missing" in p for p in problems)
+    assert "orphan.md" in unlisted(repo) and not any("orphan.md" in p for p in problems)
+
+
+def test_rewrite_readme_renders_from_json(repo):
+    readme = (repo / "README.md").read_text()
+    stale = readme.replace("| 8 | 96.0 | 91.0 | 93.0 |", "| 8 | 99.0 | 91.0 | 93.0 |")
+    assert stale != readme
+    fixed, changed = rewrite_readme(stale, repo)
+    assert fixed == readme and changed == ["accuracy"]
+
+
+def test_regenerate_runs_a_producer_and_fixes_the_readme(repo):
+    readme = repo / "README.md"
+    readme.write_text(readme.read_text().replace("| 8 | 96.0 | 91.0 | 93.0 |", "| 8 | 1.0 | 1.0 | 1.0 |"))
+    (repo / "benchmarks" / "results" / "accuracy.json").unlink()
+    done = regenerate(repo, only=["accuracy"])
+    assert [d["name"] for d in done] == ["accuracy"] and done[0]["returncode"] == 0, done
+    assert check(repo) == []
+    with pytest.raises(KeyError, match="unknown run 'nope'"):
+        regenerate(repo, only=["nope"])
+
+
+def test_run_configs_cover_the_results_and_commands_resolve():
+    runs = load_runs()
+    assert len({r.name for r in runs}) == len(runs)
+    assert all(r.slow for r in runs if r.judge)  # every judge-heavy producer is marked slow
+    argv = command_argv("rewardkit eval accuracy {shared}/data/x.jsonl")
+    assert argv[1] == "-c" and "{shared}" not in argv[-1] and Path(argv[-1]).name == "x.jsonl"

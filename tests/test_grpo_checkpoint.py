@@ -1,0 +1,40 @@
+"""Checkpoint pointer and metrics-log repair: what a kill at each moment leaves behind."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rewardkit.grpo.checkpoint import MetricsLog, latest_checkpoint
+
+
+def _lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_resume_cuts_rows_past_the_checkpoint_and_a_half_written_line(tmp_path):
+    log = MetricsLog(tmp_path, tensorboard=False)
+    for s in range(3):
+        log.write({"step": s, "reward_mean": s / 10})
+    with open(log.path, "a") as f:
+        f.write('{"step": 3, "rew')  # killed mid-write
+    rows = log.resume(done_steps=2, last_row={"step": 1, "reward_mean": 0.1})
+    assert [r["step"] for r in rows] == [0, 1] == [r["step"] for r in _lines(log.path)]
+
+
+def test_resume_restores_the_checkpoints_row_when_the_kill_came_before_the_log_line(tmp_path):
+    log = MetricsLog(tmp_path, tensorboard=False)
+    log.write({"step": 0, "reward_mean": 0.0})
+    rows = log.resume(done_steps=2, last_row={"step": 1, "reward_mean": 0.5})  # step 1 checkpointed, not logged
+    assert rows == _lines(log.path) == [{"step": 0, "reward_mean": 0.0}, {"step": 1, "reward_mean": 0.5}]
+
+
+def test_latest_pointer_must_name_a_complete_checkpoint(tmp_path):
+    assert latest_checkpoint(tmp_path) is None
+    (tmp_path / "latest").write_text("ckpt-000003\n")
+    with pytest.raises(FileNotFoundError, match="not a complete checkpoint"):
+        latest_checkpoint(tmp_path)
+    (tmp_path / "ckpt-000003").mkdir()
+    (tmp_path / "ckpt-000003" / "state.json").write_text("{}")
+    assert latest_checkpoint(tmp_path).name == "ckpt-000003"
