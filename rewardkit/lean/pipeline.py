@@ -31,9 +31,9 @@ from rewardkit.lean.check import (
     with_sorry,
 )
 from rewardkit.prompts import jury as P
-from rewardkit.proof_gate import BaseVerifier, Claim, VerifyResult
 from rewardkit.types import Cost, Status
 from rewardkit.verdicts import Verdict, parse_consistency
+from rewardkit.verifier import BaseVerifier, Claim, VerifyResult
 
 _FENCE = re.compile(r"```[ \t]*(?:lean4|lean)?[ \t]*\n(.*?)```", re.S)
 
