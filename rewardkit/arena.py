@@ -232,6 +232,8 @@ class ArenaOptions(JudgeOptions):
         super().__post_init__()
         if not 0.5 < self.gamma <= 1.0:
             raise ValueError(f"option 'gamma': must lie in (1/2, 1] (eq. 7), got {self.gamma}")
+        self._at_least(1, "max_tokens", "budget")
+        self._at_least(0, "temperature", "l2")
 
 
 @dataclass(frozen=True)
@@ -390,6 +392,11 @@ class PointwiseOptions(JudgeOptions):
     seed: int = option(0, "judge sampling seed")
     use_labels: bool = option(False, "use Group.labels as the verifier reward when present")
     checker: AnswerChecker | None = option(None, "an AnswerChecker for the verifier reward (Python only)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(1, "max_tokens")
+        self._at_least(0, "temperature")
 
 
 @dataclass(frozen=True)

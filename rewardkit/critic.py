@@ -270,6 +270,8 @@ class CriticOptions(JudgeOptions):
         if not (0.0 <= self.tau_pol <= 1.0 and 0.0 <= self.tau_crit <= 1.0):
             raise ValueError(f"option 'tau_pol'/'tau_crit': tie rewards must lie in [0, 1] (Sec. 3.3), got "
                              f"{self.tau_pol}, {self.tau_crit}")
+        self._at_least(1, "max_tokens", "replay_capacity")
+        self._at_least(0, "temperature")
 
 
 class CriticScorer(JudgeScorer):

@@ -204,6 +204,10 @@ def _extract_and_vote(groups: list[Group], checker: AnswerChecker) -> list[tuple
 class MajorityVoteOptions(Options):
     answer_timeout: float = option(5.0, "seconds per math-verify equivalence check")
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(0, "answer_timeout", strict=True)
+
 
 class MajorityVoteScorer(BaseScorer):
     """Label-free majority vote (App. D): reward 1 for responses whose answer is equivalent to the
@@ -241,6 +245,7 @@ class GateOptions(Options):
         super().__post_init__()
         if self.top_k < 1:
             raise ValueError(f"option 'top_k': must be >= 1, got {self.top_k}")
+        self._at_least(0, "c")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ model work of the whole batch and hand it to their backend in one call.
 from __future__ import annotations
 
 import importlib
+import math
 import time
 import types
 import typing
@@ -46,6 +47,16 @@ class Options:
         hints = option_hints(type(self))
         for f in fields(self):
             _check_choice(f.name, getattr(self, f.name), hints.get(f.name, Any))
+            v = getattr(self, f.name)
+            if isinstance(v, float) and not math.isfinite(v):  # nan/inf never configure anything sensibly
+                raise ValueError(f"option {f.name!r}: must be a finite number, got {v}")
+
+    def _at_least(self, low: float, *names: str, strict: bool = False) -> None:
+        """Raise ``option 'x': must be >= low`` (``> low`` if ``strict``) for each named numeric field."""
+        for n in names:
+            v = getattr(self, n)
+            if v is not None and (v <= low if strict else v < low):
+                raise ValueError(f"option {n!r}: must be {'>' if strict else '>='} {low}, got {v}")
 
 
 def option(default: Any, help: str) -> Any:

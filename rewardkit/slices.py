@@ -178,6 +178,10 @@ class SliceOptions(JudgeOptions):
             raise ValueError(f"option 'lambda1'/'lambda2': must be >= 0, got {self.lambda1}, {self.lambda2}")
         if self.partial and self.partial_slices < 1:
             raise ValueError(f"option 'partial_slices': must be >= 1, got {self.partial_slices}")
+        self._at_least(1, "slice_tokens", "judge_tokens")
+        self._at_least(0, "min_slice_tokens", "temperature")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"option 'threshold': must lie in [0, 1], got {self.threshold}")
 
 
 class SliceScorer(JudgeScorer):

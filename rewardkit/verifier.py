@@ -93,6 +93,11 @@ class VerifierOptions(Options):
     workers: int = option(2, "answer-check worker processes")
     checker: AnswerChecker | None = option(None, "an AnswerChecker to use instead (Python only)")
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(0, "timeout", strict=True)
+        self._at_least(1, "workers")
+
 
 class VerifierScorer(BaseScorer):
     """Binary exact-answer reward R_v: extract each final answer, check it against the group's reference.
