@@ -41,8 +41,9 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/tts_rollouts"))
     a = ap.parse_args()
 
-    from rewardkit.backends import load_backend
     from rewardkit.evals.tts_report import accuracy_table, write_report
+
+    from rewardkit.backends import load_backend
     from rewardkit.tts import load_rollouts, run_tts
 
     problems = load_rollouts(a.rollouts, a.limit)
