@@ -71,8 +71,8 @@ def main() -> None:
         times[fb] = time.perf_counter() - t0
 
     jury = runs["reszero"]
-    gates = [s.components["gate"] for s in jury]
-    fired = [s for s in jury if s.components["gate"] != "verified"]
+    gates = [s.stats["gate"] for s in jury]
+    fired = [s for s in jury if s.stats["gate"] != "verified"]
     # exact zero mean: ResZero of every group's equivalence-cluster labels, in rational arithmetic
     from rewardkit.proof_gate import _extract_and_vote, default_checker
 
@@ -85,7 +85,7 @@ def main() -> None:
     for g, s, (v, _) in zip(groups, jury, votes, strict=True):
         idx = int(np.argmax(v.mask(v.majority))) if v.majority is not None else None
         truth = bool(g.labels[idx]) if idx is not None else False
-        opened = s.components["gate"] == "verified"
+        opened = s.stats["gate"] == "verified"
         tp += opened and truth
         fp += opened and not truth
         fn += (not opened) and truth
@@ -105,8 +105,8 @@ def main() -> None:
         "scorers": {"majority-vote": {**agreement(groups, mv), "seconds": t_mv, "time_vs_mv": 1.0}}
         | {f"proof-gate+{fb}": {**agreement(groups, runs[fb]), "seconds": times[fb], "time_vs_mv": times[fb] / t_mv}
            for fb in runs},
-        "fired_groups": [{"id": s.group_id, "gate": s.components["gate"], "majority": s.components["majority_answer"],
-                          "share": s.components["majority_share"], "rewards": [round(float(r), 5) for r in s.rewards]}
+        "fired_groups": [{"id": s.group_id, "gate": s.stats["gate"], "majority": s.stats["majority_answer"],
+                          "share": s.stats["majority_share"], "rewards": [round(float(r), 5) for r in s.rewards]}
                          for s in fired],
     }
     OUT.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import sys
 from pathlib import Path
@@ -155,7 +154,7 @@ def scorers(as_json: Annotated[bool, typer.Option("--json", help="Machine-readab
         for col in ("option", "type", "default", "meaning"):
             t.add_column(col, overflow="fold")
         for o in r["options"]:
-            default = "" if o["default"] is None or o["default"] is inspect.Parameter.empty else repr(o["default"])
+            default = "" if o["default"] is None else repr(o["default"])
             t.add_row(o["name"], o["type"], default, o["help"])
         out.print(t)
         out.print()

@@ -41,7 +41,7 @@ def processbench(
     if mode not in ("logit", "generate") or unit not in ("steps", "reslice"):
         raise typer.BadParameter("--mode must be logit|generate and --unit steps|reslice")
     judge = load_backend(judge_spec(backend, device, dtype, batch_tokens, threads) or backend)
-    scorer = SliceScorer(judge, mode=mode, threshold=threshold, judge_tokens=judge_tokens,  # type: ignore[arg-type]
+    scorer = SliceScorer(judge=judge, mode=mode, threshold=threshold, judge_tokens=judge_tokens,  # type: ignore[arg-type]
                          slice_tokens=slice_tokens, context=context)
     t0 = time.perf_counter()
     summary, preds = run_processbench(scorer, splits, limit, unit, seed=seed)  # type: ignore[arg-type]

@@ -43,14 +43,14 @@ def build_mode(name: str, options: dict[str, str]):
     """A training mode from its name and ``KEY=VALUE`` options, coerced to the constructor's types."""
     from rewardkit.critic import CriticScorer
     from rewardkit.grpo.modes import GarJoint, RaroShared
-    from rewardkit.scoring import coerce
+    from rewardkit.scoring import coerce, option_hints
     from rewardkit.slices import SliceScorer
 
     modes = {"raro": (RaroShared, CriticScorer), "gar": (GarJoint, SliceScorer)}
     if name not in modes:
         raise typer.BadParameter(f"unknown mode {name!r}; known: {', '.join(modes)}", param_hint="--mode")
     cls, scorer_cls = modes[name]  # options the mode does not take go to its scorer
-    hints = {**typing.get_type_hints(scorer_cls.__init__), **typing.get_type_hints(cls.__init__)}
+    hints = {**option_hints(scorer_cls.Options), **typing.get_type_hints(cls.__init__)}
     try:
         return cls(**{k: coerce(v, hints.get(k, str)) for k, v in options.items()})
     except (TypeError, ValueError) as e:
