@@ -78,12 +78,8 @@ def _last_math(text: str) -> str | None:
     last resort too): an environment's content (its last right-hand side when it is an equation chain),
     else the number."""
     text = text[-_TAIL:]  # bounds the scan (an unclosed "\\(" would make the lazy match quadratic)
-    env = None
-    for env in _LATEX_ENV.finditer(text):
-        pass
-    num = None
-    for num in _NUMBER.finditer(text):
-        pass
+    env = max(_LATEX_ENV.finditer(text), key=lambda m: m.end(), default=None)
+    num = max(_NUMBER.finditer(text), key=lambda m: m.end(), default=None)
     if env is not None and (num is None or env.end() >= num.end()):
         content = next(g for g in env.groups() if g is not None).strip()
         if "=" in content and not re.search(r"[<>]|\\[lg]e|\\neq", content):

@@ -413,11 +413,3 @@ class CriticScorer(JudgeScorer):
         """R_crit of the critic's rollouts on ``items`` (invalid outputs NaN and masked)."""
         r, s, _ = critic_rollout_rewards(texts, [it.expert_position for it in items], self.tau_crit)
         return r, s
-
-
-def group_from_row(row: dict[str, Any]) -> Group:
-    """A Group from a rollouts row (``problem``, ``responses``; ``solution`` becomes the expert answer,
-    ``answer`` the reference, ``correct`` the labels), e.g. the shared math_cot_100.jsonl."""
-    expert = row.get("solution") or row.get("expert")
-    return Group(str(row.get("id", "")), row["problem"], list(row["responses"]), reference=row.get("answer"),
-                 expert=expert, labels=[bool(x) for x in row["correct"]] if "correct" in row else None)

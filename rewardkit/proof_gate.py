@@ -22,6 +22,7 @@ import numpy as np
 
 from rewardkit.answers import AnswerChecker, cluster_answers, default_checker, extract_answer
 from rewardkit.backends import JudgeBackend, load_backend
+from rewardkit.prompts import get_prompt, render
 from rewardkit.scoring import BaseScorer, JudgeOptions, Mode, Options, option
 from rewardkit.types import Cost, Group, GroupScore, Status
 from rewardkit.verdicts import parse_true_false
@@ -361,10 +362,8 @@ class LLMJudgeVerifier(BaseVerifier):
         self.max_tokens, self.temperature = max_tokens, temperature
 
     def _messages(self, c: Claim) -> list[dict[str, str]]:
-        from rewardkit.prompts import jury as P
-
-        return [{"role": "system", "content": P.LLM_JUDGE_SYSTEM},
-                {"role": "user", "content": P.LLM_JUDGE_USER.format(problem=c.problem.strip(), answer=c.answer.strip())}]
+        return [{"role": "system", "content": get_prompt("jury.llm_judge_system").text},
+                {"role": "user", "content": render("jury.llm_judge_user", problem=c.problem.strip(), answer=c.answer.strip())}]
 
     def verify_many(self, claims: Sequence[Claim]) -> list[VerifyResult]:
         from rewardkit.backends.base import ChatRequest, VerdictRequest, cost_of

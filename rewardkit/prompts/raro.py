@@ -8,6 +8,8 @@ which :func:`rewardkit.verdicts.parse_answer_choice` reads.
 
 from __future__ import annotations
 
+from rewardkit.prompts import get_prompt, render
+
 # The math opening sentence is verbatim from App. E (Figures 18-19); the general one is our adaptation
 # for non-math questions (the paper's poetry critic, Figure 20, answers "Poem 1/2", another format).
 MATH_CRITIC_INTRO = (
@@ -33,7 +35,7 @@ CRITIC_BODY = (
     "Answer 2:\n<answer_2>\n{answer_2}\n</answer_2>"
 )
 
-INTROS = {"math": MATH_CRITIC_INTRO, "general": GENERAL_CRITIC_INTRO}
+INTROS = {"math": "raro.math_critic_intro", "general": "raro.general_critic_intro"}  # template -> prompt name
 
 # Verdict-logit mode: the assistant turn starts with this prefix and the three verdicts are scored.
 # The App. E critic responses end with "</think>\nAnswer 1" (math) or "Final Judgment:\nPoem 2" (poetry).
@@ -44,9 +46,7 @@ VERDICT_CHOICES = ("1", "2", "tie")
 
 def critic_user_prompt(question: str, answer_1: str, answer_2: str, template: str = "math") -> str:
     """The full critic input for one (question, answer 1, answer 2) triple."""
-    try:
-        intro = INTROS[template]
-    except KeyError:
-        raise ValueError(f"unknown RARO critic template {template!r}; known: {sorted(INTROS)}") from None
-    body = CRITIC_BODY.format(question=question.strip(), answer_1=answer_1.strip(), answer_2=answer_2.strip())
-    return f"{intro}\n\n{CRITIC_INSTRUCTIONS}\n\n{body}"
+    if template not in INTROS:
+        raise ValueError(f"unknown RARO critic template {template!r}; known: {sorted(INTROS)}")
+    body = render("raro.critic_body", question=question.strip(), answer_1=answer_1.strip(), answer_2=answer_2.strip())
+    return f"{get_prompt(INTROS[template]).text}\n\n{get_prompt('raro.critic_instructions').text}\n\n{body}"
