@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from rewardkit.answers import response_trunk
 from rewardkit.backends.base import ChatRequest, Message, VerdictRequest, cost_of
 from rewardkit.prompts.raro import VERDICT_CHOICES, VERDICT_PREFIX, critic_user_prompt
 from rewardkit.scoring import JudgeOptions, JudgeScorer, Mode, option
@@ -92,7 +93,7 @@ def answer_view(text: str, view: View = "answer") -> str:
     bare expert expression), ``full`` keeps everything."""
     if view == "full":
         return text
-    answer = text.rsplit("</think>", 1)[1].strip() if "</think>" in text else text
+    answer = response_trunk(text)
     if view == "answer":
         return answer
     if view == "final":
