@@ -247,6 +247,8 @@ class _Deadline(BaseException):
 
 
 def _inline_equivalent(gold: str, pred: str, timeout: float) -> bool:
+    import math_verify  # noqa: F401  (the first import, sympy's, takes seconds: not part of any check's deadline)
+
     def on_alarm(signum, frame):  # noqa: ARG001
         raise _Deadline()
 
