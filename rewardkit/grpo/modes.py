@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import math
@@ -29,8 +30,10 @@ from rewardkit.types import Group, GroupScore
 
 def _judge_kw(cls: type, backend: Any) -> dict[str, Any]:
     """The scorer's judge option (``judge``; older scorers call it ``backend``)."""
-    params = inspect.signature(cls.__init__).parameters
-    return {"judge": backend} if "judge" in params else {"backend": backend}
+    opts = getattr(cls, "Options", None)  # the one scorer shape: a frozen Options dataclass
+    names = {f.name for f in dataclasses.fields(opts)} if dataclasses.is_dataclass(opts) else \
+        set(inspect.signature(cls.__init__).parameters)
+    return {"judge": backend} if "judge" in names else {"backend": backend}
 
 
 class RaroShared:
