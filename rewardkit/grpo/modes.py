@@ -61,13 +61,16 @@ class RaroShared:
 
     def extra_rollouts(self, trainer: GRPOTrainer, groups: list[Group], scores: list[GroupScore],
                        step: int) -> tuple[list[Rollouts], dict[str, float]]:
+        from rewardkit.critic import critic_rollout_rewards
+
         size = self.critic_batch or sum(len(g) for g in groups)
         items = self.critic.critic_batch(groups, size, step)  # Mix(R_new, R); R <- R u R_new (lines 9-12)
         if not items:
             return [], {"critic_rollouts": 0}
         k = self.critic_samples
         r = trainer.sample([it.messages for it in items], k, seed_key=(step, 1), max_new_tokens=self.critic_max_tokens)
-        rewards, statuses = self.critic.critic_rewards([it for it in items for _ in range(k)], r.texts)  # line 15
+        positions = [it.expert_position for it in items for _ in range(k)]
+        rewards, statuses, _ = critic_rollout_rewards(r.texts, positions, self.critic.tau_crit)  # line 15
         ok = np.array([s.value == "ok" for s in statuses]).reshape(len(items), k)
         rew = rewards.reshape(len(items), k)
         r.advantages = ADVANTAGES[trainer.config.advantage](rew, ok).reshape(-1)
@@ -130,7 +133,7 @@ class GarJoint:
         from rewardkit.backends.transformers_backend import TransformersBackend
         from rewardkit.slices import SliceScorer
 
-        self.disc = TransformersBackend(self.discriminator, device=trainer.config.device)  # its own weights
+        self.disc = TransformersBackend(self.discriminator, dtype="float32", device=trainer.config.device)  # own weights
         opts = {"mode": "logit", "soft": True, **self.slice_options, **_judge_kw(SliceScorer, self.disc)}
         self.slicer = SliceScorer(**opts)
         trainer.scorer = self.slicer  # R^rea for the reasoner
