@@ -181,6 +181,7 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "llm-judge": ("rewardkit.proof_gate:LLMJudgeScorer", "JURY-RL App. D baseline: an LLM judge decides whether the majority answer is correct."),
     # GAR
     "slices": ("rewardkit.slices:SliceScorer", "GAR: discriminator judges each reasoning slice; R = l1 * exact match + l2 * slice mean."),
+    "holistic": ("rewardkit.slices:HolisticScorer", "GAR Table 4 baseline: one discriminator call judges the whole trace; R = l1 * exact match + l2 * verdict."),
     # RARO
     "critic": ("rewardkit.critic:CriticScorer", "RARO: relativistic critic compares each response with the expert answer (tie allowed)."),
     "critic-binary": ("rewardkit.binary_critic:BinaryCriticScorer", "RARO Sec. 3.2 baseline: binary critic labels each response alone expert (+1) or policy (-1), no tie."),
