@@ -358,17 +358,17 @@ def test_real_model_generate_mode_end_to_end(judge_backend):
 
 
 def test_group_from_shared_rollouts_uses_the_solution_as_expert(rollouts_path):
-    from rewardkit.critic import group_from_row
+    from rewardkit.io import group_from_record
 
     row = json.loads(rollouts_path.read_text().splitlines()[0])
-    g = group_from_row(row)
+    g = group_from_record(row)
     assert g.expert == row["solution"] and "\\boxed{420}" in g.expert
     assert g.reference == "420" and len(g) == 8 and g.labels == row["correct"]
     (s,) = CriticScorer(judge=ContentJudge(), view="final").score([g])
     # the double prefers answers containing RIGHT; none do -> every pair is a tie -> tau_pol
     assert list(s.rewards) == [0.6] * 8
     del row["solution"]
-    (a,) = CriticScorer(judge=ContentJudge()).score([group_from_row(row)])
+    (a,) = CriticScorer(judge=ContentJudge()).score([group_from_record(row)])
     assert a.statuses == [Status.ABSTAIN] * 8
 
 
