@@ -30,10 +30,10 @@ from rewardkit.arena import (
     arena_summary,
     diversity_components,
     nonzero_advantage_count,
-    verify_groups,
 )
 from rewardkit.backends import load_backend
 from rewardkit.types import Group
+from rewardkit.verifier import verify_groups
 
 OUT = Path(__file__).parent / "results"
 DATA = rollouts_path()
@@ -65,13 +65,13 @@ def main() -> None:
     subset_routed = routed if args.max_routed == 0 else routed[: args.max_routed]
     chosen = sorted([k for k in range(len(groups)) if k not in routed] + subset_routed)
     backend = load_backend("smollm2", dtype=args.dtype)
-    scorer = ArenaScorer(backend, schedule=args.schedule, mode=args.mode, seed=args.seed)
+    scorer = ArenaScorer(judge=backend, schedule=args.schedule, mode=args.mode, seed=args.seed)
     t0 = time.perf_counter()
     scores = scorer.score([groups[k] for k in chosen])
     t_judge = time.perf_counter() - t0
     summ = arena_summary(scores)
-    judged = [s for s in scores if s.components["routed"]]
-    nz_sub_before = sum(s.components["nonzero_adv_before"] for s in scores) / sum(s.components["valid_before"] for s in scores)
+    judged = [s for s in scores if s.stats["routed"]]
+    nz_sub_before = sum(s.stats["nonzero_adv_before"] for s in scores) / sum(s.stats["valid_before"] for s in scores)
     # extrapolated to all 100 groups: routed groups behave like the judged ones
     nz_routed_after = [nonzero_advantage_count(s.rewards) for s in judged]
     per_routed_after = sum(a for a, _ in nz_routed_after) / max(sum(b for _, b in nz_routed_after), 1)
@@ -90,7 +90,7 @@ def main() -> None:
         "judged_routed_groups": [groups[k].id for k in subset_routed],
         "scored_groups": len(scores),
         "judge_calls_per_routed_group": summ["judge_calls_per_routed_group"],
-        "rounds_per_routed_group": float(np.mean([s.components["rounds"] for s in judged])) if judged else None,
+        "rounds_per_routed_group": float(np.mean([s.stats["rounds"] for s in judged])) if judged else None,
         "invalid_matches": summ["invalid_matches"],
         "nonzero_adv_fraction_before_scored_subset": nz_sub_before,
         "nonzero_adv_fraction_after_scored_subset": summ["nonzero_adv_fraction_after"],

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rewardkit.evals.data import rollouts_path
+
 from rewardkit.backends import load_backend
 from rewardkit.backends.base import ChatRequest
-from rewardkit.evals.data import rollouts_path
 from rewardkit.prompts import arena, gar, jury, raro
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "judge_outputs.json"

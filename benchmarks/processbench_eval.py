@@ -53,7 +53,7 @@ def main() -> None:
     a = ap.parse_args()
     limit = a.limit or None
     judge = load_backend(a.backend, device=a.device, dtype=a.dtype, batch_size=a.batch_size)
-    scorer = SliceScorer(judge, mode=a.mode, threshold=a.threshold, context=a.context)
+    scorer = SliceScorer(judge=judge, mode=a.mode, threshold=a.threshold, context=a.context)
     runs, md = {}, [f"# ProcessBench: GAR slice discriminator ({a.backend}, {a.mode} mode)\n"]
     for unit in a.units:
         t0 = time.perf_counter()

@@ -28,8 +28,8 @@ DEFAULT = rollouts_path()
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rollouts", default=str(DEFAULT))
-    ap.add_argument("--judge", default="critic", choices=["critic", "arena"])
-    ap.add_argument("--mode", default="logits", choices=["logits", "generate"])
+    ap.add_argument("--prompt", default="critic", choices=["critic", "arena"])
+    ap.add_argument("--mode", default="logit", choices=["logit", "generate"])
     ap.add_argument("--order", default="alternate", choices=["alternate", "fixed"])
     ap.add_argument("--rule", default="paper", choices=["paper", "plurality"])
     ap.add_argument("--view", default="final", choices=["final", "answer", "full"])
@@ -41,18 +41,20 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/tts_rollouts"))
     a = ap.parse_args()
 
+    from rewardkit.evals.tts_report import accuracy_table, write_report
+
     from rewardkit.backends import load_backend
-    from rewardkit.tts import accuracy_table, load_rollouts, run_tts, write_report
+    from rewardkit.tts import load_rollouts, run_tts
 
     problems = load_rollouts(a.rollouts, a.limit)
-    res = run_tts(problems, load_backend("smollm2"), [int(x) for x in a.n.split(",")], judge=a.judge, mode=a.mode,
+    res = run_tts(problems, load_backend("smollm2"), [int(x) for x in a.n.split(",")], prompt=a.prompt, mode=a.mode,
                   order=a.order, view=a.view, max_tokens=a.max_tokens, seed=a.seed,
                   k=a.k, rule=a.rule, methods=("tournament", "bt"), skip_uniform=True)
     res["settings"].update(rollouts=rel_path(a.rollouts), limit=a.limit)
     cmd = relativize("PYTHONPATH=. python benchmarks/tts_rollouts.py " + " ".join(sys.argv[1:]))
     print(accuracy_table(res["rows"]))
     print(res["cost"])
-    for f in write_report(res, a.out, f"TTS on math_cot_100: {a.judge} judge, SmolLM2-135M, {a.mode}", cmd.strip()):
+    for f in write_report(res, a.out, f"TTS on math_cot_100: {a.prompt} judge prompt, SmolLM2-135M, {a.mode}", cmd.strip()):
         print("wrote", f)
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -58,6 +58,10 @@ def score(
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Re-score groups with error/timeout responses; keep the others.")] = False,
     ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Score on a Ray cluster: 'local' starts one on this machine, 'auto' or ray://HOST:PORT joins one.")] = None,
     ray_workers: Annotated[Optional[int], typer.Option(help="With --ray: scorer actors / concurrent tasks (default: the cluster's GPUs for judge scorers, else CPUs).")] = None,
+    device: Device = None,
+    dtype: DType = None,
+    batch_tokens: BatchTokens = None,
+    threads: Threads = None,
 ) -> None:
     """Score saved rollouts with any scorer; resumable, one output row per input group."""
     from rewardkit.io import InputError
@@ -70,6 +74,7 @@ def score(
         raise _fail(f"--limit must be a positive integer, got {limit}")
     try:
         opts = _parse_options(option or [])
+        judge = judge_spec(judge, device, dtype, batch_tokens, threads)
         if judge is not None:
             if "judge" not in {o.name for o in scorer_options(scorer)}:
                 raise ValueError(f"--judge: scorer {scorer!r} takes no judge")
@@ -149,7 +154,7 @@ def scorers(as_json: Annotated[bool, typer.Option("--json", help="Machine-readab
         for col in ("option", "type", "default", "meaning"):
             t.add_column(col, overflow="fold")
         for o in r["options"]:
-            default = "" if o["default"] is None or o["default"] is inspect.Parameter.empty else repr(o["default"])
+            default = "" if o["default"] is None else repr(o["default"])
             t.add_row(o["name"], o["type"], default, o["help"])
         out.print(t)
         out.print()

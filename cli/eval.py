@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.progress import (
@@ -119,12 +120,14 @@ BatchOpt = Annotated[int, typer.Option(help="Groups per scorer call.")]
 @app.command()
 def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = Path("eval-out"), option: OptionOpt = None,
              judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8,
+             device: Device = None, dtype: DType = None, batch_tokens: BatchTokens = None, threads: Threads = None,
              n_boot: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 1000,
              seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0) -> None:
     """Precision / recall / F1 / accuracy of each scorer as a verifier against the `correct` labels, with
     seeded bootstrap 95% intervals; writes verifier.md and verifier.json (scores are resumable)."""
     from rewardkit.evals.harness import scorer_report, verifier_markdown, write_report
 
+    judge = judge_spec(judge, device, dtype, batch_tokens, threads)
     groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size)
     reps = [scorer_report(groups, r, correct=correct, n_boot=n_boot, seed=seed) for r in runs]
     md = verifier_markdown(reps, f"Scorers as verifiers on {rollouts.name}")
@@ -134,7 +137,8 @@ def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = Path("eval-out
 
 @app.command()
 def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = Path("eval-out"), option: OptionOpt = None,
-           judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8) -> None:
+           judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8, device: Device = None,
+           dtype: DType = None, batch_tokens: BatchTokens = None, threads: Threads = None) -> None:
     """Best-of-N with each scorer as the selector: curves (select.png), AUC, length bias; writes
     select.md and select.json."""
     from rewardkit.evals.harness import (
@@ -145,6 +149,7 @@ def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = Path("eval-out")
         write_report,
     )
 
+    judge = judge_spec(judge, device, dtype, batch_tokens, threads)
     groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size)
     reps = [scorer_report(groups, r, correct=correct, n_boot=200) for r in runs]
     base = selection_baselines(correct)
@@ -210,6 +215,10 @@ def headline(
     generate_mode: Annotated[bool, typer.Option("--generate-mode", help="Judge in generate mode, not verdict-logit.")] = False,
     work: Annotated[Path, typer.Option(help="Folder for the (resumable) scores files.")] = Path("runs/headline"),
     out: Annotated[Path, typer.Option("--out", help="Folder for headline.md / headline.json.")] = RESULTS,
+    device: Device = None,
+    dtype: DType = None,
+    batch_tokens: BatchTokens = None,
+    threads: Threads = None,
 ) -> None:
     """The headline table: every registered scorer on the same shared rollouts (P/R/F1, best-of-8, AUC,
     length bias, non-zero-advantage groups, judge calls and seconds per group)."""
@@ -219,6 +228,7 @@ def headline(
     from rewardkit.evals.headline import headline_markdown
 
     src = rollouts or rollouts_path()
+    judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
     try:
         data = run(src, work, scorers=scorer, judge=judge, judge_groups=None if all_groups else _groups(),
                    logit=not generate_mode, on_scorer=lambda s, n: console.print(f"scoring {s} on {n} groups"))
@@ -261,6 +271,10 @@ def judge(
     max_tokens: Annotated[int, typer.Option(help="Tokens per verdict in generate mode.")] = 512,
     rollouts: Annotated[Optional[Path], typer.Option(help="Labelled rollouts (default: the shared file).")] = None,
     out: Annotated[Path, typer.Option("--out", help="Folder for judge_quality.md / .json.")] = Path("eval-out"),
+    device: Device = None,
+    dtype: DType = None,
+    batch_tokens: BatchTokens = None,
+    threads: Threads = None,
 ) -> None:
     """Pairwise judges on real labels: accuracy in both orders, position bias, ProcessBench process-error
     pairs, and prompt-injection flip rates with and without order debiasing."""
@@ -292,6 +306,7 @@ def judge(
         pb = processbench_pairs(limit=pb_pairs)
     except (EvalError, FileNotFoundError, ValueError) as e:
         raise _fail(str(e)) from None
+    judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
     be = load_backend(judge)
     data: dict = {"backend": getattr(be, "model_id", judge), "rollout_pairs": [], "processbench_pairs": [], "injection": []}
     for j in js:

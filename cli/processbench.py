@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
 from rewardkit.evals.processbench import SPLITS, format_table, predictions_to_rows, run_processbench
 
 
@@ -15,9 +16,10 @@ def processbench(
     split: Annotated[list[str] | None, typer.Option("--split", help=f"split(s) to run: {', '.join(SPLITS)} (default all)")] = None,
     limit: Annotated[int | None, typer.Option(help="rows per split, half erroneous / half correct (default: all)")] = None,
     backend: Annotated[str, typer.Option("--judge", "--backend", help="judge backend spec: smollm2, a local model dir or a hub id")] = "smollm2",
-    device: Annotated[str, typer.Option(help="torch device of the transformers backend")] = "cpu",
-    dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16")] = "float32",
-    batch_size: Annotated[int, typer.Option(help="rows per forward pass")] = 8,
+    device: Device = None,
+    dtype: DType = None,
+    batch_tokens: BatchTokens = None,
+    threads: Threads = None,
     mode: Annotated[str, typer.Option(help="logit (P(YES), one forward pass per step) or generate (App. B, K tokens)")] = "logit",
     unit: Annotated[str, typer.Option(help="steps (each labelled step is a slice) or reslice (GAR slicing of the joined steps)")] = "steps",
     context: Annotated[bool, typer.Option(help="show the discriminator the earlier steps as context")] = False,
@@ -38,8 +40,8 @@ def processbench(
         raise typer.BadParameter(f"unknown split(s) {bad}; choose from {', '.join(SPLITS)}", param_hint="--split")
     if mode not in ("logit", "generate") or unit not in ("steps", "reslice"):
         raise typer.BadParameter("--mode must be logit|generate and --unit steps|reslice")
-    judge = load_backend(backend, device=device, dtype=dtype, batch_size=batch_size)
-    scorer = SliceScorer(judge, mode=mode, threshold=threshold, judge_tokens=judge_tokens,  # type: ignore[arg-type]
+    judge = load_backend(judge_spec(backend, device, dtype, batch_tokens, threads) or backend)
+    scorer = SliceScorer(judge=judge, mode=mode, threshold=threshold, judge_tokens=judge_tokens,  # type: ignore[arg-type]
                          slice_tokens=slice_tokens, context=context)
     t0 = time.perf_counter()
     summary, preds = run_processbench(scorer, splits, limit, unit, seed=seed)  # type: ignore[arg-type]

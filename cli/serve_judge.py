@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
 
 
 def serve_judge(
@@ -12,8 +13,11 @@ def serve_judge(
     host: Annotated[str, typer.Option(help="interface to bind (0.0.0.0 to share on the network)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0 picks a free one)")] = 8000,
     model_name: Annotated[str | None, typer.Option(help="model id reported by /v1/models (default: the backend's)")] = None,
-    dtype: Annotated[str | None, typer.Option(help="transformers dtype: float32, bfloat16, auto")] = None,
-    batch_size: Annotated[int | None, typer.Option(help="transformers rows per forward pass")] = None,
+    device: Device = None,
+    dtype: DType = None,
+    batch_tokens: BatchTokens = None,
+    threads: Threads = None,
+    batch_size: Annotated[int | None, typer.Option(help="transformers: cap on rows per forward pass")] = None,
     max_batch: Annotated[int, typer.Option(min=1, help="requests gathered into one backend call")] = 32,
     batch_wait: Annotated[float, typer.Option(min=0.0, help="seconds to wait for more requests before a batch runs")] = 0.01,
     cache: Annotated[str | None, typer.Option(help="judge cache: 'default' or a sqlite path (off when unset)")] = None,
@@ -30,7 +34,8 @@ def serve_judge(
     from rewardkit.backends import load_backend
     from rewardkit.backends.server import JudgeLimits, JudgeServer
 
-    opts = {k: v for k, v in {"dtype": dtype, "batch_size": batch_size}.items() if v is not None}
+    spec = judge_spec(spec, device, dtype, batch_tokens, threads, flag="SPEC") or spec
+    opts = {k: v for k, v in {"batch_size": batch_size}.items() if v is not None}
     if cache:
         opts["cache"] = True if cache == "default" else cache
     backend = load_backend(spec, **opts)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -42,14 +43,14 @@ def build_mode(name: str, options: dict[str, str]):
     """A training mode from its name and ``KEY=VALUE`` options, coerced to the constructor's types."""
     from rewardkit.critic import CriticScorer
     from rewardkit.grpo.modes import GarJoint, RaroShared
-    from rewardkit.scoring import coerce
+    from rewardkit.scoring import coerce, option_hints
     from rewardkit.slices import SliceScorer
 
     modes = {"raro": (RaroShared, CriticScorer), "gar": (GarJoint, SliceScorer)}
     if name not in modes:
         raise typer.BadParameter(f"unknown mode {name!r}; known: {', '.join(modes)}", param_hint="--mode")
     cls, scorer_cls = modes[name]  # options the mode does not take go to its scorer
-    hints = {**typing.get_type_hints(scorer_cls.__init__), **typing.get_type_hints(cls.__init__)}
+    hints = {**option_hints(scorer_cls.Options), **typing.get_type_hints(cls.__init__)}
     try:
         return cls(**{k: coerce(v, hints.get(k, str)) for k, v in options.items()})
     except (TypeError, ValueError) as e:
@@ -75,6 +76,10 @@ def train(
     mode: Annotated[Optional[str], typer.Option(help="Training mode: raro (shared-LLM critic) or gar (joint discriminator); supplies the scorer.")] = None,
     mode_option: Annotated[Optional[list[str]], typer.Option("--mode-option", "-m", help="Mode option KEY=VALUE (e.g. lambda_pol=0.5).")] = None,
     help_settings: Annotated[bool, typer.Option("--help-settings", help="List every trainer setting and exit.")] = False,
+    device: Device = None,
+    dtype: DType = None,
+    batch_tokens: BatchTokens = None,
+    threads: Threads = None,
 ) -> None:
     """Train a policy with GRPO / CISPO on rewards from any scorer; resumes from the run folder after a kill."""
     if help_settings:
@@ -87,6 +92,7 @@ def train(
 
     cfg = train_config(_pairs(setting or [], "--set"), out_dir=str(out) if out else None, steps=steps)
     modes = [build_mode(mode, _pairs(mode_option or [], "--mode-option"))] if mode else []
+    judge = judge_spec(judge, device, dtype, batch_tokens, threads)
     sc = None if mode else load_scorer(scorer, _pairs(option or [], "--option"), judge)
     trainer = GRPOTrainer(cfg, read_prompts(prompts, limit), sc, modes)
     if trainer.step:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 from rewardkit.evals.data import data_path
 
-from rewardkit.slices import SliceItem, SliceJudgment, SliceScorer, make_slices
+from rewardkit.slices import SliceItem, SliceJudgment, SliceScorer
 from rewardkit.types import Status
 
 SPLITS = ("gsm8k", "math", "olympiadbench", "omnimath")
@@ -186,22 +186,22 @@ def _units(ex: PBExample, mode: str, scorer: SliceScorer) -> tuple[list[str], li
         ctx = [STEP_SEPARATOR.join(ex.steps[:i]) for i in range(len(ex.steps))]
         return list(ex.steps), [[i] for i in range(len(ex.steps))], ctx
     joined = STEP_SEPARATOR.join(ex.steps)
-    sl = make_slices(joined, scorer.segmentation, scorer.slice_tokens, scorer.count_tokens, scorer.min_slice_tokens)
+    sl = scorer.slices(joined)
     return [s.text for s in sl], slices_to_steps(ex.steps, [(s.start, s.end) for s in sl]), [joined[: s.start] for s in sl]
 
 
 def predict(
     examples: Sequence[PBExample], scorer: SliceScorer, mode: Literal["steps", "reslice"] = "steps"
 ) -> list[PBPrediction]:
-    """Judge every unit of every solution in ONE ``scorer.judge`` call; earliest error = first NO's step."""
+    """Judge every unit of every solution in ONE ``scorer.judge_slices`` call; earliest error = first NO's step."""
     if mode not in ("steps", "reslice"):
         raise ValueError(f"mode must be 'steps' or 'reslice', got {mode!r}")
     plans, items = [], []
     for ex in examples:
         texts, steps, ctx = _units(ex, mode, scorer)
         plans.append(steps)
-        items += [SliceItem(ex.problem, t, c if scorer.context else "") for t, c in zip(texts, ctx, strict=True)]
-    judged: list[SliceJudgment] = scorer.judge(items)
+        items += [SliceItem(ex.problem, t, c if scorer.options.context else "") for t, c in zip(texts, ctx, strict=True)]
+    judged: list[SliceJudgment] = scorer.judge_slices(items)
     out, k = [], 0
     for ex, steps in zip(examples, plans, strict=True):
         js = judged[k : k + len(steps)]

@@ -7,20 +7,15 @@ from rewardkit.backends import load_backend
 from rewardkit.critic import CriticScorer, ReplayBuffer, critic_reward, policy_reward
 
 # JURY-RL: majority proposal, proof gate (eq. 4), ResZero (eq. 5), verifiers
-from rewardkit.proof_gate import (
-    Claim,
-    ReferenceVerifier,
-    VerifyResult,
-    majority_vote,
-    proof_gate_rewards,
-    reszero_rewards,
-    vote,
-)
+from rewardkit.proof_gate import majority_vote, proof_gate_rewards, reszero_rewards, vote
 
 # Reasoning Arena: Bradley-Terry (eq. 9-10), win rate (eq. 8), normalisation
 from rewardkit.ranking import bradley_terry, minmax_normalize, newton_soft_pairwise_batched, win_rate_pairwise
 from rewardkit.scoring import (
     BaseScorer,
+    JudgeOptions,
+    JudgeScorer,
+    Options,
     Scorer,
     diversity_stats,
     dr_grpo_advantages,
@@ -32,13 +27,16 @@ from rewardkit.scoring import (
 )
 
 # GAR: slicing and the slice discriminator scorer
-from rewardkit.slices import SliceScorer, slice_text
+from rewardkit.slices import SliceScorer
+from rewardkit.slicing import slice_text
 from rewardkit.types import Cost, Group, GroupScore, Status, to_tensors
+from rewardkit.verifier import Claim, ReferenceVerifier, Verifier, VerifyResult
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AnswerChecker", "BaseScorer", "Claim", "Cost", "CriticScorer", "Group", "GroupScore", "ReferenceVerifier",
+    "AnswerChecker", "BaseScorer", "Claim", "Cost", "CriticScorer", "Group", "GroupScore", "JudgeOptions",
+    "JudgeScorer", "Options", "ReferenceVerifier", "Verifier",
     "ReplayBuffer", "Scorer", "SliceScorer", "Status", "VerifyResult", "bradley_terry", "cluster_answers",
     "critic_reward", "diversity_stats", "dr_grpo_advantages", "equivalent", "extract_answer", "get_scorer",
     "grpo_advantages", "load_backend", "majority_vote", "minmax_normalize", "newton_soft_pairwise_batched",

@@ -1,10 +1,15 @@
-"""Fork-safe sqlite access shared by the persistent caches (judge cache, verification cache)."""
+"""Fork-safe, private, sealed sqlite storage shared by the persistent caches (judge cache, verification cache)."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
+import secrets
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 
@@ -33,3 +38,65 @@ def write(conn: sqlite3.Connection, sql: str, rows: list[tuple]) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+# ------------------------------------------------------------------------------------ private, sealed stores
+def private_path(path: Any) -> Path:
+    """Create ``path``'s missing parent folders (0700) and the file itself (0600) if absent.
+
+    Modes are set on what this call creates; sqlite gives its ``-wal``/``-shm`` files the database
+    file's mode. An existing file or folder keeps the mode its owner gave it."""
+    p = Path(path)
+    private_dir(p.parent)
+    try:
+        os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    return p
+
+
+def private_dir(path: Any) -> Path:
+    """Create the missing folders of ``path`` with mode 0700 (existing ones are left as they are)."""
+    d = Path(path)
+    for missing in reversed([x for x in [d, *d.parents] if not x.exists()]):
+        try:
+            missing.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+    return d
+
+
+def cache_secret() -> bytes:
+    """The key that seals cache entries: ``$REWARDKIT_CACHE_SECRET``, else a random per-user key in
+    ``$REWARDKIT_CACHE/cache_secret.key`` (created 0600 on first use). Users who share a cache on
+    purpose set the same ``REWARDKIT_CACHE_SECRET``."""
+    env = os.environ.get("REWARDKIT_CACHE_SECRET")
+    if env:
+        return env.encode()
+    from rewardkit.backends.embedded import cache_root
+
+    path = cache_root() / "cache_secret.key"
+    if not path.exists():
+        private_dir(path.parent)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+        try:
+            os.link(tmp, path)  # atomic: the first process's key wins, a racing one reads it
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    return path.read_text().strip().encode()
+
+
+def seal(secret: bytes, key: str, value: str) -> str:
+    """HMAC-SHA256 of one entry's key and value: only a holder of the secret can write a valid entry."""
+    k = key.encode()
+    return hmac.new(secret, b"%d:" % len(k) + k + value.encode(), hashlib.sha256).hexdigest()  # length-prefixed
+
+
+def unsealed(secret: bytes, key: str, value: str, mac: str) -> bool:
+    """True when ``mac`` does NOT match the entry (altered, or written without the secret)."""
+    return not hmac.compare_digest(seal(secret, key, value), str(mac))

@@ -78,12 +78,8 @@ def _last_math(text: str) -> str | None:
     last resort too): an environment's content (its last right-hand side when it is an equation chain),
     else the number."""
     text = text[-_TAIL:]  # bounds the scan (an unclosed "\\(" would make the lazy match quadratic)
-    env = None
-    for env in _LATEX_ENV.finditer(text):
-        pass
-    num = None
-    for num in _NUMBER.finditer(text):
-        pass
+    env = max(_LATEX_ENV.finditer(text), key=lambda m: m.end(), default=None)
+    num = max(_NUMBER.finditer(text), key=lambda m: m.end(), default=None)
     if env is not None and (num is None or env.end() >= num.end()):
         content = next(g for g in env.groups() if g is not None).strip()
         if "=" in content and not re.search(r"[<>]|\\[lg]e|\\neq", content):
@@ -91,6 +87,16 @@ def _last_math(text: str) -> str | None:
         if content:
             return content
     return _plain(num.group()) if num is not None else None
+
+
+def response_trunk(text: str) -> str:
+    """The response without its reasoning block: the text after the last ``</think>``; a ``<think>`` left
+    open (reasoning cut off) leaves only what precedes it; text without think tags is its own trunk."""
+    if "</think>" in text:
+        return text.rsplit("</think>", 1)[1].strip()
+    if "<think>" in text:
+        return text.split("<think>", 1)[0].strip()
+    return text
 
 
 def extract_answer(text: str) -> str | None:
@@ -241,6 +247,8 @@ class _Deadline(BaseException):
 
 
 def _inline_equivalent(gold: str, pred: str, timeout: float) -> bool:
+    import math_verify  # noqa: F401  (the first import, sympy's, takes seconds: not part of any check's deadline)
+
     def on_alarm(signum, frame):  # noqa: ARG001
         raise _Deadline()
 

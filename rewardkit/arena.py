@@ -28,8 +28,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rewardkit.answers import AnswerChecker, default_checker, extract_answer
-from rewardkit.backends.base import ChatRequest, JudgeBackend, VerdictRequest, cost_of
+from rewardkit.answers import AnswerChecker, response_trunk
+from rewardkit.backends.base import ChatRequest, VerdictRequest, cost_of
 from rewardkit.prompts.arena import (
     POINTWISE_VERDICT_PREFIX,
     TOURNAMENT_VERDICT_PREFIX,
@@ -47,9 +47,10 @@ from rewardkit.ranking import (
     random_opponents,
     win_rate_pairwise,
 )
-from rewardkit.scoring import BaseScorer, grpo_advantages, reward_diversity
+from rewardkit.scoring import JudgeOptions, JudgeScorer, grpo_advantages, option, reward_diversity
 from rewardkit.types import Cost, Group, GroupScore, Status
 from rewardkit.verdicts import parse_boxed_choice, parse_boxed_score
+from rewardkit.verifier import VerifiedGroup, make_checker, verify_groups
 
 __all__ = [
     "AdaptivePointwiseScorer",
@@ -63,7 +64,6 @@ __all__ = [
 ]
 
 Schedule = Literal["live", "round-robin", "uncertainty", "random"]
-Mode = Literal["generate", "logit"]
 
 # ------------------------------------------------------------------------------------ pure helpers
 
@@ -99,23 +99,23 @@ def group_rng(seed: int, group_id: str) -> np.random.Generator:
 def arena_summary(scores: Sequence[GroupScore]) -> dict[str, Any]:
     """Batch statistics: routed fraction, all-correct / all-incorrect split, judge calls per routed group,
     non-zero-advantage fraction before (verifier) and after routing, and the judge's position bias."""
-    routed = [s for s in scores if s.components.get("routed")]
-    before = [s.components.get("nonzero_adv_before") for s in scores]
-    after = [s.components.get("nonzero_adv_after") for s in scores]
-    vb = [s.components.get("valid_before") for s in scores]
-    va = [s.components.get("valid_after") for s in scores]
+    routed = [s for s in scores if s.stats.get("routed")]
+    before = [s.stats.get("nonzero_adv_before") for s in scores]
+    after = [s.stats.get("nonzero_adv_after") for s in scores]
+    vb = [s.stats.get("valid_before") for s in scores]
+    va = [s.stats.get("valid_after") for s in scores]
     firsts = [x for s in scores for x in s.extra.get("first_shown_outcomes", [])]
-    agree = [s.components.get("order_agreement") for s in scores if s.components.get("order_agreement") is not None]
+    agree = [s.stats.get("order_agreement") for s in scores if s.stats.get("order_agreement") is not None]
     return {
         "groups": len(scores),
         "routed": len(routed),
         "routed_fraction": len(routed) / len(scores) if scores else 0.0,
-        "routed_all_correct": sum(bool(s.components.get("all_correct")) for s in routed),
-        "routed_all_incorrect": sum(bool(s.components.get("all_incorrect")) for s in routed),
-        "judge_calls": sum(s.cost.judge_calls + s.cost.cache_hits for s in scores),
-        "judge_calls_per_routed_group": (sum(s.components.get("judge_calls", 0) for s in routed) / len(routed)
+        "routed_all_correct": sum(bool(s.stats.get("all_correct")) for s in routed),
+        "routed_all_incorrect": sum(bool(s.stats.get("all_incorrect")) for s in routed),
+        "judge_calls": sum(s.stats.get("judge_calls", 0) for s in scores),  # requests, cached or not
+        "judge_calls_per_routed_group": (sum(s.stats.get("judge_calls", 0) for s in routed) / len(routed)
                                          if routed else 0.0),
-        "invalid_matches": sum(s.components.get("invalid_matches", 0) for s in scores),
+        "invalid_matches": sum(s.stats.get("invalid_matches", 0) for s in scores),
         "nonzero_adv_fraction_before": (sum(x for x in before if x is not None) / max(sum(x for x in vb if x), 1)
                                         if any(x is not None for x in before) else None),
         "nonzero_adv_fraction_after": sum(x or 0 for x in after) / max(sum(x or 0 for x in va), 1),
@@ -128,18 +128,6 @@ def arena_summary(scores: Sequence[GroupScore]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------- shared plumbing
 
 
-def resolve_backend(backend: JudgeBackend | str) -> JudgeBackend:
-    """A JudgeBackend instance as is, or a spec string through ``rewardkit.backends.load_backend``."""
-    if isinstance(backend, JudgeBackend):
-        return backend
-    try:
-        from rewardkit.backends import load_backend  # type: ignore[attr-defined]
-    except ImportError as e:  # pragma: no cover - depends on the installed foundation
-        raise ImportError(f"arena: cannot load judge backend {backend!r}: rewardkit.backends.load_backend "
-                          f"is not available ({e})") from e
-    return load_backend(backend)
-
-
 @dataclass
 class _Outcome:
     value: float | None  # soft outcome / score, None when the call failed
@@ -147,45 +135,46 @@ class _Outcome:
     message: str | None
 
 
-class _JudgeMixin:
-    """Backend access shared by the scorers: generate-and-parse or verdict-logit mode, with cost."""
+class _ArenaJudge(JudgeScorer):
+    """What the arena's scorers share: the verifier reward R_v and one batched judge call per round."""
 
-    _backend_spec: JudgeBackend | str
-    _backend: JudgeBackend | None
-    mode: str
-    max_tokens: int
-    temperature: float
-    gamma: float
-    seed: int
+    options: Any
 
     @property
-    def backend(self) -> JudgeBackend:
-        if self._backend is None:
-            self._backend = resolve_backend(self._backend_spec)
-        return self._backend
+    def checker(self) -> AnswerChecker:
+        return make_checker(checker=self.options.checker)
 
-    def _ask(self, prompts: list[str], kind: Literal["pair", "point"]) -> tuple[list[_Outcome], list[Cost]]:
+    def _verify(self, groups: Sequence[Group]) -> list[VerifiedGroup]:
+        return verify_groups(groups, self.checker, self.options.use_labels)
+
+    def _shown(self, response: str) -> str:
+        """What the judge reads of a response (option ``view``): the trunk by default, as the paper does."""
+        return response if self.options.view == "full" else response_trunk(response)
+
+    def _ask(self, prompts: list[str], kind: Literal["pair", "point"], gamma: float = 1.0
+             ) -> tuple[list[_Outcome], list[Cost]]:
         """One batched backend call for all prompts; outcomes for the first-shown response (pairs) or scores."""
         if not prompts:
             return [], []
+        o = self.options
         msgs = [[{"role": "user", "content": p}] for p in prompts]
         out: list[_Outcome] = []
-        if self.mode == "logit":
+        if o.mode == "logit":
             choices = ("A", "B", "Tie") if kind == "pair" else ("1", "0.5", "0")
             prefix = TOURNAMENT_VERDICT_PREFIX if kind == "pair" else POINTWISE_VERDICT_PREFIX
-            results = self.backend.verdict_probs([VerdictRequest(m, choices, prefix) for m in msgs])
+            results = self.judge.verdict_probs([VerdictRequest(m, choices, prefix) for m in msgs])
             for r in results:
                 if r.status is not Status.OK or len(r.probs) != 3:
                     out.append(_Outcome(None, r.status if r.status is not Status.OK else Status.ERROR,
                                         r.error or "judge returned no verdict probabilities"))
                 elif kind == "pair":
-                    out.append(_Outcome(expected_outcome(r.probs, self.gamma), Status.OK, None))
+                    out.append(_Outcome(expected_outcome(r.probs, gamma), Status.OK, None))
                 else:
                     p1, p05, _ = (float(x) for x in r.probs)
                     out.append(_Outcome(p1 + 0.5 * p05, Status.OK, None))  # expected rubric score
         else:
-            results = self.backend.generate([ChatRequest(m, max_tokens=self.max_tokens, temperature=self.temperature,
-                                                         seed=self.seed) for m in msgs])
+            results = self.judge.generate([ChatRequest(m, max_tokens=o.max_tokens, temperature=o.temperature,
+                                                       seed=o.seed) for m in msgs])
             for r in results:
                 if r.status is not Status.OK:
                     out.append(_Outcome(None, r.status, r.error or f"judge call failed ({r.status})"))
@@ -194,7 +183,7 @@ class _JudgeMixin:
                 if not v.ok:
                     out.append(_Outcome(None, v.status, v.message))
                 elif kind == "pair":
-                    out.append(_Outcome(verdict_outcome(v.label, self.gamma), Status.OK, None))
+                    out.append(_Outcome(verdict_outcome(v.label, gamma), Status.OK, None))
                 else:
                     out.append(_Outcome(float(v.label), Status.OK, None))
         if len(results) != len(prompts):
@@ -202,46 +191,7 @@ class _JudgeMixin:
         return out, [cost_of([r]) for r in results]
 
 
-@dataclass
-class _Verified:
-    rewards: np.ndarray  # NaN where the check failed
-    statuses: list[Status]
-    messages: list[str | None]
-    available: bool  # False when the group has no reference (and no usable labels)
-    calls: int = 0  # answer checks run for this group
-
-
-def verify_groups(groups: Sequence[Group], checker: AnswerChecker, use_labels: bool = False) -> list[_Verified]:
-    """Binary verifier rewards R_v (eq. 2) for every response of every group, in one checker call."""
-    pairs: list[tuple[str, str | None]] = []
-    where: list[tuple[int, int]] = []
-    out: list[_Verified] = []
-    for g_idx, g in enumerate(groups):
-        n = len(g)
-        if use_labels and g.labels is not None:
-            out.append(_Verified(np.array(g.labels, float), [Status.OK] * n, [None] * n, True))
-            continue
-        if g.reference is None:
-            out.append(_Verified(np.full(n, np.nan), [Status.ABSTAIN] * n,
-                                 ["no reference answer for the verifier"] * n, False))
-            continue
-        out.append(_Verified(np.zeros(n), [Status.OK] * n, [None] * n, True, n))
-        for k, resp in enumerate(g.responses):
-            pairs.append((g.reference, extract_answer(resp)))
-            where.append((g_idx, k))
-    checks = checker.check_many(pairs) if pairs else []
-    for (g_idx, k), c in zip(where, checks, strict=True):
-        v = out[g_idx]
-        if c.status is Status.OK and c.equivalent is not None:
-            v.rewards[k] = 1.0 if c.equivalent else 0.0
-        else:
-            v.rewards[k] = np.nan
-            v.statuses[k] = c.status if c.status is not Status.OK else Status.ERROR
-            v.messages[k] = c.message or "verifier did not finish"
-    return out
-
-
-def diversity_components(v: _Verified) -> dict[str, Any]:
+def diversity_components(v: VerifiedGroup) -> dict[str, Any]:
     """Eq. 3 diversity, all-correct / all-incorrect and the Fig. 5 count of one group's verifier rewards."""
     ok = np.isfinite(v.rewards)
     if not v.available or not ok.any():
@@ -256,87 +206,74 @@ def diversity_components(v: _Verified) -> dict[str, Any]:
 
 
 def _finish(group_id: str, rewards: np.ndarray, statuses: list[Status], messages: list[str | None],
-            components: dict[str, Any], cost: Cost, extra: dict[str, Any] | None = None) -> GroupScore:
+            stats: dict[str, Any], cost: Cost, extra: dict[str, Any] | None = None) -> GroupScore:
     rewards = np.where([s is Status.OK for s in statuses], rewards, np.nan)
     nz, valid = nonzero_advantage_count(rewards)
-    components = {**components, "nonzero_adv_after": nz, "valid_after": valid}
-    return GroupScore(group_id, rewards, statuses, components=components, cost=cost,
+    stats = {**stats, "nonzero_adv_after": nz, "valid_after": valid}
+    return GroupScore(group_id, rewards, statuses, stats=stats, cost=cost,
                       messages=messages if any(messages) else None, extra=extra or {})
 
 
 # ------------------------------------------------------------------------------------- tournaments
 
 
-class ArenaScorer(_JudgeMixin, BaseScorer):
-    """Reasoning Arena (eq. 5): verifier reward on reward-diverse groups, trace-tournament reward otherwise.
+@dataclass(frozen=True)
+class ArenaJudgeOptions(JudgeOptions):
+    """What every arena judge prompt shares: which part of a response the judge reads."""
 
-    Options:
-        judge: judge backend instance, or a spec string for rewardkit.backends.load_backend
-        schedule: live (best/worst/median anchors, App. B), round-robin, uncertainty (ours), random (live, 3 random opponents)
-        reward: auto (win-rate eq. 8 for round-robin, Bradley-Terry eq. 10 min-max otherwise), bt, winrate
-        mode: generate (parse the boxed verdict) or logit (the judge's own A/B/Tie probabilities)
-        gamma: soft-margin of eq. 7, in (1/2, 1]
-        l2: L2 weight of the Bradley-Terry fit (eq. 10)
-        both_orders: query both presentation orders of every pair and average them
-        seed: seed of the presentation-order randomisation and of the schedules
-        max_tokens: judge generation budget (generate mode)
-        temperature: judge sampling temperature (generate mode)
-        use_labels: use Group.labels as the verifier reward when present
-        budget: judge calls per group for the uncertainty schedule (default 2N)
-    """
+    view: Literal["answer", "full"] = option(
+        "answer", "what the judge reads of a response: answer (the response trunk after any </think>, as the paper judges) or full (keep the reasoning block)")
+
+
+@dataclass(frozen=True)
+class ArenaOptions(ArenaJudgeOptions):
+    schedule: Schedule = option("live", "live (best/worst/median anchors, App. B), round-robin, uncertainty (ours), random (live, 3 random opponents)")
+    reward: Literal["auto", "bt", "winrate"] = option(
+        "auto", "auto (win-rate eq. 8 for round-robin, Bradley-Terry eq. 10 min-max otherwise), bt, winrate")
+    gamma: float = option(1.0, "soft-margin of eq. 7, in (1/2, 1]")
+    l2: float = option(1.0, "L2 weight of the Bradley-Terry fit (eq. 10)")
+    both_orders: bool = option(False, "query both presentation orders of every pair and average them")
+    seed: int = option(0, "seed of the presentation-order randomisation and of the schedules")
+    max_tokens: int = option(1024, "judge generation budget (generate mode)")
+    temperature: float = option(0.0, "judge sampling temperature (generate mode)")
+    use_labels: bool = option(False, "use Group.labels as the verifier reward when present")
+    budget: int | None = option(None, "judge calls per group for the uncertainty schedule (default 2N)")
+    checker: AnswerChecker | None = option(None, "an AnswerChecker for the verifier reward (Python only)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.5 < self.gamma <= 1.0:
+            raise ValueError(f"option 'gamma': must lie in (1/2, 1] (eq. 7), got {self.gamma}")
+        self._at_least(1, "max_tokens", "budget")
+        self._at_least(0, "temperature", "l2")
+
+
+@dataclass(frozen=True)
+class TournamentOptions(ArenaOptions):
+    schedule: Schedule = option("round-robin", "round-robin (ArenaRL), live, uncertainty, random")
+
+
+class ArenaScorer(_ArenaJudge):
+    """Reasoning Arena (eq. 5): verifier reward on reward-diverse groups, trace-tournament reward otherwise."""
 
     name = "arena"
+    Options = ArenaOptions
+    options: ArenaOptions
     route = True
-
-    def __init__(
-        self,
-        judge: JudgeBackend | str = "smollm2",
-        schedule: Schedule = "live",
-        reward: Literal["auto", "bt", "winrate"] = "auto",
-        mode: Mode = "generate",
-        gamma: float = 1.0,
-        l2: float = 1.0,
-        both_orders: bool = False,
-        seed: int = 0,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        use_labels: bool = False,
-        budget: int | None = None,
-        checker: AnswerChecker | None = None,
-    ):
-        if schedule not in ("live", "round-robin", "uncertainty", "random"):
-            raise ValueError(f"arena: unknown schedule {schedule!r}")
-        if reward not in ("auto", "bt", "winrate"):
-            raise ValueError(f"arena: unknown reward {reward!r}")
-        if mode not in ("generate", "logit"):
-            raise ValueError(f"arena: unknown mode {mode!r}")
-        verdict_outcome("A", gamma)  # validates gamma
-        self._backend_spec = judge
-        self._backend = None
-        self.schedule, self.reward, self.mode = schedule, reward, mode
-        self.gamma, self.l2, self.both_orders, self.seed = gamma, l2, both_orders, seed
-        self.max_tokens, self.temperature, self.use_labels, self.budget = max_tokens, temperature, use_labels, budget
-        self._checker = checker
-
-    @property
-    def checker(self) -> AnswerChecker:
-        if self._checker is None:
-            self._checker = default_checker()
-        return self._checker
 
     def _tournament(self, g: Group, rng: np.random.Generator) -> Tournament:
         n = len(g)
-        if self.schedule == "round-robin":
+        if self.options.schedule == "round-robin":
             return RoundRobin(n)
-        if self.schedule == "uncertainty":
-            return UncertaintyTournament(n, budget=self.budget, l2=self.l2, rng=rng)
+        if self.options.schedule == "uncertainty":
+            return UncertaintyTournament(n, budget=self.options.budget, l2=self.options.l2, rng=rng)
         order = g.metadata.get("completion_order")  # traces arrive in completion order when known
-        select = anchor_opponents if self.schedule == "live" else random_opponents(3)
+        select = anchor_opponents if self.options.schedule == "live" else random_opponents(3)
         return LiveTournament(n, order=order, select=select, rng=rng)
 
     def _score(self, groups: list[Group]) -> list[GroupScore]:
-        verified = verify_groups(groups, self.checker, self.use_labels)
-        costs = [Cost(verifier_calls=v.calls) for v in verified]
+        verified = self._verify(groups)
+        costs = [v.cost for v in verified]
         comps = [diversity_components(v) for v in verified]
         routed = []
         for k, comp in enumerate(comps):
@@ -366,7 +303,7 @@ class ArenaScorer(_JudgeMixin, BaseScorer):
 
     def _run_tournaments(self, groups: list[Group], costs: list[Cost]):
         """All routed groups' tournaments, one backend call per round across the whole batch."""
-        rngs = [group_rng(self.seed, g.id) for g in groups]
+        rngs = [group_rng(self.options.seed, g.id) for g in groups]
         tours = [self._tournament(g, r) for g, r in zip(groups, rngs, strict=True)]
         firsts: list[list[float]] = [[] for _ in groups]
         agree: list[list[bool]] = [[] for _ in groups]
@@ -381,12 +318,13 @@ class ArenaScorer(_JudgeMixin, BaseScorer):
             for gi, (g, pairs) in enumerate(zip(groups, rounds, strict=True)):
                 for pi, (i, j) in enumerate(pairs):
                     # order debiasing: presentation order drawn per pair, or both orders
-                    orders = [True, False] if self.both_orders else [bool(rngs[gi].random() < 0.5)]
+                    orders = [True, False] if self.options.both_orders else [bool(rngs[gi].random() < 0.5)]
                     for i_first in orders:
                         a, b = (i, j) if i_first else (j, i)
-                        prompts.append(tournament_prompt(g.prompt, g.reference, g.responses[a], g.responses[b]))
+                        prompts.append(tournament_prompt(g.prompt, g.reference, self._shown(g.responses[a]),
+                                                         self._shown(g.responses[b])))
                         index.append((gi, pi, i_first))
-            results, call_costs = self._ask(prompts, "pair")
+            results, call_costs = self._ask(prompts, "pair", self.options.gamma)
             got: list[list[list[tuple[bool, _Outcome]]]] = [[[] for _ in p] for p in rounds]
             for (gi, pi, i_first), res, c in zip(index, results, call_costs, strict=True):
                 got[gi][pi].append((i_first, res))
@@ -412,7 +350,7 @@ class ArenaScorer(_JudgeMixin, BaseScorer):
         return self._rewards(groups, tours, firsts, agree, verdict_log, requests)
 
     def _rewards(self, groups, tours, firsts, agree, verdict_log, requests):
-        use_bt = self.reward == "bt" or (self.reward == "auto" and self.schedule != "round-robin")
+        use_bt = self.options.reward == "bt" or (self.options.reward == "auto" and self.options.schedule != "round-robin")
         betas = None
         if use_bt and tours:
             n_max = max(len(g) for g in groups)
@@ -423,7 +361,7 @@ class ArenaScorer(_JudgeMixin, BaseScorer):
                 if t.matches:
                     data[k, : len(t.matches)] = np.asarray(t.matches, float)
                     mask[k, : len(t.matches)] = True
-            betas = newton_soft_pairwise_batched(n_max, data, mask, l2=self.l2)  # eq. 10, whole batch at once
+            betas = newton_soft_pairwise_batched(n_max, data, mask, l2=self.options.l2)  # eq. 10, whole batch at once
         out = []
         for k, (g, t) in enumerate(zip(groups, tours, strict=True)):
             n = len(g)
@@ -437,7 +375,7 @@ class ArenaScorer(_JudgeMixin, BaseScorer):
             statuses = [Status.OK if c else Status.INVALID for c in cov]
             messages = [None if c else "no valid tournament match for this trace (every judge call failed)" for c in cov]
             comp = {"judge_calls": requests[k], "pairs_judged": t.calls, "rounds": t.rounds, "invalid_matches": len(t.invalid),
-                    "schedule": self.schedule, "reward_kind": "bt" if use_bt else "winrate",
+                    "schedule": self.options.schedule, "reward_kind": "bt" if use_bt else "winrate",
                     "order_agreement": float(np.mean(agree[k])) if agree[k] else None}
             extra = {"matches": [list(m) for m in t.matches], "invalid_matches": [list(m) for m in t.invalid],
                      "first_shown_outcomes": firsts[k], "verdicts": verdict_log[k]}
@@ -448,93 +386,52 @@ class ArenaScorer(_JudgeMixin, BaseScorer):
 
 
 class TournamentScorer(ArenaScorer):
-    """ArenaRL baseline: a trace tournament on every group, no routing (round robin + win-rate by default).
-
-    Options:
-        judge: judge backend instance, or a spec string for rewardkit.backends.load_backend
-        schedule: round-robin (ArenaRL), live, uncertainty, random
-        reward: auto (win-rate for round-robin, Bradley-Terry otherwise), bt, winrate
-        mode: generate (parse the boxed verdict) or logit (the judge's own A/B/Tie probabilities)
-        gamma: soft-margin of eq. 7, in (1/2, 1]
-        l2: L2 weight of the Bradley-Terry fit (eq. 10)
-        both_orders: query both presentation orders of every pair and average them
-        seed: seed of the presentation-order randomisation and of the schedules
-        max_tokens: judge generation budget (generate mode)
-        temperature: judge sampling temperature (generate mode)
-        use_labels: use Group.labels as the verifier reward (statistics only) when present
-        budget: judge calls per group for the uncertainty schedule (default 2N)
-    """
+    """ArenaRL baseline: a trace tournament on every group, no routing (round robin + win-rate by default)."""
 
     name = "tournament"
+    Options = TournamentOptions
     route = False
-
-    def __init__(
-        self,
-        judge: JudgeBackend | str = "smollm2",
-        schedule: Schedule = "round-robin",
-        reward: Literal["auto", "bt", "winrate"] = "auto",
-        mode: Mode = "generate",
-        gamma: float = 1.0,
-        l2: float = 1.0,
-        both_orders: bool = False,
-        seed: int = 0,
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        use_labels: bool = False,
-        budget: int | None = None,
-        checker: AnswerChecker | None = None,
-    ):
-        super().__init__(judge, schedule, reward, mode, gamma, l2, both_orders, seed, max_tokens, temperature,
-                         use_labels, budget, checker)
-
 
 
 # -------------------------------------------------------------------------------------- pointwise
 
 
-class PointwiseScorer(_JudgeMixin, BaseScorer):
+@dataclass(frozen=True)
+class PointwiseOptions(ArenaJudgeOptions):
+    rubric: Literal["rlaif", "adaptive"] = option(
+        "rlaif", "rlaif (DeepSeekMath-style rubric) or adaptive (the short Adaptive Pointwise prompt)")
+    max_tokens: int = option(1024, "judge generation budget (generate mode)")
+    temperature: float = option(0.0, "judge sampling temperature (generate mode)")
+    seed: int = option(0, "judge sampling seed")
+    use_labels: bool = option(False, "use Group.labels as the verifier reward when present")
+    checker: AnswerChecker | None = option(None, "an AnswerChecker for the verifier reward (Python only)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(1, "max_tokens")
+        self._at_least(0, "temperature")
+
+
+@dataclass(frozen=True)
+class AdaptivePointwiseOptions(PointwiseOptions):
+    rubric: Literal["rlaif", "adaptive"] = option(
+        "adaptive", "adaptive (the App. D Adaptive Pointwise prompt) or rlaif (DeepSeekMath-style rubric)")
+
+
+class PointwiseScorer(_ArenaJudge):
     """RLAIF baseline: a rubric judge scores every response 1 / 0.5 / 0 (App. D), no routing.
 
-    Options:
-        judge: judge backend instance, or a spec string for rewardkit.backends.load_backend
-        rubric: rlaif (DeepSeekMath-style rubric) or adaptive (the short Adaptive Pointwise prompt)
-        mode: generate (parse the boxed score) or logit (expected score under the judge's 1/0.5/0 probabilities)
-        max_tokens: judge generation budget (generate mode)
-        temperature: judge sampling temperature (generate mode)
-        seed: judge sampling seed
-        use_labels: use Group.labels as the verifier reward when present
-    """
+    In logit mode the reward is the expected score under the judge's 1 / 0.5 / 0 probabilities."""
 
     name = "pointwise"
+    Options = PointwiseOptions
+    options: PointwiseOptions
     route = False
 
-    def __init__(
-        self,
-        judge: JudgeBackend | str = "smollm2",
-        rubric: Literal["rlaif", "adaptive"] = "rlaif",
-        mode: Mode = "generate",
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        seed: int = 0,
-        use_labels: bool = False,
-        checker: AnswerChecker | None = None,
-    ):
-        if rubric not in ("rlaif", "adaptive"):
-            raise ValueError(f"arena: unknown rubric {rubric!r}")
-        if mode not in ("generate", "logit"):
-            raise ValueError(f"arena: unknown mode {mode!r}")
-        self._backend_spec = judge
-        self._backend = None
-        self.rubric, self.mode, self.max_tokens, self.temperature = rubric, mode, max_tokens, temperature
-        self.seed, self.use_labels, self._checker = seed, use_labels, checker
-        self.gamma = 1.0
-
-    checker = ArenaScorer.checker
-
     def _score(self, groups: list[Group]) -> list[GroupScore]:
-        verified = verify_groups(groups, self.checker, self.use_labels)
+        verified = self._verify(groups)
         comps = [diversity_components(v) for v in verified]
-        costs = [Cost(verifier_calls=v.calls) for v in verified]
+        costs = [v.cost for v in verified]
         if self.route:
             judged = [k for k, c in enumerate(comps) if c["diverse"] is False]
         else:
@@ -543,7 +440,7 @@ class PointwiseScorer(_JudgeMixin, BaseScorer):
         for k in judged:
             g = groups[k]
             for r_idx, resp in enumerate(g.responses):
-                prompts.append(pointwise_prompt(g.prompt, g.reference, resp, self.rubric))
+                prompts.append(pointwise_prompt(g.prompt, g.reference, self._shown(resp), self.options.rubric))
                 index.append((k, r_idx))
         results, call_costs = self._ask(prompts, "point")  # one backend call for the whole batch
         scores = {k: (np.full(len(groups[k]), np.nan), [Status.OK] * len(groups[k]), [None] * len(groups[k]))
@@ -573,30 +470,8 @@ class PointwiseScorer(_JudgeMixin, BaseScorer):
 
 
 class AdaptivePointwiseScorer(PointwiseScorer):
-    """Adaptive Pointwise: verifier reward on reward-diverse groups, rubric judge on non-diverse ones (eq. 5).
-
-    Options:
-        judge: judge backend instance, or a spec string for rewardkit.backends.load_backend
-        rubric: adaptive (the App. D Adaptive Pointwise prompt) or rlaif (DeepSeekMath-style rubric)
-        mode: generate (parse the boxed score) or logit (expected score under the judge's 1/0.5/0 probabilities)
-        max_tokens: judge generation budget (generate mode)
-        temperature: judge sampling temperature (generate mode)
-        seed: judge sampling seed
-        use_labels: use Group.labels as the verifier reward when present
-    """
+    """Adaptive Pointwise: verifier reward on reward-diverse groups, rubric judge on non-diverse ones (eq. 5)."""
 
     name = "adaptive-pointwise"
+    Options = AdaptivePointwiseOptions
     route = True
-
-    def __init__(
-        self,
-        judge: JudgeBackend | str = "smollm2",
-        rubric: Literal["rlaif", "adaptive"] = "adaptive",
-        mode: Mode = "generate",
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        seed: int = 0,
-        use_labels: bool = False,
-        checker: AnswerChecker | None = None,
-    ):
-        super().__init__(judge, rubric, mode, max_tokens, temperature, seed, use_labels, checker)

@@ -26,9 +26,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rewardkit.backends.base import ChatRequest, JudgeBackend, Message, VerdictRequest, cost_of
+from rewardkit.answers import response_trunk
+from rewardkit.backends.base import ChatRequest, Message, VerdictRequest, cost_of
 from rewardkit.prompts.raro import VERDICT_CHOICES, VERDICT_PREFIX, critic_user_prompt
-from rewardkit.scoring import BaseScorer
+from rewardkit.scoring import JudgeOptions, JudgeScorer, Mode, option
 from rewardkit.types import Group, GroupScore, Status
 from rewardkit.verdicts import boxed_contents, parse_answer_choice
 
@@ -92,7 +93,7 @@ def answer_view(text: str, view: View = "answer") -> str:
     bare expert expression), ``full`` keeps everything."""
     if view == "full":
         return text
-    answer = text.rsplit("</think>", 1)[1].strip() if "</think>" in text else text
+    answer = response_trunk(text)
     if view == "answer":
         return answer
     if view == "final":
@@ -251,60 +252,56 @@ def mix_critic_batch(current: Sequence[CriticExample], buffer: ReplayBuffer, siz
 # -------------------------------------------------------------------------------------------- scorer
 
 
-class CriticScorer(BaseScorer):
-    """RARO relativistic critic: each response is compared with the group's expert answer; R_pol per response.
+@dataclass(frozen=True)
+class CriticBaseOptions(JudgeOptions):
+    """The options every RARO critic shares (relativistic ``critic`` and binary ``critic-binary``)."""
 
-    Options:
-        judge: the critic model: a JudgeBackend, or a spec for rewardkit.backends.load_backend (default "smollm2")
-        tau_pol: tie reward of the policy (Table 5: 0.6)
-        tau_crit: tie reward of the critic, reported as the critic_reward component (Table 5: 0.55)
-        mode: "generate" samples the critic's reasoning and parses Answer 1/2/tie; "logits" scores the three verdicts in one forward pass and returns the expected reward
-        max_tokens: critic generation budget (generate mode)
-        temperature: critic sampling temperature (the paper samples the critic, l ~ c)
-        view: what the critic sees of each answer: "answer" (drop <think>), "final" (the final answer only) or "full"
-        template: critic prompt: "math" (the paper's) or "general"
-        seed: seeds the expert/policy order of every pair and the critic's sampling
-        replay_path: optional JSON file of the replay buffer used by critic_batch
-        replay_capacity: replay buffer size
-    """
+    max_tokens: int = option(512, "critic generation budget (generate mode)")
+    temperature: float = option(1.0, "critic sampling temperature (the paper samples the critic, l ~ c)")
+    view: View = option("answer", "what the critic sees of each answer: answer (drop <think>), final (the final answer only) or full")
+    template: str = option("math", "critic prompt: math (the paper's) or general")
+    seed: int = option(0, "seeds the expert/policy order of every pair and the critic's sampling")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(1, "max_tokens")
+        self._at_least(0, "temperature")
+
+
+@dataclass(frozen=True)
+class CriticOptions(CriticBaseOptions):
+    mode: Mode = option("generate", "generate samples the critic's reasoning and parses Answer 1/2/tie; logit scores the "
+                                    "three verdicts in one forward pass and returns the expected reward")
+    tau_pol: float = option(TAU_POL, "tie reward of the policy (Table 5: 0.6)")
+    tau_crit: float = option(TAU_CRIT, "tie reward of the critic, reported as the critic_reward component (Table 5: 0.55)")
+    replay_path: str | None = option(None, "optional JSON file of the replay buffer used by critic_batch")
+    replay_capacity: int = option(10_000, "replay buffer size")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (0.0 <= self.tau_pol <= 1.0 and 0.0 <= self.tau_crit <= 1.0):
+            raise ValueError(f"option 'tau_pol'/'tau_crit': tie rewards must lie in [0, 1] (Sec. 3.3), got "
+                             f"{self.tau_pol}, {self.tau_crit}")
+        self._at_least(1, "replay_capacity")
+
+
+class CriticScorer(JudgeScorer):
+    """RARO relativistic critic: each response is compared with the group's expert answer; R_pol per response."""
 
     name = "critic"
+    Options = CriticOptions
+    options: CriticOptions
+    verdict_choices: tuple[str, ...] = VERDICT_CHOICES  # logit mode: the verdicts scored after verdict_prefix
+    verdict_prefix: str = VERDICT_PREFIX
 
-    def __init__(
-        self,
-        judge: JudgeBackend | str | None = "smollm2",
-        tau_pol: float = TAU_POL,
-        tau_crit: float = TAU_CRIT,
-        mode: Literal["generate", "logits"] = "generate",
-        max_tokens: int = 512,
-        temperature: float = 1.0,
-        view: View = "answer",
-        template: str = "math",
-        seed: int = 0,
-        replay_path: str | None = None,
-        replay_capacity: int = 10_000,
-    ):
-        if not (0.0 <= tau_pol <= 1.0 and 0.0 <= tau_crit <= 1.0):
-            raise ValueError(f"tie rewards must lie in [0, 1] (Sec. 3.3), got tau_pol={tau_pol}, tau_crit={tau_crit}")
-        if mode not in ("generate", "logits"):
-            raise ValueError(f"CriticScorer mode must be 'generate' or 'logits', got {mode!r}")
-        self._backend_spec = judge
-        self._backend: JudgeBackend | None = judge if isinstance(judge, JudgeBackend) else None
-        self.tau_pol, self.tau_crit = float(tau_pol), float(tau_crit)
-        self.mode, self.max_tokens, self.temperature = mode, int(max_tokens), float(temperature)
-        self.view, self.template, self.seed = view, template, int(seed)
-        self.replay = ReplayBuffer.open(replay_path, replay_capacity, seed) if replay_path else \
-            ReplayBuffer(replay_capacity, seed)
+    def _setup(self) -> None:
+        o = self.options
+        self.tau_pol, self.tau_crit = float(o.tau_pol), float(o.tau_crit)
+        self.mode, self.max_tokens, self.temperature = o.mode, int(o.max_tokens), float(o.temperature)
+        self.view, self.template, self.seed = o.view, o.template, int(o.seed)
+        self.replay = ReplayBuffer.open(o.replay_path, o.replay_capacity, o.seed) if o.replay_path else \
+            ReplayBuffer(o.replay_capacity, o.seed)
         self._batches = 0
-
-    @property
-    def backend(self) -> JudgeBackend:
-        """The judge backend, loaded on first use when given as a spec."""
-        if self._backend is None:
-            from rewardkit.backends import load_backend
-
-            self._backend = load_backend(self._backend_spec or "smollm2")
-        return self._backend
 
     # ---- policy rewards
 
@@ -325,7 +322,7 @@ class CriticScorer(BaseScorer):
             plans.append((g, pos, msgs))
             flat.extend(msgs)
 
-        results = self._judge(flat) if flat else []  # one backend call for the whole batch
+        results = self._ask(flat) if flat else []  # one backend call for the whole batch
         out: list[GroupScore] = []
         k = 0
         for g, plan in zip(groups, plans, strict=True):
@@ -334,7 +331,7 @@ class CriticScorer(BaseScorer):
                     g.id, len(g), Status.ABSTAIN,
                     f"group {g.id!r} has no expert answer (Group.expert is None): the RARO critic compares "
                     "each response with an expert answer, so it abstains",
-                    components={"has_expert": False}))
+                    stats={"has_expert": False}))
                 continue
             _, pos, msgs = plan
             res = results[k:k + len(msgs)]
@@ -342,16 +339,16 @@ class CriticScorer(BaseScorer):
             out.append(self._group_score(g, pos, res))
         return out
 
-    def _judge(self, flat: list[list[Message]]) -> list[Any]:
+    def _ask(self, flat: list[list[Message]]) -> list[Any]:
         """One backend call for every pair of the batch."""
-        if self.mode == "logits":
-            reqs = [VerdictRequest(m, VERDICT_CHOICES, VERDICT_PREFIX) for m in flat]
-            return self.backend.verdict_probs(reqs)
+        if self.mode == "logit":
+            reqs = [VerdictRequest(m, self.verdict_choices, self.verdict_prefix) for m in flat]
+            return self.judge.verdict_probs(reqs)
         self._batches += 1
         # one seed per batch (not per request) so the backend can pack the whole batch together
         seed = self.seed * 1_000_003 + self._batches
         reqs = [ChatRequest(m, max_tokens=self.max_tokens, temperature=self.temperature, seed=seed) for m in flat]
-        return self.backend.generate(reqs)
+        return self.judge.generate(reqs)
 
     def _group_score(self, g: Group, pos: list[int], res: list[Any]) -> GroupScore:
         n = len(g)
@@ -368,7 +365,7 @@ class CriticScorer(BaseScorer):
                 messages.append(f"critic backend: {r.error or r.status.value}")
                 probs.append(None)
                 raw.append(None)
-            elif self.mode == "logits":
+            elif self.mode == "logit":
                 pr = np.asarray(r.probs, dtype=float)
                 rewards[i], r_crit[i] = expected_rewards(pr, p, self.tau_pol, self.tau_crit)
                 label = resolve_choice(("1", "2", "tie")[int(np.argmax(pr))], p)
@@ -395,11 +392,13 @@ class CriticScorer(BaseScorer):
             "critic_label": labels,
             "expert_position": pos,
             "critic_reward": r_crit,
+        }
+        stats = {
             "tie_rate": (sum(lab == "tie" for lab in ok) / len(ok)) if ok else math.nan,
             "fooled_rate": (sum(lab == "policy" for lab in ok) / len(ok)) if ok else math.nan,
         }
-        extra: dict[str, Any] = {"critic_probs": probs} if self.mode == "logits" else {"critic_outputs": raw}
-        return GroupScore(g.id, rewards, statuses, components, cost_of(res), messages, extra)
+        extra: dict[str, Any] = {"critic_probs": probs} if self.mode == "logit" else {"critic_outputs": raw}
+        return GroupScore(g.id, rewards, statuses, components, cost_of(res), messages, extra, stats)
 
     # ---- critic training batches (Algorithm 2 lines 9-12)
 
@@ -426,11 +425,3 @@ class CriticScorer(BaseScorer):
         """R_crit of the critic's rollouts on ``items`` (invalid outputs NaN and masked)."""
         r, s, _ = critic_rollout_rewards(texts, [it.expert_position for it in items], self.tau_crit)
         return r, s
-
-
-def group_from_row(row: dict[str, Any]) -> Group:
-    """A Group from a rollouts row (``problem``, ``responses``; ``solution`` becomes the expert answer,
-    ``answer`` the reference, ``correct`` the labels), e.g. the shared math_cot_100.jsonl."""
-    expert = row.get("solution") or row.get("expert")
-    return Group(str(row.get("id", "")), row["problem"], list(row["responses"]), reference=row.get("answer"),
-                 expert=expert, labels=[bool(x) for x in row["correct"]] if "correct" in row else None)

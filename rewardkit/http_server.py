@@ -29,7 +29,8 @@ timed-out thread cannot be interrupted and finishes in the background). Guarante
   ``NaN``/``Infinity``/overflowing numbers, integers of at most 4,300 digits, UTF-8: 400 otherwise;
 - connections: at most ``max_connections`` open (503 and close), complete request headers within
   ``header_timeout`` seconds of the first byte (slow-header clients are closed), idle keep-alive
-  connections closed after ``keep_alive`` seconds, headers at most 16 KiB (h11), listen backlog 1024;
+  connections closed after ``keep_alive`` seconds, request line and headers at most 16 KiB (431),
+  listen backlog 1024;
   asyncio serves stalled connections without a thread each;
 - every error is JSON in OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``, 404/405
   included; a handler crash is a 500 with the exception's message (the traceback goes to the log only).
@@ -66,6 +67,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 log = logging.getLogger("rewardkit.http_server")
 
+MAX_HEADER_BYTES = 16 * 1024
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
                405: "invalid_request_error", 408: "timeout", 413: "invalid_request_error",
                503: "overloaded_error", 504: "timeout"}
@@ -201,6 +203,10 @@ class _Guard:
                 await self.app(scope, receive, send)
             return
         lim = self.limits
+        size = sum(len(k) + len(v) + 4 for k, v in scope["headers"]) + len(scope.get("raw_path") or b"")
+        if size > MAX_HEADER_BYTES:  # h11 bounds headers that arrive in pieces; this bounds one-packet ones
+            return await _send_json(send, 431, error_body(
+                f"request headers of {size} bytes exceed {MAX_HEADER_BYTES}", "invalid_request_error"), close=True)
         headers = Headers(scope=scope)
         path = scope["path"].rstrip("/") or "/"
         if (scope["method"], path) not in lim.public and not self._authorised(headers):

@@ -14,18 +14,28 @@ from __future__ import annotations
 
 import random as _random
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 import numpy as np
 
 from rewardkit.answers import AnswerChecker, cluster_answers, default_checker, extract_answer
-from rewardkit.scoring import BaseScorer
+from rewardkit.backends import JudgeBackend, load_backend
+from rewardkit.prompts import get_prompt, render
+from rewardkit.scoring import BaseScorer, JudgeOptions, Mode, Options, option
 from rewardkit.types import Cost, Group, GroupScore, Status
 from rewardkit.verdicts import parse_true_false
+from rewardkit.verifier import (
+    BaseVerifier,
+    Claim,
+    Outcome,
+    ReferenceVerifier,
+    Verifier,
+    VerifyResult,
+    make_checker,
+)
 
-Outcome = Literal["verified", "refuted", "inconclusive"]
 Fallback = Literal["reszero", "zero", "random", "mv"]
 
 # ------------------------------------------------------------------------------------ majority vote
@@ -183,81 +193,6 @@ def proof_gate_rewards(
     raise ValueError(f"unknown fallback {fallback!r}; use one of reszero, zero, random, mv")
 
 
-# ---------------------------------------------------------------------------------------- verifiers
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One thing to verify: is ``answer`` the answer to ``problem``? (``reference`` only for ablations)."""
-
-    problem: str
-    answer: str
-    reference: str | None = None
-
-
-@dataclass
-class VerifyResult:
-    """A verifier's outcome with its reason and cost; inconclusive is the only safe failure."""
-
-    outcome: Outcome
-    reason: str = ""
-    cost: Cost = field(default_factory=Cost)
-    cached: bool = False
-    detail: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def verified(self) -> bool:
-        return self.outcome == "verified"
-
-
-@runtime_checkable
-class Verifier(Protocol):
-    """``verify_many(claims) -> results`` (one batched call) and ``verify(problem, answer)``."""
-
-    name: str
-
-    def verify_many(self, claims: Sequence[Claim]) -> list[VerifyResult]: ...
-
-    def verify(self, problem: str, answer: str, *, reference: str | None = None) -> VerifyResult: ...
-
-
-class BaseVerifier:
-    """Implements ``verify`` on top of ``verify_many``."""
-
-    name = ""
-
-    def verify(self, problem: str, answer: str, *, reference: str | None = None) -> VerifyResult:
-        return self.verify_many([Claim(problem, answer, reference)])[0]
-
-    def verify_many(self, claims: Sequence[Claim]) -> list[VerifyResult]:  # pragma: no cover - interface
-        raise NotImplementedError
-
-
-class ReferenceVerifier(BaseVerifier):
-    """Reference-answer verifier (math-verify, gold first): for ablations and for measuring the gate.
-
-    Not label-free: it needs ``Claim.reference``; without one the claim is inconclusive."""
-
-    name = "reference"
-
-    def __init__(self, checker: AnswerChecker | None = None):
-        self.checker = checker or default_checker()
-
-    def verify_many(self, claims: Sequence[Claim]) -> list[VerifyResult]:
-        idx = [i for i, cl in enumerate(claims) if cl.reference is not None]
-        checks = self.checker.check_many([(claims[i].reference, claims[i].answer) for i in idx])  # type: ignore[misc]
-        out = [VerifyResult("inconclusive", "no reference answer to check against") for _ in claims]
-        for i, ch in zip(idx, checks, strict=True):
-            cost = Cost(verifier_calls=0 if ch.cached else 1, cache_hits=1 if ch.cached else 0)
-            if ch.status is not Status.OK or ch.equivalent is None:
-                out[i] = VerifyResult("inconclusive", ch.message or f"answer check {ch.status}", cost)
-            elif ch.equivalent:
-                out[i] = VerifyResult("verified", "equivalent to the reference answer", cost, ch.cached)
-            else:
-                out[i] = VerifyResult("refuted", "differs from the reference answer", cost, ch.cached)
-        return out
-
-
 # ------------------------------------------------------------------------------------------ scorers
 
 
@@ -265,18 +200,25 @@ def _extract_and_vote(groups: list[Group], checker: AnswerChecker) -> list[tuple
     return [majority_vote([extract_answer(r) for r in g.responses], checker=checker) for g in groups]
 
 
+@dataclass(frozen=True)
+class MajorityVoteOptions(Options):
+    answer_timeout: float = option(5.0, "seconds per math-verify equivalence check")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(0, "answer_timeout", strict=True)
+
+
 class MajorityVoteScorer(BaseScorer):
     """Label-free majority vote (App. D): reward 1 for responses whose answer is equivalent to the
-    plurality answer, 0 otherwise (no answer -> 0); ties go to the answer that appears first.
-
-    Options:
-        answer_timeout: seconds per math-verify equivalence check
-    """
+    plurality answer, 0 otherwise (no answer -> 0); ties go to the answer that appears first."""
 
     name = "majority-vote"
+    Options = MajorityVoteOptions
+    options: MajorityVoteOptions
 
-    def __init__(self, answer_timeout: float = 5.0):
-        self.checker = AnswerChecker(timeout=answer_timeout) if answer_timeout != 5.0 else default_checker()
+    def _setup(self) -> None:
+        self.checker = make_checker(self.options.answer_timeout)
 
     def _score(self, groups: list[Group]) -> list[GroupScore]:
         out = []
@@ -284,58 +226,78 @@ class MajorityVoteScorer(BaseScorer):
             maj = v.majority
             out.append(GroupScore(
                 g.id, v.mask(maj).astype(np.float64), [Status.OK] * len(g),
-                components={"majority_share": v.share, "majority_answer": reps[maj] if maj is not None else None,
-                            "distinct_answers": len(v.candidates)},
+                stats={"majority_share": v.share, "majority_answer": reps[maj] if maj is not None else None,
+                       "distinct_answers": len(v.candidates)},
             ))
         return out
 
 
+@dataclass(frozen=True)
+class GateOptions(Options):
+    """What the proof gate does with a verdict (shared by the proof-gate and llm-judge scorers)."""
+
+    fallback: Fallback = option("reszero", "reward when the gate is closed: reszero (eq. 5), zero, random, mv (Table 3 ablations)")
+    c: float = option(0.01, "ResZero penalty strength (eq. 5); 0.01 in the paper")
+    top_k: int = option(1, "verify up to the k most-voted answers, one round each, and reward the first verified one")
+    seed: int = option(0, "seed of the random fallback")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.top_k < 1:
+            raise ValueError(f"option 'top_k': must be >= 1, got {self.top_k}")
+        self._at_least(0, "c")
+
+
+@dataclass(frozen=True)
+class ProofGateOptions(GateOptions, JudgeOptions):
+    # No default reads labels: JURY-RL's gate is label-free (App. C Lean pipeline). The reference verifier
+    # checks the majority answer against Group.reference, an oracle (precision/recall 1 by construction),
+    # so it is there for ablations and must be chosen by name.
+    verifier: Literal["lean", "llm-judge", "reference"] | Verifier = option(
+        "lean", "lean (App. C pipeline; needs a usable Lean checker, see rewardkit lean-doctor), llm-judge (label-free App. D judge on the majority answer), reference (math-verify against Group.reference: reads labels, an oracle for ablations) or a Verifier")
+    lean: str = option("auto", "Lean check backend for verifier=lean: auto, a lean path, repl:<command>, or a Kimina URL")
+    cache: str | None = option(None, "path of the sqlite verification cache (verifier=lean); none for no cache")
+
+
 class ProofGateScorer(BaseScorer):
     """JURY-RL (eq. 4): verify the majority answer once per group; verified -> 1 for the responses with
-    that answer, 0 otherwise; refuted or inconclusive -> the fallback (ResZero, eq. 5, by default).
-
-    Options:
-        verifier: "reference" (math-verify against Group.reference; not label-free, for ablations) or "lean" (App. C pipeline, see rewardkit.lean)
-        fallback: reward when the gate is closed: reszero (eq. 5), zero, random, mv (Table 3 ablations)
-        c: ResZero penalty strength (eq. 5); 0.01 in the paper
-        top_k: verify up to the k most-voted answers, one round each, and reward the first verified one
-        seed: seed of the random fallback
-        judge: judge backend spec for the Lean pipeline's LLM roles (verifier=lean)
-        lean: Lean check backend for verifier=lean: auto, a lean path, repl:<command>, or a Kimina URL
-        cache: path of the sqlite verification cache (verifier=lean); none for no cache
-    """
+    that answer, 0 otherwise; refuted or inconclusive -> the fallback (ResZero, eq. 5, by default)."""
 
     name = "proof-gate"
+    Options = ProofGateOptions
+    options: ProofGateOptions
+    mask_failures = False  # judge baselines: an unusable verdict masks the group (never a silent 0)
 
-    def __init__(
-        self,
-        verifier: str | Verifier = "reference",
-        fallback: Fallback = "reszero",
-        c: float = 0.01,
-        top_k: int = 1,
-        seed: int = 0,
-        judge: str = "smollm2",
-        lean: str = "auto",
-        cache: str | None = None,
-    ):
-        if fallback not in ("reszero", "zero", "random", "mv"):
-            raise ValueError(f"unknown fallback {fallback!r}; use one of reszero, zero, random, mv")
-        if top_k < 1:
-            raise ValueError("top_k must be >= 1")
-        self.fallback, self.c, self.top_k = fallback, c, top_k
-        self.rng = _random.Random(seed)
+    def _setup(self) -> None:
+        o = self.options
+        self.fallback, self.c, self.top_k = o.fallback, o.c, o.top_k
+        self.rng = _random.Random(o.seed)
         self.checker = default_checker()
-        if isinstance(verifier, str):
-            if verifier == "reference":
-                verifier = ReferenceVerifier(self.checker)
-            elif verifier == "lean":
-                from rewardkit.lean.pipeline import LeanVerifier
+        self.verifier = self._verifier()
 
-                verifier = LeanVerifier.from_specs(backend=judge, lean=lean, cache=cache)
-            else:
-                raise ValueError(f"unknown verifier {verifier!r}; use 'reference' or 'lean' or pass a Verifier")
-        self.verifier = verifier
-        self.mask_failures = False  # judge baselines: an unusable verdict masks the group (never a silent 0)
+    def _verifier(self) -> Verifier:
+        o = self.options
+        if o.verifier == "reference":
+            return ReferenceVerifier(self.checker)
+        if o.verifier == "llm-judge":
+            return LLMJudgeVerifier(o.judge, mode=o.mode)
+        if o.verifier == "lean":
+            from rewardkit.lean.pipeline import LeanVerifier
+            from rewardkit.lean.subprocess import LeanToolchainError
+
+            try:
+                return LeanVerifier.from_specs(backend=o.judge, lean=o.lean, cache=o.cache)
+            except LeanToolchainError as e:
+                raise ValueError(
+                    f"proof-gate: verifier=lean needs a usable Lean 4 checker and none is: {e} -- or choose "
+                    "-o verifier=llm-judge (label-free: an LLM judge verifies the majority answer) or "
+                    "-o verifier=reference (reads the reference answers: an oracle, for ablations)") from None
+        return o.verifier  # type: ignore[return-value]
+
+    @property
+    def verifier_name(self) -> str:
+        """What verified the majority answer, recorded in every output row."""
+        return getattr(self.verifier, "name", "") or type(self.verifier).__name__
 
     def _score(self, groups: list[Group]) -> list[GroupScore]:
         votes = _extract_and_vote(groups, self.checker)
@@ -364,6 +326,7 @@ class ProofGateScorer(BaseScorer):
             if self.mask_failures and failed and verified[gi] is None:
                 st = Status(failed[0]["status"])
                 out.append(GroupScore.failed(g.id, len(g), st, failed[0]["reason"], cost=costs[gi],
+                                             stats={"verifier": self.verifier_name},
                                              extra={"verifications": tried[gi]}))
                 continue
             rewards = proof_gate_rewards(v.labels, verified[gi], fallback=self.fallback, c=self.c, rng=self.rng)
@@ -372,10 +335,11 @@ class ProofGateScorer(BaseScorer):
             maj = v.majority
             out.append(GroupScore(
                 g.id, rewards, [Status.OK] * len(g),
-                components={"gate": gate, "fallback": None if verified[gi] is not None else self.fallback,
-                            "majority_share": v.share,
-                            "majority_answer": reps[maj] if maj is not None else None,  # type: ignore[index]
-                            "verified_answer": reps[verified[gi]] if verified[gi] is not None else None},  # type: ignore[index]
+                stats={"verifier": self.verifier_name, "gate": gate,
+                       "fallback": None if verified[gi] is not None else self.fallback,
+                       "majority_share": v.share,
+                       "majority_answer": reps[maj] if maj is not None else None,  # type: ignore[index]
+                       "verified_answer": reps[verified[gi]] if verified[gi] is not None else None},  # type: ignore[index]
                 cost=costs[gi],
                 extra={"verifications": tried[gi]},
             ))
@@ -387,28 +351,26 @@ class ProofGateScorer(BaseScorer):
 class LLMJudgeVerifier(BaseVerifier):
     """An LLM judges whether the answer to the question is correct (App. D prompt): True -> verified,
     False -> refuted. ``samples`` > 1 takes the majority of the parsed judgments (the paper's MV@4 judge);
-    ``mode="logits"`` reads p(True) vs p(False) after "Final judgment: " in one forward pass instead.
+    ``mode="logit"`` reads p(True) vs p(False) after "Final judgment: " in one forward pass instead.
     An unparseable or failed judgment is inconclusive with ``detail["status"]`` set (the scorer masks it)."""
 
     name = "llm-judge"
 
-    def __init__(self, backend: Any, *, mode: Literal["generate", "logits"] = "generate", samples: int = 1,
+    def __init__(self, judge: JudgeBackend | str, *, mode: Mode = "generate", samples: int = 1,
                  max_tokens: int = 512, temperature: float = 0.0):
-        self.backend, self.mode, self.samples = backend, mode, samples
+        self.backend, self.mode, self.samples = load_backend(judge), mode, samples
         self.max_tokens, self.temperature = max_tokens, temperature
 
     def _messages(self, c: Claim) -> list[dict[str, str]]:
-        from rewardkit.prompts import jury as P
-
-        return [{"role": "system", "content": P.LLM_JUDGE_SYSTEM},
-                {"role": "user", "content": P.LLM_JUDGE_USER.format(problem=c.problem.strip(), answer=c.answer.strip())}]
+        return [{"role": "system", "content": get_prompt("jury.llm_judge_system").text},
+                {"role": "user", "content": render("jury.llm_judge_user", problem=c.problem.strip(), answer=c.answer.strip())}]
 
     def verify_many(self, claims: Sequence[Claim]) -> list[VerifyResult]:
         from rewardkit.backends.base import ChatRequest, VerdictRequest, cost_of
 
         if not claims:
             return []
-        if self.mode == "logits":
+        if self.mode == "logit":
             res = self.backend.verdict_probs([VerdictRequest(self._messages(c), ("True", "False"), "Final judgment: ")
                                               for c in claims])
             out = []
@@ -445,28 +407,23 @@ class LLMJudgeVerifier(BaseVerifier):
         return out
 
 
+@dataclass(frozen=True)
+class LLMJudgeOptions(GateOptions, JudgeOptions):
+    fallback: Fallback = option("zero", "reward when the judge says False: zero, reszero, random, mv")
+    samples: int = option(1, "judgments per answer, majority of them (the paper's MV@4 judge uses 4)")
+    max_tokens: int = option(512, "generation budget of one judgment")
+
+
 class LLMJudgeScorer(ProofGateScorer):
     """App. D baseline: an LLM judge decides whether the majority answer is correct; True -> reward 1 for
     the responses with it, False -> the fallback (zero by default: the judge's label is the reward).
-    Unparseable judge output masks the group (status invalid), never a silent 0.
-
-    Options:
-        judge: judge backend spec (rewardkit.backends.load_backend) or a JudgeBackend
-        mode: generate (reasoning, then True/False) or logits (p(True) after "Final judgment: ")
-        samples: judgments per answer, majority of them (the paper's MV@4 judge uses 4)
-        max_tokens: generation budget of one judgment
-        fallback: reward when the judge says False: zero, reszero, random, mv
-        c: ResZero penalty strength when fallback=reszero
-        top_k: judge up to the k most-voted answers, rewarding the first judged True
-    """
+    Unparseable judge output masks the group (status invalid), never a silent 0."""
 
     name = "llm-judge"
+    Options = LLMJudgeOptions
+    options: LLMJudgeOptions  # type: ignore[assignment]
+    mask_failures = True
 
-    def __init__(self, judge: Any = "smollm2", mode: Literal["generate", "logits"] = "generate",
-                 samples: int = 1, max_tokens: int = 512, fallback: Fallback = "zero", c: float = 0.01,
-                 top_k: int = 1):
-        from rewardkit.backends import load_backend
-
-        verifier = LLMJudgeVerifier(load_backend(judge), mode=mode, samples=samples, max_tokens=max_tokens)
-        super().__init__(verifier=verifier, fallback=fallback, c=c, top_k=top_k)
-        self.mask_failures = True
+    def _verifier(self) -> Verifier:
+        o = self.options
+        return LLMJudgeVerifier(o.judge, mode=o.mode, samples=o.samples, max_tokens=o.max_tokens)

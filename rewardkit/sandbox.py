@@ -152,8 +152,9 @@ def run_sandboxed(
     use_ns = isolation == "namespaces" or (isolation == "auto" and _ns_state.get("refused") is None)
     own_dir = workdir is None
     wd = Path(tempfile.mkdtemp(prefix="rk-sandbox-")) if own_dir else Path(workdir).resolve()
+    owner = (wd.stat().st_uid, wd.stat().st_gid)
+    uid = _UID_BASE + secrets.randbelow(_UID_SPAN) if os.geteuid() == 0 else None
     try:
-        uid = _UID_BASE + secrets.randbelow(_UID_SPAN) if os.geteuid() == 0 else None
         _prepare_dir(wd, files or {}, uid)
         res = _run(argv, stdin, limits, wd, env or {}, readonly_paths, hidden_paths, network, use_ns, uid)
         if use_ns and res.error and res.error.startswith("unshare: "):
@@ -170,6 +171,8 @@ def run_sandboxed(
     finally:
         if own_dir:
             shutil.rmtree(wd, ignore_errors=True)
+        elif uid is not None:
+            _chown_tree(wd, *owner)  # the caller's directory goes back to the caller
 
 
 def _prepare_dir(wd: Path, files: Mapping[str, bytes], uid: int | None) -> None:
@@ -180,10 +183,18 @@ def _prepare_dir(wd: Path, files: Mapping[str, bytes], uid: int | None) -> None:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
     if uid is not None:  # the program's own uid owns its directory and nothing else
-        for root, _dirs, names in os.walk(wd):
-            os.chown(root, uid, uid)
-            for n in names:
-                os.chown(os.path.join(root, n), uid, uid)
+        _chown_tree(wd, uid, uid)
+
+
+def _chown_tree(top: Path, uid: int, gid: int) -> None:
+    """Give ``top`` and everything under it to uid:gid, never following links."""
+    os.lchown(top, uid, gid)
+    for root, dirs, names in os.walk(top):
+        for n in dirs + names:
+            try:
+                os.lchown(os.path.join(root, n), uid, gid)
+            except OSError:
+                pass
 
 
 def _run(argv, stdin, limits: Limits, wd: Path, env, readonly_paths, hidden_paths, network: bool, use_ns: bool,

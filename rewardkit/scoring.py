@@ -7,16 +7,17 @@ model work of the whole batch and hand it to their backend in one call.
 from __future__ import annotations
 
 import importlib
-import inspect
+import math
 import time
 import types
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from rewardkit.backends import JudgeBackend, load_backend
 from rewardkit.types import Group, GroupScore
 
 
@@ -29,10 +30,95 @@ class Scorer(Protocol):
     def score(self, groups: Sequence[Group]) -> list[GroupScore]: ...
 
 
+# ------------------------------------------------------------------------------------------ options
+
+
+@dataclass(frozen=True)
+class Options:
+    """Base of every scorer's options: a frozen dataclass whose fields are the scorer's whole configuration.
+
+    Each field has a type hint (``Literal`` for choices), a default and ``metadata={"help": "..."}``. The
+    registry, CLI coercion, ``rewardkit scorers`` tables and this validation all read those fields.
+    Subclasses add checks in ``__post_init__`` (call ``super().__post_init__()``) raising
+    ``ValueError("option 'x': ...")``.
+    """
+
+    def __post_init__(self) -> None:
+        hints = option_hints(type(self))
+        for f in fields(self):
+            _check_choice(f.name, getattr(self, f.name), hints.get(f.name, Any))
+            v = getattr(self, f.name)
+            if isinstance(v, float) and not math.isfinite(v):  # nan/inf never configure anything sensibly
+                raise ValueError(f"option {f.name!r}: must be a finite number, got {v}")
+
+    def _at_least(self, low: float, *names: str, strict: bool = False) -> None:
+        """Raise ``option 'x': must be >= low`` (``> low`` if ``strict``) for each named numeric field."""
+        for n in names:
+            v = getattr(self, n)
+            if v is not None and (v <= low if strict else v < low):
+                raise ValueError(f"option {n!r}: must be {'>' if strict else '>='} {low}, got {v}")
+
+
+def option(default: Any, help: str) -> Any:
+    """A dataclass field with a default and its one-line help (the CLI and ``rewardkit scorers`` show it)."""
+    return field(default=default, metadata={"help": help})
+
+
+Mode = Literal["generate", "logit"]
+
+
+@dataclass(frozen=True)
+class JudgeOptions(Options):
+    """The two options every judge-based scorer shares: which judge, and how its verdict is read."""
+
+    judge: JudgeBackend | str = option("smollm2", "judge backend spec (see rewardkit.backends) or a backend instance")
+    mode: Mode = option("generate", "generate (parse the written verdict) or logit (the judge's verdict probabilities)")
+
+
+def option_hints(cls: type) -> dict[str, Any]:
+    """Resolved type hints of an Options class (string annotations evaluated in their modules)."""
+    return typing.get_type_hints(cls)
+
+
+def _check_choice(name: str, value: Any, t: Any) -> None:
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    if origin is typing.Literal and value not in args:
+        raise ValueError(f"option {name!r}: {value!r} is not one of {'|'.join(map(str, args))}")
+    if origin in (typing.Union, types.UnionType):
+        lits = [a for a in args if typing.get_origin(a) is typing.Literal]
+        if lits and not any(value in typing.get_args(a) for a in lits) and not _is_instance(value, args):
+            raise ValueError(f"option {name!r}: {value!r} is not one of {_type_name(t)}")
+
+
+def _is_instance(value: Any, args: tuple) -> bool:
+    plain = tuple(a for a in args if isinstance(a, type))
+    return bool(plain) and isinstance(value, plain)
+
+
 class BaseScorer:
-    """Convenience base: times the batch and spreads wall seconds over the groups' cost records."""
+    """Base of every scorer: holds the frozen ``options``, times the batch and spreads wall seconds over
+    the groups' cost records.
+
+    ``Scorer(**fields)`` or ``Scorer(options)`` builds it (``Scorer(options, x=1)`` is
+    ``dataclasses.replace(options, x=1)``); subclasses set ``Options`` and read ``self.options``.
+    """
 
     name: ClassVar[str] = ""
+    Options: ClassVar[type[Options]] = Options
+
+    def __init__(self, options: Options | None = None, /, **fields: Any) -> None:
+        if options is None:
+            options = self.Options(**fields)
+        elif not isinstance(options, self.Options):
+            raise TypeError(f"{type(self).__name__}: expected {self.Options.__qualname__} or keyword options, "
+                            f"got {type(options).__name__} (pass e.g. judge=... by name)")
+        elif fields:
+            options = replace(options, **fields)
+        self.options = options
+        self._setup()
+
+    def _setup(self) -> None:
+        """Build what the options describe (checkers, verifiers); runs once after ``options`` is set."""
 
     def score(self, groups: Sequence[Group]) -> list[GroupScore]:
         t0 = time.perf_counter()
@@ -47,8 +133,25 @@ class BaseScorer:
     def __call__(self, groups: Sequence[Group]) -> list[GroupScore]:
         return self.score(groups)
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.options!r})"
+
     def _score(self, groups: list[Group]) -> list[GroupScore]:  # pragma: no cover - interface
         raise NotImplementedError
+
+
+class JudgeScorer(BaseScorer):
+    """Base of judge-based scorers: ``options.judge`` (a spec or an instance) becomes ``self.judge``."""
+
+    Options: ClassVar[type[Options]] = JudgeOptions
+    _judge: JudgeBackend | None = None
+
+    @property
+    def judge(self) -> JudgeBackend:
+        """The judge backend, resolved once by ``rewardkit.backends.load_backend`` (the one resolver)."""
+        if self._judge is None:
+            self._judge = load_backend(self.options.judge)  # type: ignore[attr-defined]
+        return self._judge
 
 
 # ----------------------------------------------------------------------------------------- registry
@@ -69,7 +172,7 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "verifier": ("rewardkit.verifier:VerifierScorer", "Exact final-answer check against the reference (math-verify); the RLVR baseline."),
     # Reasoning Arena
     "arena": ("rewardkit.arena:ArenaScorer", "Reasoning Arena: verifier reward on diverse groups, trace-tournament Bradley-Terry reward on non-diverse ones (eq. 5)."),
-    "tournament": ("rewardkit.arena:TournamentScorer", "ArenaRL baseline: trace tournament with Bradley-Terry reward on every group, no routing."),
+    "tournament": ("rewardkit.arena:TournamentScorer", "ArenaRL baseline: round-robin trace tournament on every group, no routing; win-rate reward (eq. 8)."),
     "pointwise": ("rewardkit.arena:PointwiseScorer", "Rubric judge (1 / 0.5 / 0) on every response of every group."),
     "adaptive-pointwise": ("rewardkit.arena:AdaptivePointwiseScorer", "Rubric judge only on non-diverse groups; verifier reward elsewhere."),
     # JURY-RL
@@ -78,8 +181,10 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "llm-judge": ("rewardkit.proof_gate:LLMJudgeScorer", "JURY-RL App. D baseline: an LLM judge decides whether the majority answer is correct."),
     # GAR
     "slices": ("rewardkit.slices:SliceScorer", "GAR: discriminator judges each reasoning slice; R = l1 * exact match + l2 * slice mean."),
+    "holistic": ("rewardkit.slices:HolisticScorer", "GAR Table 4 baseline: one discriminator call judges the whole trace; R = l1 * exact match + l2 * verdict."),
     # RARO
     "critic": ("rewardkit.critic:CriticScorer", "RARO: relativistic critic compares each response with the expert answer (tie allowed)."),
+    "critic-binary": ("rewardkit.binary_critic:BinaryCriticScorer", "RARO Sec. 3.2 baseline: binary critic labels each response alone expert (+1) or policy (-1), no tie."),
     "code": ("rewardkit.code_exec:CodeScorer", "Execution reward: run each program against its tests (HumanEval, LiveCodeBench) in the sandbox."),
 }
 
@@ -115,19 +220,14 @@ class OptionInfo:
 
 
 def scorer_options(name: str) -> list[OptionInfo]:
-    """The constructor options of a scorer, from its signature and its docstring's ``Options:`` block."""
-    cls = scorer_class(name)
-    sig = inspect.signature(cls.__init__)
-    hints = typing.get_type_hints(cls.__init__)
-    helps = _option_helps(cls.__doc__ or "")
-    out = []
-    for p in sig.parameters.values():
-        if p.name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        t = hints.get(p.name, Any)
-        out.append(OptionInfo(p.name, _type_name(t), None if p.default is p.empty else p.default,
-                              helps.get(p.name, "")))
-    return out
+    """The options of a registered scorer, read from the fields of its ``Options`` dataclass."""
+    return options_info(scorer_class(name).Options)
+
+
+def options_info(cls: type[Options]) -> list[OptionInfo]:
+    hints = option_hints(cls)
+    return [OptionInfo(f.name, _type_name(hints.get(f.name, Any)), f.default, f.metadata.get("help", ""))
+            for f in fields(cls)]
 
 
 def describe(name: str) -> str:
@@ -137,13 +237,23 @@ def describe(name: str) -> str:
 def get_scorer(name: str, **options: Any) -> Scorer:
     """Build a registered scorer; string option values (from the CLI) are coerced to the declared types."""
     cls = scorer_class(name)
-    hints = typing.get_type_hints(cls.__init__)
-    known = {o.name for o in scorer_options(name)}
-    unknown = set(options) - known
+    return cls(**coerce_options(cls.Options, options, f"scorer {name!r}"))
+
+
+def coerce_options(cls: type[Options], values: dict[str, Any], where: str = "options") -> dict[str, Any]:
+    """Check option names against the dataclass fields and turn CLI strings into the declared types."""
+    hints = option_hints(cls)
+    known = [f.name for f in fields(cls)]
+    unknown = set(values) - set(known)
     if unknown:
-        raise TypeError(f"scorer {name!r} has no option(s) {sorted(unknown)}; options: {sorted(known)}")
-    kw = {k: coerce(v, hints.get(k, Any)) if isinstance(v, str) else v for k, v in options.items()}
-    return cls(**kw)
+        raise TypeError(f"{where} has no option(s) {sorted(unknown)}; options: {known}")
+    out = {}
+    for k, v in values.items():
+        try:
+            out[k] = coerce(v, hints.get(k, Any)) if isinstance(v, str) else v
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"option {k!r}: {e}") from None
+    return out
 
 
 def coerce(value: str, t: Any) -> Any:
@@ -160,10 +270,10 @@ def coerce(value: str, t: Any) -> Any:
                 return coerce(value, a)
             except (ValueError, TypeError):
                 continue
-        raise ValueError(f"cannot read {value!r} as {t}")
+        raise ValueError(f"cannot read {value!r} as {_type_name(t)}")
     if origin is typing.Literal:
         if value not in args:
-            raise ValueError(f"{value!r} is not one of {args}")
+            raise ValueError(f"{value!r} is not one of {'|'.join(map(str, args))}")
         return value
     if t is bool:
         if value.lower() in ("1", "true", "yes", "on"):
@@ -171,9 +281,11 @@ def coerce(value: str, t: Any) -> Any:
         if value.lower() in ("0", "false", "no", "off"):
             return False
         raise ValueError(f"cannot read {value!r} as a boolean")
-    if t in (int, float):
+    if t in (int, float, str):
         return t(value)
-    return value
+    if t is Any:
+        return value
+    raise TypeError(f"cannot set a {_type_name(t)} from the command line")
 
 
 def _type_name(t: Any) -> str:
@@ -184,25 +296,6 @@ def _type_name(t: Any) -> str:
     if args and origin in (typing.Union, types.UnionType):
         return " | ".join("None" if a is type(None) else _type_name(a) for a in args)
     return getattr(t, "__name__", None) or str(t).replace("typing.", "")
-
-
-def _option_helps(doc: str) -> dict[str, str]:
-    """Parse ``name: help`` lines of an ``Options:`` block in a class docstring."""
-    out: dict[str, str] = {}
-    lines = inspect.cleandoc(doc).splitlines()
-    in_block = False
-    for line in lines:
-        if line.strip().lower().startswith("options"):
-            in_block = True
-            continue
-        if in_block:
-            s = line.strip()
-            if not s:
-                continue
-            if ":" in s and not line.startswith("        "):
-                k, v = s.split(":", 1)
-                out[k.strip()] = v.strip()
-    return out
 
 
 # -------------------------------------------------------------------------------------- advantages

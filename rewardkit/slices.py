@@ -1,17 +1,11 @@
 """GAR (Generative Adversarial Reasoner, sec. 3, App. B and D): slice-level discriminator rewards.
 
-Three layers, kept apart:
+Slicing (pure) lives in ``rewardkit.slicing``. Here:
 
-1. Slicing (pure): a reasoning trace is cut at delimiters (line and paragraph breaks, discourse cues such
-   as "Wait", "Alternatively", "Therefore", "So", "But") into segments, and adjacent segments are merged
-   until a clear new beginning or the token budget L (default 320, counted with the discriminator's
-   tokenizer) is reached. Cuts never fall inside ``$$..$$``, ``\\[..\\]``, ``\\begin{..}..\\end{..}``,
-   ``\\boxed{..}``, inline math or fenced code, and the slices concatenate back to the exact text.
-   ``fixed_windows`` is the App. D.1 "pure fixed-length token windows" ablation.
-2. Rewards (pure): R^s (mean slice score), R^rea = l1 R^m + l2 R^s, R^d (the GAN objective over
+1. Rewards (pure): R^s (mean slice score), R^rea = l1 R^m + l2 R^s, R^d (the GAN objective over
    reference and generated slices), R^a (agreement of slice scores with answer correctness) and
    R^dis = l3 R^d + l4 R^a.
-3. ``SliceScorer`` (``--scorer slices``): slices every response of every group, sends all slices of the
+2. ``SliceScorer`` (``--scorer slices``): slices every response of every group, sends all slices of the
    whole batch to the backend in one call (App. B prompt, output capped at K = 128 tokens, or verdict-logit
    mode P(YES)), and combines R^s with the exact-match verifier R^m.
 
@@ -21,301 +15,29 @@ over valid slices) and is never counted as NO; a response is invalid only when n
 
 from __future__ import annotations
 
-import bisect
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
-from rewardkit.answers import AnswerChecker, default_checker, extract_answer
-from rewardkit.backends.base import ChatRequest, JudgeBackend, VerdictRequest, cost_of
+from rewardkit.answers import AnswerChecker
+from rewardkit.backends.base import ChatRequest, VerdictRequest, cost_of
 from rewardkit.prompts.gar import VERDICT_CHOICES, VERDICT_PREFIX, discriminator_messages
-from rewardkit.scoring import BaseScorer
+from rewardkit.scoring import JudgeOptions, JudgeScorer, option
+from rewardkit.slicing import (
+    DEFAULT_JUDGE_TOKENS,
+    DEFAULT_MIN_TOKENS,
+    DEFAULT_SLICE_TOKENS,
+    Slice,
+    make_slices,
+    whitespace_tokens,
+)
 from rewardkit.types import Cost, Group, GroupScore, Status
 from rewardkit.verdicts import parse_yes_no
-
-TokenCounter = Callable[[Sequence[str]], list[int]]  # batched, like JudgeBackend.count_tokens
-
-DEFAULT_SLICE_TOKENS = 320  # L (sec. 3)
-DEFAULT_MIN_TOKENS = 80  # our choice: App. D.1 says only that slices must not be "excessively short"
-DEFAULT_JUDGE_TOKENS = 128  # K (sec. 3)
-
-
-def whitespace_tokens(texts: Sequence[str]) -> list[int]:
-    """Whitespace word counts: a tokenizer-free stand-in for tests and for backends without a tokenizer."""
-    return [len(t.split()) for t in texts]
-
-
-# ------------------------------------------------------------------------------ protected blocks
-
-_OPENERS = re.compile(
-    r"```|\$\$|\\\[|\\begin\s*\{(?P<env>[^{}]+)\}|\\boxed\s*\{|\\\(|(?<!\\)\$"
-)
-
-
-# pandoc's rule for inline $...$: the closing $ follows a non-space, is not part of $$ and is not
-# followed by a digit (so "costs $5 and $6" protects nothing)
-_INLINE_CLOSE = re.compile(r"(?<![\s\\$])\$(?![\d$])")
-
-
-def _brace_pairs(text: str) -> dict[int, int]:
-    """Position of every ``{`` -> just past its matching ``}`` (escaped ``\\{``/``\\}`` skipped); one pass."""
-    pairs: dict[int, int] = {}
-    stack: list[int] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            stack.append(i)
-        elif c == "}" and stack:
-            pairs[stack.pop()] = i + 1
-        i += 1
-    return pairs
-
-
-def _env_end(text: str, i: int, env: str) -> int | None:
-    """Index just past the ``\\end{env}`` matching a ``\\begin{env}`` that ends at ``i`` (nesting aware)."""
-    pat = re.compile(r"\\(begin|end)\s*\{" + re.escape(env) + r"\}")
-    depth = 1
-    for m in pat.finditer(text, i):
-        depth += 1 if m.group(1) == "begin" else -1
-        if depth == 0:
-            return m.end()
-    return None
-
-
-def protected_spans(text: str) -> list[tuple[int, int]]:
-    """Half-open ``(start, end)`` spans no slice boundary may fall strictly inside.
-
-    Fenced code, ``$$..$$``, ``\\[..\\]``, ``\\begin{X}..\\end{X}``, ``\\boxed{..}``, ``\\(..\\)`` and inline
-    ``$..$`` (closed within the same paragraph). An unclosed fence runs to the end of the text; other
-    unclosed openers protect nothing (a lone ``$`` is usually a price).
-    """
-    spans: list[tuple[int, int]] = []
-    closers: list[int] | None = None
-    braces: dict[int, int] | None = None
-    paras: list[int] = []
-    i = 0
-    while True:
-        m = _OPENERS.search(text, i)
-        if m is None:
-            return spans
-        tok, s = m.group(0), m.start()
-        end: int | None
-        if tok == "```":
-            j = text.find("```", m.end())
-            end = len(text) if j < 0 else j + 3
-        elif tok == "$$":
-            j = text.find("$$", m.end())
-            end = None if j < 0 else j + 2
-        elif tok == "\\[":
-            j = text.find("\\]", m.end())
-            end = None if j < 0 else j + 2
-        elif tok == "\\(":
-            j = text.find("\\)", m.end())
-            end = None if j < 0 else j + 2
-        elif m.group("env") is not None:
-            end = _env_end(text, m.end(), m.group("env"))
-        elif tok.startswith("\\boxed"):
-            if braces is None:
-                braces = _brace_pairs(text)
-            end = braces.get(m.end() - 1)
-        else:  # inline $...$ (pandoc's rule), closed before the next blank line
-            if closers is None:  # every candidate closer and blank line, found once (linear time)
-                closers = [c.start() for c in _INLINE_CLOSE.finditer(text)]
-                paras = [c.start() for c in re.finditer("\n\n", text)]
-            k = bisect.bisect_left(closers, m.end())
-            para = bisect.bisect_left(paras, m.end())
-            stop = paras[para] if para < len(paras) else len(text)
-            opens_math = not text[m.end() : m.end() + 1].isspace()
-            end = closers[k] + 1 if opens_math and k < len(closers) and closers[k] < stop else None
-        if end is None:
-            i = m.end()
-            continue
-        spans.append((s, end))
-        i = end
-
-
-def _inside(pos: int, spans: Sequence[tuple[int, int]]) -> bool:
-    """Is a cut at ``pos`` strictly inside one of the (sorted, disjoint) spans?"""
-    lo, hi = 0, len(spans)
-    while lo < hi:  # last span starting before pos
-        mid = (lo + hi) // 2
-        if spans[mid][0] < pos:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo > 0 and spans[lo - 1][0] < pos < spans[lo - 1][1]
-
-
-# ---------------------------------------------------------------------------------------- slicing
-
-#: discourse cues that start a new segment when they open a sentence (App. D.1: "Wait", "Since",
-#: "Therefore", ...; the issue adds "Alternatively", "So", "But")
-DISCOURSE_CUES = (
-    "Wait", "Alternatively", "Therefore", "So", "But", "Since", "However", "Thus", "Hence", "Hmm",
-    "Now", "Next", "Then", "Finally", "Actually", "Let me", "Let's", "Okay", "OK",
-)
-#: cues that, at the start of a line, mark a clear new beginning (a restart / a new line of attack)
-NEW_BEGINNING_CUES = (
-    "Wait", "Alternatively", "Hmm", "But wait", "Let me", "Let's", "Another", "Now", "Next", "Okay",
-    "OK", "Actually", "Finally", "Step", "#",
-)
-
-_CUE_ALT = "|".join(re.escape(c) for c in DISCOURSE_CUES)
-_LINE_BREAKS = re.compile(r"\n(?:[ \t]*\n)*")
-_CUE_MIDLINE = re.compile(r"(?<=[.!?])[ \t]+(?=(?:" + _CUE_ALT + r")\b)")
-_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
-_WHITESPACE = re.compile(r"\s+")
-_NEW_BEGINNING = re.compile(
-    r"[ \t]*(?:\*\*)?(?:" + "|".join(re.escape(c) for c in NEW_BEGINNING_CUES) + r")(?:\b|(?<=#))"
-)
-
-
-@dataclass(frozen=True)
-class Slice:
-    """One slice of a trace: ``text == trace[start:end]``; ``tokens`` is its summed segment count."""
-
-    text: str
-    start: int
-    end: int
-    tokens: int
-
-
-@dataclass(frozen=True)
-class _Atom:
-    start: int
-    end: int
-    tokens: int
-    new: bool  # a clear new beginning: the slice being built may close before this atom
-
-
-def _cut_positions(text: str, lo: int, hi: int, pattern: re.Pattern, spans) -> list[int]:
-    """Cut positions (match ends) strictly inside ``(lo, hi)`` and outside protected spans."""
-    return [p for m in pattern.finditer(text, lo, hi) if lo < (p := m.end()) < hi and not _inside(p, spans)]
-
-
-def _split(lo: int, hi: int, cuts: Sequence[int]) -> list[tuple[int, int]]:
-    bounds = [lo, *sorted(set(cuts)), hi]
-    return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
-
-
-def _segments(text: str, spans) -> list[tuple[int, int, bool]]:
-    """Delimiter segments ``(start, end, new_beginning)``: cut after line breaks and before cues that open
-    a sentence mid-line."""
-    n = len(text)
-    cuts: dict[int, bool] = {}
-    for m in _LINE_BREAKS.finditer(text):
-        p = m.end()
-        if 0 < p < n and not _inside(p, spans):
-            # a line opening with a restart cue is a clear new beginning; a bare paragraph break is not
-            # (the paper's Table 2 slice 1 spans several paragraphs, one opening with "Therefore")
-            cuts[p] = bool(_NEW_BEGINNING.match(text, p))
-    for p in _cut_positions(text, 0, n, _CUE_MIDLINE, spans):
-        cuts.setdefault(p, False)
-    return [(a, b, cuts.get(a, False)) for a, b in _split(0, n, list(cuts))]
-
-
-def _refine(
-    text: str, pieces: list[tuple[int, int, bool]], limit: int, count: TokenCounter, spans,
-    levels: Sequence[re.Pattern],
-) -> list[_Atom]:
-    """Count tokens of the pieces (one batched call) and split pieces over ``limit`` at finer levels."""
-    counts = list(count([text[a:b] for a, b, _ in pieces])) if pieces else []
-    if len(counts) != len(pieces):
-        raise ValueError(f"token counter returned {len(counts)} counts for {len(pieces)} texts")
-    out: list[_Atom] = []
-    for (a, b, new), t in zip(pieces, counts, strict=True):
-        if t <= limit or not levels:
-            out.append(_Atom(a, b, int(t), new))
-            continue
-        sub = _split(a, b, _cut_positions(text, a, b, levels[0], spans))
-        if len(sub) == 1:  # nothing to cut at this level: try the next
-            out.extend(_refine(text, [(a, b, new)], limit, count, spans, levels[1:]))
-            continue
-        sub3 = [(s, e, new and s == a) for s, e in sub]
-        out.extend(_refine(text, sub3, limit, count, spans, levels[1:]))
-    return out
-
-
-def _pack(text: str, atoms: Sequence[_Atom], limit: int, min_tokens: int | None) -> list[Slice]:
-    """Greedy merge: close the slice before an atom that would overflow ``limit`` tokens, or before a
-    clear new beginning once the slice holds ``min_tokens`` (``None``: never close early)."""
-    out: list[Slice] = []
-    start, tok = None, 0
-    for a in atoms:
-        if start is not None and tok > 0 and (
-            tok + a.tokens > limit or (min_tokens is not None and a.new and tok >= min_tokens)
-        ):
-            out.append(Slice(text[start : a.start], start, a.start, tok))
-            start, tok = None, 0
-        if start is None:
-            start = a.start
-        tok += a.tokens
-    if start is not None:
-        out.append(Slice(text[start:], start, len(text), tok))
-    return out
-
-
-def slice_text(
-    text: str,
-    max_tokens: int = DEFAULT_SLICE_TOKENS,
-    count_tokens: TokenCounter = whitespace_tokens,
-    min_tokens: int = DEFAULT_MIN_TOKENS,
-) -> list[Slice]:
-    """GAR slicing (sec. 3, App. D.1): delimiter segments merged up to a clear new beginning or L tokens.
-
-    A segment longer than ``max_tokens`` is split at sentence ends, then at whitespace; a single protected
-    block longer than L stays whole (never cut inside it). Token counts are summed per segment, so for
-    sub-additive counters (whitespace, most BPE tokenizers) a multi-segment slice stays within L.
-    """
-    if max_tokens < 1:
-        raise ValueError(f"slice_text: max_tokens must be >= 1, got {max_tokens}")
-    if not text:
-        return []
-    spans = protected_spans(text)
-    atoms = _refine(text, _segments(text, spans), max_tokens, count_tokens, spans, (_SENTENCE_END, _WHITESPACE))
-    return _pack(text, atoms, max_tokens, min_tokens)
-
-
-def fixed_windows(
-    text: str, max_tokens: int = DEFAULT_SLICE_TOKENS, count_tokens: TokenCounter = whitespace_tokens
-) -> list[Slice]:
-    """App. D.1 ablation: pure fixed-length windows of ~L tokens, word-aligned, ignoring delimiters
-    (protected blocks are still never cut)."""
-    if max_tokens < 1:
-        raise ValueError(f"fixed_windows: max_tokens must be >= 1, got {max_tokens}")
-    if not text:
-        return []
-    spans = protected_spans(text)
-    words = [(a, b, False) for a, b in _split(0, len(text), _cut_positions(text, 0, len(text), _WHITESPACE, spans))]
-    atoms = _refine(text, words, max_tokens, count_tokens, spans, ())
-    return _pack(text, atoms, max_tokens, None)
-
-
-Segmentation = Literal["delimiters", "fixed"]
-
-
-def make_slices(
-    text: str,
-    segmentation: Segmentation = "delimiters",
-    max_tokens: int = DEFAULT_SLICE_TOKENS,
-    count_tokens: TokenCounter = whitespace_tokens,
-    min_tokens: int = DEFAULT_MIN_TOKENS,
-) -> list[Slice]:
-    """Dispatch to ``slice_text`` (the paper's method) or ``fixed_windows`` (the ablation)."""
-    if segmentation == "delimiters":
-        return slice_text(text, max_tokens, count_tokens, min_tokens)
-    if segmentation == "fixed":
-        return fixed_windows(text, max_tokens, count_tokens)
-    raise ValueError(f"unknown segmentation {segmentation!r}; use 'delimiters' or 'fixed'")
-
+from rewardkit.verifier import make_checker, verify_groups
 
 # ---------------------------------------------------------------------------------------- rewards
 
@@ -431,99 +153,80 @@ class SliceItem:
     context: str = ""
 
 
-class SliceScorer(BaseScorer):
-    """GAR reasoner reward: R^rea = lambda1 * R^m + lambda2 * R^s with R^s the discriminator's mean slice score.
+@dataclass(frozen=True)
+class DiscriminatorOptions(JudgeOptions):
+    """The options of every GAR discriminator scorer: the verdict, and how it combines with exact match."""
 
-    Options:
-        backend: judge backend (a JudgeBackend, or a load_backend spec such as "smollm2")
-        mode: "generate" (App. B analysis, **YES**/**NO**, rationale; capped at judge_tokens) or "logit" (P(YES))
-        slice_tokens: slice token budget L (counted with the backend's tokenizer)
-        min_slice_tokens: a slice closes at a clear new beginning only once it holds this many tokens
-        segmentation: "delimiters" (the paper's slicing) or "fixed" (fixed-length windows ablation)
-        judge_tokens: K, the cap on the discriminator's output tokens in generate mode
-        temperature: discriminator sampling temperature in generate mode
-        lambda1: weight of the exact-match reward R^m (0 turns the verifier off)
-        lambda2: weight of the slice reward R^s
-        partial: judge only the first partial_slices slices and drop R^m (paper Table 5)
-        partial_slices: n, the number of slices judged in partial-trace mode
-        soft: in logit mode use r^s = P(YES) instead of 1[P(YES) >= threshold]
-        threshold: P(YES) at or above which a slice counts as YES in logit mode
-        context: show the discriminator the trace's earlier slices as context
-    """
+    mode: Literal["generate", "logit"] = option(
+        "generate", "generate (App. B analysis, **YES**/**NO**, rationale; capped at judge_tokens) or logit (P(YES))")
+    judge_tokens: int = option(DEFAULT_JUDGE_TOKENS, "K, the cap on the discriminator's output tokens in generate mode")
+    temperature: float = option(0.0, "discriminator sampling temperature in generate mode")
+    lambda1: float = option(1.0, "weight of the exact-match reward R^m (0 turns the verifier off)")
+    lambda2: float = option(1.0, "weight of the slice reward R^s")
+    soft: bool = option(False, "in logit mode use r^s = P(YES) instead of 1[P(YES) >= threshold]")
+    threshold: float = option(0.5, "P(YES) at or above which a slice counts as YES in logit mode")
+    checker: AnswerChecker | None = option(None, "an AnswerChecker for the exact-match reward (Python only)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.lambda1 < 0 or self.lambda2 < 0:
+            raise ValueError(f"option 'lambda1'/'lambda2': must be >= 0, got {self.lambda1}, {self.lambda2}")
+        self._at_least(1, "judge_tokens")
+        self._at_least(0, "temperature")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"option 'threshold': must lie in [0, 1], got {self.threshold}")
+
+
+@dataclass(frozen=True)
+class SliceOptions(DiscriminatorOptions):
+    slice_tokens: int = option(DEFAULT_SLICE_TOKENS, "slice token budget L (counted with the backend's tokenizer)")
+    min_slice_tokens: int = option(DEFAULT_MIN_TOKENS, "a slice closes at a clear new beginning only once it holds this many tokens")
+    segmentation: Literal["delimiters", "fixed"] = option(
+        "delimiters", "delimiters (the paper's slicing) or fixed (fixed-length windows ablation)")
+    partial: bool = option(False, "judge only the first partial_slices slices and drop R^m (paper Table 5)")
+    partial_slices: int = option(3, "n, the number of slices judged in partial-trace mode")
+    context: bool = option(False, "show the discriminator the trace's earlier slices as context")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.partial and self.partial_slices < 1:
+            raise ValueError(f"option 'partial_slices': must be >= 1, got {self.partial_slices}")
+        self._at_least(1, "slice_tokens")
+        self._at_least(0, "min_slice_tokens")
+
+
+class SliceScorer(JudgeScorer):
+    """GAR reasoner reward: R^rea = lambda1 * R^m + lambda2 * R^s with R^s the discriminator's mean slice score."""
 
     name = "slices"
+    Options = SliceOptions
+    options: SliceOptions
 
-    def __init__(
-        self,
-        backend: JudgeBackend | str | None = None,
-        mode: Literal["generate", "logit"] = "generate",
-        slice_tokens: int = DEFAULT_SLICE_TOKENS,
-        min_slice_tokens: int = DEFAULT_MIN_TOKENS,
-        segmentation: Literal["delimiters", "fixed"] = "delimiters",
-        judge_tokens: int = DEFAULT_JUDGE_TOKENS,
-        temperature: float = 0.0,
-        lambda1: float = 1.0,
-        lambda2: float = 1.0,
-        partial: bool = False,
-        partial_slices: int = 3,
-        soft: bool = False,
-        threshold: float = 0.5,
-        context: bool = False,
-        checker: AnswerChecker | None = None,
-    ):
-        if mode not in ("generate", "logit"):
-            raise ValueError(f"SliceScorer: mode must be 'generate' or 'logit', got {mode!r}")
-        if segmentation not in ("delimiters", "fixed"):
-            raise ValueError(f"SliceScorer: segmentation must be 'delimiters' or 'fixed', got {segmentation!r}")
-        if lambda1 < 0 or lambda2 < 0:
-            raise ValueError(f"SliceScorer: lambda1, lambda2 must be >= 0, got {lambda1}, {lambda2}")
-        if partial and partial_slices < 1:
-            raise ValueError(f"SliceScorer: partial_slices must be >= 1, got {partial_slices}")
-        self._backend = backend
-        self.mode = mode
-        self.slice_tokens = slice_tokens
-        self.min_slice_tokens = min_slice_tokens
-        self.segmentation = segmentation
-        self.judge_tokens = judge_tokens
-        self.temperature = temperature
-        self.lambda1 = lambda1
-        self.lambda2 = lambda2
-        self.partial = partial
-        self.partial_slices = partial_slices
-        self.soft = soft
-        self.threshold = threshold
-        self.context = context
-        self.checker = checker
-
-    # -- model I/O
-    @property
-    def backend(self) -> JudgeBackend:
-        """The judge backend, loaded on first use when given as a spec string (or None: the default)."""
-        if not isinstance(self._backend, JudgeBackend):
-            from rewardkit.backends import load_backend
-
-            self._backend = load_backend(self._backend) if self._backend else load_backend()
-        return self._backend
+    def _setup(self) -> None:
+        o = self.options
+        self._partial, self._partial_slices, self._context = o.partial, o.partial_slices, o.context
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """The discriminator's token counts (whitespace words when the backend has no tokenizer)."""
         try:
-            return list(self.backend.count_tokens(texts))
+            return list(self.judge.count_tokens(texts))
         except NotImplementedError:
             return whitespace_tokens(texts)
 
     def slices(self, text: str) -> list[Slice]:
         """Slice one trace with this scorer's segmentation and budget."""
-        return make_slices(text, self.segmentation, self.slice_tokens, self.count_tokens, self.min_slice_tokens)
+        o = self.options
+        return make_slices(text, o.segmentation, o.slice_tokens, self.count_tokens, o.min_slice_tokens)
 
-    def judge(self, items: Sequence[SliceItem]) -> list[SliceJudgment]:
+    def judge_slices(self, items: Sequence[SliceItem]) -> list[SliceJudgment]:
         """Judge every slice with ONE backend call (generate: App. B prompt, K tokens; logit: P(YES))."""
         if not items:
             return []
         msgs = [discriminator_messages(it.problem, it.text, it.context) for it in items]
+        o = self.options
         out: list[SliceJudgment] = []
-        if self.mode == "logit":
-            vres = self.backend.verdict_probs(
+        if o.mode == "logit":
+            vres = self.judge.verdict_probs(
                 [VerdictRequest(m, VERDICT_CHOICES, VERDICT_PREFIX) for m in msgs]
             )
             if len(vres) != len(items):
@@ -535,10 +238,10 @@ class SliceScorer(BaseScorer):
                                              message=r.error or f"verdict_probs returned {len(r.probs)} probs", cost=c))
                     continue
                 p = float(r.probs[0])
-                out.append(SliceJudgment(Status.OK, "YES" if p >= self.threshold else "NO", p, cost=c))
+                out.append(SliceJudgment(Status.OK, "YES" if p >= o.threshold else "NO", p, cost=c))
             return out
-        reqs = [ChatRequest(m, max_tokens=self.judge_tokens, temperature=self.temperature) for m in msgs]
-        comps = self.backend.generate(reqs)
+        reqs = [ChatRequest(m, max_tokens=o.judge_tokens, temperature=o.temperature) for m in msgs]
+        comps = self.judge.generate(reqs)
         if len(comps) != len(items):
             raise RuntimeError(f"backend returned {len(comps)} completions for {len(items)} slices")
         for comp in comps:
@@ -552,7 +255,8 @@ class SliceScorer(BaseScorer):
 
     # -- scoring
     def _score(self, groups: list[Group]) -> list[GroupScore]:
-        use_m = self.lambda1 > 0 and not self.partial
+        o = self.options
+        use_m = o.lambda1 > 0 and not self._partial
         # 1. slice every response of every group
         plan: list[list[list[Slice]]] = []
         items: list[SliceItem] = []
@@ -560,30 +264,29 @@ class SliceScorer(BaseScorer):
             per_resp = []
             for r in g.responses:
                 sl = self.slices(r)
-                if self.partial:
-                    sl = sl[: self.partial_slices]
+                if self._partial:
+                    sl = sl[: self._partial_slices]
                 per_resp.append(sl)
                 for j, s in enumerate(sl):
-                    ctx = r[: s.start] if self.context and j else ""
+                    ctx = r[: s.start] if self._context and j else ""
                     items.append(SliceItem(g.prompt, s.text, ctx))
             plan.append(per_resp)
-        # 2. one backend call for all slices of the batch; one verifier call for all responses
-        judgments = iter(self.judge(items))
-        pairs = [(g.reference, extract_answer(r)) for g in groups if use_m and g.reference is not None
-                 for r in g.responses]
-        checks = iter((self.checker or default_checker()).check_many(pairs) if pairs else [])
+        # 2. one backend call for all slices of the batch; one verifier call for all responses (R^m)
+        judgments = iter(self.judge_slices(items))
+        verified = verify_groups(groups, make_checker(checker=o.checker)) if use_m else None
         # 3. per-response rewards
         out = []
-        for g, per_resp in zip(groups, plan, strict=True):
-            cost = Cost()
+        for gi, (g, per_resp) in enumerate(zip(groups, plan, strict=True)):
+            v = verified[gi] if verified is not None else None
+            cost = Cost() if v is None else Cost() + v.cost
             rewards, statuses, messages = [], [], []
             comp: dict[str, list] = {"exact_match": [], "slice_mean": [], "n_slices": [], "n_valid_slices": []}
             detail = []
-            for r_slices in per_resp:
+            for ri, r_slices in enumerate(per_resp):
                 js = [next(judgments) for _ in r_slices]
                 for j in js:
                     cost += j.cost
-                scores = [j.score(self.soft, self.threshold) for j in js]
+                scores = [j.score(o.soft, o.threshold) for j in js]
                 rs = slice_mean(scores)
                 detail.append([{"text": s.text, "start": s.start, "end": s.end, "tokens": s.tokens,
                                 "score": sc, **j.to_dict()} for s, j, sc in zip(r_slices, js, scores, strict=True)])
@@ -600,23 +303,19 @@ class SliceScorer(BaseScorer):
                     msg = f"no valid slice verdict out of {len(js)}: " + "; ".join(
                         sorted({j.message or str(j.status) for j in js}))[:500]
                 rm = math.nan
-                if use_m:
-                    if g.reference is None:
+                if v is not None:
+                    if not v.available:
                         if status is Status.OK:
                             status, msg = Status.ABSTAIN, "no reference answer for exact match R^m (set lambda1=0)"
+                    elif v.statuses[ri] is not Status.OK:
+                        if status is Status.OK:
+                            status, msg = v.statuses[ri], v.messages[ri]
                     else:
-                        ck = next(checks)
-                        cost.verifier_calls += 0 if ck.cached else 1
-                        cost.cache_hits += 1 if ck.cached else 0
-                        if ck.equivalent is None:
-                            if status is Status.OK:
-                                status, msg = ck.status, ck.message
-                        else:
-                            rm = float(ck.equivalent)
+                        rm = float(v.rewards[ri])
                 comp["exact_match"].append(rm)
                 reward = math.nan
                 if status is Status.OK:
-                    reward = reasoner_reward(rm if use_m else 0.0, rs, self.lambda1 if use_m else 0.0, self.lambda2)
+                    reward = reasoner_reward(rm if use_m else 0.0, rs, o.lambda1 if use_m else 0.0, o.lambda2)
                 rewards.append(reward)
                 statuses.append(status)
                 messages.append(msg)
@@ -644,19 +343,14 @@ class SliceScorer(BaseScorer):
                 for s in self.slices(r):
                     items.append(SliceItem(g.prompt, s.text))
                     kinds.append(("gen", gi, ri))
-        judged = self.judge(items)
+        judged = self.judge_slices(items)
         p = [j.p_yes if j.p_yes is not None else j.score() for j in judged]
         is_ref = [k[0] == "ref" for k in kinds]
-        pairs = [(g.reference, extract_answer(r)) for g in groups if g.reference is not None for r in g.responses]
-        checks = iter((self.checker or default_checker()).check_many(pairs) if pairs else [])
         correct: dict[tuple[int, int], bool] = {}
-        for gi, g in enumerate(groups):
-            if g.reference is None:
-                continue
-            for ri in range(len(g.responses)):
-                ck = next(checks)
-                if ck.equivalent is not None:
-                    correct[(gi, ri)] = ck.equivalent
+        for gi, v in enumerate(verify_groups(groups, make_checker(checker=self.options.checker))):
+            for ri, r in enumerate(v.rewards):
+                if v.available and v.statuses[ri] is Status.OK:
+                    correct[(gi, ri)] = bool(r)
         by_trace: dict[tuple[int, int], list[float | None]] = {}
         for (kind, gi, ri), pi in zip(kinds, p, strict=True):
             if kind == "gen" and (gi, ri) in correct:
@@ -671,3 +365,31 @@ class SliceScorer(BaseScorer):
             "p_real": p, "is_reference": is_ref, "gan_terms": gan_slice_terms(p, is_ref).tolist(),
             "statuses": [j.status.value for j in judged], "cost": Cost.total(j.cost for j in judged),
         }
+
+
+# ------------------------------------------------------------------------ holistic critic baseline
+
+
+@dataclass(frozen=True)
+class HolisticOptions(DiscriminatorOptions):
+    mode: Literal["generate", "logit"] = option(
+        "generate", "generate (App. B analysis, **YES**/**NO**, rationale; capped at judge_tokens) or logit (P(YES)) "
+                    "on the whole trace")
+
+
+class HolisticScorer(SliceScorer):
+    """GAR's holistic baseline (Table 4 row 3): ONE discriminator call on the whole trace instead of per slice;
+    R = lambda1 * R^m + lambda2 * r(whole trace). Same prompt, verdicts, masking and batching as ``slices``."""
+
+    name = "holistic"
+    Options = HolisticOptions  # type: ignore[assignment]
+    options: HolisticOptions  # type: ignore[assignment]
+
+    def _setup(self) -> None:
+        self._partial, self._partial_slices, self._context = False, 0, False
+
+    def slices(self, text: str) -> list[Slice]:
+        """The whole trace as one slice (none for an empty response)."""
+        if not text.strip():
+            return []
+        return [Slice(text, 0, len(text), self.count_tokens([text])[0])]

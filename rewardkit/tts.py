@@ -9,7 +9,6 @@ Model judges (the RARO critic, the Reasoning Arena prompt) are built by :class:`
 
 from __future__ import annotations
 
-import math
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,16 +20,17 @@ from rewardkit.backends.base import ChatRequest, JudgeBackend, Message, VerdictR
 from rewardkit.critic import answer_view, critic_messages
 from rewardkit.prompts import arena as arena_prompts
 from rewardkit.prompts.raro import VERDICT_CHOICES, VERDICT_PREFIX
-from rewardkit.types import Cost
+from rewardkit.scoring import Mode
+from rewardkit.types import Cost, Group
 from rewardkit.verdicts import parse_answer_choice, parse_boxed_choice
 
-Vote = Literal["A", "B", "tie"] | None  # None: the judge's output could not be parsed (or the call failed)
+Ballot = Literal["A", "B", "tie"] | None  # one judge vote; None: the output could not be parsed (or the call failed)
 Rule = Literal["paper", "plurality"]
 
 
 @dataclass(frozen=True)
-class Match:
-    """Candidate ``a`` (shown as A / answer 1) against candidate ``b`` for problem ``problem``."""
+class Pairing:
+    """One tournament pairing: candidate ``a`` (shown as A / answer 1) against candidate ``b`` for problem ``problem``."""
 
     problem: int
     a: int
@@ -40,13 +40,13 @@ class Match:
 class PairwiseJudge(Protocol):
     """``judge(matches, k) -> votes``: ``k`` votes per match, each "A", "B", "tie" or None (invalid)."""
 
-    def __call__(self, matches: Sequence[Match], k: int) -> list[list[Vote]]: ...
+    def __call__(self, matches: Sequence[Pairing], k: int) -> list[list[Ballot]]: ...
 
 
 @dataclass
-class MatchResult:
-    match: Match
-    votes: list[Vote]
+class PairingResult:
+    match: Pairing
+    votes: list[Ballot]
     winner: int
     status: Literal["ok", "split", "invalid"]  # split: no majority; invalid: no valid vote at all
     round: int
@@ -58,14 +58,14 @@ class Selection:
 
     problem: int
     winner: int
-    matches: list[MatchResult] = field(default_factory=list)
+    matches: list[PairingResult] = field(default_factory=list)
     scores: list[float] | None = None  # BT strengths, when selected by Bradley-Terry
 
 
 # --------------------------------------------------------------------------------- match decisions
 
 
-def decide(votes: Sequence[Vote], k: int, rule: Rule = "paper") -> tuple[bool, str]:
+def decide(votes: Sequence[Ballot], k: int, rule: Rule = "paper") -> tuple[bool, str]:
     """Does A win this match? Returns (a_wins, status).
 
     ``paper`` is Algorithm 3 line 8 literally: A wins iff v_A > K/2, otherwise B (so a split or tied vote
@@ -102,7 +102,7 @@ def single_elimination(pools: Sequence[Sequence[int]], judge: PairwiseJudge, k: 
     out = [Selection(i, -1) for i in range(len(current))]
     rnd = 0
     while any(len(p) > 1 for p in current):
-        matches = [Match(i, p[j], p[j + 1]) for i, p in enumerate(current) for j in range(0, len(p) - 1, 2)]
+        matches = [Pairing(i, p[j], p[j + 1]) for i, p in enumerate(current) for j in range(0, len(p) - 1, 2)]
         votes = judge(matches, k)
         if len(votes) != len(matches):
             raise RuntimeError(f"pairwise judge returned {len(votes)} vote lists for {len(matches)} matches")
@@ -111,7 +111,7 @@ def single_elimination(pools: Sequence[Sequence[int]], judge: PairwiseJudge, k: 
             a_wins, status = decide(v, k, rule)
             w = m.a if a_wins else m.b
             won[(m.problem, m.a)] = w
-            out[m.problem].matches.append(MatchResult(m, list(v), w, status, rnd))
+            out[m.problem].matches.append(PairingResult(m, list(v), w, status, rnd))
         nxt = []
         for i, p in enumerate(current):
             q = [won[(i, p[j])] for j in range(0, len(p) - 1, 2)]
@@ -128,18 +128,18 @@ def single_elimination(pools: Sequence[Sequence[int]], judge: PairwiseJudge, k: 
 # ------------------------------------------------------------------------------- Bradley-Terry
 
 
-def round_robin(pools: Sequence[Sequence[int]], judge: PairwiseJudge, k: int = 4) -> list[list[MatchResult]]:
+def round_robin(pools: Sequence[Sequence[int]], judge: PairwiseJudge, k: int = 4) -> list[list[PairingResult]]:
     """Every pair of every pool, all in one judge batch."""
-    matches = [Match(i, p[x], p[y]) for i, p in enumerate(pools) for x in range(len(p)) for y in range(x + 1, len(p))]
+    matches = [Pairing(i, p[x], p[y]) for i, p in enumerate(pools) for x in range(len(p)) for y in range(x + 1, len(p))]
     votes = judge(matches, k) if matches else []
-    out: list[list[MatchResult]] = [[] for _ in pools]
+    out: list[list[PairingResult]] = [[] for _ in pools]
     for m, v in zip(matches, votes, strict=True):
         a_wins, status = decide(v, k, "plurality")
-        out[m.problem].append(MatchResult(m, list(v), m.a if a_wins else m.b, status, 0))
+        out[m.problem].append(PairingResult(m, list(v), m.a if a_wins else m.b, status, 0))
     return out
 
 
-def vote_matches(results: Sequence[MatchResult], pool: Sequence[int]) -> np.ndarray:
+def vote_matches(results: Sequence[PairingResult], pool: Sequence[int]) -> np.ndarray:
     """Every valid vote as a soft match ``(i, j, o_ij)`` over pool positions: A -> 1, B -> 0, tie -> 1/2."""
     idx = {c: j for j, c in enumerate(pool)}
     o = {"A": 1.0, "B": 0.0, "tie": 0.5}
@@ -182,10 +182,10 @@ class CachedJudge:
 
     def __init__(self, judge: PairwiseJudge):
         self.judge = judge
-        self.cache: dict[tuple[int, int, int, int], list[Vote]] = {}
+        self.cache: dict[tuple[int, int, int, int], list[Ballot]] = {}
         self.hits = 0
 
-    def __call__(self, matches: Sequence[Match], k: int) -> list[list[Vote]]:
+    def __call__(self, matches: Sequence[Pairing], k: int) -> list[list[Ballot]]:
         todo = [m for m in dict.fromkeys(matches) if (m.problem, m.a, m.b, k) not in self.cache]
         if todo:
             for m, v in zip(todo, self.judge(todo, k), strict=True):
@@ -199,21 +199,21 @@ def _arena_messages(question: str, a: str, b: str, reference: str | None) -> lis
     return [{"role": "user", "content": arena_prompts.tournament_prompt(question, reference, a, b)}]
 
 
-def _critic_vote(text: str) -> Vote:
+def _critic_vote(text: str) -> Ballot:
     v = parse_answer_choice(text)
     return None if not v.ok else {"1": "A", "2": "B", "tie": "tie"}[v.label]
 
 
-def _arena_vote(text: str) -> Vote:
+def _arena_vote(text: str) -> Ballot:
     v = parse_boxed_choice(text, ("A", "B", "Tie"))
     return None if not v.ok else {"A": "A", "B": "B", "Tie": "tie"}[v.label]
 
 
 class PromptJudge:
-    """A pairwise judge from a backend and a prompt: ``judge="critic"`` (RARO, App. E input format) or
-    ``judge="arena"`` (Reasoning Arena App. D prompt).
+    """A pairwise judge from a backend and a prompt: ``prompt="critic"`` (RARO, App. E input format) or
+    ``prompt="arena"`` (Reasoning Arena App. D prompt).
 
-    ``mode="generate"`` samples K judge outputs per match and parses each; ``mode="logits"`` scores the
+    ``mode="generate"`` samples K judge outputs per match and parses each; ``mode="logit"`` scores the
     verdicts in one forward pass per orientation and draws the K votes from those probabilities with a
     seeded RNG (sampling the verdict at temperature 1, without the reasoning). ``order="alternate"`` shows
     the pair as (a, b) for even votes and (b, a) for odd ones and maps the votes back, to cancel a judge's
@@ -221,14 +221,14 @@ class PromptJudge:
     """
 
     def __init__(self, backend: JudgeBackend, questions: Sequence[str], candidates: Sequence[Sequence[str]],
-                 judge: Literal["critic", "arena"] = "critic", mode: Literal["generate", "logits"] = "logits",
+                 prompt: Literal["critic", "arena"] = "critic", mode: Mode = "logit",
                  order: Literal["fixed", "alternate"] = "alternate", view: str = "final",
                  template: str = "math", temperature: float = 1.0, max_tokens: int = 256, seed: int = 0,
                  references: Sequence[str | None] | None = None):
-        if judge not in ("critic", "arena") or mode not in ("generate", "logits") or order not in ("fixed", "alternate"):
-            raise ValueError(f"PromptJudge: bad judge/mode/order {judge!r}/{mode!r}/{order!r}")
+        if prompt not in ("critic", "arena") or mode not in ("generate", "logit") or order not in ("fixed", "alternate"):
+            raise ValueError(f"PromptJudge: bad prompt/mode/order {prompt!r}/{mode!r}/{order!r}")
         self.backend, self.questions, self.candidates = backend, list(questions), [list(c) for c in candidates]
-        self.kind, self.mode, self.order, self.view, self.template = judge, mode, order, view, template
+        self.kind, self.mode, self.order, self.view, self.template = prompt, mode, order, view, template
         self.temperature, self.max_tokens, self.seed = temperature, max_tokens, seed
         self.references = list(references) if references is not None else None
         self.cost = Cost()
@@ -249,13 +249,13 @@ class PromptJudge:
             return [(False, k)]
         return [(s, n) for s, n in ((False, (k + 1) // 2), (True, k // 2)) if n > 0]
 
-    def __call__(self, matches: Sequence[Match], k: int) -> list[list[Vote]]:
+    def __call__(self, matches: Sequence[Pairing], k: int) -> list[list[Ballot]]:
         plan = [(m, sw, n) for m in matches for sw, n in self._orientations(k)]
         msgs = [self._messages(m.problem, m.b, m.a) if sw else self._messages(m.problem, m.a, m.b)
                 for m, sw, _ in plan]
         self.calls += 1
-        votes: dict[Match, list[Vote]] = {m: [] for m in matches}
-        if self.mode == "logits":
+        votes: dict[Pairing, list[Ballot]] = {m: [] for m in matches}
+        if self.mode == "logit":
             if self.kind == "critic":
                 choices, prefix, labels = VERDICT_CHOICES, VERDICT_PREFIX, ("A", "B", "tie")
             else:
@@ -287,19 +287,19 @@ def _seed(seed: int, call: int) -> int:
     return zlib.crc32(f"{seed}:{call}".encode())
 
 
-def _swap(v: Vote, swapped: bool) -> Vote:
+def _swap(v: Ballot, swapped: bool) -> Ballot:
     if not swapped or v in (None, "tie"):
         return v
     return "B" if v == "A" else "A"
 
 
-def _interleave(v: list[Vote], k: int, order: str) -> list[Vote]:
+def _interleave(v: list[Ballot], k: int, order: str) -> list[Ballot]:
     """Votes in (even: original order, odd: swapped) order, as documented for ``order='alternate'``."""
     if order == "fixed":
         return v[:k]
     n0 = (k + 1) // 2
     first, second = v[:n0], v[n0:]
-    out: list[Vote] = []
+    out: list[Ballot] = []
     for i in range(k):
         out.append(first[i // 2] if i % 2 == 0 else second[i // 2])
     return out
@@ -308,46 +308,37 @@ def _interleave(v: list[Vote], k: int, order: str) -> list[Vote]:
 # ------------------------------------------------------------------------------------- evaluation
 
 
-@dataclass
-class TTSProblem:
-    """One problem with its N sampled responses and their correctness labels."""
-
-    question: str
-    responses: list[str]
-    labels: list[bool]
-    answer: str | None = None
-    rm_scores: list[float] | None = None
-    id: str = ""
-
-
 def majority_pick(answers: Sequence[str | None], cluster_ids: Sequence[int | None] | None = None) -> int:
-    """Index of the first response in the largest answer cluster (ties: the cluster seen first)."""
+    """Index of the first response with the JURY-RL majority answer (``proof_gate.vote``: most votes, ties to
+    the answer seen first); 0 when no response has an answer."""
+    from rewardkit.proof_gate import vote
+
     if cluster_ids is None:
         from rewardkit.answers import cluster_answers
 
         cluster_ids = cluster_answers(answers)
-    counts: dict[int, int] = {}
-    for c in cluster_ids:
-        if c is not None:
-            counts[c] = counts.get(c, 0) + 1
-    if not counts:
-        return 0
-    best = max(counts, key=lambda c: (counts[c], -c))
-    return list(cluster_ids).index(best)
+    v = vote(list(cluster_ids))
+    return int(np.flatnonzero(v.mask(v.majority))[0]) if v.majority is not None else 0
 
 
-def run_tts(problems: Sequence[TTSProblem], backend: JudgeBackend, ns: Sequence[int], *,
-            judge: Literal["critic", "arena"] = "critic", mode: Literal["generate", "logits"] = "logits",
-            order: Literal["fixed", "alternate"] = "alternate", view: str = "final", temperature: float = 1.0,
-            max_tokens: int = 256, seed: int = 0, k: int = 4, rule: Rule = "paper",
-            methods: Sequence[str] = ("tournament", "bt"),
+def run_tts(problems: Sequence[Group], backend: JudgeBackend, ns: Sequence[int], *,
+            prompt: Literal["critic", "arena"] = "critic", mode: Mode = "generate",
+            order: Literal["fixed", "alternate"] = "fixed", view: str = "answer", temperature: float = 1.0,
+            max_tokens: int = 2048, seed: int = 0, k: int = 4, rule: Rule = "paper",
+            methods: Sequence[str] = ("tournament",),
             bt_schedule: Literal["tournament", "round_robin"] = "tournament",
             skip_uniform: bool = True) -> dict[str, Any]:
     """Referee every problem's candidates with a prompt judge on ``backend`` and evaluate each selection
-    method at each N; the result carries the judge cost and the settings (for ``write_report``)."""
+    method at each N; the result carries the judge cost and the settings (for ``write_report``).
+
+    The defaults are RARO's Algorithm 3 setting: the critic writes its reasoning before the verdict
+    (``mode="generate"``, a 2048-token budget as in the paper's experiments), K = 4 sampled votes per match
+    in the printed order (``order="fixed"``), single-elimination. rewardkit's additions, opt-in:
+    ``mode="logit"`` (verdict probabilities, no critic reasoning: the paper's ablation without critic
+    reasoning loses several points), ``order="alternate"`` (position debiasing) and ``"bt"`` selection."""
     import time
 
-    pj = PromptJudge(backend, [p.question for p in problems], [p.responses for p in problems], judge=judge,
+    pj = PromptJudge(backend, [p.prompt for p in problems], [p.responses for p in problems], prompt=prompt,
                      mode=mode, order=order, view=view, temperature=temperature, max_tokens=max_tokens, seed=seed)
     cached = CachedJudge(pj)
     t0 = time.perf_counter()
@@ -355,13 +346,13 @@ def run_tts(problems: Sequence[TTSProblem], backend: JudgeBackend, ns: Sequence[
                        skip_uniform=skip_uniform)
     res["cost"] = {**pj.cost.to_dict(), "backend_rounds": pj.calls, "cached_matches": cached.hits,
                    "seconds": round(time.perf_counter() - t0, 1)}
-    res["settings"] = {"judge": judge, "backend": getattr(backend, "model_id", str(backend)), "n": list(ns),
+    res["settings"] = {"prompt": prompt, "judge": getattr(backend, "model_id", str(backend)), "n": list(ns),
                        "k": k, "mode": mode, "order": order, "rule": rule, "view": view, "methods": list(methods),
                        "bt_schedule": bt_schedule, "skip_uniform": skip_uniform, "seed": seed}
     return res
 
 
-def evaluate_tts(problems: Sequence[TTSProblem], ns: Sequence[int], judge: PairwiseJudge | None = None,
+def evaluate_tts(problems: Sequence[Group], ns: Sequence[int], judge: PairwiseJudge | None = None,
                  k: int = 4, rule: Rule = "paper", methods: Sequence[str] = ("tournament", "bt"),
                  bt_schedule: Literal["tournament", "round_robin"] = "tournament", skip_uniform: bool = False,
                  extract: Callable[[str], str | None] | None = None) -> dict[str, Any]:
@@ -389,8 +380,8 @@ def evaluate_tts(problems: Sequence[TTSProblem], ns: Sequence[int], judge: Pairw
         }
         maj = [majority_pick([], clusters[i][: len(pools[i])]) for i in range(len(problems))]
         acc["majority"] = float(np.mean([problems[i].labels[maj[i]] for i in range(len(problems))]))
-        if all(p.rm_scores for p in problems):
-            rm = [int(np.argmax(p.rm_scores[: len(pool)])) for p, pool in zip(problems, pools, strict=True)]
+        if all(p.metadata.get("rm_scores") for p in problems):
+            rm = [int(np.argmax(p.metadata["rm_scores"][: len(pool)])) for p, pool in zip(problems, pools, strict=True)]
             acc["rm"] = float(np.mean([problems[i].labels[rm[i]] for i in range(len(problems))]))
         if judge is not None:
             judged = [pool if not (skip_uniform and len(set(x)) == 1) else pool[:1] for pool, x in zip(pools, lab, strict=True)]
@@ -411,80 +402,16 @@ def evaluate_tts(problems: Sequence[TTSProblem], ns: Sequence[int], judge: Pairw
     return {"rows": rows, "problems": len(problems), **details}
 
 
-def accuracy_table(rows: Sequence[dict[str, Any]]) -> str:
-    """Markdown table: one row per method, one column per N (accuracy in %)."""
-    ns = sorted({r["n"] for r in rows})
-    order = ["tournament", "bt", "majority", "rm", "random", "oracle"]
-    methods = [m for m in order if any(r["method"] == m for r in rows)]
-    methods += sorted({r["method"] for r in rows} - set(methods))
-    val = {(r["method"], r["n"]): r["accuracy"] for r in rows}
-    lines = ["| method | " + " | ".join(f"N={n}" for n in ns) + " |", "|---|" + "---|" * len(ns)]
-    for m in methods:
-        cells = [f"{100 * val[(m, n)]:.1f}" if (m, n) in val and not math.isnan(val[(m, n)]) else "-" for n in ns]
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+def load_rollouts(path: str, limit: int | None = None) -> list[Group]:
+    """Groups from a rollouts file through ``rewardkit.io`` (the one row parser), e.g. the shared
+    math_cot_100.jsonl; every group needs correctness labels (``correct``) to score a selection."""
+    from rewardkit.io import read_groups
 
-
-def plot_accuracy(rows: Sequence[dict[str, Any]], path: str, title: str = "Test-time scaling") -> None:
-    """PNG plot of accuracy vs N per method (log2 x axis)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for m in sorted({r["method"] for r in rows}):
-        pts = sorted((r["n"], 100 * r["accuracy"]) for r in rows if r["method"] == m)
-        style = "--" if m in ("oracle", "random") else "-"
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=m)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("N (candidates per problem)")
-    ax.set_ylabel("accuracy (%)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def load_rollouts(path: str, limit: int | None = None) -> list[TTSProblem]:
-    """Problems from a rollouts JSONL (fields ``problem``, ``responses``, ``correct``; optional ``answer``,
-    ``rm_scores``, ``id``), e.g. the shared math_cot_100.jsonl."""
-    import json
-
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            r = json.loads(line)
-            missing = [k for k in ("problem", "responses", "correct") if k not in r]
-            if missing:
-                raise ValueError(f"{path}:{lineno}: rollout row lacks field(s) {missing}")
-            if len(r["correct"]) != len(r["responses"]):
-                raise ValueError(f"{path}:{lineno}: {len(r['correct'])} labels for {len(r['responses'])} responses")
-            out.append(TTSProblem(r["problem"], list(r["responses"]), [bool(x) for x in r["correct"]],
-                                  r.get("answer"), r.get("rm_scores"), str(r.get("id", lineno))))
-            if limit is not None and len(out) >= limit:
-                break
+    out: list[Group] = []
+    for g in read_groups(path, fmt="grouped"):
+        if g.labels is None:
+            raise ValueError(f"{path}: group {g.id!r}: rollout row lacks field 'correct' (per-response labels)")
+        out.append(g)
+        if limit is not None and len(out) >= limit:
+            break
     return out
-
-
-def write_report(result: dict[str, Any], prefix: str, title: str, command: str) -> list[str]:
-    """Write ``<prefix>.md`` (table + settings + command), ``<prefix>.json`` and ``<prefix>.png``."""
-    import json
-    from pathlib import Path
-
-    p = Path(prefix)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    table = accuracy_table(result["rows"])
-    settings = "\n".join(f"- {k}: {v}" for k, v in result.get("settings", {}).items())
-    md = (f"# {title}\n\nAccuracy (%) of the selected response, {result['problems']} problems.\n\n{table}\n\n"
-          f"## Settings\n\n{settings}\n\n## Judge work\n\n- match statuses per N: {result.get('match_status')}\n"
-          f"- pools not judged because all their labels are equal, per N: {result.get('skipped_uniform')}\n"
-          f"- cost: {result.get('cost')}\n\n## Command\n\n```\n{command}\n```\n")
-    Path(f"{p}.md").write_text(md, encoding="utf-8")
-    Path(f"{p}.json").write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
-    plot_accuracy(result["rows"], f"{p}.png", title)
-    return [f"{p}.md", f"{p}.json", f"{p}.png"]

@@ -54,7 +54,12 @@ class Group:
 
 @dataclass
 class Cost:
-    """What scoring cost: model calls, tokens, verifier calls, cache hits and wall seconds."""
+    """What scoring cost. Each field has one meaning in every scorer:
+
+    ``judge_calls`` backend requests executed (a cache hit is not a call); ``prompt_tokens`` /
+    ``completion_tokens`` of those requests; ``verifier_calls`` answer or proof checks actually executed
+    (not cache hits); ``cache_hits`` judge or verifier answers served from a cache; ``seconds`` wall time.
+    """
 
     judge_calls: int = 0
     prompt_tokens: int = 0
@@ -84,9 +89,12 @@ class Cost:
 
 @dataclass
 class GroupScore:
-    """Per-response rewards and statuses of one group, named components for logging, and the cost.
+    """Per-response rewards and statuses of one group, named parts for logging, and the cost.
 
     ``rewards[i]`` is NaN whenever ``statuses[i]`` is not ``Status.OK``.
+    ``components`` holds per-response arrays only (each of length N, e.g. ``{"verifier": [1, 0, ...]}``), so a
+    logger can read every entry the same way; per-group values (a routing decision, a gate outcome, counts)
+    go in ``stats``; anything else a scorer reports (verdict logs, matches) goes in ``extra``.
     """
 
     group_id: str
@@ -96,12 +104,17 @@ class GroupScore:
     cost: Cost = field(default_factory=Cost)
     messages: list[str | None] | None = None  # per-response reason for a non-ok status
     extra: dict[str, Any] = field(default_factory=dict)  # the scorer's own fields (verdicts, slices, ...)
+    stats: dict[str, Any] = field(default_factory=dict)  # per-group values (scalars, labels) for logging
 
     def __post_init__(self) -> None:
         self.rewards = np.asarray(self.rewards, dtype=np.float64)
         self.statuses = [Status(s) for s in self.statuses]
         if len(self.statuses) != len(self.rewards):
             raise ValueError(f"group {self.group_id!r}: {len(self.rewards)} rewards, {len(self.statuses)} statuses")
+        for k, v in self.components.items():
+            if isinstance(v, (str, bytes)) or not hasattr(v, "__len__") or len(v) != len(self.rewards):
+                raise ValueError(f"group {self.group_id!r}: component {k!r} must hold one value per response "
+                                 f"({len(self.rewards)}); put per-group values in GroupScore.stats")
         bad = [i for i, s in enumerate(self.statuses) if s is not Status.OK and not math.isnan(self.rewards[i])]
         if bad:
             # enforce the contract rather than trust every scorer: non-ok means no reward
@@ -123,6 +136,7 @@ class GroupScore:
             "rewards": [None if math.isnan(r) else float(r) for r in self.rewards],
             "statuses": [s.value for s in self.statuses],
             "components": _jsonable(self.components),
+            "stats": _jsonable(self.stats),
             "cost": self.cost.to_dict(),
         }
         if self.messages is not None and any(m for m in self.messages):

@@ -26,7 +26,7 @@ def judge_backend():
     """The embedded SmolLM2-135M-Instruct (transformers, CPU, fp32), loaded once per test session."""
     from rewardkit.backends import load_backend
 
-    return load_backend("smollm2")
+    return load_backend("smollm2", dtype="float32")  # fp32 on every CPU: exact comparisons between paths
 
 
 @pytest.fixture(scope="session")

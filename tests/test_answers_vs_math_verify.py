@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from math_verify import parse, verify
+from rewardkit.evals.data import shared_dir
 
 from rewardkit.answers import AnswerChecker, extract_answer, reference_problem
-from rewardkit.evals.data import shared_dir
 from rewardkit.types import Status
 
 FIXTURE = Path(__file__).parent / "fixtures" / "answer_vs_math_verify.json"

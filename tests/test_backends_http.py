@@ -399,7 +399,7 @@ def test_serve_judge_cli_serves_the_embedded_model(judge_backend):
     code = ("import sys, typer; sys.path.insert(0, sys.argv[1]); from cli.serve_judge import serve_judge; "
             "sys.argv = sys.argv[1:]; typer.run(serve_judge)")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-u", "-c", code, str(ROOT), "smollm2", "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-u", "-c", code, str(ROOT), "smollm2", "--port", "0", "--dtype", "float32"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         url, seen = None, []

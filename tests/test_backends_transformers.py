@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from rewardkit.backends import ChatRequest, VerdictRequest, load_backend, parse_spec
-from rewardkit.backends.transformers_backend import cpu_supports_bf16, resolve_dtype
+from rewardkit.backends.transformers_backend import (
+    TransformersBackend,
+    cpu_supports_bf16,
+    default_threads,
+    resolve_dtype,
+    resolve_threads,
+    token_batches,
+)
 from rewardkit.types import Status
 
 PROBLEM = "Find the sum of all positive divisors of 12."
@@ -93,3 +100,82 @@ def test_bf16_backend_is_close_to_fp32(judge_backend):
     for x, y in zip(bf.verdict_probs(reqs), judge_backend.verdict_probs(reqs), strict=True):
         assert x.status is Status.OK
         np.testing.assert_allclose(x.probs, y.probs, atol=0.08)
+
+
+def test_token_batches_fill_a_budget_of_padded_tokens():
+    widths = {0: 100, 1: 120, 2: 300, 3: 310, 4: 900, 5: 5000}
+    out = token_batches(sorted(widths, key=widths.get), widths.get, budget=1000)
+    assert out == [[0, 1, 2], [3], [4], [5]]  # 3 x 300 fits, 4 x 310 would not; a row over budget goes alone
+    assert all(len(b) * max(widths[i] for i in b) <= 1000 for b in out if len(b) > 1)
+    assert token_batches(list(range(5)), lambda i: 10, budget=1000, max_rows=2) == [[0, 1], [2, 3], [4]]
+    assert sorted(i for b in out for i in b) == sorted(widths)  # nothing lost or repeated
+
+
+def test_threads_follow_the_setting_then_the_environment(monkeypatch):
+    monkeypatch.delenv("REWARDKIT_TORCH_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert resolve_threads(3) == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert resolve_threads(None) == 2
+    monkeypatch.setenv("REWARDKIT_TORCH_THREADS", "1")
+    assert resolve_threads(None) == 1
+    monkeypatch.setenv("REWARDKIT_TORCH_THREADS", "many")
+    with pytest.raises(ValueError, match="REWARDKIT_TORCH_THREADS='many'"):
+        resolve_threads(None)
+
+
+def test_default_threads_leave_busy_cores_alone(monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.2, 0.0, 0.0))
+    assert default_threads() == 4  # idle: every core
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.6, 0.0, 0.0))
+    assert default_threads() == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (11.0, 0.0, 0.0))
+    assert default_threads() == 1  # oversubscribed: never below one
+
+
+@pytest.mark.parametrize("kw, message", [({"batch_tokens": 0}, "batch_tokens"), ({"batch_size": -1}, "batch_size"),
+                                         ({"dtype": "fp8"}, "dtype"), ({"device": "cuda:0"}, "no CUDA device")])
+def test_bad_settings_are_refused_before_loading(kw, message):
+    import torch
+
+    if kw.get("device", "").startswith("cuda") and torch.cuda.is_available():
+        pytest.skip("a CUDA device exists here")
+    with pytest.raises(ValueError, match=message):
+        TransformersBackend("smollm2", **kw)
+
+
+def rubric(response: str) -> VerdictRequest:
+    text = f"Problem: What is 6*7?\nResponse: {response}\nScore the response 1, 0.5 or 0."
+    return VerdictRequest([{"role": "user", "content": text}], ["1", "0.5", "0"], "Score: \\boxed{")
+
+
+@pytest.mark.model
+def test_multi_token_choices_from_the_kv_cache_equal_full_forwards(judge_backend):
+    """1 / 0.5 / 0 share a first token: later tokens are scored from the prompt's cache. Compare with one
+    plain forward over each unpadded prompt + choice (log-softmax at every choice position)."""
+    import torch
+
+    b = judge_backend
+    reqs = [rubric(r) for r in ("42", "The answer is 42 because 6*7=42.", "41", "I think it is 36, since 6*6.")]
+    try:
+        b.batch_tokens = 300  # several batches with padding
+        got = b.verdict_probs(reqs)
+    finally:
+        b.batch_tokens = 4096
+    for r, g in zip(reqs, got, strict=True):
+        text = b.render(r.messages, r.assistant_prefix)
+        p = b.encode(text)
+        lps = []
+        for c in r.choices:
+            cont = b._continuation(text, p, c)
+            ids = torch.tensor([p + cont])
+            with torch.inference_mode():
+                logp = torch.log_softmax(b.model(input_ids=ids).logits.float(), -1)[0]
+            lps.append(sum(logp[len(p) + t - 1, tok].item() for t, tok in enumerate(cont)))
+        want = np.exp(np.array(lps) - max(lps))
+        assert g.status is Status.OK
+        assert len({len(b._continuation(text, p, c)) for c in r.choices}) > 1  # really multi-token choices
+        np.testing.assert_allclose(g.probs, want / want.sum(), atol=2e-5)

@@ -149,7 +149,7 @@ def test_scorer_rewards_with_content_judge_are_order_invariant():
     g = _group(["6*7=42 RIGHT \\boxed{42}", "6*7=36 \\boxed{36}", "GARBLE", "TIMEOUT"])
     for seed in range(4):
         judge = ContentJudge()
-        (s,) = CriticScorer(judge, seed=seed).score([g])
+        (s,) = CriticScorer(judge=judge, seed=seed).score([g])
         # equal quality -> tie -> tau_pol; worse -> critic picks the expert -> 0
         assert s.rewards[0] == 0.6 and s.rewards[1] == 0.0
         assert s.statuses == [Status.OK, Status.OK, Status.INVALID, Status.TIMEOUT]
@@ -162,7 +162,7 @@ def test_scorer_rewards_with_content_judge_are_order_invariant():
 
 def test_position_biased_critic_rewards_the_policy_exactly_when_it_sits_first():
     g = _group([f"answer {i}" for i in range(64)])
-    (s,) = CriticScorer(ContentJudge(biased=True), seed=11).score([g])
+    (s,) = CriticScorer(judge=ContentJudge(biased=True), seed=11).score([g])
     pos = np.array(s.components["expert_position"])
     np.testing.assert_array_equal(s.rewards, (pos == 2).astype(float))
     assert 0 < s.rewards.mean() < 1  # the seeded random order spreads the bias over both slots
@@ -171,7 +171,7 @@ def test_position_biased_critic_rewards_the_policy_exactly_when_it_sits_first():
 def test_batch_is_one_backend_call_and_groups_without_expert_abstain():
     judge = ContentJudge()
     groups = [_group(["a", "b"], gid="x"), _group(["c"], expert=None, gid="y"), _group(["RIGHT"], gid="z")]
-    out = CriticScorer(judge).score(groups)
+    out = CriticScorer(judge=judge).score(groups)
     assert judge.generate_calls == [3]
     assert [o.group_id for o in out] == ["x", "y", "z"]
     assert out[1].statuses == [Status.ABSTAIN] and "no expert answer" in out[1].messages[0]
@@ -182,7 +182,7 @@ def test_batch_is_one_backend_call_and_groups_without_expert_abstain():
 def test_logit_mode_returns_expected_reward():
     judge = ContentJudge()
     g = _group(["RIGHT 42", "wrong 36"])
-    (s,) = CriticScorer(judge, mode="logits", seed=1).score([g])
+    (s,) = CriticScorer(judge=judge, mode="logit", seed=1).score([g])
     assert judge.verdict_calls == [2] and judge.generate_calls == []
     # both right -> judge says tie with p=0.8, each answer 0.1: E[R_pol] = 0.1 + 0.6*0.8
     assert s.rewards[0] == pytest.approx(0.1 + 0.6 * 0.8)
@@ -200,17 +200,17 @@ def test_views_hide_reasoning_from_the_critic():
             return super().generate(requests)
 
     g = _group(["<think>secret chain</think>\nRIGHT \\boxed{42}"])
-    CriticScorer(Spy(), view="answer").score([g])
-    CriticScorer(Spy(), view="final").score([g])
+    CriticScorer(judge=Spy(), view="answer").score([g])
+    CriticScorer(judge=Spy(), view="final").score([g])
     assert "secret chain" not in seen[0] and "RIGHT" in seen[0]
     assert "<answer_1>\n42\n</answer_1>" in seen[1] and "<answer_2>\n42\n</answer_2>" in seen[1]
 
 
 def test_registry_builds_the_scorer_with_cli_strings():
-    s = get_scorer("critic", judge=ContentJudge(), tau_pol="0.5", mode="logits")
-    assert isinstance(s, CriticScorer) and s.tau_pol == 0.5 and s.mode == "logits"
+    s = get_scorer("critic", judge=ContentJudge(), tau_pol="0.5", mode="logit")
+    assert isinstance(s, CriticScorer) and s.tau_pol == 0.5 and s.mode == "logit"
     with pytest.raises(ValueError, match="tie rewards"):
-        CriticScorer(ContentJudge(), tau_pol=1.5)
+        CriticScorer(judge=ContentJudge(), tau_pol=1.5)
 
 
 def test_prompt_uses_the_paper_input_format():
@@ -218,7 +218,7 @@ def test_prompt_uses_the_paper_input_format():
     captured: list[ChatRequest] = []
     orig = judge.generate
     judge.generate = lambda reqs: (captured.extend(reqs), orig(reqs))[1]
-    CriticScorer(judge).score([_group(["x"])])
+    CriticScorer(judge=judge).score([_group(["x"])])
     text = captured[0].messages[-1]["content"]
     assert text.startswith("You are an expert mathematics critic whose goal is to compare two answers")
     assert "Question:\n<question>\nWhat is 6 times 7?\n</question>" in text
@@ -301,7 +301,7 @@ def test_mix_is_half_current_half_replay_and_seeded():
 
 def test_critic_batch_mixes_then_adds_and_saves(tmp_path):
     path = tmp_path / "r.json"
-    sc = CriticScorer(ContentJudge(), replay_path=str(path), replay_capacity=64, seed=2)
+    sc = CriticScorer(judge=ContentJudge(), replay_path=str(path), replay_capacity=64, seed=2)
     g1 = [_group([f"old {i}" for i in range(8)], gid="a")]
     items1 = sc.critic_batch(g1, size=8, step=0)
     assert {it.source for it in items1} == {"current"}
@@ -321,7 +321,7 @@ def test_critic_batch_mixes_then_adds_and_saves(tmp_path):
     texts = [f"Answer {it.expert_position}" for it in items2]
     r, s = sc.critic_rewards(items2, texts)
     assert list(r) == [1.0] * 8 and s == [Status.OK] * 8
-    reopened = CriticScorer(ContentJudge(), replay_path=str(path), replay_capacity=64)
+    reopened = CriticScorer(judge=ContentJudge(), replay_path=str(path), replay_capacity=64)
     assert len(reopened.replay) == 16
 
 
@@ -339,7 +339,7 @@ def test_replay_sample_uses_callers_rng():
 def test_real_model_logit_mode_end_to_end(judge_backend):
     g = _group(["6*7 = 42, so \\boxed{42}", "6*7 = 36, so \\boxed{36}"])
     none = _group(["x"], expert=None, gid="noexp")
-    s, a = CriticScorer(judge_backend, mode="logits", view="final").score([g, none])
+    s, a = CriticScorer(judge=judge_backend, mode="logit", view="final").score([g, none])
     assert s.statuses == [Status.OK, Status.OK] and np.all((s.rewards >= 0) & (s.rewards <= 1))
     assert all(abs(sum(p) - 1) < 1e-6 for p in s.extra["critic_probs"])
     assert s.cost.judge_calls + s.cost.cache_hits == 2 and s.cost.prompt_tokens > 0
@@ -349,7 +349,7 @@ def test_real_model_logit_mode_end_to_end(judge_backend):
 @pytest.mark.model
 def test_real_model_generate_mode_end_to_end(judge_backend):
     g = _group(["\\boxed{36}"])
-    (s,) = CriticScorer(judge_backend, mode="generate", max_tokens=4, view="final", seed=1).score([g])
+    (s,) = CriticScorer(judge=judge_backend, mode="generate", max_tokens=4, view="final", seed=1).score([g])
     assert len(s.statuses) == 1 and set(s.statuses) <= {Status.OK, Status.INVALID}
     for st, r, out in zip(s.statuses, s.rewards, s.extra["critic_outputs"], strict=True):
         assert isinstance(out, str)
@@ -358,17 +358,17 @@ def test_real_model_generate_mode_end_to_end(judge_backend):
 
 
 def test_group_from_shared_rollouts_uses_the_solution_as_expert(rollouts_path):
-    from rewardkit.critic import group_from_row
+    from rewardkit.io import group_from_record
 
     row = json.loads(rollouts_path.read_text().splitlines()[0])
-    g = group_from_row(row)
+    g = group_from_record(row)
     assert g.expert == row["solution"] and "\\boxed{420}" in g.expert
     assert g.reference == "420" and len(g) == 8 and g.labels == row["correct"]
-    (s,) = CriticScorer(ContentJudge(), view="final").score([g])
+    (s,) = CriticScorer(judge=ContentJudge(), view="final").score([g])
     # the double prefers answers containing RIGHT; none do -> every pair is a tie -> tau_pol
     assert list(s.rewards) == [0.6] * 8
     del row["solution"]
-    (a,) = CriticScorer(ContentJudge()).score([group_from_row(row)])
+    (a,) = CriticScorer(judge=ContentJudge()).score([group_from_record(row)])
     assert a.statuses == [Status.ABSTAIN] * 8
 
 
@@ -389,7 +389,7 @@ def test_countdown_groups_with_a_verifying_critic():
     inst = generate(3, seed=5)
     groups = [i.to_group([f"\\boxed{{{i.solution}}}", "\\boxed{1 + 2 + 3 + 4}", "no answer"], id=f"c{j}")
               for j, i in enumerate(inst)]
-    out = CriticScorer(CountdownCritic(), view="final", seed=3).score(groups)
+    out = CriticScorer(judge=CountdownCritic(), view="final", seed=3).score(groups)
     for s in out:
         # correct = as good as the expert (tie, tau_pol); wrong or missing = the critic picks the expert
         assert list(s.rewards) == [0.6, 0.0, 0.0]

@@ -38,3 +38,17 @@ def test_latest_pointer_must_name_a_complete_checkpoint(tmp_path):
     (tmp_path / "ckpt-000003").mkdir()
     (tmp_path / "ckpt-000003" / "state.json").write_text("{}")
     assert latest_checkpoint(tmp_path).name == "ckpt-000003"
+
+
+def test_tensorboard_scalars_are_written_when_tensorboard_is_installed(tmp_path):
+    pytest.importorskip("tensorboard", reason="tensorboard not installed (optional: pip install tensorboard)")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    log = MetricsLog(tmp_path, tensorboard=True)
+    log.write({"step": 0, "reward_mean": 0.25, "note": "text is skipped"})
+    log.write({"step": 1, "reward_mean": 0.75, "note": "text is skipped"})
+    log.close()
+    acc = EventAccumulator(str(tmp_path / "tensorboard"))
+    acc.Reload()
+    assert acc.Tags()["scalars"] == ["reward_mean"]
+    assert [(e.step, e.value) for e in acc.Scalars("reward_mean")] == [(0, 0.25), (1, 0.75)]

@@ -252,3 +252,15 @@ def test_make_app_rejects_nonsense_limits():
     for bad in ({"max_body": 0}, {"max_concurrency": 0}, {"request_timeout": 0}, {"request_timeout": float("nan")}):
         with pytest.raises(ValueError, match="positive"):
             make_app([], **bad)
+
+
+def test_oversized_headers_are_a_json_4xx_and_idle_keep_alive_closes():
+    with BackgroundServer(_app(), keep_alive=1) as s:
+        c = _raw(s.url, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20_000 + b"\r\n\r\n")
+        status, body = _read_response(c)
+        assert status == 431 and "16384" in body["error"]["message"]
+        c.close()
+        c = _raw(s.url, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _read_response(c) == (200, {"status": "ok"})
+        assert _closed_by_server(c, 4.0)  # idle after its response: closed after keep_alive seconds
+        c.close()

@@ -411,3 +411,23 @@ def test_arena_job_summary_reports_routing_not_rewards_after_the_tournament(tmp_
     got = {r["id"]: r for r in rows(tmp_path / "out.jsonl")}
     assert len(set(got["same"]["rewards"])) > 1  # the tournament made the routed group's rewards diverse
     assert (s.non_diverse_fraction, s.non_diverse_source) == (0.5, "routed")  # as the arena decided it
+
+
+@pytest.mark.parametrize("scorer, opt, msg", [
+    ("verifier", "timeout=0", "option 'timeout': must be > 0, got 0.0"),
+    ("verifier", "timeout=-1", "option 'timeout': must be > 0, got -1.0"),
+    ("verifier", "timeout=nan", "option 'timeout': must be a finite number, got nan"),
+    ("verifier", "timeout=inf", "option 'timeout': must be a finite number, got inf"),
+    ("verifier", "workers=0", "option 'workers': must be >= 1, got 0"),
+    ("majority-vote", "answer_timeout=-1", "option 'answer_timeout': must be > 0"),
+    ("arena", "max_tokens=0", "option 'max_tokens': must be >= 1, got 0"),
+    ("arena", "temperature=-0.5", "option 'temperature': must be >= 0"),
+    ("pointwise", "max_tokens=-3", "option 'max_tokens': must be >= 1"),
+    ("slices", "threshold=2", "option 'threshold': must lie in [0, 1]"),
+    ("critic", "temperature=nan", "option 'temperature': must be a finite number"),
+])
+def test_invalid_scorer_options_are_a_one_line_cli_error(tmp_path, scorer, opt, msg):
+    inp = write_groups(tmp_path / "in.jsonl", "a")
+    r = CliRunner().invoke(app, ["score", str(inp), "--out", str(tmp_path / "o.jsonl"), "-s", scorer, "-o", opt])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and msg in r.stderr, r.stderr
+    assert not (tmp_path / "o.jsonl").exists()

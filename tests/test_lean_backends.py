@@ -79,29 +79,60 @@ def test_lean_without_init_says_exactly_that():
 # --------------------------------------------------------------------------------- subprocess
 
 
-def test_subprocess_timeout_kills_the_process_group(tmp_path):
-    pidfile = tmp_path / "pids"
-    lean = LeanSubprocess(LEAN, timeout=1.0, probe=False,
-                          env={"LEAN_STANDIN_SLEEP": "60", "LEAN_STANDIN_PIDFILE": str(pidfile)})
-    run = lean.run(GOOD)  # the stand-in would answer after 60 s: a timeout status means we did not wait
-    assert run.status == "timeout" and "process group killed" in run.error
-    pid = int(pidfile.read_text().split()[0])
-    assert not _alive(pid)
-    assert judge_run(run).outcome == "inconclusive"
+def _processes_with(marker: str) -> list[int]:
+    """Live processes whose environment holds ``marker`` (any user: the sandbox may run them as another uid)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if marker.encode() in (d / "environ").read_bytes() and _alive(int(d.name)):
+                    pids.append(int(d.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_subprocess_timeout_kills_everything_it_started():
+    marker = f"rk-test-{os.getpid()}-{id(object())}"
+    lean = LeanSubprocess(LEAN, timeout=1.0, probe=False, env={"LEAN_STANDIN_SLEEP": "60", "RK_MARK": marker})
+    src = build_source(FORMAL, GOOD)[0]
+    run = lean.run(src)  # the stand-in would answer after 60 s: a timeout status means we did not wait
+    assert run.status == "timeout" and "killed with every process it started" in run.error
+    assert _processes_with(f"RK_MARK={marker}") == []
+    assert judge_run(run, src).outcome == "inconclusive"
 
 
 def test_subprocess_memory_limit_is_an_inconclusive_error():
     lean = LeanSubprocess(LEAN, memory_mb=300, probe=False, env={"LEAN_STANDIN_ALLOC_MB": "2000"})
-    run = lean.run(build_source(FORMAL, GOOD)[0])
+    src = build_source(FORMAL, GOOD)[0]
+    run = lean.run(src)
     assert run.status == "error"
-    assert judge_run(run).outcome == "inconclusive"
+    assert judge_run(run, src).outcome == "inconclusive"
 
 
-def test_subprocess_passes_heartbeats(tmp_path):
-    log = tmp_path / "argv"
-    lean = LeanSubprocess(LEAN, max_heartbeats=12345, probe=False, env={"LEAN_STANDIN_ARGV": str(log)})
-    lean.run(GOOD)
-    assert json.loads(log.read_text().splitlines()[-1]) == ["--json", "--stdin", "-D", "maxHeartbeats=12345"]
+def _echo(lean: LeanSubprocess) -> dict:
+    (m, *_) = lean.run(GOOD).messages
+    return json.loads(m.data)
+
+
+def test_subprocess_passes_heartbeats():
+    lean = LeanSubprocess(LEAN, max_heartbeats=12345, probe=False, env={"LEAN_STANDIN_ECHO": "1"})
+    assert _echo(lean)["argv"] == ["--json", "--stdin", "-D", "maxHeartbeats=12345"]
+
+
+def test_subprocess_runs_lean_in_a_clean_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-from-the-host")
+    project = tmp_path / "proj"
+    (project / ".lake" / "packages" / "mathlib" / ".lake" / "build" / "lib" / "lean").mkdir(parents=True)
+    (project / ".lake" / "build" / "lib" / "lean").mkdir(parents=True)
+    monkeypatch.delenv("LEAN_PATH", raising=False)
+    lean = LeanSubprocess(LEAN, probe=False, cwd=str(project), env={"LEAN_STANDIN_ECHO": "1"})
+    seen = _echo(lean)
+    assert "OPENAI_API_KEY" not in seen["env"] and "sk-secret-from-the-host" not in json.dumps(seen)
+    assert set(seen["env"]) <= {"PATH", "LEAN_PATH", "LEAN_STANDIN_ECHO", "LC_CTYPE"}
+    assert seen["env"]["LEAN_PATH"].split(":") == [str(project / ".lake" / "build" / "lib" / "lean"), str(
+        project / ".lake" / "packages" / "mathlib" / ".lake" / "build" / "lib" / "lean")]  # what `lake env` sets
+    assert seen["cwd"] != str(project) and not seen["cwd"].startswith(str(project))  # a fresh working dir
 
 
 def test_subprocess_parallel_workers_keep_order():
@@ -135,7 +166,8 @@ def test_repl_restarts_after_a_timeout(tmp_path):
         assert run.status == "timeout" and repl.restarts == 1
         first = int(pidfile.read_text().split()[0])
         assert not _alive(first)
-        assert judge_run(repl.run(build_source(FORMAL, GOOD)[0])).accepted  # the fresh REPL works
+        good = build_source(FORMAL, GOOD)[0]
+        assert judge_run(repl.run(good), good).accepted  # the fresh REPL works
     finally:
         repl.close()
 
@@ -143,8 +175,9 @@ def test_repl_restarts_after_a_timeout(tmp_path):
 def test_repl_recycles_when_memory_grows():
     repl = LeanRepl(REPL, max_rss_mb=150, env={"LEAN_STANDIN_GROW_MB": "80"})
     try:
+        good = build_source(FORMAL, GOOD)[0]
         for _ in range(3):
-            assert judge_run(repl.run(build_source(FORMAL, GOOD)[0])).accepted
+            assert judge_run(repl.run(good), good).accepted
         assert repl.restarts >= 1
     finally:
         repl.close()
@@ -193,7 +226,22 @@ def test_kimina_auth_and_timeouts_are_inconclusive(kimina):
 
     hang = build_source(FORMAL, GOOD.replace("omega", "omega " + kimina_server.HANG_MARKER))[0]
     (run,) = KiminaClient(url, api_key="sekret", timeout=0.5).run_many([hang])
-    assert run.status == "timeout" and judge_run(run).outcome == "inconclusive"
+    assert run.status == "timeout" and judge_run(run, hang).outcome == "inconclusive"
+
+
+def test_kimina_body_positions_are_shifted_to_whole_source_lines(kimina):
+    """Older servers report lines after the import header; positions='body' adds the header's lines back, so
+    the axiom report is matched to the checker's own command line."""
+    from rewardkit.lean.check import split_header
+
+    url, _ = kimina
+    src = build_source(FORMAL, BAD)[0]
+    (whole,) = KiminaClient(url, api_key="sekret", timeout=5).run_many([src])
+    (body,) = KiminaClient(url, api_key="sekret", timeout=5, positions="body").run_many([src])
+    header = split_header(src)[0].count("\n")
+    assert header > 0 and [m.line for m in body.messages] == [m.line + header for m in whole.messages]
+    with pytest.raises(ValueError, match="positions='lines'"):
+        KiminaClient(url, positions="lines")
 
 
 def test_kimina_unreachable_is_an_error():

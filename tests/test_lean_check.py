@@ -15,8 +15,10 @@ from rewardkit.lean.check import (
     LeanRun,
     build_source,
     check_proofs,
+    forbidden_commands,
     judge_run,
     parse_axioms,
+    qualified_name,
     statement_end,
     strip_comments,
     with_sorry,
@@ -65,7 +67,7 @@ def test_old_sorry_spelling_is_rejected():
     src, _ = build_source(FORMAL, proof("  sorry\n"))
     run = old.run(src)
     assert any(m.data == "declaration uses 'sorry'" for m in run.messages)
-    assert "uses sorry" in judge_run(run).reasons
+    assert "uses sorry" in judge_run(run, src).reasons
 
 
 def test_added_axiom_is_rejected_by_text_and_by_axioms(lean):
@@ -73,9 +75,10 @@ def test_added_axiom_is_rejected_by_text_and_by_axioms(lean):
     a = verdict(lean, sub)
     assert a.outcome == "rejected" and "text before the theorem differs" in a.reasons[0]
     # even if the preamble rule were bypassed, #print axioms exposes the axiom
-    run = lean.run(sub + "\n#print axioms test_problem\n")
-    assert parse_axioms(run.messages) == ["cheat"]
-    assert any("outside {propext, Classical.choice, Quot.sound}" in r for r in judge_run(run).reasons)
+    src = sub + "\n#print axioms _root_.test_problem\n"
+    run = lean.run(src)
+    assert parse_axioms(run.messages, "test_problem", src.count("\n")) == ["cheat"]
+    assert any("outside {propext, Classical.choice, Quot.sound}" in r for r in judge_run(run, src).reasons)
 
 
 def test_native_decide_is_rejected(lean):
@@ -101,9 +104,13 @@ def test_statement_whitespace_and_comments_do_not_matter(lean):
 
 def test_exit_is_rejected(lean):
     a = verdict(lean, proof("  omega\n#exit\n"))
-    assert a.outcome == "rejected"
-    assert "uses #exit" in a.reasons
-    assert any("no '#print axioms test_problem' report" in r for r in a.reasons)
+    line = proof("  omega\n#exit\n").split("\n").index("#exit") + 1
+    assert a.outcome == "rejected" and f"line {line}: #exit" in a.reasons[0]
+    # and if it reached Lean, the appended report never comes: rejected on what Lean said
+    src = proof("  omega\n#exit\n") + "\n#print axioms _root_.test_problem\n"
+    b = judge_run(lean.run(src), src)
+    assert b.outcome == "rejected" and "uses #exit" in b.reasons
+    assert any("no '#print axioms test_problem' report" in r for r in b.reasons)
 
 
 def test_lean_error_is_rejected_with_its_position(lean):
@@ -114,10 +121,11 @@ def test_lean_error_is_rejected_with_its_position(lean):
 
 
 def test_timeouts_and_crashes_are_inconclusive_never_accepted():
-    assert judge_run(LeanRun(status="timeout", error="x")).outcome == "inconclusive"
-    assert judge_run(LeanRun(status="error", error="crash")).outcome == "inconclusive"
+    src = build_source(FORMAL, proof("  omega\n"))[0]
+    assert judge_run(LeanRun(status="timeout", error="x"), src).outcome == "inconclusive"
+    assert judge_run(LeanRun(status="error", error="crash"), src).outcome == "inconclusive"
     init = LeanRun([LeanMessage("error", "unknown module prefix 'Init'\n\nNo directory 'Init'")])
-    assert judge_run(init).outcome == "inconclusive"
+    assert judge_run(init, src).outcome == "inconclusive"
 
 
 def test_json_lines_are_real_lean_format():
@@ -151,3 +159,101 @@ def test_standin_is_executable_python():
     assert Path(LEAN).stat().st_mode & 0o111
     r = subprocess.run([sys.executable, LEAN, "--version"], capture_output=True, text=True)
     assert r.stdout.startswith("Lean (version 4.")
+
+
+# ------------------------------------------------------------- forged axiom reports, commands after the proof
+
+NATIVE = proof("  native_decide\n")
+DECOY = "theorem decoy.test_problem : True := trivial\n#print axioms decoy.test_problem\n"
+FAKE = "'test_problem' does not depend on any axioms"
+
+
+@pytest.mark.parametrize("after", [
+    DECOY,  # a decoy declaration whose last name component matches, with its own clean report
+    f'#print "{FAKE}"\n',  # text imitating the report
+    f'#eval IO.println "{FAKE}"\n',  # printed output imitating it
+    DECOY + f'#print "{FAKE}"\n',
+])
+def test_forged_axiom_reports_do_not_hide_native_decide(lean, after):
+    a = verdict(lean, NATIVE + after)
+    assert a.outcome == "rejected" and "not allowed after the statement" in a.reasons[0]
+
+
+@pytest.mark.parametrize("after", [DECOY, f'#print "{FAKE}"\n', f'#eval IO.println "{FAKE}"\n'])
+def test_the_report_is_read_only_from_the_appended_command(lean, after):
+    """Past the static rule (as if it had a gap): Lean runs the forgeries, the verdict still reads the report
+    of exactly _root_.test_problem at the appended line, which lists the native_decide axioms."""
+    src = build_source(FORMAL, NATIVE)[0]
+    forged = src.replace("#print axioms _root_.", after + "\n#print axioms _root_.")
+    run = lean.run(forged)
+    assert any(FAKE in m.data or "'decoy.test_problem'" in m.data for m in run.messages)  # the forgery was there
+    a = judge_run(run, forged)
+    assert a.outcome == "rejected" and "Lean.ofReduceBool" in a.axioms
+    # without the checker's own command last, no report counts at all
+    tail = NATIVE + after
+    b = judge_run(lean.run(tail), tail)
+    assert b.outcome == "rejected" and b.axioms is None
+
+
+def test_only_one_message_at_the_report_line_counts():
+    src = build_source(FORMAL, proof("  omega\n"))[0]
+    line = src.count("\n")
+    ok = LeanMessage("information", "'test_problem' depends on axioms: [propext]", line, 0)
+    assert parse_axioms([ok], "test_problem", line) == ["propext"]
+    assert parse_axioms([ok], "decoy.test_problem", line) is None  # exact name, not its last component
+    assert parse_axioms([LeanMessage("information", ok.data, line - 1, 0)], "test_problem", line) is None
+    assert parse_axioms([ok, LeanMessage("information", FAKE, line, 0)], "test_problem", line) is None  # ambiguous
+    assert parse_axioms([LeanMessage("warning", ok.data, line, 0)], "test_problem", line) is None
+    wrapped = LeanMessage("information", "'test_problem' depends on axioms: [propext,\n Classical.choice,\n Quot.sound]",
+                          line, 0)  # Lean wraps long reports
+    assert parse_axioms([wrapped], "test_problem", line) == ["propext", "Classical.choice", "Quot.sound"]
+
+
+@pytest.mark.parametrize("body", [
+    "  omega\n#eval IO.FS.writeFile \"/tmp/pwned\" \"\"\n",
+    "  set_option debug.skipKernelTC true in\n  omega\n",
+    "  set_option maxHeartbeats 0 in omega\n",
+    "  omega\nrun_cmd Lean.logInfo \"x\"\n",
+    "  run_tac do pure ()\n  omega\n",
+    "  omega\nelab \"x\" : term => pure default\n",
+    "  omega\nmacro \"x\" : tactic => `(tactic| rfl)\n",
+    "  omega\nnotation \"x\" => 1\n",
+    "  omega\nopen Nat\n",
+    "  omega\nnamespace decoy\n",
+    "  omega\naxiom cheat : False\n",
+    "  exact \"--\" #eval 1\n",  # a string that only looks like a comment start hides nothing
+    "  omega /- never closed\n",  # would swallow the appended command
+    "  omega\n#exit\n",
+])
+def test_commands_after_the_statement_are_refused_before_lean_runs(body):
+    seen = []
+
+    class Recorder:
+        name = "recorder"
+
+        def run_many(self, sources):
+            seen.extend(sources)
+            return [LeanRun() for _ in sources]
+
+        def close(self):
+            pass
+
+    (a,) = check_proofs(Recorder(), [(FORMAL, proof(body))])
+    assert a.outcome == "rejected" and seen == []  # Lean never saw it, so nothing in it ran on the host
+
+
+@pytest.mark.parametrize("body", [
+    "  open Finset in\n  omega\n",  # scoped to the next tactic: allowed
+    "  omega -- #eval and theorem in a comment\n",
+    "  /- #print axioms, set_option -/ omega\n",
+])
+def test_ordinary_proofs_pass_the_command_rule(lean, body):
+    assert forbidden_commands(body) == []
+    assert verdict(lean, proof(body)).accepted
+
+
+def test_the_appended_command_names_the_fully_qualified_theorem():
+    assert build_source(FORMAL, proof("  omega\n"))[0].endswith("\n\n#print axioms _root_.test_problem\n")
+    formal = "import Mathlib\nnamespace Foo\nsection\nopen Nat\nend\ntheorem test_problem : True := by\n  sorry\n"
+    assert qualified_name(formal) == "Foo.test_problem"
+    assert build_source(formal, formal.replace("sorry", "trivial"))[0].endswith("_root_.Foo.test_problem\n")

@@ -121,7 +121,7 @@ def test_proof_gate_scorer_with_the_lean_pipeline():
     ver = LeanVerifier(Scripted(), LeanSubprocess(LEAN), k_formal=2, k_prove=2)
     g = Group("g", "If x + 2 = 5, what is x?", ["\\boxed{3}", "x is \\boxed{3}", "\\boxed{4}", "\\boxed{3.0}"])
     (s,) = ProofGateScorer(verifier=ver).score([g])
-    assert s.components["gate"] == "verified"
+    assert s.stats["gate"] == "verified"
     np.testing.assert_array_equal(s.rewards, [1, 1, 0, 1])  # 3.0 is the same answer as 3
 
 
@@ -153,10 +153,10 @@ def test_pipeline_roles_on_the_real_model(judge_backend):
 def test_llm_judge_on_the_real_model(judge_backend):
     groups = [Group("a", "What is 2 + 3?", ["\\boxed{5}", "\\boxed{5}", "\\boxed{6}"]),
               Group("b", "What is 2 * 3?", ["\\boxed{6}", "\\boxed{5}", "\\boxed{6}"])]
-    scores = LLMJudgeScorer(judge=judge_backend, mode="logits").score(groups)
+    scores = LLMJudgeScorer(judge=judge_backend, mode="logit").score(groups)
     for s in scores:
         assert s.statuses == [Status.OK] * 3 and s.cost.judge_calls == 1
         assert set(s.rewards.tolist()) <= {0.0, 1.0}
-        assert s.components["gate"] in ("verified", "refuted")
+        assert s.stats["gate"] in ("verified", "refuted")
     (v,) = LLMJudgeVerifier(judge_backend, max_tokens=16).verify_many([Claim("What is 2 + 3?", "5")])
     assert v.cost.judge_calls == 1 and v.cost.completion_tokens <= 16

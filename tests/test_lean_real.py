@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from rewardkit.lean.check import check_proofs
+from rewardkit.lean.check import build_source, check_proofs, judge_run
 from rewardkit.lean.subprocess import LeanSubprocess, LeanToolchainError
 
 
@@ -42,7 +42,7 @@ def test_real_lean_accepts_a_core_proof(lean):
 @pytest.mark.parametrize("body, reason", [
     ("  sorry\n", "uses sorry"),
     ("  admit\n", "uses sorry"),
-    ("  omega\n#exit\n", "uses #exit"),
+    ("  omega\n#exit\n", "the proof contains commands"),
     ("  exact no_such_lemma\n", "error"),
 ])
 def test_real_lean_rejects_hacks(lean, body, reason):
@@ -58,13 +58,27 @@ def test_real_lean_exposes_native_decide_and_axioms(lean):
     assert any("[cheat]" in m.data for m in lean.run(src).messages)
 
 
+def test_real_lean_forged_reports_do_not_count(lean):
+    """Past the static rule: a decoy theorem with its own report and printed imitations run in real Lean; the
+    verdict reads only the appended report for _root_.test_problem."""
+    formal = "theorem test_problem : 2 + 2 = 4 := by\n  sorry\n"
+    src = build_source(formal, "theorem test_problem : 2 + 2 = 4 := by\n  native_decide\n")[0]
+    fake = "'test_problem' does not depend on any axioms"
+    forged = src.replace("#print axioms _root_.", "theorem decoy.test_problem : True := trivial\n"
+                         f"#print axioms decoy.test_problem\n#print \"{fake}\"\n#eval IO.println \"{fake}\"\n\n"
+                         "#print axioms _root_.")
+    run = lean.run(forged)
+    assert sum(fake in m.data for m in run.messages) == 2
+    a = judge_run(run, forged)
+    assert a.outcome == "rejected" and "Lean.ofReduceBool" in (a.axioms or ()), a.reasons
+
+
 @pytest.mark.skipif(not os.environ.get("REWARDKIT_LEAN_MATHLIB"), reason="set REWARDKIT_LEAN_MATHLIB to a Lake project with Mathlib")
 def test_real_mathlib_proof():
     lake = shutil.which("lake")
     if not lake:
         pytest.skip("no `lake` on PATH")
-    lean = LeanSubprocess(timeout=600, cwd=os.environ["REWARDKIT_LEAN_MATHLIB"])
-    lean.command = lambda: [lake, "env", "lean", "--json", "--stdin"]  # type: ignore[method-assign]
+    lean = LeanSubprocess(timeout=600, cwd=os.environ["REWARDKIT_LEAN_MATHLIB"])  # LEAN_PATH as `lake env` sets it
     formal = "import Mathlib\n\ntheorem test_problem (x : ℝ) (h : 2 * x = 6) : x = 3 := by\n  sorry\n"
     (a,) = check_proofs(lean, [(formal, formal.replace("sorry", "linarith"))])
     assert a.accepted, a.reasons

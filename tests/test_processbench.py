@@ -22,7 +22,8 @@ from rewardkit.evals.processbench import (
 )
 
 from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
-from rewardkit.slices import SliceScorer, whitespace_tokens
+from rewardkit.slices import SliceScorer
+from rewardkit.slicing import whitespace_tokens
 from rewardkit.types import Status
 
 pytestmark = pytest.mark.skipif(not (default_root() / "gsm8k.jsonl").exists(), reason="ProcessBench data not found")
@@ -120,7 +121,7 @@ def test_step_offsets_and_slice_mapping():
 def test_oracle_judge_on_real_rows_scores_perfectly_in_steps_mode():
     rows = _marked(load_processbench("gsm8k", limit=20) + load_processbench("olympiadbench", limit=6))
     judge = MarkJudge()
-    preds = predict(rows, SliceScorer(judge), "steps")
+    preds = predict(rows, SliceScorer(judge=judge), "steps")
     assert judge.calls == [sum(len(r.steps) for r in rows)]  # one backend call for every step of every row
     s = summarize(preds)
     for split in ("gsm8k", "olympiadbench"):
@@ -132,19 +133,19 @@ def test_oracle_judge_on_real_rows_scores_perfectly_in_steps_mode():
 def test_reslice_mode_maps_slices_back_to_steps():
     rows = _marked(load_processbench("math", limit=16))
     # one word per slice: each slice lies in one step, so the oracle's first NO is the labelled step
-    fine = predict(rows, SliceScorer(MarkJudge(), slice_tokens=1, min_slice_tokens=0), "reslice")
+    fine = predict(rows, SliceScorer(judge=MarkJudge(), slice_tokens=1, min_slice_tokens=0), "reslice")
     assert [p.prediction for p in fine] == [r.label for r in rows]
     # default L = 320: a slice may start in an earlier step, so the prediction is never after the label
-    coarse = predict(rows, SliceScorer(MarkJudge()), "reslice")
+    coarse = predict(rows, SliceScorer(judge=MarkJudge()), "reslice")
     assert all(p.prediction == -1 if r.label < 0 else 0 <= p.prediction <= r.label for p, r in zip(coarse, rows, strict=True))
     assert sum(len(p.verdicts) for p in coarse) < sum(len(p.verdicts) for p in fine)
 
 
 def test_all_yes_and_garbled_judges():
     rows = load_processbench("gsm8k", limit=10)
-    s = summarize(predict(rows, SliceScorer(MarkJudge()), "steps"))["gsm8k"]  # no marks: always YES
+    s = summarize(predict(rows, SliceScorer(judge=MarkJudge()), "steps"))["gsm8k"]  # no marks: always YES
     assert (s["error_acc"], s["correct_acc"], s["f1"]) == (0.0, 1.0, 0.0)
-    g = summarize(predict(rows, SliceScorer(MarkJudge(garble=True)), "steps"))["gsm8k"]
+    g = summarize(predict(rows, SliceScorer(judge=MarkJudge(garble=True)), "steps"))["gsm8k"]
     assert g["correct_acc"] == 1.0 and g["error_acc"] == 0.0  # invalid is never a NO
     assert g["invalid_units"] == g["units"] > 0
 
@@ -153,7 +154,7 @@ def test_all_yes_and_garbled_judges():
 def test_real_model_logit_mode_on_one_row(judge_backend):
     row = next(r for r in load_processbench("gsm8k", limit=10) if r.label == 1)
     row = dataclasses.replace(row, steps=row.steps[:2])  # two real steps keep the test to seconds
-    preds = predict([row], SliceScorer(judge_backend, mode="logit"), "steps")
+    preds = predict([row], SliceScorer(judge=judge_backend, mode="logit"), "steps")
     p = preds[0]
     assert len(p.verdicts) == len(row.steps) and all(s == Status.OK.value for s in p.statuses)
     assert all(0.0 <= q <= 1.0 for q in p.p_yes) and -1 <= p.prediction < len(row.steps)
@@ -182,9 +183,10 @@ def test_cli_command_writes_table_and_predictions(tmp_path, monkeypatch):
     app.command()(processbench)
     out = tmp_path / "pb"
     res = CliRunner().invoke(app, ["--split", "gsm8k", "--split", "math", "--limit", "4", "--mode", "generate",
-                                   "--backend", "some/model", "--device", "cuda", "--out", str(out)])
+                                   "--backend", "some/model", "--device", "cuda", "--batch-tokens", "2048",
+                                   "--out", str(out)])
     assert res.exit_code == 0, res.output
-    assert seen == {"spec": "some/model", "device": "cuda", "dtype": "float32", "batch_size": 8}
+    assert seen == {"spec": "some/model?device=cuda&batch_tokens=2048"}  # the shared local-judge options
     assert "| gsm8k | 2/2 | 0.0 | 100.0 | 0.0 |" in res.output  # an all-YES judge: F1 = 0
     data = json.loads(out.with_suffix(".json").read_text())
     assert len(data["predictions"]) == 8 and data["config"]["splits"] == ["gsm8k", "math"]

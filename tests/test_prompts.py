@@ -27,3 +27,29 @@ def test_registered_template_keeps_literal_braces_and_checks_fields():
         get_prompt("nope.nothing")
     with pytest.raises(ValueError):
         register("test.bad", "unclosed {brace")
+
+
+def test_a_registered_override_reaches_every_scorer_prompt():
+    from rewardkit.arena import TournamentScorer
+    from rewardkit.critic import CriticScorer
+    from rewardkit.prompts import get_prompt, register
+    from rewardkit.slices import SliceScorer
+    from rewardkit.testing import ScriptedJudge
+    from rewardkit.types import Group
+
+    names = ("arena.tournament", "raro.critic_body", "gar.discriminator_user")
+    saved = {n: get_prompt(n) for n in names}
+    try:
+        register("arena.tournament", "OVERRIDE-T {problem} {final_answer} {response_a} {response_b}")
+        register("raro.critic_body", "OVERRIDE-C {question} {answer_1} {answer_2}")
+        register("gar.discriminator_user", "OVERRIDE-G {problem} {context} {slice}")
+        judge = ScriptedJudge(probs=lambda prompt, choices: [1 / len(choices)] * len(choices))
+        g = Group("g", "What is 1+1?", ["\\boxed{2}", "\\boxed{3}"], reference="2", expert="\\boxed{2}")
+        TournamentScorer(judge=judge, mode="logit").score([g])
+        CriticScorer(judge=judge, mode="logit").score([g])
+        SliceScorer(judge=judge, mode="logit").score([g])
+        for mark in ("OVERRIDE-T", "OVERRIDE-C", "OVERRIDE-G"):
+            assert any(mark in p for p in judge.prompts), mark
+    finally:
+        for n, p in saved.items():
+            register(n, p.text, p.source)

@@ -230,16 +230,16 @@ def test_majority_vote_scorer_on_real_rollouts(mixed_groups):
     # 006: 3/8 is the plurality (3 votes), exactly the labelled-correct responses
     np.testing.assert_array_equal(s6.rewards, np.array(mixed_groups["math_cot_100-006"].labels, float))
     # 028: 11 and 4 tie at 2 votes; 11 appears first and wins although 4 is correct
-    assert s28.components["majority_answer"] == "11"
+    assert s28.stats["majority_answer"] == "11"
     np.testing.assert_array_equal(s28.rewards, [1, 1, 0, 0, 0, 0, 0, 0])
 
 
 def test_proof_gate_with_reference_verifier(mixed_groups):
     g6, g28 = mixed_groups["math_cot_100-006"], mixed_groups["math_cot_100-028"]
     s6, s28 = ProofGateScorer(verifier="reference", c=0.01).score([g6, g28])
-    assert s6.components["gate"] == "verified"
+    assert s6.stats["gate"] == "verified"
     np.testing.assert_array_equal(s6.rewards, np.array(g6.labels, float))
-    assert s28.components["gate"] == "refuted" and s28.components["fallback"] == "reszero"
+    assert s28.stats["gate"] == "refuted" and s28.stats["fallback"] == "reszero"
     assert abs(s28.rewards.sum()) < 1e-12
     assert s28.rewards[0] == s28.rewards[1] < 0  # the unverified majority "11" is penalised
     assert s6.cost.verifier_calls + s6.cost.cache_hits == 1  # one verification per group
@@ -248,7 +248,7 @@ def test_proof_gate_with_reference_verifier(mixed_groups):
 def test_proof_gate_top_k_finds_the_second_candidate(mixed_groups):
     g28 = mixed_groups["math_cot_100-028"]
     (s,) = ProofGateScorer(verifier="reference", top_k=2).score([g28])
-    assert s.components["gate"] == "verified" and s.components["verified_answer"] == "4"
+    assert s.stats["gate"] == "verified" and s.stats["verified_answer"] == "4"
     np.testing.assert_array_equal(s.rewards, np.array(g28.labels, float))
     assert [v["outcome"] for v in s.extra["verifications"]] == ["refuted", "verified"]
 
@@ -271,17 +271,45 @@ def test_one_batched_verifier_call_per_round_and_inconclusive_fallbacks():
     ver = _Scripted(["verified", "inconclusive", "refuted"])
     scores = ProofGateScorer(verifier=ver, fallback="zero").score(groups)
     assert len(ver.calls) == 1 and [c.answer for c in ver.calls[0]] == ["2", "2", "2"]
-    assert [s.components["gate"] for s in scores] == ["verified", "inconclusive", "refuted"]
+    assert [s.stats["gate"] for s in scores] == ["verified", "inconclusive", "refuted"]
     np.testing.assert_array_equal(scores[0].rewards, [1, 1, 0, 0])
     np.testing.assert_array_equal(scores[1].rewards, [0, 0, 0, 0])
     assert all(st is Status.OK for s in scores for st in s.statuses)
 
 
 def test_scorer_options_from_registry():
-    s = get_scorer("proof-gate", fallback="mv", c="0.1", top_k="2")
+    s = get_scorer("proof-gate", verifier="reference", fallback="mv", c="0.1", top_k="2")
     assert (s.fallback, s.c, s.top_k) == ("mv", 0.1, 2)
     with pytest.raises(ValueError):
-        get_scorer("proof-gate", fallback="median")
+        get_scorer("proof-gate", verifier="reference", fallback="median")
+
+
+def test_no_default_verifier_reads_labels(monkeypatch, tmp_path):
+    """JURY-RL's gate is label-free: the reference (oracle) verifier is used only when named (issue 11)."""
+    from rewardkit.proof_gate import ProofGateOptions
+
+    assert ProofGateOptions().verifier == "lean"
+    # a machine without any Lean checker: the default refuses clearly instead of falling back to labels
+    monkeypatch.delenv("LEAN_EXE", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(ValueError, match="verifier=llm-judge.*verifier=reference.*oracle"):
+        get_scorer("proof-gate")
+
+
+def test_every_row_names_its_verifier(mixed_groups):
+    from rewardkit.testing import ScriptedJudge
+
+    g6, g28 = mixed_groups["math_cot_100-006"], mixed_groups["math_cot_100-028"]
+    (ref,) = ProofGateScorer(verifier="reference").score([g6])
+    assert ref.stats["verifier"] == "reference" and ref.to_row()["stats"]["verifier"] == "reference"
+    # label-free: an LLM judge that calls every majority answer correct verifies 028's wrong majority "11"
+    judge = ScriptedJudge(reply="The answer is right.\nFinal judgment: True")
+    (s,) = get_scorer("proof-gate", verifier="llm-judge", judge=judge).score([g28])
+    assert s.stats["verifier"] == "llm-judge" and s.stats["gate"] == "verified"
+    assert s.stats["verified_answer"] == "11"
+    np.testing.assert_array_equal(s.rewards, [1, 1, 0, 0, 0, 0, 0, 0])  # not the labels: no oracle
+    assert "11" in judge.prompts[0]
 
 
 def test_reference_verifier_without_reference_is_inconclusive():

@@ -32,3 +32,10 @@ def test_every_documented_command_exists():
     names = set(get_command(app).commands)
     documented = set(re.findall(r"`rewardkit ([a-z-]+)", README))
     assert documented <= names, documented - names
+
+
+def test_one_shape_example_runs():
+    block = re.search(r"### One shape for every scorer\n.*?```python\n(.*?)```", README, re.S).group(1)
+    ns: dict = {}
+    exec(block, ns)
+    assert ns["scorer"].options.schedule == "round-robin" and ns["scorer"].options.gamma == 0.9

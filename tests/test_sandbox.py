@@ -286,3 +286,15 @@ def test_unprivileged_caller_gets_user_namespaces_without_capabilities():
     assert lines[1] == "0"  # root of its own namespace ...
     caps = _caps("\n".join(lines[2:7]))
     assert caps["CapEff"] == caps["CapPrm"] == caps["CapBnd"] == 0  # ... with nothing to use
+
+
+def test_a_callers_working_directory_is_used_and_handed_back(tmp_path):
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "input.txt").write_text("41")
+    r = run_sandboxed(["/bin/sh", "-c", "echo $(( $(cat input.txt) + 1 )) > answer.txt; mkdir sub; touch sub/x"],
+                      workdir=work)
+    assert r.ok, r
+    assert (work / "answer.txt").read_text() == "42\n"  # the caller's directory is kept, with what was written
+    me = (os.getuid(), os.getgid())
+    assert {(p.lstat().st_uid, p.lstat().st_gid) for p in [work, *work.rglob("*")]} == {me}

@@ -22,16 +22,12 @@ from rewardkit.slices import (
     alignment_reward,
     alignment_terms,
     discriminator_reward,
-    fixed_windows,
     gan_reward,
     gan_slice_terms,
-    make_slices,
-    protected_spans,
     reasoner_reward,
     slice_mean,
-    slice_text,
-    whitespace_tokens,
 )
+from rewardkit.slicing import fixed_windows, make_slices, protected_spans, slice_text, whitespace_tokens
 from rewardkit.types import Group, Status
 from rewardkit.verdicts import boxed_contents
 
@@ -322,7 +318,7 @@ def _lines(*lines: str) -> str:
 
 
 def _scorer(judge, **kw) -> SliceScorer:
-    return SliceScorer(judge, slice_tokens=50, min_slice_tokens=1, **kw)
+    return SliceScorer(judge=judge, slice_tokens=50, min_slice_tokens=1, **kw)
 
 
 def test_scorer_rewards_one_backend_call_and_rationales():
@@ -393,7 +389,7 @@ def test_scorer_registry_options_and_fixed_segmentation():
     names = {o.name for o in scorer_options("slices")}
     assert {"mode", "slice_tokens", "lambda1", "lambda2", "partial", "partial_slices", "judge_tokens"} <= names
     judge = RuleJudge()
-    sc = get_scorer("slices", backend=judge, mode="logit", slice_tokens="3", segmentation="fixed", lambda1="0")
+    sc = get_scorer("slices", judge=judge, mode="logit", slice_tokens="3", segmentation="fixed", lambda1="0")
     out = sc([Group("g", "p", ["a b c d e f g"])])[0]
     assert out.components["n_slices"] == [3] and judge.verdict_calls == [3]
 
@@ -404,7 +400,7 @@ def test_scorer_registry_options_and_fixed_segmentation():
 @pytest.mark.model
 def test_real_model_logit_mode_end_to_end(judge_backend):
     g = Group("g", "What is 2+3?", ["2+3=5.\nSo the answer is \\boxed{5}.", "2+3=6, so \\boxed{6}"], reference="5")
-    sc = SliceScorer(judge_backend, mode="logit", slice_tokens=8, min_slice_tokens=0)
+    sc = SliceScorer(judge=judge_backend, mode="logit", slice_tokens=8, min_slice_tokens=0)
     out = sc([g])[0]
     n = sum(out.components["n_slices"])
     assert n >= 3 and out.cost.judge_calls == n  # one uncached forward pass per slice (cache_hits also counts the verifier)
@@ -422,7 +418,7 @@ def test_real_model_logit_mode_end_to_end(judge_backend):
 @pytest.mark.model
 def test_real_model_generate_mode_caps_output_and_keeps_it(judge_backend):
     g = Group("g", "What is 2+3?", ["2+3=5, so the answer is \\boxed{5}."], reference="5")
-    out = SliceScorer(judge_backend, judge_tokens=12, lambda1=0.0)([g])[0]
+    out = SliceScorer(judge=judge_backend, judge_tokens=12, lambda1=0.0)([g])[0]
     (sl,) = out.extra["slices"][0]
     assert out.cost.completion_tokens <= 12 and sl["output"]
     assert sl["status"] in ("ok", "invalid")

@@ -3,10 +3,10 @@ conflict/echo/negation properties and a fuzz test."""
 
 from __future__ import annotations
 
-import pytest
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -1,10 +1,15 @@
 """A persistent judge cache: re-scoring the same rollouts with the same judge costs no model calls.
 
-Entries are content-addressed: the key is a SHA-256 of the model id, the kind of call (generate /
-verdict), the exact messages and every sampling parameter. Values are the ok results only (a timeout or
-an error is retried next time). Storage is one sqlite3 file in WAL mode with a busy timeout, so several
-processes (trainer workers, a judge server, an eval run) can read and write it at once; a connection is
-opened per process and thread.
+Entries are content-addressed: the key is a SHA-256 of the backend's ``cache_identity()`` (for HTTP
+judges the URL, model name and the served model's ``/v1/models`` entry, fetched per call, so a model
+swapped behind the same URL misses), the kind of call (generate / verdict / top_logprobs), the exact
+messages and every sampling parameter. Values are the ok results only (a timeout or an error is retried
+next time). Each entry is sealed with an HMAC of key and value under a secret (``_sqlite.cache_secret``):
+an entry that does not verify (altered, or planted by someone without the secret) is ignored, counted in
+``JudgeCache.rejected``, logged, and overwritten by the recomputed value. The file is created 0600 in
+0700 folders. Storage is one sqlite3 file in WAL mode with a busy timeout, so several processes (trainer
+workers, a judge server, an eval run) can read and write it at once; no connection is held between
+operations.
 
 Sampled requests without a seed (temperature > 0, seed None) are not cached: they are not reproducible,
 and freezing one sample would silently change the estimator they feed.
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rewardkit._sqlite import connect, write
+from rewardkit._sqlite import cache_secret, connect, private_path, seal, unsealed, write
 from rewardkit.backends.base import (
     ChatRequest,
     Completion,
@@ -32,7 +38,8 @@ from rewardkit.backends.base import (
 )
 from rewardkit.types import Status
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: sealed entries (table judge_v2), keys on the backend's cache identity
+log = logging.getLogger("rewardkit.cache")
 
 
 def default_cache_path() -> Path:
@@ -42,7 +49,7 @@ def default_cache_path() -> Path:
     return cache_root() / "judge_cache.sqlite3"
 
 
-def request_key(model_id: str, req: ChatRequest | VerdictRequest, top_k: int | None = None) -> str:
+def request_key(identity: str, req: ChatRequest | VerdictRequest, top_k: int | None = None) -> str:
     """The content address of one request to one model (``top_k``: a next-token ``top_logprobs`` call)."""
     if top_k is not None:
         body: dict[str, Any] = {"kind": "top_logprobs", "k": top_k, "messages": req.messages,
@@ -56,7 +63,7 @@ def request_key(model_id: str, req: ChatRequest | VerdictRequest, top_k: int | N
     else:
         body = {"kind": "verdict", "messages": req.messages, "choices": list(req.choices),
                 "assistant_prefix": req.assistant_prefix}
-    body.update(v=SCHEMA_VERSION, model=model_id)
+    body.update(v=SCHEMA_VERSION, model=identity)
     blob = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -67,37 +74,61 @@ def cacheable(req: ChatRequest | VerdictRequest) -> bool:
 
 
 class JudgeCache:
-    """Key -> JSON value store in sqlite3 (WAL), safe with several threads, processes and forks."""
+    """Key -> JSON value store in sqlite3 (WAL), safe with several threads, processes and forks; entries
+    sealed with ``secret`` (default ``_sqlite.cache_secret()``)."""
 
-    def __init__(self, path: str | os.PathLike | None = None, timeout: float = 60.0):
-        self.path = Path(path) if path else default_cache_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: str | os.PathLike | None = None, timeout: float = 60.0, secret: bytes | None = None):
+        self.path = private_path(Path(path) if path else default_cache_path())
         self.timeout = timeout
+        self.secret = secret if secret is not None else cache_secret()
+        self.rejected = 0  # entries that failed their integrity check
+        self._bad: set[str] = set()
         with connect(self.path, timeout) as c:  # create the table now so errors surface at construction
-            c.execute("CREATE TABLE IF NOT EXISTS judge (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            c.execute("CREATE TABLE IF NOT EXISTS judge_v2 (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
+                      "mac TEXT NOT NULL)")
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
-        """The stored values of those keys that are present."""
+        """The stored values of those keys that are present and verify."""
         out: dict[str, Any] = {}
         keys = list(dict.fromkeys(keys))
         with connect(self.path, self.timeout) as c:
             for i in range(0, len(keys), 500):  # stay under sqlite's bound-parameter limit
                 chunk = keys[i:i + 500]
-                q = f"SELECT key, value FROM judge WHERE key IN ({','.join('?' * len(chunk))})"
-                out.update((k, json.loads(v)) for k, v in c.execute(q, chunk))
+                q = f"SELECT key, value, mac FROM judge_v2 WHERE key IN ({','.join('?' * len(chunk))})"
+                for k, v, mac in c.execute(q, chunk):
+                    if unsealed(self.secret, k, v, mac):
+                        self._reject(k)
+                    else:
+                        out[k] = json.loads(v)
         return out
 
+    def _reject(self, key: str) -> None:
+        self.rejected += 1
+        if key not in self._bad:
+            log.warning("judge cache %s: entry %s fails its integrity check (altered, or written without this "
+                        "cache's secret); ignored and recomputed", self.path, key[:16])
+        self._bad.add(key)
+
     def put_many(self, items: dict[str, Any]) -> None:
-        """Store values in one transaction; an existing key keeps its first value."""
+        """Store values in one transaction; a verified existing key keeps its first value, a rejected one
+        is overwritten."""
         if not items:
             return
-        rows = [(k, json.dumps(v, ensure_ascii=False)) for k, v in items.items()]
+        rows = []
+        for k, v in items.items():
+            text = json.dumps(v, ensure_ascii=False)
+            rows.append((k, text, seal(self.secret, k, text)))
+        verb = {True: "REPLACE", False: "IGNORE"}
         with connect(self.path, self.timeout) as c:
-            write(c, "INSERT OR IGNORE INTO judge (key, value) VALUES (?, ?)", rows)
+            for bad in (False, True):
+                part = [r for r in rows if (r[0] in self._bad) is bad]
+                if part:
+                    write(c, f"INSERT OR {verb[bad]} INTO judge_v2 (key, value, mac) VALUES (?, ?, ?)", part)
+        self._bad -= set(items)
 
     def __len__(self) -> int:
         with connect(self.path, self.timeout) as c:
-            return c.execute("SELECT COUNT(*) FROM judge").fetchone()[0]
+            return c.execute("SELECT COUNT(*) FROM judge_v2").fetchone()[0]
 
     def close(self) -> None:
         """Nothing to release: no connection is held between operations."""
@@ -110,15 +141,29 @@ class CachedBackend(JudgeBackend):
         self.inner = inner
         self.cache = cache if isinstance(cache, JudgeCache) else JudgeCache(cache)
         self.model_id = inner.model_id
+        self.bypassed = 0  # calls run without the cache because the served model could not be identified
 
     def __getattr__(self, name: str) -> Any:  # backend-specific extras (e.g. prefix scoring) pass through
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
 
+    def cache_identity(self) -> str:
+        return self.inner.cache_identity()
+
+    def _identity(self) -> str | None:
+        try:
+            return self.inner.cache_identity()
+        except Exception as e:  # no identity, no cache: never serve a verdict we cannot attribute
+            self.bypassed += 1
+            log.warning("judge cache bypassed for %s: cannot identify the served model (%s: %s)",
+                        self.inner.model_id, type(e).__name__, e)
+            return None
+
     def _run(self, requests, call, to_json, from_json, top_k=None):
-        keys = [request_key(self.model_id, r, top_k) if cacheable(r) else None for r in requests]
-        hits = self.cache.get_many([k for k in keys if k])
+        ident = self._identity() if requests else None
+        keys = [request_key(ident, r, top_k) if ident is not None and cacheable(r) else None for r in requests]
+        hits = self.cache.get_many([k for k in keys if k]) if ident is not None else {}
         out: list[Any] = [None] * len(requests)
         todo = []
         for i, k in enumerate(keys):

@@ -1,9 +1,13 @@
 """transformers backend (CPU and GPU): padding-aware batched generation and verdict-logit scoring.
 
-Requests are sorted by prompt length and packed into batches of ``batch_size`` so padding is small;
-left padding with explicit position ids keeps padded rows numerically identical to unpadded ones.
-Verdict requests that share a long token prefix (a live tournament: problem + new trace, then three
-anchors) encode that prefix once and score only the suffixes against its KV cache.
+Requests are sorted by prompt length and packed into batches under a token budget (``batch_tokens``:
+rows x padded width, so a batch of long prompts holds fewer rows than one of short prompts); left padding
+with explicit position ids keeps padded rows numerically identical to unpadded ones. Attention is
+PyTorch's scaled-dot-product kernel (``sdpa``), and only the logits that are read are computed: one
+position per prompt, plus the few positions of multi-token verdict choices, which continue from the
+prompt's KV cache instead of re-encoding the prompt once per choice. Verdict requests that share a long
+token prefix (a live tournament: problem + new trace, then three anchors) encode that prefix once and
+score only the suffixes against its KV cache.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Sequence
 from functools import cache
 from itertools import groupby
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -55,33 +60,81 @@ def resolve_dtype(dtype: str, device: str) -> str:
     return "bfloat16" if cpu_supports_bf16() else "float32"
 
 
+def default_threads() -> int:
+    """Torch CPU threads for a judge: the cores this process may use that are not already busy.
+
+    On a shared machine OpenMP threads spin-wait for cores other processes hold, so a thread per core ran
+    about half as fast per call as one thread on the 2-core development box (benchmarks/results/
+    judge_memory.md); on an idle machine this is every core the process may use.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:
+        busy = 0.0
+    return max(1, min(cores, int(cores - busy + 0.5)))
+
+
+def resolve_threads(num_threads: int | None) -> int:
+    """``num_threads``, else ``$REWARDKIT_TORCH_THREADS``, else ``$OMP_NUM_THREADS``, else ``default_threads()``."""
+    for value, where in ((num_threads, "num_threads"), (os.environ.get("REWARDKIT_TORCH_THREADS"), "REWARDKIT_TORCH_THREADS"),
+                         (os.environ.get("OMP_NUM_THREADS"), "OMP_NUM_THREADS")):
+        if value in (None, "", 0):
+            continue
+        try:
+            n = int(value)
+        except ValueError:
+            raise ValueError(f"{where}={value!r}: expected a positive number of threads") from None
+        if n < 1:
+            raise ValueError(f"{where}={value!r}: expected a positive number of threads")
+        return n
+    return default_threads()
+
+
 class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
     """A local causal LM through transformers.
 
     Options:
         model: local directory or hub id ("smollm2" = the embedded SmolLM2-135M-Instruct)
         dtype: float32, bfloat16, float16 or auto (bf16 where the CPU/GPU supports it)
-        batch_size: rows per forward pass
-        device: torch device ("cpu", "cuda")
+        device: torch device ("cpu", "cuda", "cuda:1")
+        batch_tokens: token budget per forward pass (rows x padded width); generation packs rows while
+            rows x (prompt + max new tokens) stays within 4 budgets (decoding holds only the KV cache)
+        batch_size: optional cap on rows per forward pass (None: the token budget alone decides)
         share_prefix: encode a token prefix shared by several verdict requests once (KV cache)
         min_shared_prefix: shortest shared prefix (tokens) worth re-using
-        num_threads: torch CPU threads (process-wide; default $REWARDKIT_TORCH_THREADS, else torch's)
+        num_threads: torch CPU threads (process-wide; default $REWARDKIT_TORCH_THREADS, $OMP_NUM_THREADS,
+            else the idle cores: ``default_threads``)
     """
 
-    def __init__(self, model: str = "smollm2", *, dtype: str = "float32", batch_size: int = 8,
-                 device: str = "cpu", max_prompt_tokens: int | None = None, share_prefix: bool = True,
-                 min_shared_prefix: int = 64, num_threads: int | None = None):
+    def __init__(self, model: str = "smollm2", *, dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto", batch_size: int | None = None,
+                 batch_tokens: int = 4096, device: str = "cpu", max_prompt_tokens: int | None = None,
+                 share_prefix: bool = True, min_shared_prefix: int = 64, num_threads: int | None = None):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from rewardkit.backends.embedded import ALIASES, EMBEDDED_NAME, embedded_model_path
 
-        num_threads = num_threads or int(os.environ.get("REWARDKIT_TORCH_THREADS", 0)) or None
-        if num_threads:
-            # on oversubscribed CPUs OpenMP spin-waiting makes 2 threads ~10x slower than 1 (measured here)
-            torch.set_num_threads(num_threads)
-        path = str(embedded_model_path()) if model in ALIASES else model
+        if int(batch_tokens) < 1:
+            raise ValueError(f"transformers backend: batch_tokens={batch_tokens!r} must be a positive number of tokens")
+        if batch_size is not None and int(batch_size) < 1:
+            raise ValueError(f"transformers backend: batch_size={batch_size!r} must be a positive number of rows")
+        if dtype not in ("auto", "float32", "bfloat16", "float16"):
+            raise ValueError(f"transformers backend: dtype={dtype!r}: expected auto, float32, bfloat16 or float16")
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"transformers backend: device={device!r} but torch sees no CUDA device "
+                             f"(torch {torch.__version__}); use device=cpu")
+        if device == "cpu" or device.startswith("cpu"):
+            self.num_threads = resolve_threads(num_threads)
+            if torch.get_num_threads() != self.num_threads:
+                torch.set_num_threads(self.num_threads)
+        else:
+            self.num_threads = torch.get_num_threads()
         dtype = resolve_dtype(dtype, device)
+        path = str(embedded_model_path(dtype)) if model in ALIASES else model
         self.dtype = dtype
         self.share_prefix = share_prefix
         self.min_shared_prefix = min_shared_prefix
@@ -92,9 +145,12 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device).eval()
+        # sdpa: memory-efficient attention; eager would hold a rows x heads x T x T score tensor per layer
+        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype),
+                                                          attn_implementation="sdpa").to(device).eval()
         self.device = device
-        self.batch_size = batch_size
+        self.batch_size = int(batch_size) if batch_size is not None else None
+        self.batch_tokens = int(batch_tokens)
         self.max_prompt_tokens = max_prompt_tokens or getattr(self.model.config, "max_position_embeddings", None)
 
     # ------------------------------------------------------------------------------------ helpers
@@ -115,8 +171,10 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
             return f"prompt has {n} tokens; the model's context is {self.max_prompt_tokens}"
         return None
 
-    def _batches(self, order: list[int]) -> list[list[int]]:
-        return [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+    def _batches(self, order: list[int], width) -> list[list[int]]:
+        """Consecutive runs of ``order`` whose padded size (rows x widest row, ``width(i)`` tokens each) fits
+        ``batch_tokens`` (and ``batch_size`` rows); a row wider than the budget goes alone."""
+        return token_batches(order, width, self.batch_tokens, self.batch_size)
 
     # ----------------------------------------------------------------------------------- generate
     def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
@@ -143,7 +201,9 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         for key, grp in groupby(sorted(rows, key=params), key=params):
             temperature, top_p, max_tokens, seed, min_tokens = key
             grp = sorted(grp, key=lambda rw: len(prompts[rw[0]]))
-            for batch in self._batches(list(range(len(grp)))):
+            # decoding holds only the KV cache (no prefill activations): rows x (prompt + new) <= 4 budgets
+            widths = [(len(prompts[i]) + max_tokens + 3) // 4 for i, _ in grp]
+            for batch in self._batches(list(range(len(grp))), widths.__getitem__):
                 brows = [grp[b] for b in batch]
                 ids, mask, _ = self._pad([prompts[i] for i, _ in brows])
                 if seed is not None:
@@ -188,10 +248,10 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
     def _verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
         """P(choice | prompt) renormalised over the choices.
 
-        When the choices differ in their first token (A/B/Tie, YES/NO, 1/2/tie) one forward pass per
-        prompt suffices: the first token decides. Otherwise each choice's full continuation is scored.
+        One prompt pass per request gives every choice's first token. When the choices differ in their first
+        token (A/B/Tie, YES/NO) that decides; otherwise (1 / 0.5 / 0) the later tokens of each choice are
+        scored from the prompt's KV cache, a forward over a few tokens instead of the whole prompt again.
         """
-        torch = self.torch
         out: list[VerdictResult | None] = [None] * len(requests)
         prompts, conts = [], []
         for i, r in enumerate(requests):
@@ -202,34 +262,16 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
             err = self._too_long(len(p) + max(len(c) for c in conts[-1]))
             if err:
                 out[i] = VerdictResult(np.array([]), Status.ERROR, len(p), error=err)
-        first_tok = [i for i in range(len(requests)) if out[i] is None
-                     and len({c[0] for c in conts[i]}) == len(conts[i])]
-        full = [i for i in range(len(requests)) if out[i] is None and i not in set(first_tok)]
+        valid = [i for i in range(len(requests)) if out[i] is None]
+        tails = {i: conts[i] for i in valid if len({c[0] for c in conts[i]}) < len(conts[i])}
 
-        def consume(i: int, logp) -> None:
+        def consume(i: int, logp, tail: list[float] | None) -> None:
             lp = np.array([logp[c[0]].item() for c in conts[i]])
+            if tail is not None:
+                lp = lp + np.array(tail)
             out[i] = VerdictResult(_normalise(lp), Status.OK, len(prompts[i]))
 
-        self._each_last_logprobs(prompts, first_tok, consume)
-
-        # choices sharing a first token: score each full continuation
-        seqs = [(i, j) for i in full for j in range(len(conts[i]))]
-        seqs.sort(key=lambda ij: len(prompts[ij[0]]) + len(conts[ij[0]][ij[1]]))
-        scores: dict[tuple[int, int], float] = {}
-        for batch in self._batches(list(range(len(seqs)))):
-            items = [seqs[b] for b in batch]
-            rows = [prompts[i] + conts[i][j] for i, j in items]
-            ids, mask, pos = self._pad(rows)
-            with torch.inference_mode():
-                logp = torch.log_softmax(self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits.float(), -1)
-            width = ids.shape[1]
-            for k, (i, j) in enumerate(items):
-                c = conts[i][j]
-                start = width - len(c)  # continuation occupies the last len(c) positions
-                scores[(i, j)] = float(sum(logp[k, start + t - 1, tok].item() for t, tok in enumerate(c)))
-        for i in full:
-            lp = np.array([scores[(i, j)] for j in range(len(conts[i]))])
-            out[i] = VerdictResult(_normalise(lp), Status.OK, len(prompts[i]))
+        self._each_last_logprobs(prompts, valid, consume, tails)
         return out  # type: ignore[return-value]
 
     def top_logprobs(self, requests: Sequence[VerdictRequest], k: int = 20) -> list[TopLogprobs]:
@@ -244,7 +286,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
             else:
                 valid.append(i)
 
-        def consume(i: int, logp) -> None:
+        def consume(i: int, logp, _tail) -> None:
             vals, ids = logp.topk(min(k, logp.shape[-1]))
             toks = [(self.tokenizer.decode([t]), float(v)) for t, v in zip(ids.tolist(), vals.tolist(), strict=True)]
             out[i] = TopLogprobs(toks, Status.OK, len(prompts[i]))
@@ -254,25 +296,65 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         return out  # type: ignore[return-value]
 
     # ---------------------------------------------------------------- next-token log-probs, batched
-    def _each_last_logprobs(self, prompts: list[list[int]], indices: list[int], consume) -> None:
-        """Call ``consume(i, logp)`` with the next-token log-probabilities after ``prompts[i]``.
+    def _each_last_logprobs(self, prompts: list[list[int]], indices: list[int], consume,
+                            tails: dict[int, list[list[int]]] | None = None) -> None:
+        """Call ``consume(i, logp, tail)`` with the next-token log-probabilities after ``prompts[i]``.
 
+        ``tails[i]`` (optional) are token continuations; ``tail[j]`` is then the summed log-probability of
+        ``tails[i][j][1:]`` after the prompt and the continuation's first token (None without tails).
         Prompts sharing a long prefix are scored against its KV cache (``share_prefix``); the rest go in
-        length-sorted, left-padded batches. Only the last position's logits are computed.
+        length-sorted, left-padded batches under the token budget. Only the read positions' logits are made.
         """
         torch = self.torch
+        tails = tails or {}
         rest = list(indices)
         if self.share_prefix:
             groups, rest = self._prefix_groups(prompts, indices)
             for plen, members in groups:
-                self._with_prefix(prompts, plen, members, consume)
-        for batch in self._batches(sorted(rest, key=lambda i: len(prompts[i]))):
+                self._with_prefix(prompts, plen, members, consume, tails)
+        for batch in self._batches(sorted(rest, key=lambda i: len(prompts[i])), lambda i: len(prompts[i])):
             ids, mask, pos = self._pad([prompts[i] for i in batch])
             with torch.inference_mode():
-                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1).logits
-            logp = torch.log_softmax(logits[:, -1, :].float(), -1)
-            for k, i in enumerate(batch):
-                consume(i, logp[k])
+                res = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1,
+                                 use_cache=any(i in tails for i in batch))
+                self._emit(batch, res, mask, pos, consume, tails)
+
+    def _emit(self, batch: list[int], res, mask, pos, consume, tails: dict[int, list[list[int]]]) -> None:
+        """Hand each row's last-position log-probs (and its tails' scores) to ``consume``."""
+        logp = self.torch.log_softmax(res.logits[:, -1, :].float(), -1)
+        scored = {}
+        if res.past_key_values is not None and any(i in tails for i in batch):
+            scored = self._score_tails(batch, res.past_key_values, mask, pos, tails)
+        for k, i in enumerate(batch):
+            consume(i, logp[k], scored.get(i))
+
+    def _score_tails(self, batch: list[int], cache, mask, pos, tails: dict[int, list[list[int]]]) -> dict[int, list[float]]:
+        """For each row with tails: sum of log p(c[t] | prompt, c[:t]) over t >= 1 for each continuation c,
+        from the batch's KV cache (rows repeated once per continuation; continuations right-padded)."""
+        torch = self.torch
+        rows = [(k, i, j) for k, i in enumerate(batch) for j in range(len(tails.get(i, ())))]
+        out = {i: [0.0] * len(tails[i]) for i in batch if i in tails}
+        long = [(k, i, j) for k, i, j in rows if len(tails[i][j]) > 1]
+        if not long:
+            return out
+        sel = torch.tensor([k for k, _, _ in long], device=mask.device)
+        cache.reorder_cache(sel)  # one cache row per (prompt, continuation)
+        feed = [tails[i][j][:-1] for _, i, j in long]  # token t predicts token t + 1
+        width = max(len(f) for f in feed)
+        ids = torch.full((len(long), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        tmask = torch.zeros((len(long), width), dtype=mask.dtype)
+        for r, f in enumerate(feed):
+            ids[r, :len(f)] = torch.tensor(f)
+            tmask[r, :len(f)] = 1
+        ids, tmask = ids.to(mask.device), tmask.to(mask.device)
+        full_mask = torch.cat([mask.index_select(0, sel), tmask], 1)
+        tpos = pos.index_select(0, sel)[:, -1:] + 1 + torch.arange(width, device=mask.device)
+        logits = self.model(input_ids=ids, attention_mask=full_mask, position_ids=tpos, past_key_values=cache).logits
+        logp = torch.log_softmax(logits.float(), -1)
+        for r, (_, i, j) in enumerate(long):
+            c = tails[i][j]
+            out[i][j] = float(sum(logp[r, t - 1, c[t]].item() for t in range(1, len(c))))
+        return out
 
     def _prefix_groups(self, prompts: list[list[int]], indices: list[int]):
         """Groups ``(shared length, members)`` of prompts with a long common token prefix, and the rest.
@@ -304,13 +386,15 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         close()
         return groups, rest
 
-    def _with_prefix(self, prompts: list[list[int]], plen: int, members: list[int], consume) -> None:
+    def _with_prefix(self, prompts: list[list[int]], plen: int, members: list[int], consume,
+                     tails: dict[int, list[list[int]]]) -> None:
         """Encode ``prompts[members[0]][:plen]`` once, then each batch of suffixes against its KV cache."""
         torch = self.torch
         with torch.inference_mode():
             prefix = torch.tensor([prompts[members[0]][:plen]], device=self.device)
             base = self.model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
-            for batch in self._batches(sorted(members, key=lambda i: len(prompts[i]))):
+            order = sorted(members, key=lambda i: len(prompts[i]))
+            for batch in self._batches(order, lambda i: len(prompts[i])):  # rows x (prefix + suffix) cached
                 ids, smask, _ = self._pad([prompts[i][plen:] for i in batch])  # suffixes, left-padded
                 n = len(batch)
                 mask = torch.cat([torch.ones((n, plen), dtype=smask.dtype, device=self.device), smask], 1)
@@ -318,11 +402,9 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
                 cache = copy.deepcopy(base)
                 if n > 1:
                     cache.batch_repeat_interleave(n)
-                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
-                                    logits_to_keep=1).logits
-                logp = torch.log_softmax(logits[:, -1, :].float(), -1)
-                for k, i in enumerate(batch):
-                    consume(i, logp[k])
+                res = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
+                                 logits_to_keep=1)
+                self._emit(batch, res, mask, pos, consume, tails)
 
     def _continuation(self, text: str, prompt_ids: list[int], choice: str) -> list[int]:
         full = self.encode(text + choice)
@@ -332,6 +414,24 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
 
     def close(self) -> None:
         del self.model
+
+
+def token_batches(order: Sequence[int], width, budget: int, max_rows: int | None = None) -> list[list[int]]:
+    """Split ``order`` into consecutive batches with rows x max(width) <= ``budget`` tokens (and at most
+    ``max_rows`` rows); a single row over the budget forms its own batch. Sort ``order`` by width first."""
+    out: list[list[int]] = []
+    cur: list[int] = []
+    widest = 0
+    for i in order:
+        w = max(1, int(width(i)))
+        if cur and ((len(cur) + 1) * max(widest, w) > budget or (max_rows is not None and len(cur) >= max_rows)):
+            out.append(cur)
+            cur, widest = [], 0
+        cur.append(i)
+        widest = max(widest, w)
+    if cur:
+        out.append(cur)
+    return out
 
 
 def _lcp(a: list[int], b: list[int]) -> int:

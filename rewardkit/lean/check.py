@@ -5,10 +5,22 @@ A proof of the formal statement is accepted only if all of these hold (DESIGN.md
    identical; no added declarations, notation, macros or options before it), whitespace and comments aside;
 2. Lean reports no error;
 3. no ``sorry`` (both warning spellings, and any REPL ``sorries``; ``admit`` is reported as sorry);
-4. Lean reached the appended ``#print axioms`` (so no ``#exit``), and the theorem depends only on
-   ``propext``, ``Classical.choice`` and ``Quot.sound`` (an injected ``axiom``, ``sorryAx`` or the
+4. after the statement comes only the proof: no further command (``#print``, ``#eval``, ``#exit``,
+   ``run_cmd``, ``elab``, macros, notation, ``set_option`` such as ``debug.skipKernelTC``, declarations,
+   ``namespace``/``open`` scopes; ``open ... in`` inside the proof is allowed), checked on the text with
+   comments and string literals blanked, before Lean runs, so no submission code is evaluated on the host;
+5. the checker appends ``#print axioms _root_.<fully qualified theorem>`` as the last line, and reads the
+   report only from an information message at exactly that line naming exactly that declaration (a decoy
+   ``theorem decoy.test_problem``, or output imitating the report, never counts); the theorem depends only
+   on ``propext``, ``Classical.choice`` and ``Quot.sound`` (an injected ``axiom``, ``sorryAx`` or the
    ``native_decide`` axioms ``Lean.ofReduceBool``/``Lean.trustCompiler`` are rejected).
 A check that did not finish (timeout, crash, missing toolchain) is inconclusive, never accepted.
+
+What this does not cover: the elaborator and the kernel run in the same Lean process as the submission's
+tactics, so the verdict trusts that process (a bug in a tactic or an elaborator extension could add an
+unchecked declaration to the environment). Where that matters, re-check the accepted file's environment
+with an independent kernel replay: ``lean4checker`` (``lake env lean4checker --fresh Module``) or
+``leanchecker`` on the compiled ``.olean``; rewardkit does not run one.
 """
 
 from __future__ import annotations
@@ -79,37 +91,83 @@ class LeanChecker(Protocol):
 # ------------------------------------------------------------------------------------- source text
 
 
-def strip_comments(code: str) -> str:
-    """Blank out ``--`` and (nested) ``/- -/`` comments, keeping length and newlines."""
+def _lex(code: str, blank_literals: bool) -> str:
+    """Blank comments (``--``, nested ``/- -/``) and, with ``blank_literals``, the insides of string, char
+    and ``«»`` name literals; same length, newlines kept. String-aware, so ``"--"`` hides nothing."""
     out = list(code)
-    i, depth, start = 0, 0, 0
     n = len(code)
+
+    def blank(a: int, b: int) -> None:
+        for k in range(a, min(b, n)):
+            if out[k] != "\n":
+                out[k] = " "
+
+    i = 0
     while i < n:
-        if code.startswith("/-", i):
-            if depth == 0:
-                start = i
-            depth += 1
-            i += 2
-        elif depth and code.startswith("-/", i):
-            depth -= 1
-            i += 2
-            if depth == 0:
-                for k in range(start, i):
-                    if out[k] != "\n":
-                        out[k] = " "
-        elif not depth and code.startswith("--", i):
+        c = code[i]
+        if code.startswith("/-", i):  # block comment (doc comments too), nested
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if code.startswith("/-", j):
+                    depth, j = depth + 1, j + 2
+                elif code.startswith("-/", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            blank(i, j)
+            i = j
+        elif code.startswith("--", i):
             j = code.find("\n", i)
             j = n if j < 0 else j
-            for k in range(i, j):
-                out[k] = " "
+            blank(i, j)
+            i = j
+        elif c == '"' or (c == "r" and re.match(r'r#*"', code[i:i + 8]) and (i == 0 or not _ident_char(code[i - 1]))):
+            j = _string_end(code, i)
+            if blank_literals:
+                blank(i + 1, j - 1)
+            i = j
+        elif c == "'" and (i == 0 or not _ident_char(code[i - 1])) and re.match(r"'(\\.[^']*|[^'\\\n])'", code[i:i + 12]):
+            j = code.index("'", i + 2 if code[i + 1] != "\\" else i + 3) + 1
+            if blank_literals:
+                blank(i + 1, j - 1)
+            i = j
+        elif c == "«":
+            j = code.find("»", i)
+            j = n if j < 0 else j + 1
+            if blank_literals:
+                blank(i + 1, j - 1)
             i = j
         else:
             i += 1
-    if depth:  # unterminated block comment runs to the end
-        for k in range(start, n):
-            if out[k] != "\n":
-                out[k] = " "
     return "".join(out)
+
+
+def _ident_char(ch: str) -> bool:
+    return ch.isalnum() or ch in "_'.!?"
+
+
+def _string_end(code: str, i: int) -> int:
+    """Offset just past the string literal starting at ``i`` (``"..."`` with escapes, or raw ``r#"..."#``);
+    an unterminated literal runs to the end."""
+    if code[i] == "r":
+        hashes = len(re.match(r"r(#*)", code[i:]).group(1))  # type: ignore[union-attr]
+        close = '"' + "#" * hashes
+        j = code.find(close, i + 2 + hashes)
+        return len(code) if j < 0 else j + len(close)
+    j = i + 1
+    while j < len(code):
+        if code[j] == "\\":
+            j += 2
+        elif code[j] == '"':
+            return j + 1
+        else:
+            j += 1
+    return len(code)
+
+
+def strip_comments(code: str) -> str:
+    """Blank out ``--`` and (nested) ``/- -/`` comments outside string literals, keeping length and newlines."""
+    return _lex(code, blank_literals=False)
 
 
 def _normalise(text: str) -> str:
@@ -166,10 +224,60 @@ def with_sorry(formal: str, theorem: str = DEFAULT_THEOREM) -> str | None:
     return formal[: span[1]].rstrip() + " := by\n  sorry\n"
 
 
+# Words that start a command (or run code at elaboration time) and so have no place inside a proof.
+_COMMAND_WORDS = (
+    "theorem lemma def abbrev example instance axiom opaque structure inductive class mutual deriving "
+    "namespace section end universe variable export attribute import initialize builtin_initialize "
+    "noncomputable private protected partial unsafe omit include set_option open local scoped "
+    "macro macro_rules syntax elab elab_rules notation infix infixl infixr prefix postfix "
+    "declare_syntax_cat add_decl_doc run_cmd run_elab run_meta run_tac by_elab register_option "
+    "irreducible_def alias"
+).split()
+_COMMAND_RE = re.compile(r"(?<![\w.'!?])(" + "|".join(map(re.escape, _COMMAND_WORDS)) + r")(?![\w'!?])|(#[A-Za-z_]\w*)")
+_OPEN_IN = re.compile(r"open(?:\s+(?:scoped\s+)?[\w.]+(?:\s+hiding(?:\s+[\w.]+)+)?)+\s+in(?![\w'])")
+_SKIP_KERNEL = "debug.skipKernelTC"
+
+
+def forbidden_commands(proof: str, first_line: int = 1) -> list[str]:
+    """Commands found in the text after the statement's ``:=`` (comments and literals blanked): each as
+    ``line N: word``, counting ``proof``'s first line as ``first_line``. ``open NAMES in`` (scoped to the next tactic or term) is allowed."""
+    text = _lex(proof, blank_literals=True)
+    found = []
+    for m in _COMMAND_RE.finditer(text):
+        if m.group(1) == "open" and _OPEN_IN.match(text, m.start()):
+            continue
+        found.append(f"line {text.count(chr(10), 0, m.start()) + first_line}: {m.group(0)}")
+    if _SKIP_KERNEL in text:
+        found.append(_SKIP_KERNEL)
+    return found
+
+
+def qualified_name(formal: str, theorem: str = DEFAULT_THEOREM) -> str:
+    """The theorem's fully qualified name: the namespaces open at its statement in the formalisation."""
+    span = statement_end(formal, theorem)
+    stack: list[list[str]] = []
+    if span:
+        text = strip_comments(formal[: span[0]])
+        for m in re.finditer(r"^[ \t]*(namespace|section|end)\b[ \t]*([^\s]*)", text, re.M):
+            kw, name = m.group(1), m.group(2)
+            if kw == "namespace":
+                stack.append(name.split("."))
+            elif kw == "section":
+                stack.append([])
+            elif stack:
+                stack.pop()
+    if theorem.startswith("_root_."):
+        return theorem[len("_root_."):]
+    return ".".join([part for frame in stack for part in frame] + [theorem])
+
+
+AXIOMS_COMMAND = "#print axioms _root_."
+
+
 def build_source(formal: str, submission: str, theorem: str = DEFAULT_THEOREM) -> tuple[str | None, list[str]]:
-    """The text Lean checks (the submission plus ``#print axioms``), or None with the textual reasons to
-    reject it without running Lean (rule 1). A submission without imports gets the formalisation's
-    preamble (everything before its theorem)."""
+    """The text Lean checks (the submission, then ``#print axioms _root_.<name>`` as its last line), or None
+    with the textual reasons to reject it without running Lean (rules 1 and 4). A submission without imports
+    gets the formalisation's preamble (everything before its theorem)."""
     reasons: list[str] = []
     want = formal_prefix(formal, theorem)
     if want is None:
@@ -189,20 +297,41 @@ def build_source(formal: str, submission: str, theorem: str = DEFAULT_THEOREM) -
             reasons.append("text before the theorem differs from the formalisation "
                            "(added declarations, axioms, notation or options are not allowed)")
         return None, reasons
-    return submission.rstrip() + f"\n\n#print axioms {theorem}\n", reasons
+    extra = forbidden_commands(submission[span[1]:], submission.count("\n", 0, span[1]) + 1)
+    if extra:
+        shown = ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+        return None, [f"the proof contains commands, options or meta-programs, which are not allowed after the "
+                      f"statement ({shown})"]
+    command = f"{AXIOMS_COMMAND}{qualified_name(formal, theorem)}\n"
+    source = submission.rstrip() + "\n\n" + command
+    if not _lex(source, blank_literals=True).endswith("\n" + command):  # swallowed by an open comment/literal
+        return None, ["the proof ends inside an unterminated comment or literal"]
+    return source, reasons
 
 
-_AXIOMS = re.compile(r"^'(?P<name>[^']+)' (?:depends on axioms: \[(?P<axs>[^\]]*)\]|does not depend on any axioms)")
+def _report_command(source: str) -> tuple[str, int] | None:
+    """(declaration, 1-based line) of the ``#print axioms`` that ``build_source`` appended, if any."""
+    lines = source.rstrip("\n").split("\n")
+    last = lines[-1]
+    if not last.startswith(AXIOMS_COMMAND) or not source.endswith("\n"):
+        return None
+    return last[len(AXIOMS_COMMAND):], len(lines)
 
 
-def parse_axioms(messages: Sequence[LeanMessage], theorem: str = DEFAULT_THEOREM) -> list[str] | None:
-    """The axioms ``#print axioms theorem`` reported (None when no report came back)."""
-    for m in messages:
-        hit = _AXIOMS.match(m.data.strip())
-        if hit and hit.group("name").split(".")[-1] == theorem.split(".")[-1]:
-            axs = hit.group("axs")
-            return [a.strip() for a in axs.split(",") if a.strip()] if axs is not None else []
-    return None
+_AXIOMS = re.compile(r"'(?P<name>[^']+)' (?:depends on axioms: \[(?P<axs>[^\]]*)\]|does not depend on any axioms)\Z")
+
+
+def parse_axioms(messages: Sequence[LeanMessage], name: str, line: int) -> list[str] | None:
+    """The axioms the report for exactly ``name`` lists, from the single information message at ``line``
+    (the appended command), else None. Messages elsewhere, for other names, or imitations are ignored."""
+    at = [m for m in messages if m.line == line]
+    if len(at) != 1 or at[0].severity != "information" or at[0].column != 0:
+        return None
+    hit = _AXIOMS.match(at[0].data.strip())
+    if not hit or hit.group("name") != name:
+        return None
+    axs = hit.group("axs")
+    return [a.strip() for a in axs.split(",") if a.strip()] if axs is not None else []
 
 
 @dataclass(frozen=True)
@@ -218,20 +347,26 @@ class Acceptance:
         return self.outcome == "accepted"
 
 
-def judge_run(run: LeanRun, theorem: str = DEFAULT_THEOREM) -> Acceptance:
-    """Rules 2-4 on what Lean said about a source built by ``build_source``."""
+def judge_run(run: LeanRun, source: str) -> Acceptance:
+    """Rules 2, 3 and 5 on what Lean said about ``source`` (a text built by ``build_source``)."""
     if any(INIT_MISSING in m.data for m in run.messages) or (run.error and INIT_MISSING in run.error):
         return Acceptance("inconclusive", ("lean cannot find its core library (Init): the toolchain is incomplete",))
     if run.status != "ok":
         return Acceptance("inconclusive", (f"lean check {run.status}: {run.error or 'no detail'}",))
+    cmd = _report_command(source)
+    if cmd is None:
+        return Acceptance("rejected", ("the checked text does not end with the checker's own '#print axioms' "
+                                       "(build it with build_source)",))
+    name, line = cmd
     reasons = [f"error {m.line}:{m.column}: {m.data[:300]}" for m in run.messages if m.severity == "error"]
     if run.sorries or any(m.data.strip() in SORRY_WARNINGS for m in run.messages):
         reasons.append("uses sorry")
     if any(m.data.strip() == EXIT_WARNING for m in run.messages):
         reasons.append("uses #exit")
-    axioms = parse_axioms(run.messages, theorem)
+    axioms = parse_axioms(run.messages, name, line)
     if axioms is None:
-        reasons.append(f"no '#print axioms {theorem}' report (Lean stopped early)")
+        reasons.append(f"no '#print axioms {name}' report at line {line} (Lean stopped early, or the report "
+                       f"is missing or ambiguous)")
     else:
         bad = [a for a in axioms if a not in ALLOWED_AXIOMS]
         if bad:
@@ -250,5 +385,5 @@ def check_proofs(
     runs = checker.run_many([built[i][0] for i in todo]) if todo else []  # type: ignore[misc]
     out = [Acceptance("rejected", tuple(r)) for _, r in built]
     for i, run in zip(todo, runs, strict=True):
-        out[i] = judge_run(run, theorem)
+        out[i] = judge_run(run, built[i][0])  # type: ignore[arg-type]
     return out

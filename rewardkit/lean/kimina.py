@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import httpx
 
-from rewardkit.lean.check import LeanMessage, LeanRun
+from rewardkit.lean.check import LeanMessage, LeanRun, split_header
 
 
 class KiminaClient:
@@ -15,6 +15,9 @@ class KiminaClient:
     ``{"results": [{"id", "time", "error"?, "response"?}]}``; ``response`` is the REPL response.
 
     ``url`` defaults to ``$KIMINA_URL`` and ``api_key`` to ``$KIMINA_API_KEY`` (sent as a Bearer token).
+    ``positions``: ``source`` when the server reports lines of the whole snippet (Kimina Lean Server with its
+    header-offset fix), ``body`` when it reports lines after the import header (older servers); the client
+    then adds the header's lines, so the axiom report is matched to the checker's own command line.
     """
 
     name = "kimina"
@@ -28,7 +31,11 @@ class KiminaClient:
         reuse: bool = True,
         batch_size: int = 64,
         http_timeout: float | None = None,
+        positions: str = "source",
     ):
+        if positions not in ("source", "body"):
+            raise ValueError(f"KiminaClient: positions={positions!r}: expected 'source' or 'body'")
+        self.positions = positions
         url = url or os.environ.get("KIMINA_URL")
         if not url:
             raise ValueError("no Kimina Lean Server URL: pass url=... or set KIMINA_URL")
@@ -76,7 +83,8 @@ class KiminaClient:
             if "message" in resp and "env" not in resp:
                 out.append(LeanRun(status="error", error=f"Kimina REPL: {resp['message']}", seconds=t))
                 continue
-            msgs = [LeanMessage.from_json(m) for m in resp.get("messages", [])]
+            offset = split_header(sources[i])[0].count("\n") if self.positions == "body" else 0
+            msgs = [LeanMessage.from_json(m, offset) for m in resp.get("messages", [])]
             out.append(LeanRun(msgs, "ok", None, t, sorries=len(resp.get("sorries", []))))
         return out
 

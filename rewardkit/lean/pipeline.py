@@ -30,10 +30,10 @@ from rewardkit.lean.check import (
     split_header,
     with_sorry,
 )
-from rewardkit.prompts import jury as P
-from rewardkit.proof_gate import BaseVerifier, Claim, VerifyResult
+from rewardkit.prompts import get_prompt, render
 from rewardkit.types import Cost, Status
 from rewardkit.verdicts import Verdict, parse_consistency
+from rewardkit.verifier import BaseVerifier, Claim, VerifyResult
 
 _FENCE = re.compile(r"```[ \t]*(?:lean4|lean)?[ \t]*\n(.*?)```", re.S)
 
@@ -116,12 +116,14 @@ class LeanVerifier(BaseVerifier):
         from rewardkit.backends import load_backend
         from rewardkit.lean import make_checker
 
-        return cls(load_backend(backend), make_checker(lean), cache=VerificationCache(cache) if cache else None, **kw)
+        checker = make_checker(lean)  # first: a missing Lean toolchain fails before a judge model is loaded
+        return cls(load_backend(backend), checker, cache=VerificationCache(cache) if cache else None, **kw)
 
     def settings(self) -> dict[str, Any]:
         """Everything that changes a verdict (part of the cache key)."""
-        prompts = hashlib.sha256((P.AUTOFORMALIZER + P.CONSISTENCY_SYSTEM + P.CONSISTENCY_USER + P.PROVER
-                                  + P.INFORMAL_QA + self.header).encode()).hexdigest()[:16]
+        names = ("autoformalizer", "consistency_system", "consistency_user", "prover", "informal_qa")
+        prompts = hashlib.sha256(("".join(get_prompt(f"jury.{n}").text for n in names)
+                                  + self.header).encode()).hexdigest()[:16]
         return {"formalizer": self.formalizer.model_id, "consistency": self.consistency.model_id,
                 "prover": self.prover.model_id, "checker": self.checker.name, "k_formal": self.k_formal,
                 "k_prove": self.k_prove, "temperature": self.temperature, "max_tokens": self.max_tokens,
@@ -142,10 +144,10 @@ class LeanVerifier(BaseVerifier):
         return outs
 
     def _informal(self, claim: Claim) -> str:
-        return P.INFORMAL_QA.format(problem=claim.problem.strip(), answer=claim.answer.strip())
+        return render("jury.informal_qa", problem=claim.problem.strip(), answer=claim.answer.strip())
 
     def _formalise(self, states: list[_State]) -> None:
-        items = [(s, self._request([{"role": "user", "content": P.AUTOFORMALIZER.format(
+        items = [(s, self._request([{"role": "user", "content": render("jury.autoformalizer",
             theorem_name=self.theorem, informal_statement_content=self._informal(s.claim))}], self.k_formal))
             for s in states]
         for (s, _), comp in zip(items, self._generate(self.formalizer, items), strict=True):
@@ -178,8 +180,8 @@ class LeanVerifier(BaseVerifier):
 
     def _select(self, states: list[_State]) -> None:
         items = [(s, self._request([
-            {"role": "system", "content": P.CONSISTENCY_SYSTEM},
-            {"role": "user", "content": P.CONSISTENCY_USER.format(
+            {"role": "system", "content": get_prompt("jury.consistency_system").text},
+            {"role": "user", "content": render("jury.consistency_user",
                 informal_prefix=self._informal(s.claim), formal_statement=f)}], 1), f)
             for s in states for f in s.candidates]
         comps = self._generate(self.consistency, [(s, r) for s, r, _ in items])
@@ -196,7 +198,7 @@ class LeanVerifier(BaseVerifier):
         open_ = [s for s in states if s.formal is not None]
         while open_:
             n = [min(self.attempts_per_round, self.k_prove - s.attempts) for s in open_]
-            items = [(s, self._request([{"role": "user", "content": P.PROVER.format(formal_statement=s.formal)}], k))
+            items = [(s, self._request([{"role": "user", "content": render("jury.prover", formal_statement=s.formal)}], k))
                      for s, k in zip(open_, n, strict=True)]
             comps = self._generate(self.prover, items)
             pairs, owners = [], []

@@ -1,6 +1,11 @@
 """A persistent leanprover-community/repl process: the header (imports) once per environment, then each
 proof as ``{"cmd": ..., "env": n}``; restarted on timeout (the REPL has no per-command timeout), when its
-memory grows past a limit, or after a number of commands."""
+memory grows past a limit, or after a number of commands.
+
+The REPL is a long-lived interactive process, so it does not run in ``rewardkit.sandbox`` (one-shot runs);
+it gets a clean environment and its own session. ``check_proofs`` refuses ``#eval`` and every other command
+in a submission before any backend sees it; for untrusted input at scale prefer ``LeanSubprocess`` or a
+Kimina server in its own container."""
 
 from __future__ import annotations
 
@@ -37,6 +42,13 @@ def _group_rss_mb(pgid: int) -> float:
     return total / 1024
 
 
+def clean_env(extra: dict[str, str] | None) -> dict[str, str]:
+    """What a REPL under ``lake exe`` needs from our environment (PATH, HOME, elan and Lean paths) plus
+    ``extra``; credentials and everything else stay out."""
+    keep = ("PATH", "HOME", "ELAN_HOME", "LEAN_PATH", "LEAN_SYSROOT", "LAKE_HOME", "LANG", "LC_ALL")
+    return {**{k: os.environ[k] for k in keep if k in os.environ}, **(extra or {})}
+
+
 class LeanRepl:
     """Checks sources in one long-lived REPL process (``cmd``, e.g. ``["lake", "exe", "repl"]``)."""
 
@@ -67,7 +79,7 @@ class LeanRepl:
     def _start(self) -> None:
         self.proc = subprocess.Popen(
             self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            cwd=self.cwd, env={**os.environ, **(self.env or {})}, start_new_session=True,
+            cwd=self.cwd, env=clean_env(self.env), start_new_session=True,
         )
         self._buf, self._envs, self._commands = b"", {}, 0
 

@@ -1,13 +1,12 @@
-"""``lean --json --stdin`` as a subprocess: wall-clock timeout (kills the process group), memory limit,
-heartbeat option; and toolchain discovery with errors that say where we looked and what to configure."""
+"""``lean --json --stdin`` in ``rewardkit.sandbox``: clean environment, read-only toolchain, no network,
+wall-clock timeout (kills everything it started), memory limit, heartbeat option; and toolchain discovery
+with errors that say where we looked and what to configure."""
 
 from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -15,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rewardkit.lean.check import INIT_MISSING, LeanMessage, LeanRun
+from rewardkit.sandbox import MINIMAL_PATH, Limits, run_sandboxed
 
 CONFIGURE_HELP = (
     "Configure one of:\n"
@@ -71,12 +71,27 @@ def parse_json_lines(stdout: str) -> list[LeanMessage]:
     return out
 
 
-class LeanSubprocess:
-    """Checks each source with a fresh ``lean --json --stdin`` process.
+def lake_lean_path(project: str | Path) -> list[str]:
+    """The ``LEAN_PATH`` that ``lake env`` sets for a built Lake project: its own and its packages' build
+    library folders (``.lake/build/lib/lean``; older Lake: ``build/lib``, ``lake-packages/*/build/lib``)."""
+    root = Path(project)
+    found = [root / ".lake" / "build" / "lib" / "lean", root / "build" / "lib"]
+    found += sorted(root.glob(".lake/packages/*/.lake/build/lib/lean")) + sorted(root.glob("lake-packages/*/build/lib"))
+    return [str(p) for p in found if p.is_dir()]
 
-    ``timeout`` is wall-clock seconds (the whole process group is killed on overrun: status timeout);
-    ``memory_mb`` caps the address space (RLIMIT_AS); ``max_heartbeats`` passes ``-D maxHeartbeats=N``
-    (Lean's deterministic elaboration bound); ``workers`` processes run in parallel.
+
+class LeanSubprocess:
+    """Checks each source with a fresh ``lean --json --stdin`` process inside ``rewardkit.sandbox``.
+
+    The process gets a clean environment (``PATH`` and ``LEAN_PATH`` plus ``env``), a fresh working
+    directory, no network, a read-only view of the toolchain and library folders (namespaces where the
+    kernel allows them), rlimits, and a wall-clock deadline that kills everything it started (status
+    timeout). ``timeout`` is that deadline in seconds; ``memory_mb`` caps the address space (RLIMIT_AS;
+    Mathlib maps several GB of .olean files, so leave room); ``max_heartbeats`` passes
+    ``-D maxHeartbeats=N`` (Lean's deterministic elaboration bound); ``workers`` processes run in parallel.
+    ``cwd`` is a built Lake project whose libraries Lean may import (its ``LEAN_PATH`` is derived unless
+    ``LEAN_PATH`` is set in ``env`` or the environment). Submissions with ``#eval`` and other commands are
+    refused before Lean runs (``check.build_source``); the sandbox bounds what Lean itself can do.
     """
 
     name = "lean-subprocess"
@@ -92,13 +107,17 @@ class LeanSubprocess:
         env: dict[str, str] | None = None,
         workers: int = 1,
         probe: bool = True,
+        isolation: str = "auto",
     ):
         self.exe = find_lean(lean)
         self.timeout, self.memory_mb, self.max_heartbeats = timeout, memory_mb, max_heartbeats
-        self.cwd, self.env, self.workers = cwd, env, workers
+        self.cwd, self.env, self.workers, self.isolation = cwd, env, workers, isolation
+        lean_path = (env or {}).get("LEAN_PATH") or os.environ.get("LEAN_PATH")
+        self.lean_path = lean_path.split(os.pathsep) if lean_path else (lake_lean_path(cwd) if cwd else [])
+        self.exe, prefix = _real_lean(self.exe, cwd)
+        self.readonly = [prefix] + [p for p in self.lean_path if p] + ([cwd] if cwd else [])
         if probe:
             self.probe()
-
     def probe(self) -> None:
         """Fail loudly now if ``lean`` exists but cannot load its core library."""
         run = self.run("")
@@ -115,42 +134,37 @@ class LeanSubprocess:
             cmd += ["-D", f"maxHeartbeats={self.max_heartbeats}"]
         return cmd
 
-    def _limits(self) -> None:  # runs in the child before exec
-        if self.memory_mb:
-            b = self.memory_mb * 2**20
-            resource.setrlimit(resource.RLIMIT_AS, (b, b))
+    def limits(self) -> Limits:
+        """The sandbox limits of one check: the wall deadline, and generous CPU (Lean is multi-threaded)."""
+        return Limits(cpu_seconds=self.timeout * max(1, os.cpu_count() or 1), wall_seconds=self.timeout,
+                      memory_bytes=(self.memory_mb or 64 * 1024) * 2**20, file_bytes=64 << 20, processes=512,
+                      open_files=4096, output_bytes=64 << 20)
 
     def run(self, source: str) -> LeanRun:
         t0 = time.perf_counter()
-        env = {**os.environ, **(self.env or {})}
-        try:
-            proc = subprocess.Popen(
-                self.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=self.cwd, env=env, text=True, encoding="utf-8", start_new_session=True,
-                preexec_fn=self._limits if self.memory_mb else None,
-            )
-        except OSError as e:
-            return LeanRun(status="error", error=f"could not start {self.exe}: {e}", seconds=time.perf_counter() - t0)
-        try:
-            out, err = proc.communicate(source, timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.communicate()
-            return LeanRun(status="timeout", error=f"lean exceeded {self.timeout:g}s wall clock; process group killed",
-                           seconds=time.perf_counter() - t0)
+        env = {"PATH": f"{os.path.dirname(self.exe)}:{MINIMAL_PATH}", **(self.env or {})}
+        if self.lean_path:
+            env["LEAN_PATH"] = os.pathsep.join(self.lean_path)
+        res = run_sandboxed(self.command(), stdin=source.encode("utf-8"), limits=self.limits(), env=env,
+                            readonly_paths=self.readonly, network=False, isolation=self.isolation)  # type: ignore[arg-type]
         dt = time.perf_counter() - t0
+        if res.error:
+            return LeanRun(status="error", error=f"could not run {self.exe} in the sandbox: {res.error}", seconds=dt)
+        if res.timed_out or res.cpu_exceeded:
+            return LeanRun(status="timeout", error=f"lean exceeded {self.timeout:g}s; killed with every process it "
+                                                   "started", seconds=dt)
+        out, err = res.stdout.decode("utf-8", "replace"), res.stderr.decode("utf-8", "replace")
         msgs = parse_json_lines(out)
+        if res.output_truncated:
+            return LeanRun(msgs, "error", "lean wrote more output than the sandbox keeps; killed", dt)
         if INIT_MISSING in err or INIT_MISSING in out:
             return LeanRun(msgs, "error", f"lean cannot load its core library: {INIT_MISSING}", dt)
         has_error = any(m.severity == "error" for m in msgs)
-        if proc.returncode < 0:
+        if res.signal is not None:
             why = " (memory limit?)" if self.memory_mb else ""
-            return LeanRun(msgs, "error", f"lean killed by signal {-proc.returncode}{why}", dt)
-        if proc.returncode not in (0, 1) or (proc.returncode == 1 and not has_error):
-            return LeanRun(msgs, "error", f"lean exited {proc.returncode} without a Lean error: {err.strip()[-500:]}", dt)
+            return LeanRun(msgs, "error", f"lean killed by signal {res.signal}{why}", dt)
+        if res.returncode not in (0, 1) or (res.returncode == 1 and not has_error):
+            return LeanRun(msgs, "error", f"lean exited {res.returncode} without a Lean error: {err.strip()[-500:]}", dt)
         return LeanRun(msgs, "ok", None, dt)
 
     def run_many(self, sources: Sequence[str]) -> list[LeanRun]:
@@ -161,3 +175,17 @@ class LeanSubprocess:
 
     def close(self) -> None:
         pass
+
+
+def _real_lean(exe: str, cwd: str | None) -> tuple[str, str]:
+    """(the toolchain's own ``lean``, its prefix): an elan proxy is resolved with ``lean --print-prefix``
+    (run in ``cwd``, so the project's ``lean-toolchain`` decides), since the sandbox hides ``~/.elan``."""
+    real = os.path.realpath(exe)
+    try:
+        p = subprocess.run([exe, "--print-prefix"], capture_output=True, text=True, cwd=cwd, timeout=60)
+        prefix = p.stdout.strip().splitlines()[-1] if p.returncode == 0 and p.stdout.strip() else ""
+    except (OSError, subprocess.SubprocessError):
+        prefix = ""
+    if prefix and os.access(os.path.join(prefix, "bin", "lean"), os.X_OK):
+        return os.path.join(prefix, "bin", "lean"), prefix
+    return real, os.path.dirname(os.path.dirname(real))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rewardkit.prompts import render
+
 # App. D, "Tournament prompt for pairwise preference (REASONING ARENA)"
 TOURNAMENT = """Compare the two solution attempts below and decide which is better.
 
@@ -52,7 +54,7 @@ The correct answer is: {final_answer}
 
 Begin with "Here is my evaluation of the response:" and provide a detailed analysis of the key steps. Then conclude with "Based on my evaluation, the final overall score should be:" followed by exactly one of: \\boxed{{1}}, \\boxed{{0.5}}, or \\boxed{{0}}."""
 
-POINTWISE_PROMPTS = {"adaptive": POINTWISE, "rlaif": RLAIF_RUBRIC}
+POINTWISE_PROMPTS = {"adaptive": "arena.pointwise", "rlaif": "arena.rlaif_rubric"}  # rubric -> prompt name
 
 # Assistant-turn prefixes for verdict-logit mode: the judge's probability of each choice right after "\boxed{".
 TOURNAMENT_VERDICT_PREFIX = "Final verdict: \\boxed{"
@@ -63,15 +65,13 @@ NO_REFERENCE = "(not provided)"
 
 def tournament_prompt(problem: str, reference: str | None, response_a: str, response_b: str) -> str:
     """The App. D tournament prompt for one ordered pair (A is shown first)."""
-    return TOURNAMENT.format(problem=problem, final_answer=reference if reference is not None else NO_REFERENCE,
-                             response_a=response_a, response_b=response_b)
+    return render("arena.tournament", problem=problem, response_a=response_a, response_b=response_b,
+                  final_answer=reference if reference is not None else NO_REFERENCE)
 
 
 def pointwise_prompt(problem: str, reference: str | None, response: str, rubric: str = "adaptive") -> str:
     """The App. D pointwise prompt (``rubric="adaptive"``) or the RLAIF DeepSeekMath-style rubric (``"rlaif"``)."""
-    try:
-        tpl = POINTWISE_PROMPTS[rubric]
-    except KeyError:
-        raise ValueError(f"arena prompts: unknown rubric {rubric!r}; known: {sorted(POINTWISE_PROMPTS)}") from None
-    return tpl.format(problem=problem, final_answer=reference if reference is not None else NO_REFERENCE,
-                      response=response)
+    if rubric not in POINTWISE_PROMPTS:
+        raise ValueError(f"arena prompts: unknown rubric {rubric!r}; known: {sorted(POINTWISE_PROMPTS)}")
+    return render(POINTWISE_PROMPTS[rubric], problem=problem, response=response,
+                  final_answer=reference if reference is not None else NO_REFERENCE)

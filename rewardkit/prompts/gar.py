@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rewardkit.prompts import get_prompt, render
+
 # App. B, "System prompt for the LLM reasoner" (verbatim; "\n" are literal newlines in the format line).
 REASONER_SYSTEM = (
     "You are a helpful AI Assistant that provides well-reasoned and detailed responses. You first think "
@@ -41,6 +43,7 @@ VERDICT_CHOICES = ("YES", "NO")
 
 def discriminator_messages(problem: str, slice_text: str, context: str = "") -> list[dict[str, str]]:
     """Chat messages asking the App. B discriminator to judge one slice (with optional earlier context)."""
-    ctx = CONTEXT_BLOCK.format(context=context.strip()) if context.strip() else ""
-    user = DISCRIMINATOR_USER.format(problem=problem.strip(), context=ctx, slice=slice_text.strip())
-    return [{"role": "system", "content": DISCRIMINATOR_SYSTEM}, {"role": "user", "content": user}]
+    ctx = render("gar.context_block", context=context.strip()) if context.strip() else ""
+    user = render("gar.discriminator_user", problem=problem.strip(), context=ctx, slice=slice_text.strip())
+    return [{"role": "system", "content": get_prompt("gar.discriminator_system").text},
+            {"role": "user", "content": user}]

@@ -16,19 +16,23 @@ codepoints):
   ``KNOWN``: error ``Unknown identifier `X` `` spanning X (kind ``lean.unknownIdentifier._namedError``).
 - ``#exit``: warning ``using 'exit' to interrupt Lean`` on the ``#exit`` token; nothing after it runs.
 - ``#print axioms NAME``: information ``'NAME' depends on axioms: [...]`` (sorted like Lean's
-  ``Name.lt``) or ``'NAME' does not depend on any axioms``, spanning the ``#print`` token.
+  ``Name.lt``) or ``'NAME' does not depend on any axioms``, spanning the ``#print`` token; NAME is the
+  declared name (``theorem decoy.x`` declares ``decoy.x``), ``_root_.NAME`` resolves to NAME.
+- ``#print "TEXT"``: information ``TEXT``; ``#eval IO.println "TEXT"``: information ``TEXT`` plus a newline
+  (what Lean logs for the captured output), both spanning the command's first token.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
 
 KNOWN = {"rfl", "trivial", "True.intro", "le_refl", "Nat.le_refl", "Nat.succ_pos", "Nat.zero_lt_one",
          "absurd", "id", "Or.inl", "Or.inr", "And.intro"}
 _AUTOMATION = re.compile(r"\b(simp|norm_num|linarith|nlinarith|positivity|ring|ring_nf|field_simp|omega|aesop|decide|tauto)\b")
 _DECL = re.compile(r"^(?:(?:private|protected|noncomputable)\s+)*(theorem|lemma|def|abbrev|example|axiom)\b\s*([^\s:({\[]*)", re.M)
-_CMD = re.compile(r"^(#exit|#print\s+axioms|#eval|#check|open|import|set_option|namespace|end|section|variable|"
+_CMD = re.compile(r"^(#exit|#print\s+axioms|#print|#eval|#check|open|import|set_option|namespace|end|section|variable|"
                   r"(?:(?:private|protected|noncomputable)\s+)*(?:theorem|lemma|def|abbrev|example|axiom))\b", re.M)
 
 
@@ -93,9 +97,17 @@ def elaborate(src: str, *, old_sorry: bool = False) -> list[dict]:
         if kw == "#exit":
             msgs.append(_msg("warning", "using 'exit' to interrupt Lean", src, start, start + 5))
             break
+        if kw == "#print" or kw == "#eval":
+            m = re.match(r'(?:#print|#eval\s+IO\.println)\s+"((?:[^"\\]|\\.)*)"', chunk)
+            if m:
+                data = json.loads(f'"{m.group(1)}"') + ("\n" if kw == "#eval" else "")
+                msgs.append(_msg("information", data, src, start, start + len(kw)))
+            continue
         if kw.startswith("#print"):
             m = re.match(r"#print\s+axioms\s+([^\s]+)", chunk)
             name = m.group(1) if m else ""
+            if name.startswith("_root_."):
+                name = name[len("_root_."):]
             if name not in axioms_of:
                 msgs.append(_msg("error", f"Unknown constant `{name}`", src, start + m.start(1), start + m.end(1)))
                 continue

@@ -1,0 +1,296 @@
+"""GAR slicing (sec. 3, App. D.1): cut a reasoning trace into slices the discriminator judges one by one.
+
+A trace is cut at delimiters (line and paragraph breaks, discourse cues such as "Wait", "Alternatively",
+"Therefore", "So", "But") into segments, and adjacent segments are merged until a clear new beginning or
+the token budget L (default 320, counted with the discriminator's tokenizer) is reached. Cuts never fall
+inside ``$$..$$``, ``\\[..\\]``, ``\\begin{..}..\\end{..}``, ``\\boxed{..}``, inline math or fenced code, and
+the slices concatenate back to the exact text. ``fixed_windows`` is the App. D.1 "pure fixed-length token
+windows" ablation. Pure functions: no model.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+TokenCounter = Callable[[Sequence[str]], list[int]]  # batched, like JudgeBackend.count_tokens
+
+DEFAULT_SLICE_TOKENS = 320  # L (sec. 3)
+DEFAULT_MIN_TOKENS = 80  # our choice: App. D.1 says only that slices must not be "excessively short"
+DEFAULT_JUDGE_TOKENS = 128  # K (sec. 3)
+
+
+def whitespace_tokens(texts: Sequence[str]) -> list[int]:
+    """Whitespace word counts: a tokenizer-free stand-in for tests and for backends without a tokenizer."""
+    return [len(t.split()) for t in texts]
+
+
+# ------------------------------------------------------------------------------ protected blocks
+
+_OPENERS = re.compile(
+    r"```|\$\$|\\\[|\\begin\s*\{(?P<env>[^{}]+)\}|\\boxed\s*\{|\\\(|(?<!\\)\$"
+)
+
+
+# pandoc's rule for inline $...$: the closing $ follows a non-space, is not part of $$ and is not
+# followed by a digit (so "costs $5 and $6" protects nothing)
+_INLINE_CLOSE = re.compile(r"(?<![\s\\$])\$(?![\d$])")
+
+
+def _brace_pairs(text: str) -> dict[int, int]:
+    """Position of every ``{`` -> just past its matching ``}`` (escaped ``\\{``/``\\}`` skipped); one pass."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            stack.append(i)
+        elif c == "}" and stack:
+            pairs[stack.pop()] = i + 1
+        i += 1
+    return pairs
+
+
+def _env_end(text: str, i: int, env: str) -> int | None:
+    """Index just past the ``\\end{env}`` matching a ``\\begin{env}`` that ends at ``i`` (nesting aware)."""
+    pat = re.compile(r"\\(begin|end)\s*\{" + re.escape(env) + r"\}")
+    depth = 1
+    for m in pat.finditer(text, i):
+        depth += 1 if m.group(1) == "begin" else -1
+        if depth == 0:
+            return m.end()
+    return None
+
+
+def protected_spans(text: str) -> list[tuple[int, int]]:
+    """Half-open ``(start, end)`` spans no slice boundary may fall strictly inside.
+
+    Fenced code, ``$$..$$``, ``\\[..\\]``, ``\\begin{X}..\\end{X}``, ``\\boxed{..}``, ``\\(..\\)`` and inline
+    ``$..$`` (closed within the same paragraph). An unclosed fence runs to the end of the text; other
+    unclosed openers protect nothing (a lone ``$`` is usually a price).
+    """
+    spans: list[tuple[int, int]] = []
+    closers: list[int] | None = None
+    braces: dict[int, int] | None = None
+    paras: list[int] = []
+    i = 0
+    while True:
+        m = _OPENERS.search(text, i)
+        if m is None:
+            return spans
+        tok, s = m.group(0), m.start()
+        end: int | None
+        if tok == "```":
+            j = text.find("```", m.end())
+            end = len(text) if j < 0 else j + 3
+        elif tok == "$$":
+            j = text.find("$$", m.end())
+            end = None if j < 0 else j + 2
+        elif tok == "\\[":
+            j = text.find("\\]", m.end())
+            end = None if j < 0 else j + 2
+        elif tok == "\\(":
+            j = text.find("\\)", m.end())
+            end = None if j < 0 else j + 2
+        elif m.group("env") is not None:
+            end = _env_end(text, m.end(), m.group("env"))
+        elif tok.startswith("\\boxed"):
+            if braces is None:
+                braces = _brace_pairs(text)
+            end = braces.get(m.end() - 1)
+        else:  # inline $...$ (pandoc's rule), closed before the next blank line
+            if closers is None:  # every candidate closer and blank line, found once (linear time)
+                closers = [c.start() for c in _INLINE_CLOSE.finditer(text)]
+                paras = [c.start() for c in re.finditer("\n\n", text)]
+            k = bisect.bisect_left(closers, m.end())
+            para = bisect.bisect_left(paras, m.end())
+            stop = paras[para] if para < len(paras) else len(text)
+            opens_math = not text[m.end() : m.end() + 1].isspace()
+            end = closers[k] + 1 if opens_math and k < len(closers) and closers[k] < stop else None
+        if end is None:
+            i = m.end()
+            continue
+        spans.append((s, end))
+        i = end
+
+
+def _inside(pos: int, spans: Sequence[tuple[int, int]]) -> bool:
+    """Is a cut at ``pos`` strictly inside one of the (sorted, disjoint) spans?"""
+    lo, hi = 0, len(spans)
+    while lo < hi:  # last span starting before pos
+        mid = (lo + hi) // 2
+        if spans[mid][0] < pos:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo > 0 and spans[lo - 1][0] < pos < spans[lo - 1][1]
+
+
+# ---------------------------------------------------------------------------------------- slicing
+
+#: discourse cues that start a new segment when they open a sentence (App. D.1: "Wait", "Since",
+#: "Therefore", ...; the issue adds "Alternatively", "So", "But")
+DISCOURSE_CUES = (
+    "Wait", "Alternatively", "Therefore", "So", "But", "Since", "However", "Thus", "Hence", "Hmm",
+    "Now", "Next", "Then", "Finally", "Actually", "Let me", "Let's", "Okay", "OK",
+)
+#: cues that, at the start of a line, mark a clear new beginning (a restart / a new line of attack)
+NEW_BEGINNING_CUES = (
+    "Wait", "Alternatively", "Hmm", "But wait", "Let me", "Let's", "Another", "Now", "Next", "Okay",
+    "OK", "Actually", "Finally", "Step", "#",
+)
+
+_CUE_ALT = "|".join(re.escape(c) for c in DISCOURSE_CUES)
+_LINE_BREAKS = re.compile(r"\n(?:[ \t]*\n)*")
+_CUE_MIDLINE = re.compile(r"(?<=[.!?])[ \t]+(?=(?:" + _CUE_ALT + r")\b)")
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
+_WHITESPACE = re.compile(r"\s+")
+_NEW_BEGINNING = re.compile(
+    r"[ \t]*(?:\*\*)?(?:" + "|".join(re.escape(c) for c in NEW_BEGINNING_CUES) + r")(?:\b|(?<=#))"
+)
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One slice of a trace: ``text == trace[start:end]``; ``tokens`` is its summed segment count."""
+
+    text: str
+    start: int
+    end: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class _Atom:
+    start: int
+    end: int
+    tokens: int
+    new: bool  # a clear new beginning: the slice being built may close before this atom
+
+
+def _cut_positions(text: str, lo: int, hi: int, pattern: re.Pattern, spans) -> list[int]:
+    """Cut positions (match ends) strictly inside ``(lo, hi)`` and outside protected spans."""
+    return [p for m in pattern.finditer(text, lo, hi) if lo < (p := m.end()) < hi and not _inside(p, spans)]
+
+
+def _split(lo: int, hi: int, cuts: Sequence[int]) -> list[tuple[int, int]]:
+    bounds = [lo, *sorted(set(cuts)), hi]
+    return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+
+
+def _segments(text: str, spans) -> list[tuple[int, int, bool]]:
+    """Delimiter segments ``(start, end, new_beginning)``: cut after line breaks and before cues that open
+    a sentence mid-line."""
+    n = len(text)
+    cuts: dict[int, bool] = {}
+    for m in _LINE_BREAKS.finditer(text):
+        p = m.end()
+        if 0 < p < n and not _inside(p, spans):
+            # a line opening with a restart cue is a clear new beginning; a bare paragraph break is not
+            # (the paper's Table 2 slice 1 spans several paragraphs, one opening with "Therefore")
+            cuts[p] = bool(_NEW_BEGINNING.match(text, p))
+    for p in _cut_positions(text, 0, n, _CUE_MIDLINE, spans):
+        cuts.setdefault(p, False)
+    return [(a, b, cuts.get(a, False)) for a, b in _split(0, n, list(cuts))]
+
+
+def _refine(
+    text: str, pieces: list[tuple[int, int, bool]], limit: int, count: TokenCounter, spans,
+    levels: Sequence[re.Pattern],
+) -> list[_Atom]:
+    """Count tokens of the pieces (one batched call) and split pieces over ``limit`` at finer levels."""
+    counts = list(count([text[a:b] for a, b, _ in pieces])) if pieces else []
+    if len(counts) != len(pieces):
+        raise ValueError(f"token counter returned {len(counts)} counts for {len(pieces)} texts")
+    out: list[_Atom] = []
+    for (a, b, new), t in zip(pieces, counts, strict=True):
+        if t <= limit or not levels:
+            out.append(_Atom(a, b, int(t), new))
+            continue
+        sub = _split(a, b, _cut_positions(text, a, b, levels[0], spans))
+        if len(sub) == 1:  # nothing to cut at this level: try the next
+            out.extend(_refine(text, [(a, b, new)], limit, count, spans, levels[1:]))
+            continue
+        sub3 = [(s, e, new and s == a) for s, e in sub]
+        out.extend(_refine(text, sub3, limit, count, spans, levels[1:]))
+    return out
+
+
+def _pack(text: str, atoms: Sequence[_Atom], limit: int, min_tokens: int | None) -> list[Slice]:
+    """Greedy merge: close the slice before an atom that would overflow ``limit`` tokens, or before a
+    clear new beginning once the slice holds ``min_tokens`` (``None``: never close early)."""
+    out: list[Slice] = []
+    start, tok = None, 0
+    for a in atoms:
+        if start is not None and tok > 0 and (
+            tok + a.tokens > limit or (min_tokens is not None and a.new and tok >= min_tokens)
+        ):
+            out.append(Slice(text[start : a.start], start, a.start, tok))
+            start, tok = None, 0
+        if start is None:
+            start = a.start
+        tok += a.tokens
+    if start is not None:
+        out.append(Slice(text[start:], start, len(text), tok))
+    return out
+
+
+def slice_text(
+    text: str,
+    max_tokens: int = DEFAULT_SLICE_TOKENS,
+    count_tokens: TokenCounter = whitespace_tokens,
+    min_tokens: int = DEFAULT_MIN_TOKENS,
+) -> list[Slice]:
+    """GAR slicing (sec. 3, App. D.1): delimiter segments merged up to a clear new beginning or L tokens.
+
+    A segment longer than ``max_tokens`` is split at sentence ends, then at whitespace; a single protected
+    block longer than L stays whole (never cut inside it). Token counts are summed per segment, so for
+    sub-additive counters (whitespace, most BPE tokenizers) a multi-segment slice stays within L.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"slice_text: max_tokens must be >= 1, got {max_tokens}")
+    if not text:
+        return []
+    spans = protected_spans(text)
+    atoms = _refine(text, _segments(text, spans), max_tokens, count_tokens, spans, (_SENTENCE_END, _WHITESPACE))
+    return _pack(text, atoms, max_tokens, min_tokens)
+
+
+def fixed_windows(
+    text: str, max_tokens: int = DEFAULT_SLICE_TOKENS, count_tokens: TokenCounter = whitespace_tokens
+) -> list[Slice]:
+    """App. D.1 ablation: pure fixed-length windows of ~L tokens, word-aligned, ignoring delimiters
+    (protected blocks are still never cut)."""
+    if max_tokens < 1:
+        raise ValueError(f"fixed_windows: max_tokens must be >= 1, got {max_tokens}")
+    if not text:
+        return []
+    spans = protected_spans(text)
+    words = [(a, b, False) for a, b in _split(0, len(text), _cut_positions(text, 0, len(text), _WHITESPACE, spans))]
+    atoms = _refine(text, words, max_tokens, count_tokens, spans, ())
+    return _pack(text, atoms, max_tokens, None)
+
+
+Segmentation = Literal["delimiters", "fixed"]
+
+
+def make_slices(
+    text: str,
+    segmentation: Segmentation = "delimiters",
+    max_tokens: int = DEFAULT_SLICE_TOKENS,
+    count_tokens: TokenCounter = whitespace_tokens,
+    min_tokens: int = DEFAULT_MIN_TOKENS,
+) -> list[Slice]:
+    """Dispatch to ``slice_text`` (the paper's method) or ``fixed_windows`` (the ablation)."""
+    if segmentation == "delimiters":
+        return slice_text(text, max_tokens, count_tokens, min_tokens)
+    if segmentation == "fixed":
+        return fixed_windows(text, max_tokens, count_tokens)
+    raise ValueError(f"unknown segmentation {segmentation!r}; use 'delimiters' or 'fixed'")
