@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rewardkit.evals.tts_report import accuracy_table, plot_accuracy
 from scipy import stats
 
 from rewardkit.backends.base import Completion, JudgeBackend, VerdictResult
-from rewardkit.evals.tts_report import accuracy_table, plot_accuracy
 from rewardkit.io import group_from_record
 from rewardkit.tts import (
     CachedJudge,
