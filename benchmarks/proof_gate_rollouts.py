@@ -51,10 +51,46 @@ def agreement(groups: list[Group], scores) -> dict[str, float]:
     }
 
 
+def gate_confusion(groups: list[Group], scores, votes) -> tuple[int, int, int, int]:
+    """Gate outcome vs "the majority answer is labelled correct" (label of its first response)."""
+    tp = fp = fn = tn = 0
+    for g, s, (v, _) in zip(groups, scores, votes, strict=True):
+        idx = int(np.argmax(v.mask(v.majority))) if v.majority is not None else None
+        truth = bool(g.labels[idx]) if idx is not None else False
+        opened = s.stats["gate"] == "verified"
+        tp += opened and truth
+        fp += opened and not truth
+        fn += (not opened) and truth
+        tn += (not opened) and not truth
+    return tp, fp, fn, tn
+
+
+def judge_gate(groups: list[Group], votes, judge: str, n: int) -> dict:
+    """The label-free gate (the App. D LLM judge verifies the majority answer) vs the reference oracle on a
+    subset: every group whose labels are not all correct, then all-correct ones up to ``n`` groups."""
+    idx = [i for i, g in enumerate(groups) if not all(g.labels)]
+    idx += [i for i, g in enumerate(groups) if all(g.labels)][: max(n - len(idx), 0)]
+    sub, sub_votes = [groups[i] for i in idx], [votes[i] for i in idx]
+    out = {"judge": judge, "mode": "logit", "groups": len(sub)}
+    for name, opts in (("reference", {"verifier": "reference"}),
+                       ("llm-judge", {"verifier": "llm-judge", "judge": judge, "mode": "logit"})):
+        t0 = time.perf_counter()
+        scores = ProofGateScorer(**opts).score(sub)
+        tp, fp, fn, tn = gate_confusion(sub, scores, sub_votes)
+        p, r = tp / max(tp + fp, 1), tp / max(tp + fn, 1)
+        out[name] = {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "precision": p, "recall": r,
+                     "reszero_fired_fraction": sum(s.stats["gate"] != "verified" for s in scores) / len(sub),
+                     "verifier": scores[0].stats["verifier"], "seconds": time.perf_counter() - t0,
+                     "judge_calls": sum(s.cost.judge_calls for s in scores)}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=DEFAULT)
     ap.add_argument("--c", type=float, default=0.01)
+    ap.add_argument("--judge", default="smollm2", help="judge for the label-free LLM-judge gate")
+    ap.add_argument("--judge-groups", type=int, default=24, help="groups in the label-free comparison")
     args = ap.parse_args()
     groups = load(args.data)
 
@@ -80,18 +116,10 @@ def main() -> None:
     exact_sums = [sum(reszero_exact(v.labels, c=args.c)) for v, _ in votes]
     float_sums = [abs(float(s.rewards.sum())) for s in fired]
 
-    # gate precision/recall of "majority answer is correct" (label of the first majority response)
-    tp = fp = fn = tn = 0
-    for g, s, (v, _) in zip(groups, jury, votes, strict=True):
-        idx = int(np.argmax(v.mask(v.majority))) if v.majority is not None else None
-        truth = bool(g.labels[idx]) if idx is not None else False
-        opened = s.stats["gate"] == "verified"
-        tp += opened and truth
-        fp += opened and not truth
-        fn += (not opened) and truth
-        tn += (not opened) and not truth
+    tp, fp, fn, tn = gate_confusion(groups, jury, votes)
     prec = tp / max(tp + fp, 1)
     rec = tp / max(tp + fn, 1)
+    label_free = judge_gate(groups, votes, args.judge, args.judge_groups)
 
     res = {
         "data": rel_path(args.data), "groups": len(groups), "responses": sum(len(g) for g in groups), "c": args.c,
@@ -101,6 +129,7 @@ def main() -> None:
                       "max_abs_float_sum_fired": max(float_sums, default=0.0)},
         "gate_vs_labels": {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "precision": prec, "recall": rec,
                            "f1": 2 * prec * rec / max(prec + rec, 1e-12)},
+        "label_free": label_free,
         "verifier_calls": sum(s.cost.verifier_calls for s in cold), "cache_hits": sum(s.cost.cache_hits for s in cold),
         "scorers": {"majority-vote": {**agreement(groups, mv), "seconds": t_mv, "time_vs_mv": 1.0}}
         | {f"proof-gate+{fb}": {**agreement(groups, runs[fb]), "seconds": times[fb], "time_vs_mv": times[fb] / t_mv}
@@ -112,12 +141,12 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "proof_gate_rollouts.json").write_text(json.dumps(res, indent=1))
     lines = [
-        "# Proof gate on the shared Qwen2.5-Math rollouts (reference verifier standing in for Lean)",
+        "# Proof gate on the shared Qwen2.5-Math rollouts: a label-free judge gate, and the reference oracle",
         "",
         f"Data: `{rel_path(args.data)}` ({res['groups']} groups x 8 responses); c = {args.c}.",
         "Command: `PYTHONPATH=. python benchmarks/proof_gate_rollouts.py`",
         "",
-        "The verifier here is math-verify against the dataset answer, so the gate's precision/recall below measure",
+        "In the 100-group part the verifier is math-verify against the dataset answer, so the gate's precision/recall measure",
         "agreement between two graders (math-verify and the upstream Qwen2.5-Math grader), not Lean. Times are",
         "measured after a warm-up pass that fills the shared answer-equivalence cache (so they compare the",
         "scorers' own work: voting, one verification per group, the fallback).",
@@ -129,6 +158,21 @@ def main() -> None:
         f" (tp {tp}, fp {fp}, fn {fn}, tn {tn}).",
         f"- Verifier calls (cold run): {res['verifier_calls']} checks run + {res['cache_hits']} served from the answer cache"
         f" (answers already compared while clustering) for {len(groups)} groups: one verification per group.",
+        "",
+        "## Label-free gate (what JURY-RL trains with) vs the reference oracle",
+        "",
+        f"The App. D LLM judge (`{label_free['judge']}`, verdict-logit) verifies the majority answer, on {label_free['groups']}"
+        " groups: every group whose labels are not all correct, then all-correct ones. Lean (the paper's gate) cannot",
+        "run here (no Lean toolchain with its core library installs on these machines); with a real judge or Lean pass",
+        "`--judge` / use `-o verifier=lean`.",
+        "",
+        "| verifier | gate precision | gate recall | tp / fp / fn / tn | ResZero fires | judge calls | seconds |",
+        "|---|---|---|---|---|---|---|",
+        *[f"| {k} | {v['precision']:.3f} | {v['recall']:.3f} | {v['tp']} / {v['fp']} / {v['fn']} / {v['tn']} | "
+          f"{v['reszero_fired_fraction']:.0%} | {v['judge_calls']} | {v['seconds']:.1f} |"
+          for k, v in ((k, label_free[k]) for k in ("reference", "llm-judge"))],
+        "",
+        "## All 100 groups with the reference verifier (an oracle: it reads the dataset answer)",
         "",
         "| scorer | mean reward | P(correct given r>0) | rewarded share of correct | wrong responses with r>0 | non-zero GRPO advantage | non-diverse groups | time vs MV |",
         "|---|---|---|---|---|---|---|---|",

@@ -13,6 +13,8 @@ import sys
 def main() -> None:
     for name in ("math_verify", "math_verify.parser", "math_verify.grader"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
+    import math_verify  # noqa: F401  (imported before "ready": sympy's import is not part of a check's deadline)
+
     from rewardkit.answers import _mv_equivalent
 
     out = sys.stdout

@@ -89,6 +89,16 @@ def _last_math(text: str) -> str | None:
     return _plain(num.group()) if num is not None else None
 
 
+def response_trunk(text: str) -> str:
+    """The response without its reasoning block: the text after the last ``</think>``; a ``<think>`` left
+    open (reasoning cut off) leaves only what precedes it; text without think tags is its own trunk."""
+    if "</think>" in text:
+        return text.rsplit("</think>", 1)[1].strip()
+    if "<think>" in text:
+        return text.split("<think>", 1)[0].strip()
+    return text
+
+
 def extract_answer(text: str) -> str | None:
     """The final answer of a response, in math-verify's order: the last ``\\boxed{}`` (with nested braces; a
     run of boxes joined by ","/"and"/"or" is one answer set), else PRM800K's "# Answer" line, else "the
@@ -237,6 +247,8 @@ class _Deadline(BaseException):
 
 
 def _inline_equivalent(gold: str, pred: str, timeout: float) -> bool:
+    import math_verify  # noqa: F401  (the first import, sympy's, takes seconds: not part of any check's deadline)
+
     def on_alarm(signum, frame):  # noqa: ARG001
         raise _Deadline()
 

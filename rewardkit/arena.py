@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rewardkit.answers import AnswerChecker
+from rewardkit.answers import AnswerChecker, response_trunk
 from rewardkit.backends.base import ChatRequest, VerdictRequest, cost_of
 from rewardkit.prompts.arena import (
     POINTWISE_VERDICT_PREFIX,
@@ -147,6 +147,10 @@ class _ArenaJudge(JudgeScorer):
     def _verify(self, groups: Sequence[Group]) -> list[VerifiedGroup]:
         return verify_groups(groups, self.checker, self.options.use_labels)
 
+    def _shown(self, response: str) -> str:
+        """What the judge reads of a response (option ``view``): the trunk by default, as the paper does."""
+        return response if self.options.view == "full" else response_trunk(response)
+
     def _ask(self, prompts: list[str], kind: Literal["pair", "point"], gamma: float = 1.0
              ) -> tuple[list[_Outcome], list[Cost]]:
         """One batched backend call for all prompts; outcomes for the first-shown response (pairs) or scores."""
@@ -214,7 +218,15 @@ def _finish(group_id: str, rewards: np.ndarray, statuses: list[Status], messages
 
 
 @dataclass(frozen=True)
-class ArenaOptions(JudgeOptions):
+class ArenaJudgeOptions(JudgeOptions):
+    """What every arena judge prompt shares: which part of a response the judge reads."""
+
+    view: Literal["answer", "full"] = option(
+        "answer", "what the judge reads of a response: answer (the response trunk after any </think>, as the paper judges) or full (keep the reasoning block)")
+
+
+@dataclass(frozen=True)
+class ArenaOptions(ArenaJudgeOptions):
     schedule: Schedule = option("live", "live (best/worst/median anchors, App. B), round-robin, uncertainty (ours), random (live, 3 random opponents)")
     reward: Literal["auto", "bt", "winrate"] = option(
         "auto", "auto (win-rate eq. 8 for round-robin, Bradley-Terry eq. 10 min-max otherwise), bt, winrate")
@@ -309,7 +321,8 @@ class ArenaScorer(_ArenaJudge):
                     orders = [True, False] if self.options.both_orders else [bool(rngs[gi].random() < 0.5)]
                     for i_first in orders:
                         a, b = (i, j) if i_first else (j, i)
-                        prompts.append(tournament_prompt(g.prompt, g.reference, g.responses[a], g.responses[b]))
+                        prompts.append(tournament_prompt(g.prompt, g.reference, self._shown(g.responses[a]),
+                                                         self._shown(g.responses[b])))
                         index.append((gi, pi, i_first))
             results, call_costs = self._ask(prompts, "pair", self.options.gamma)
             got: list[list[list[tuple[bool, _Outcome]]]] = [[[] for _ in p] for p in rounds]
@@ -384,7 +397,7 @@ class TournamentScorer(ArenaScorer):
 
 
 @dataclass(frozen=True)
-class PointwiseOptions(JudgeOptions):
+class PointwiseOptions(ArenaJudgeOptions):
     rubric: Literal["rlaif", "adaptive"] = option(
         "rlaif", "rlaif (DeepSeekMath-style rubric) or adaptive (the short Adaptive Pointwise prompt)")
     max_tokens: int = option(1024, "judge generation budget (generate mode)")
@@ -427,7 +440,7 @@ class PointwiseScorer(_ArenaJudge):
         for k in judged:
             g = groups[k]
             for r_idx, resp in enumerate(g.responses):
-                prompts.append(pointwise_prompt(g.prompt, g.reference, resp, self.options.rubric))
+                prompts.append(pointwise_prompt(g.prompt, g.reference, self._shown(resp), self.options.rubric))
                 index.append((k, r_idx))
         results, call_costs = self._ask(prompts, "point")  # one backend call for the whole batch
         scores = {k: (np.full(len(groups[k]), np.nan), [Status.OK] * len(groups[k]), [None] * len(groups[k]))

@@ -9,8 +9,6 @@ pool (each thread drives one sandboxed process). Per test: 1 passed, -2 wrong an
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import json
 import re
 import secrets
@@ -27,7 +25,7 @@ import numpy as np
 from rewardkit import _code_harness
 from rewardkit.lcb import decode_lcb_tests, functional_equal, stdout_equal
 from rewardkit.sandbox import Isolation, Limits, SandboxResult, python_paths, run_sandboxed
-from rewardkit.scoring import BaseScorer
+from rewardkit.scoring import BaseScorer, Options, option
 from rewardkit.types import Cost, Group, GroupScore, Status
 
 Mode = Literal["humaneval", "stdin", "functional"]
@@ -298,30 +296,22 @@ def _judge(problem: Problem, i: int, r: dict) -> tuple[int, str | None]:
 
 
 @dataclass(frozen=True)
-class CodeOptions:
+class CodeOptions(Options):
     """Options of the ``code`` scorer."""
 
-    timeout: float = field(default=6.0, metadata={"help": "seconds per test case (the whole check() for HumanEval)"})
-    workers: int = field(default=2, metadata={"help": "programs graded at once, each in its own sandbox"})
-    reward: Literal["all", "fraction"] = field(
-        default="all", metadata={"help": "1 when every test passes, or the fraction of test cases passed"})
-    tests: Literal["all", "public"] = field(
-        default="all", metadata={"help": "LiveCodeBench: public and private test cases, or public ones only"})
-    memory_mb: int = field(default=1024, metadata={"help": "address-space limit per process, in MiB"})
-    isolation: Literal["auto", "namespaces", "none"] = field(
-        default="auto", metadata={"help": "namespaces where permitted (auto warns when not), required, or never"})
+    timeout: float = option(6.0, "seconds per test case (the whole check() for HumanEval)")
+    workers: int = option(2, "programs graded at once, each in its own sandbox")
+    reward: Literal["all", "fraction"] = option("all", "1 when every test passes, or the fraction of test cases passed")
+    tests: Literal["all", "public"] = option("all", "LiveCodeBench: public and private test cases, or public ones only")
+    memory_mb: int = option(1024, "address-space limit per process, in MiB")
+    isolation: Literal["auto", "namespaces", "none"] = option(
+        "auto", "namespaces where permitted (auto warns when not), required, or never")
 
     def __post_init__(self) -> None:
-        if not self.timeout > 0:
-            raise ValueError(f"option 'timeout': must be > 0, got {self.timeout!r}")
-        if self.workers < 1:
-            raise ValueError(f"option 'workers': must be >= 1, got {self.workers!r}")
-        if self.memory_mb < 64:
-            raise ValueError(f"option 'memory_mb': must be >= 64, got {self.memory_mb!r}")
-        for name, allowed in (("reward", ("all", "fraction")), ("tests", ("all", "public")),
-                              ("isolation", ("auto", "namespaces", "none"))):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"option {name!r}: must be one of {allowed}, got {getattr(self, name)!r}")
+        super().__post_init__()
+        self._at_least(0, "timeout", strict=True)
+        self._at_least(1, "workers")
+        self._at_least(64, "memory_mb")
 
     def grade_config(self) -> GradeConfig:
         return GradeConfig(timeout=self.timeout, memory_bytes=self.memory_mb << 20,
@@ -338,10 +328,7 @@ class CodeScorer(BaseScorer):
 
     name = "code"
     Options = CodeOptions
-
-    def __init__(self, options: CodeOptions | None = None, **fields: Any):
-        base = options if options is not None else CodeOptions()
-        self.options = dataclasses.replace(base, **fields) if fields else base
+    options: CodeOptions
 
     def _score(self, groups: list[Group]) -> list[GroupScore]:
         opts = self.options
@@ -371,19 +358,3 @@ class CodeScorer(BaseScorer):
             ))
         return out
 
-
-def _expose_options(cls: type) -> type:
-    """Let signature-based registries (and ``-o key=value`` on the CLI) see the Options fields as keyword
-    arguments of ``__init__``, with their help lines in the docstring's ``Options:`` block."""
-    fs = dataclasses.fields(cls.Options)
-    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)] + [
-        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type) for f in fs]
-    init = cls.__init__
-    init.__signature__ = inspect.Signature(params)
-    init.__annotations__ = {f.name: f.type for f in fs}
-    cls.__doc__ = (inspect.cleandoc(cls.__doc__ or "") + "\n\nOptions:\n"
-                   + "\n".join(f"    {f.name}: {f.metadata.get('help', '')}" for f in fs))
-    return cls
-
-
-_expose_options(CodeScorer)

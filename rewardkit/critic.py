@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from rewardkit.answers import response_trunk
 from rewardkit.backends.base import ChatRequest, Message, VerdictRequest, cost_of
 from rewardkit.prompts.raro import VERDICT_CHOICES, VERDICT_PREFIX, critic_user_prompt
 from rewardkit.scoring import JudgeOptions, JudgeScorer, Mode, option
@@ -92,7 +93,7 @@ def answer_view(text: str, view: View = "answer") -> str:
     bare expert expression), ``full`` keeps everything."""
     if view == "full":
         return text
-    answer = text.rsplit("</think>", 1)[1].strip() if "</think>" in text else text
+    answer = response_trunk(text)
     if view == "answer":
         return answer
     if view == "final":
@@ -252,16 +253,27 @@ def mix_critic_batch(current: Sequence[CriticExample], buffer: ReplayBuffer, siz
 
 
 @dataclass(frozen=True)
-class CriticOptions(JudgeOptions):
-    mode: Mode = option("generate", "generate samples the critic's reasoning and parses Answer 1/2/tie; logit scores the "
-                                    "three verdicts in one forward pass and returns the expected reward")
-    tau_pol: float = option(TAU_POL, "tie reward of the policy (Table 5: 0.6)")
-    tau_crit: float = option(TAU_CRIT, "tie reward of the critic, reported as the critic_reward component (Table 5: 0.55)")
+class CriticBaseOptions(JudgeOptions):
+    """The options every RARO critic shares (relativistic ``critic`` and binary ``critic-binary``)."""
+
     max_tokens: int = option(512, "critic generation budget (generate mode)")
     temperature: float = option(1.0, "critic sampling temperature (the paper samples the critic, l ~ c)")
     view: View = option("answer", "what the critic sees of each answer: answer (drop <think>), final (the final answer only) or full")
     template: str = option("math", "critic prompt: math (the paper's) or general")
     seed: int = option(0, "seeds the expert/policy order of every pair and the critic's sampling")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(1, "max_tokens")
+        self._at_least(0, "temperature")
+
+
+@dataclass(frozen=True)
+class CriticOptions(CriticBaseOptions):
+    mode: Mode = option("generate", "generate samples the critic's reasoning and parses Answer 1/2/tie; logit scores the "
+                                    "three verdicts in one forward pass and returns the expected reward")
+    tau_pol: float = option(TAU_POL, "tie reward of the policy (Table 5: 0.6)")
+    tau_crit: float = option(TAU_CRIT, "tie reward of the critic, reported as the critic_reward component (Table 5: 0.55)")
     replay_path: str | None = option(None, "optional JSON file of the replay buffer used by critic_batch")
     replay_capacity: int = option(10_000, "replay buffer size")
 
@@ -270,8 +282,7 @@ class CriticOptions(JudgeOptions):
         if not (0.0 <= self.tau_pol <= 1.0 and 0.0 <= self.tau_crit <= 1.0):
             raise ValueError(f"option 'tau_pol'/'tau_crit': tie rewards must lie in [0, 1] (Sec. 3.3), got "
                              f"{self.tau_pol}, {self.tau_crit}")
-        self._at_least(1, "max_tokens", "replay_capacity")
-        self._at_least(0, "temperature")
+        self._at_least(1, "replay_capacity")
 
 
 class CriticScorer(JudgeScorer):
@@ -280,6 +291,8 @@ class CriticScorer(JudgeScorer):
     name = "critic"
     Options = CriticOptions
     options: CriticOptions
+    verdict_choices: tuple[str, ...] = VERDICT_CHOICES  # logit mode: the verdicts scored after verdict_prefix
+    verdict_prefix: str = VERDICT_PREFIX
 
     def _setup(self) -> None:
         o = self.options
@@ -329,7 +342,7 @@ class CriticScorer(JudgeScorer):
     def _ask(self, flat: list[list[Message]]) -> list[Any]:
         """One backend call for every pair of the batch."""
         if self.mode == "logit":
-            reqs = [VerdictRequest(m, VERDICT_CHOICES, VERDICT_PREFIX) for m in flat]
+            reqs = [VerdictRequest(m, self.verdict_choices, self.verdict_prefix) for m in flat]
             return self.judge.verdict_probs(reqs)
         self._batches += 1
         # one seed per batch (not per request) so the backend can pack the whole batch together

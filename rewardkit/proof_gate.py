@@ -249,10 +249,12 @@ class GateOptions(Options):
 
 
 @dataclass(frozen=True)
-class ProofGateOptions(GateOptions):
-    verifier: Literal["reference", "lean"] | Verifier = option(
-        "reference", "reference (math-verify against Group.reference; not label-free, for ablations), lean (App. C pipeline, see rewardkit.lean) or a Verifier")
-    judge: JudgeBackend | str = option("smollm2", "judge backend for the Lean pipeline's LLM roles (verifier=lean)")
+class ProofGateOptions(GateOptions, JudgeOptions):
+    # No default reads labels: JURY-RL's gate is label-free (App. C Lean pipeline). The reference verifier
+    # checks the majority answer against Group.reference, an oracle (precision/recall 1 by construction),
+    # so it is there for ablations and must be chosen by name.
+    verifier: Literal["lean", "llm-judge", "reference"] | Verifier = option(
+        "lean", "lean (App. C pipeline; needs a usable Lean checker, see rewardkit lean-doctor), llm-judge (label-free App. D judge on the majority answer), reference (math-verify against Group.reference: reads labels, an oracle for ablations) or a Verifier")
     lean: str = option("auto", "Lean check backend for verifier=lean: auto, a lean path, repl:<command>, or a Kimina URL")
     cache: str | None = option(None, "path of the sqlite verification cache (verifier=lean); none for no cache")
 
@@ -277,11 +279,25 @@ class ProofGateScorer(BaseScorer):
         o = self.options
         if o.verifier == "reference":
             return ReferenceVerifier(self.checker)
+        if o.verifier == "llm-judge":
+            return LLMJudgeVerifier(o.judge, mode=o.mode)
         if o.verifier == "lean":
             from rewardkit.lean.pipeline import LeanVerifier
+            from rewardkit.lean.subprocess import LeanToolchainError
 
-            return LeanVerifier.from_specs(backend=o.judge, lean=o.lean, cache=o.cache)
+            try:
+                return LeanVerifier.from_specs(backend=o.judge, lean=o.lean, cache=o.cache)
+            except LeanToolchainError as e:
+                raise ValueError(
+                    f"proof-gate: verifier=lean needs a usable Lean 4 checker and none is: {e} -- or choose "
+                    "-o verifier=llm-judge (label-free: an LLM judge verifies the majority answer) or "
+                    "-o verifier=reference (reads the reference answers: an oracle, for ablations)") from None
         return o.verifier  # type: ignore[return-value]
+
+    @property
+    def verifier_name(self) -> str:
+        """What verified the majority answer, recorded in every output row."""
+        return getattr(self.verifier, "name", "") or type(self.verifier).__name__
 
     def _score(self, groups: list[Group]) -> list[GroupScore]:
         votes = _extract_and_vote(groups, self.checker)
@@ -310,6 +326,7 @@ class ProofGateScorer(BaseScorer):
             if self.mask_failures and failed and verified[gi] is None:
                 st = Status(failed[0]["status"])
                 out.append(GroupScore.failed(g.id, len(g), st, failed[0]["reason"], cost=costs[gi],
+                                             stats={"verifier": self.verifier_name},
                                              extra={"verifications": tried[gi]}))
                 continue
             rewards = proof_gate_rewards(v.labels, verified[gi], fallback=self.fallback, c=self.c, rng=self.rng)
@@ -318,7 +335,8 @@ class ProofGateScorer(BaseScorer):
             maj = v.majority
             out.append(GroupScore(
                 g.id, rewards, [Status.OK] * len(g),
-                stats={"gate": gate, "fallback": None if verified[gi] is not None else self.fallback,
+                stats={"verifier": self.verifier_name, "gate": gate,
+                       "fallback": None if verified[gi] is not None else self.fallback,
                        "majority_share": v.share,
                        "majority_answer": reps[maj] if maj is not None else None,  # type: ignore[index]
                        "verified_answer": reps[verified[gi]] if verified[gi] is not None else None},  # type: ignore[index]

@@ -172,7 +172,7 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "verifier": ("rewardkit.verifier:VerifierScorer", "Exact final-answer check against the reference (math-verify); the RLVR baseline."),
     # Reasoning Arena
     "arena": ("rewardkit.arena:ArenaScorer", "Reasoning Arena: verifier reward on diverse groups, trace-tournament Bradley-Terry reward on non-diverse ones (eq. 5)."),
-    "tournament": ("rewardkit.arena:TournamentScorer", "ArenaRL baseline: trace tournament with Bradley-Terry reward on every group, no routing."),
+    "tournament": ("rewardkit.arena:TournamentScorer", "ArenaRL baseline: round-robin trace tournament on every group, no routing; win-rate reward (eq. 8)."),
     "pointwise": ("rewardkit.arena:PointwiseScorer", "Rubric judge (1 / 0.5 / 0) on every response of every group."),
     "adaptive-pointwise": ("rewardkit.arena:AdaptivePointwiseScorer", "Rubric judge only on non-diverse groups; verifier reward elsewhere."),
     # JURY-RL
@@ -181,8 +181,10 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "llm-judge": ("rewardkit.proof_gate:LLMJudgeScorer", "JURY-RL App. D baseline: an LLM judge decides whether the majority answer is correct."),
     # GAR
     "slices": ("rewardkit.slices:SliceScorer", "GAR: discriminator judges each reasoning slice; R = l1 * exact match + l2 * slice mean."),
+    "holistic": ("rewardkit.slices:HolisticScorer", "GAR Table 4 baseline: one discriminator call judges the whole trace; R = l1 * exact match + l2 * verdict."),
     # RARO
     "critic": ("rewardkit.critic:CriticScorer", "RARO: relativistic critic compares each response with the expert answer (tie allowed)."),
+    "critic-binary": ("rewardkit.binary_critic:BinaryCriticScorer", "RARO Sec. 3.2 baseline: binary critic labels each response alone expert (+1) or policy (-1), no tie."),
     "code": ("rewardkit.code_exec:CodeScorer", "Execution reward: run each program against its tests (HumanEval, LiveCodeBench) in the sandbox."),
 }
 

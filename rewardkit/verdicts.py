@@ -208,11 +208,17 @@ def parse_yes_no(text: str) -> Verdict:
 _ANSWER_CHOICE = re.compile(r"\banswer[\s_.]*([12])\b|\b(tie)\b", re.IGNORECASE)
 _CONSISTENCY = re.compile(r"<consistency>\s*\[?\s*(correct|incorrect)\s*\]?\s*</consistency>", re.I)
 _TRUE_FALSE = re.compile(r"\b(true|false)\b", re.I)
+_EXPERT_POLICY = re.compile(r"\b(expert|policy)\b", re.I)
 
 
 def parse_answer_choice(text: str) -> Verdict:
     """RARO critic: ``Answer 1``, ``Answer 2`` or ``tie`` on the final line (after ``</think>`` if present)."""
     return _line_verdict(text, _ANSWER_CHOICE, lambda m: m.group(1) or "tie", "Answer 1/Answer 2/tie")
+
+
+def parse_expert_policy(text: str) -> Verdict:
+    """RARO binary critic (Sec. 3.2): ``Expert`` or ``Policy`` on the final line (after ``</think>``)."""
+    return _line_verdict(text, _EXPERT_POLICY, lambda m: m.group(1).capitalize(), "Expert/Policy")
 
 
 def parse_true_false(text: str) -> Verdict:

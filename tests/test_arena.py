@@ -301,7 +301,7 @@ def test_arena_live_logit_with_embedded_model(judge_backend):
     g = Group("tiny", "What is 2 + 3?", TINY, reference="5")
     s = ArenaScorer(judge=judge_backend, mode="logit").score([g])[0]
     assert s.stats["routed"] and s.stats["all_correct"]
-    assert s.stats["judge_calls"] == 3 and s.cost.judge_calls + s.cost.cache_hits == 3  # 1 + 2
+    assert s.stats["judge_calls"] == 3 and s.cost.judge_calls == 3  # 1 + 2 requests, no judge cache here
     assert s.cost.prompt_tokens > 0 and s.stats["rounds"] == 2
     assert all(st is Status.OK for st in s.statuses)
     assert np.all((s.rewards >= 0) & (s.rewards <= 1)) and s.rewards.shape == (3,)
@@ -328,5 +328,27 @@ def test_pointwise_scorers_with_embedded_model(judge_backend):
                    AdaptivePointwiseScorer(judge=judge_backend, mode="logit")):
         s = scorer.score([g])[0]
         assert s.stats["routed"] and s.stats["judge_calls"] == 1
-        assert s.cost.judge_calls + s.cost.cache_hits == 1 and all(st is Status.OK for st in s.statuses)
+        assert s.cost.judge_calls == 1 and all(st is Status.OK for st in s.statuses)  # no judge cache here
         assert np.all((s.rewards >= 0) & (s.rewards <= 1))
+
+
+def test_judge_reads_the_response_trunk_unless_told_to_keep_the_reasoning():
+    """The paper judges the response trunk (the text after the reasoning block); view=full keeps it."""
+    from rewardkit.answers import response_trunk
+    from rewardkit.arena import ArenaScorer, PointwiseScorer
+    from rewardkit.testing import ScriptedJudge
+    from rewardkit.types import Group
+
+    resp = ["<think>SECRET-REASONING-%d</think>\nSo the answer is \\boxed{2}." % i for i in range(3)]
+    g = Group("t", "What is 1+1?", resp, reference="2")
+    for cls in (ArenaScorer, PointwiseScorer):
+        judge = ScriptedJudge(probs=lambda prompt, choices: [1.0 / len(choices)] * len(choices))
+        cls(judge=judge, mode="logit").score([g])
+        assert judge.prompts and not any("SECRET-REASONING" in p for p in judge.prompts)
+        assert all("So the answer is" in p for p in judge.prompts)
+        full = ScriptedJudge(probs=lambda prompt, choices: [1.0 / len(choices)] * len(choices))
+        cls(judge=full, mode="logit", view="full").score([g])
+        assert full.prompts and all("SECRET-REASONING" in p for p in full.prompts)
+    assert response_trunk("<think>unfinished reasoning") == ""
+    assert response_trunk("no tags at all") == "no tags at all"
+    assert response_trunk("<think>a</think>b</think> final") == "final"

@@ -168,7 +168,7 @@ def test_several_processes_share_one_cache(tmp_path):
 
 @pytest.mark.model
 def test_real_model_verdicts_cached(judge_backend, tmp_path):
-    b = load_backend("smollm2", cache=tmp_path / "c.sqlite3")
+    b = load_backend("smollm2", dtype="float32", cache=tmp_path / "c.sqlite3")  # the fp32 fixture
     assert b.inner is judge_backend  # the cache wraps the one loaded model
     req = [VerdictRequest([{"role": "user", "content": "Is 2+2=4? Answer YES or NO."}], ["YES", "NO"], "**")]
     first, second = b.verdict_probs(req), b.verdict_probs(req)

@@ -229,6 +229,21 @@ def test_kimina_auth_and_timeouts_are_inconclusive(kimina):
     assert run.status == "timeout" and judge_run(run, hang).outcome == "inconclusive"
 
 
+def test_kimina_body_positions_are_shifted_to_whole_source_lines(kimina):
+    """Older servers report lines after the import header; positions='body' adds the header's lines back, so
+    the axiom report is matched to the checker's own command line."""
+    from rewardkit.lean.check import split_header
+
+    url, _ = kimina
+    src = build_source(FORMAL, BAD)[0]
+    (whole,) = KiminaClient(url, api_key="sekret", timeout=5).run_many([src])
+    (body,) = KiminaClient(url, api_key="sekret", timeout=5, positions="body").run_many([src])
+    header = split_header(src)[0].count("\n")
+    assert header > 0 and [m.line for m in body.messages] == [m.line + header for m in whole.messages]
+    with pytest.raises(ValueError, match="positions='lines'"):
+        KiminaClient(url, positions="lines")
+
+
 def test_kimina_unreachable_is_an_error():
     (run,) = KiminaClient("http://127.0.0.1:9", timeout=1).run_many([GOOD])
     assert run.status == "error" and "127.0.0.1:9" in run.error

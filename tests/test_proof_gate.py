@@ -278,10 +278,38 @@ def test_one_batched_verifier_call_per_round_and_inconclusive_fallbacks():
 
 
 def test_scorer_options_from_registry():
-    s = get_scorer("proof-gate", fallback="mv", c="0.1", top_k="2")
+    s = get_scorer("proof-gate", verifier="reference", fallback="mv", c="0.1", top_k="2")
     assert (s.fallback, s.c, s.top_k) == ("mv", 0.1, 2)
     with pytest.raises(ValueError):
-        get_scorer("proof-gate", fallback="median")
+        get_scorer("proof-gate", verifier="reference", fallback="median")
+
+
+def test_no_default_verifier_reads_labels(monkeypatch, tmp_path):
+    """JURY-RL's gate is label-free: the reference (oracle) verifier is used only when named (issue 11)."""
+    from rewardkit.proof_gate import ProofGateOptions
+
+    assert ProofGateOptions().verifier == "lean"
+    # a machine without any Lean checker: the default refuses clearly instead of falling back to labels
+    monkeypatch.delenv("LEAN_EXE", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(ValueError, match="verifier=llm-judge.*verifier=reference.*oracle"):
+        get_scorer("proof-gate")
+
+
+def test_every_row_names_its_verifier(mixed_groups):
+    from rewardkit.testing import ScriptedJudge
+
+    g6, g28 = mixed_groups["math_cot_100-006"], mixed_groups["math_cot_100-028"]
+    (ref,) = ProofGateScorer(verifier="reference").score([g6])
+    assert ref.stats["verifier"] == "reference" and ref.to_row()["stats"]["verifier"] == "reference"
+    # label-free: an LLM judge that calls every majority answer correct verifies 028's wrong majority "11"
+    judge = ScriptedJudge(reply="The answer is right.\nFinal judgment: True")
+    (s,) = get_scorer("proof-gate", verifier="llm-judge", judge=judge).score([g28])
+    assert s.stats["verifier"] == "llm-judge" and s.stats["gate"] == "verified"
+    assert s.stats["verified_answer"] == "11"
+    np.testing.assert_array_equal(s.rewards, [1, 1, 0, 0, 0, 0, 0, 0])  # not the labels: no oracle
+    assert "11" in judge.prompts[0]
 
 
 def test_reference_verifier_without_reference_is_inconclusive():

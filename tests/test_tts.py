@@ -334,7 +334,8 @@ def test_cli_tts_writes_table_json_and_plot(tmp_path, monkeypatch):
     app = typer.Typer()
     app.command()(tts)
     out = tmp_path / "res" / "tts"
-    res = CliRunner().invoke(app, [str(data), "--n", "1,2,4", "--k", "2", "--out", str(out)])
+    res = CliRunner().invoke(app, [str(data), "--n", "1,2,4", "--k", "2", "--mode", "logit", "--methods",
+                                   "tournament,bt", "--order", "alternate", "--view", "final", "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert "| tournament | 50.0 | 50.0 | 100.0 |" in res.output  # the double judge finds 42 once it is in the pool
     assert "| oracle | 50.0 | 50.0 | 100.0 |" in res.output
@@ -356,3 +357,19 @@ def test_load_rollouts_names_the_bad_line(tmp_path):
     p.write_text(json.dumps({"problem": "q", "responses": ["a"]}))
     with pytest.raises(ValueError, match=r"r.jsonl: group 'r-1': .*'correct'"):
         load_rollouts(str(p))
+
+
+def test_defaults_are_raro_algorithm_3():
+    """Paper settings are the defaults (issue 11): the critic reasons before its verdict (generate mode,
+    2048-token budget, RARO Sec. 5 / App. C), K = 4 votes in the printed order; logit mode, alternating
+    order and BT selection are rewardkit's opt-in additions. Checked on the API and on the command line."""
+    import inspect
+
+    from rewardkit.cli.tts import tts
+    from rewardkit.tts import run_tts
+
+    want = {"mode": "generate", "order": "fixed", "max_tokens": 2048, "k": 4, "rule": "paper"}
+    sig = inspect.signature(run_tts).parameters
+    assert {k: sig[k].default for k in want} == want and tuple(sig["methods"].default) == ("tournament",)
+    cli = inspect.signature(tts).parameters
+    assert {k: cli[k].default for k in want} == want and cli["methods"].default == "tournament"

@@ -127,7 +127,8 @@ class GarJoint:
         from rewardkit.backends.transformers_backend import TransformersBackend
         from rewardkit.slices import SliceScorer
 
-        self.disc = TransformersBackend(self.discriminator, device=trainer.config.device)  # its own weights
+        self.disc = TransformersBackend(self.discriminator, dtype=trainer.config.dtype,  # trained: the policy dtype
+                                        device=trainer.config.device)  # its own weights
         opts = {"mode": "logit", "soft": True, **self.slice_options, **_judge_kw(SliceScorer, self.disc)}
         self.slicer = SliceScorer(**opts)
         trainer.scorer = self.slicer  # R^rea for the reasoner

@@ -116,7 +116,8 @@ class LeanVerifier(BaseVerifier):
         from rewardkit.backends import load_backend
         from rewardkit.lean import make_checker
 
-        return cls(load_backend(backend), make_checker(lean), cache=VerificationCache(cache) if cache else None, **kw)
+        checker = make_checker(lean)  # first: a missing Lean toolchain fails before a judge model is loaded
+        return cls(load_backend(backend), checker, cache=VerificationCache(cache) if cache else None, **kw)
 
     def settings(self) -> dict[str, Any]:
         """Everything that changes a verdict (part of the cache key)."""
