@@ -178,7 +178,8 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     # JURY-RL
     "proof-gate": ("rewardkit.proof_gate:ProofGateScorer", "JURY-RL: majority answer verified once per group (eq. 4); ResZero when inconclusive (eq. 5)."),
     "majority-vote": ("rewardkit.proof_gate:MajorityVoteScorer", "Label-free majority vote: reward 1 for responses agreeing with the plurality answer."),
-    "llm-judge": ("rewardkit.proof_gate:LLMJudgeScorer", "JURY-RL App. D baseline: an LLM judge decides whether the majority answer is correct."),
+    "llm-judge": ("rewardkit.proof_gate:LLMJudgeScorer", "JURY-RL App. D judge, majority only: one judge call per group on the majority answer (gate, then fallback)."),
+    "llm-judge-rollout": ("rewardkit.rollout_judge:RolloutJudgeScorer", "JURY-RL LLM-as-a-Judge baseline: the App. D judge on every rollout's answer; reward 1 if True, 0 if False."),
     # GAR
     "slices": ("rewardkit.slices:SliceScorer", "GAR: discriminator judges each reasoning slice; R = l1 * exact match + l2 * slice mean."),
     "holistic": ("rewardkit.slices:HolisticScorer", "GAR Table 4 baseline: one discriminator call judges the whole trace; R = l1 * exact match + l2 * verdict."),

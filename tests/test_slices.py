@@ -456,3 +456,16 @@ def test_real_tokenizer_budget_on_real_rollouts(judge_backend, rollouts_path):
         _assert_exact_cover(t, slices)
         for s in slices:
             assert s.tokens <= 96 or s.text.count("\\[") >= 1 or s.text.count("$$") >= 2, s.text
+
+
+def test_slices_on_real_traces_come_out_near_L(rollouts_path):
+    """GAR merges delimiter pieces up to L = 320 and finds slices of ~320-560 tokens best, shorter ones
+    clearly worse (App. D.2): on the shared rollouts the median slice (a trace's last excluded) holds >= 3/4 L."""
+    import json
+
+    import numpy as np
+
+    rows = [json.loads(line) for line in rollouts_path.read_text().splitlines()]
+    closed = [s.tokens for r in rows for t in r["responses"] for s in slice_text(t, 320, whitespace_tokens)[:-1]]
+    assert len(closed) > 50
+    assert np.median(closed) >= 0.75 * 320 and max(closed) <= 320
