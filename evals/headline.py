@@ -24,6 +24,11 @@ JUDGE_GROUPS = ("math_cot_100-017", "math_cot_100-058")
 FIXED_OPTIONS: dict[str, tuple[dict[str, str], str]] = {
     "proof-gate": ({"verifier": "reference"}, "proof-gate (reference oracle)"),
 }
+# Scorers that do not apply to math rollouts (they need other fields), with the reason shown under the table.
+NOT_APPLICABLE: dict[str, str] = {
+    "code": "grades programs against tests; the rollouts are math",
+    "countdown": "needs a Countdown row's numbers and target",
+}
 # Scorers that must be told how to reach a model (the option is named `judge`, `backend` before issue 10).
 _JUDGE_OPTIONS = ("judge", "backend")
 
@@ -66,6 +71,9 @@ def headline(rollouts: str | Path, work: Path, *, scorers: Sequence[str] | None 
     subset = load_rollouts(rollouts, ids=judge_groups) if judge_groups else full
     rows, skipped = [], {}
     for name in names:
+        if name in NOT_APPLICABLE:
+            skipped[name] = f"not applicable: {NOT_APPLICABLE[name]}"
+            continue
         try:
             uses_judge = calls_judge(name)
         except (ImportError, AttributeError) as e:
