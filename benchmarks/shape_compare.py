@@ -41,6 +41,9 @@ OTHER = {
     "rewards (judge scorers)": "the embedded judge's verdict probabilities moved by about 1e-2 (backend changes, "
                                "issue 12: transformers backend batching and dtype); the replay is identical",
     "critic_probs": "the same judge numerics",
+    "matches": "the same judge numerics (tournament soft outcomes)",
+    "verdicts": "the same judge numerics (tournament soft outcomes)",
+    "first_shown_outcomes": "the same judge numerics (tournament soft outcomes)",
     "verifications": "judge numerics (llm-judge p(True)); and group 003 below",
     "group 003 (verifier rewards/statuses, proof-gate gate)": "math-verify on '4:30p..' vs '4:30 \\text{ p.m.}' "
         "takes about 4 s on the shared machine under load (timed: 4.2 s with the old code), so it hit the 5 s "
