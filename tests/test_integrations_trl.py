@@ -13,8 +13,7 @@ from rewardkit.types import GroupScore, Status
 class MaskLast(LengthScorer):
     """LengthScorer whose last response in each group fails (status error); records the groups it saw."""
 
-    def __init__(self):
-        super().__init__(target=5)
+    def _setup(self):
         self.seen: list[tuple[str, int, str | None, str | None]] = []
 
     def _score(self, groups):
@@ -27,7 +26,7 @@ class MaskLast(LengthScorer):
 
 
 def test_reward_function_scores_whole_groups_and_returns_none_for_masked():
-    sc = MaskLast()
+    sc = MaskLast(target=5)
     f = scorer_reward_func(sc)
     prompts = [[{"role": "user", "content": "A?"}]] * 2 + [[{"role": "user", "content": "B?"}]] * 2
     completions = [[{"role": "assistant", "content": t}] for t in ("abcde", "x" * 50, "abcdefghij", "y")]
@@ -57,7 +56,7 @@ def test_trl_grpo_trainer_runs_two_cpu_steps_with_a_rewardkit_scorer(tmp_path):
     torch.set_num_threads(1)
     ds = Dataset.from_list([{"prompt": [{"role": "user", "content": "Say yes."}], "answer": "yes"},
                             {"prompt": [{"role": "user", "content": "Say no."}], "answer": "no"}])
-    sc = MaskLast()
+    sc = MaskLast(target=5)
     args = trl.GRPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=3, num_generations=3,
                           max_completion_length=8, use_cpu=True, report_to="none", save_strategy="no",
                           logging_steps=1, learning_rate=1e-5, bf16=False)
