@@ -105,8 +105,12 @@ def test_groups_split_across_two_processes_are_scored_whole_once(tmp_path):
 
     script = tmp_path / "two.py"
     script.write_text(_TWO_PROCESS_SCRIPT)
-    env = {**__import__("os").environ, "RK_ROOT": str(Path(__file__).resolve().parents[1]),
-           "RK_LOG": str(tmp_path / "calls")}
+    import os
+
+    # a trainer run earlier in this process leaves accelerate/torch.distributed variables behind: drop them
+    dist = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK"}
+    env = {k: v for k, v in os.environ.items() if k not in dist and not k.startswith(("ACCELERATE_", "TORCHELASTIC_"))}
+    env.update(RK_ROOT=str(Path(__file__).resolve().parents[1]), RK_LOG=str(tmp_path / "calls"))
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                            str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
