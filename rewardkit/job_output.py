@@ -149,7 +149,10 @@ def _plain(v: Any) -> Any:
     if isinstance(v, dict):
         return {str(k): _plain(x) for k, x in v.items()}
     spec = getattr(v, "spec", None)
-    return spec if isinstance(spec, str) else f"{type(v).__module__}.{type(v).__qualname__}"
+    if isinstance(spec, str):
+        return spec
+    model = getattr(v, "model_id", None)  # a backend instance: its class and the model it serves
+    return f"{type(v).__module__}.{type(v).__qualname__}" + (f":{model}" if model else "")
 
 
 def scorer_config(scorer: Scorer, options: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -178,10 +178,13 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     # JURY-RL
     "proof-gate": ("rewardkit.proof_gate:ProofGateScorer", "JURY-RL: majority answer verified once per group (eq. 4); ResZero when inconclusive (eq. 5)."),
     "majority-vote": ("rewardkit.proof_gate:MajorityVoteScorer", "Label-free majority vote: reward 1 for responses agreeing with the plurality answer."),
-    "llm-judge": ("rewardkit.proof_gate:LLMJudgeScorer", "JURY-RL App. D baseline: an LLM judge decides whether the majority answer is correct."),
+    "llm-judge": ("rewardkit.proof_gate:LLMJudgeScorer", "JURY-RL App. D judge, majority only: one judge call per group on the majority answer (gate, then fallback)."),
+    "llm-judge-rollout": ("rewardkit.rollout_judge:RolloutJudgeScorer", "JURY-RL LLM-as-a-Judge baseline: the App. D judge on every rollout's answer; reward 1 if True, 0 if False."),
     # GAR
     "slices": ("rewardkit.slices:SliceScorer", "GAR: discriminator judges each reasoning slice; R = l1 * exact match + l2 * slice mean."),
+    "holistic": ("rewardkit.slices:HolisticScorer", "GAR Table 4 baseline: one discriminator call judges the whole trace; R = l1 * exact match + l2 * verdict."),
     # RARO
+    "countdown": ("rewardkit.countdown:CountdownScorer", "RARO Countdown (App. C.2): exact verifier of the expression combining the numbers into the target; binary reward."),
     "critic": ("rewardkit.critic:CriticScorer", "RARO: relativistic critic compares each response with the expert answer (tie allowed)."),
     "critic-binary": ("rewardkit.binary_critic:BinaryCriticScorer", "RARO Sec. 3.2 baseline: binary critic labels each response alone expert (+1) or policy (-1), no tie."),
     "code": ("rewardkit.code_exec:CodeScorer", "Execution reward: run each program against its tests (HumanEval, LiveCodeBench) in the sandbox."),

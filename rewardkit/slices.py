@@ -29,7 +29,6 @@ from rewardkit.prompts.gar import VERDICT_CHOICES, VERDICT_PREFIX, discriminator
 from rewardkit.scoring import JudgeOptions, JudgeScorer, option
 from rewardkit.slicing import (
     DEFAULT_JUDGE_TOKENS,
-    DEFAULT_MIN_TOKENS,
     DEFAULT_SLICE_TOKENS,
     Slice,
     make_slices,
@@ -154,34 +153,45 @@ class SliceItem:
 
 
 @dataclass(frozen=True)
-class SliceOptions(JudgeOptions):
+class DiscriminatorOptions(JudgeOptions):
+    """The options of every GAR discriminator scorer: the verdict, and how it combines with exact match."""
+
     mode: Literal["generate", "logit"] = option(
         "generate", "generate (App. B analysis, **YES**/**NO**, rationale; capped at judge_tokens) or logit (P(YES))")
-    slice_tokens: int = option(DEFAULT_SLICE_TOKENS, "slice token budget L (counted with the backend's tokenizer)")
-    min_slice_tokens: int = option(DEFAULT_MIN_TOKENS, "a slice closes at a clear new beginning only once it holds this many tokens")
-    segmentation: Literal["delimiters", "fixed"] = option(
-        "delimiters", "delimiters (the paper's slicing) or fixed (fixed-length windows ablation)")
     judge_tokens: int = option(DEFAULT_JUDGE_TOKENS, "K, the cap on the discriminator's output tokens in generate mode")
     temperature: float = option(0.0, "discriminator sampling temperature in generate mode")
     lambda1: float = option(1.0, "weight of the exact-match reward R^m (0 turns the verifier off)")
     lambda2: float = option(1.0, "weight of the slice reward R^s")
-    partial: bool = option(False, "judge only the first partial_slices slices and drop R^m (paper Table 5)")
-    partial_slices: int = option(3, "n, the number of slices judged in partial-trace mode")
     soft: bool = option(False, "in logit mode use r^s = P(YES) instead of 1[P(YES) >= threshold]")
     threshold: float = option(0.5, "P(YES) at or above which a slice counts as YES in logit mode")
-    context: bool = option(False, "show the discriminator the trace's earlier slices as context")
     checker: AnswerChecker | None = option(None, "an AnswerChecker for the exact-match reward (Python only)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.lambda1 < 0 or self.lambda2 < 0:
             raise ValueError(f"option 'lambda1'/'lambda2': must be >= 0, got {self.lambda1}, {self.lambda2}")
-        if self.partial and self.partial_slices < 1:
-            raise ValueError(f"option 'partial_slices': must be >= 1, got {self.partial_slices}")
-        self._at_least(1, "slice_tokens", "judge_tokens")
-        self._at_least(0, "min_slice_tokens", "temperature")
+        self._at_least(1, "judge_tokens")
+        self._at_least(0, "temperature")
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"option 'threshold': must lie in [0, 1], got {self.threshold}")
+
+
+@dataclass(frozen=True)
+class SliceOptions(DiscriminatorOptions):
+    slice_tokens: int = option(DEFAULT_SLICE_TOKENS, "slice token budget L (counted with the backend's tokenizer)")
+    min_slice_tokens: int | None = option(None, "a slice closes at a clear new beginning only once it holds this many tokens (default 3/4 of slice_tokens: slices near L, App. D.2)")
+    segmentation: Literal["delimiters", "fixed"] = option(
+        "delimiters", "delimiters (the paper's slicing) or fixed (fixed-length windows ablation)")
+    partial: bool = option(False, "judge only the first partial_slices slices and drop R^m (paper Table 5)")
+    partial_slices: int = option(3, "n, the number of slices judged in partial-trace mode")
+    context: bool = option(False, "show the discriminator the trace's earlier slices as context")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.partial and self.partial_slices < 1:
+            raise ValueError(f"option 'partial_slices': must be >= 1, got {self.partial_slices}")
+        self._at_least(1, "slice_tokens")
+        self._at_least(0, "min_slice_tokens")
 
 
 class SliceScorer(JudgeScorer):
@@ -190,6 +200,10 @@ class SliceScorer(JudgeScorer):
     name = "slices"
     Options = SliceOptions
     options: SliceOptions
+
+    def _setup(self) -> None:
+        o = self.options
+        self._partial, self._partial_slices, self._context = o.partial, o.partial_slices, o.context
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """The discriminator's token counts (whitespace words when the backend has no tokenizer)."""
@@ -241,7 +255,7 @@ class SliceScorer(JudgeScorer):
     # -- scoring
     def _score(self, groups: list[Group]) -> list[GroupScore]:
         o = self.options
-        use_m = o.lambda1 > 0 and not o.partial
+        use_m = o.lambda1 > 0 and not self._partial
         # 1. slice every response of every group
         plan: list[list[list[Slice]]] = []
         items: list[SliceItem] = []
@@ -249,11 +263,11 @@ class SliceScorer(JudgeScorer):
             per_resp = []
             for r in g.responses:
                 sl = self.slices(r)
-                if o.partial:
-                    sl = sl[: o.partial_slices]
+                if self._partial:
+                    sl = sl[: self._partial_slices]
                 per_resp.append(sl)
                 for j, s in enumerate(sl):
-                    ctx = r[: s.start] if o.context and j else ""
+                    ctx = r[: s.start] if self._context and j else ""
                     items.append(SliceItem(g.prompt, s.text, ctx))
             plan.append(per_resp)
         # 2. one backend call for all slices of the batch; one verifier call for all responses (R^m)
@@ -350,3 +364,31 @@ class SliceScorer(JudgeScorer):
             "p_real": p, "is_reference": is_ref, "gan_terms": gan_slice_terms(p, is_ref).tolist(),
             "statuses": [j.status.value for j in judged], "cost": Cost.total(j.cost for j in judged),
         }
+
+
+# ------------------------------------------------------------------------ holistic critic baseline
+
+
+@dataclass(frozen=True)
+class HolisticOptions(DiscriminatorOptions):
+    mode: Literal["generate", "logit"] = option(
+        "generate", "generate (App. B analysis, **YES**/**NO**, rationale; capped at judge_tokens) or logit (P(YES)) "
+                    "on the whole trace")
+
+
+class HolisticScorer(SliceScorer):
+    """GAR's holistic baseline (Table 4 row 3): ONE discriminator call on the whole trace instead of per slice;
+    R = lambda1 * R^m + lambda2 * r(whole trace). Same prompt, verdicts, masking and batching as ``slices``."""
+
+    name = "holistic"
+    Options = HolisticOptions  # type: ignore[assignment]
+    options: HolisticOptions  # type: ignore[assignment]
+
+    def _setup(self) -> None:
+        self._partial, self._partial_slices, self._context = False, 0, False
+
+    def slices(self, text: str) -> list[Slice]:
+        """The whole trace as one slice (none for an empty response)."""
+        if not text.strip():
+            return []
+        return [Slice(text, 0, len(text), self.count_tokens([text])[0])]

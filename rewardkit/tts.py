@@ -322,14 +322,20 @@ def majority_pick(answers: Sequence[str | None], cluster_ids: Sequence[int | Non
 
 
 def run_tts(problems: Sequence[Group], backend: JudgeBackend, ns: Sequence[int], *,
-            prompt: Literal["critic", "arena"] = "critic", mode: Mode = "logit",
-            order: Literal["fixed", "alternate"] = "alternate", view: str = "final", temperature: float = 1.0,
-            max_tokens: int = 256, seed: int = 0, k: int = 4, rule: Rule = "paper",
-            methods: Sequence[str] = ("tournament", "bt"),
+            prompt: Literal["critic", "arena"] = "critic", mode: Mode = "generate",
+            order: Literal["fixed", "alternate"] = "fixed", view: str = "answer", temperature: float = 1.0,
+            max_tokens: int = 2048, seed: int = 0, k: int = 4, rule: Rule = "paper",
+            methods: Sequence[str] = ("tournament",),
             bt_schedule: Literal["tournament", "round_robin"] = "tournament",
             skip_uniform: bool = True) -> dict[str, Any]:
     """Referee every problem's candidates with a prompt judge on ``backend`` and evaluate each selection
-    method at each N; the result carries the judge cost and the settings (for ``write_report``)."""
+    method at each N; the result carries the judge cost and the settings (for ``write_report``).
+
+    The defaults are RARO's Algorithm 3 setting: the critic writes its reasoning before the verdict
+    (``mode="generate"``, a 2048-token budget as in the paper's experiments), K = 4 sampled votes per match
+    in the printed order (``order="fixed"``), single-elimination. rewardkit's additions, opt-in:
+    ``mode="logit"`` (verdict probabilities, no critic reasoning: the paper's ablation without critic
+    reasoning loses several points), ``order="alternate"`` (position debiasing) and ``"bt"`` selection."""
     import time
 
     pj = PromptJudge(backend, [p.prompt for p in problems], [p.responses for p in problems], prompt=prompt,

@@ -411,6 +411,8 @@ def test_arena_job_summary_reports_routing_not_rewards_after_the_tournament(tmp_
     got = {r["id"]: r for r in rows(tmp_path / "out.jsonl")}
     assert len(set(got["same"]["rewards"])) > 1  # the tournament made the routed group's rewards diverse
     assert (s.non_diverse_fraction, s.non_diverse_source) == (0.5, "routed")  # as the arena decided it
+    judge = json.loads(manifest_path(tmp_path / "out.jsonl").read_text())["judge"]
+    assert judge.endswith("AlwaysA:always-a")  # a backend instance is recorded by class and model
 
 
 @pytest.mark.parametrize("scorer, opt, msg", [
