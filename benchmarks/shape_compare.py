@@ -44,6 +44,9 @@ OTHER = {
     "matches": "the same judge numerics (tournament soft outcomes)",
     "verdicts": "the same judge numerics (tournament soft outcomes)",
     "first_shown_outcomes": "the same judge numerics (tournament soft outcomes)",
+    "bt_strengths": "the same judge numerics (Bradley-Terry fit on the soft outcomes)",
+    "cost.prompt_tokens": "arena's live schedule picks later opponents from earlier outcomes, so the judge numerics "
+                          "change which pairs are judged (same 18 calls per group, other prompts)",
     "verifications": "judge numerics (llm-judge p(True)); and group 003 below",
     "group 003 (verifier rewards/statuses, proof-gate gate)": "math-verify on '4:30p..' vs '4:30 \\text{ p.m.}' "
         "takes about 4 s on the shared machine under load (timed: 4.2 s with the old code), so it hit the 5 s "
