@@ -361,6 +361,7 @@ def tables(
     check: Annotated[bool, typer.Option("--check", help="Change nothing; exit 1 if the README or a results file is stale.")] = False,
     only: Annotated[Optional[list[str]], typer.Option("--only", help="Run only this producer (repeatable; see benchmarks/runs.json).")] = None,
     slow: Annotated[bool, typer.Option("--slow", help="Also run the slow (judge-heavy) producers.")] = False,
+    render_only: Annotated[bool, typer.Option("--render-only", help="Run nothing; re-render reports and README tables from the JSON.")] = False,
 ) -> None:
     """Regenerate benchmarks/results/ from benchmarks/runs.json and rewrite the README's marked tables."""
     from rewardkit.evals.tables import check as find_stale
@@ -377,7 +378,7 @@ def tables(
         console.print("README tables and results files are up to date")
         return
     try:
-        runs = regenerate(only=only, slow=slow, on_run=lambda r: console.print(f"running {r.name}: {r.command}", soft_wrap=True))
+        runs = regenerate(only=only, slow=slow, run=not render_only, on_run=lambda r: console.print(f"running {r.name}: {r.command}", soft_wrap=True))
     except KeyError as e:
         raise _fail(str(e).strip("'\"")) from None
     failed = [r for r in runs if r["returncode"]]

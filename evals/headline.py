@@ -19,6 +19,11 @@ from rewardkit.evals.harness import _f, load_rollouts, score_groups, scorer_repo
 # Two balanced mixed groups (4 of 8 correct) with the shortest responses: every judge scorer ranks real
 # correct against real incorrect responses at the lowest CPU cost.
 JUDGE_GROUPS = ("math_cot_100-017", "math_cot_100-058")
+# Fixed options per scorer, and the row label that says what they mean. proof-gate's reference verifier reads
+# the dataset answer (an oracle standing in for Lean, which cannot run here).
+FIXED_OPTIONS: dict[str, tuple[dict[str, str], str]] = {
+    "proof-gate": ({"verifier": "reference"}, "proof-gate (reference oracle)"),
+}
 # Scorers that must be told how to reach a model (the option is named `judge`, `backend` before issue 10).
 _JUDGE_OPTIONS = ("judge", "backend")
 
@@ -67,7 +72,8 @@ def headline(rollouts: str | Path, work: Path, *, scorers: Sequence[str] | None 
             skipped[name] = f"unavailable: {e}"
             continue
         groups = subset if uses_judge else full
-        opts: dict[str, Any] = {}
+        fixed, label = FIXED_OPTIONS.get(name, ({}, name))
+        opts: dict[str, Any] = dict(fixed)
         if uses_judge:
             opts[judge_option(name)] = judge
             if logit:
@@ -81,7 +87,7 @@ def headline(rollouts: str | Path, work: Path, *, scorers: Sequence[str] | None 
             skipped[name] = f"{type(e).__name__}: {e}"
             continue
         rep = scorer_report(groups, run, n_boot=n_boot)
-        rep.update({"uses_judge": uses_judge, "options": {k: str(v) for k, v in opts.items()},
+        rep.update({"label": label, "uses_judge": uses_judge, "options": {k: str(v) for k, v in opts.items()},
                     "wall_seconds_this_run": time.perf_counter() - t0})
         rows.append(rep)
     return {"rollouts": str(rollouts), "judge": judge, "judge_groups": list(judge_groups or []),
@@ -98,7 +104,7 @@ def headline_table(data: dict[str, Any]) -> str:
                       tuple(_f(v[k]["value"]) for k in ("precision", "recall", "f1")))
         c = r["cost"]
         lines.append(
-            f"| `{r['scorer']}`{' (judge)' if r['uses_judge'] else ''} | {r['groups']} | {p} | {rec} | {f1} | "
+            f"| `{r['scorer']}`{r.get('label', r['scorer'])[len(r['scorer']):]}{' (judge)' if r['uses_judge'] else ''} | {r['groups']} | {p} | {rec} | {f1} | "
             f"{100 * r['best_of_8']:.1f} | {_f(r['auc'])} | {_f(r['length_bias']['spearman'], '+.2f')} | "
             f"{100 * r['nonzero_advantage_groups']:.0f}% | {c['judge_calls_per_group']:.1f} | "
             f"{c['seconds_per_group']:.2f} |")

@@ -188,10 +188,10 @@ def command_argv(cmd: str, root: Path = ROOT) -> list[str]:
     return argv
 
 
-def regenerate(root: Path = ROOT, *, only: list[str] | None = None, slow: bool = False,
+def regenerate(root: Path = ROOT, *, only: list[str] | None = None, slow: bool = False, run: bool = True,
                on_run: Callable[[Run], None] | None = None) -> list[dict[str, Any]]:
-    """Run the selected producers (non-slow ones unless ``slow``), then re-render the Markdown reports and
-    the README tables. Returns one record per run (seconds, exit status)."""
+    """Run the selected producers (non-slow ones unless ``slow``; none with ``run=False``), then re-render
+    the Markdown reports and the README tables. Returns one record per run (seconds, exit status)."""
     import os
 
     runs = load_runs(root)
@@ -201,7 +201,7 @@ def regenerate(root: Path = ROOT, *, only: list[str] | None = None, slow: bool =
             raise KeyError(f"unknown run {unknown[0]!r}; runs: {', '.join(r.name for r in runs)}")
     done = []
     env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    for r in runs:
+    for r in runs if run else []:
         if (only and r.name not in only) or (not only and r.slow and not slow):
             continue
         if on_run:

@@ -20,75 +20,53 @@ from rewardkit.arena import (
     nonzero_advantage_count,
     verdict_outcome,
 )
-from rewardkit.backends.base import Completion, JudgeBackend, VerdictResult
 from rewardkit.prompts.arena import pointwise_prompt, tournament_prompt
 from rewardkit.scoring import get_scorer, scorer_options
+from rewardkit.testing import ScriptedJudge
 from rewardkit.types import Group, Status
 
 DATA = "/work/shared/data/math_rollouts_qwen25/math_cot_100.jsonl"
 
 
-class QualityJudge(JudgeBackend):
-    """Test double: prefers the response with the higher ``[q=K]`` tag; ``[broken]`` makes it babble.
+def _pair(text: str):
+    a = text.split("[RESPONSE A]")[1].split("[RESPONSE B]")[0]
+    b = text.split("[RESPONSE B]")[1].split("Which response is better?")[0]
+    return a, b
 
-    ``always_a`` mimics a maximally position-biased judge. Records every backend call's batch size.
-    """
 
-    model_id = "quality-double"
+def _q(s: str) -> int:
+    return int(re.search(r"\[q=(\d+)\]", s).group(1))
 
-    def __init__(self, always_a: bool = False):
-        self.always_a = always_a
-        self.generate_batches: list[int] = []
-        self.verdict_batches: list[int] = []
 
-    @staticmethod
-    def _pair(text: str):
-        a = text.split("[RESPONSE A]")[1].split("[RESPONSE B]")[0]
-        b = text.split("[RESPONSE B]")[1].split("Which response is better?")[0]
-        return a, b
+def QualityJudge(always_a: bool = False) -> ScriptedJudge:  # noqa: N802 - reads like the class it replaces
+    """Scripted judge: prefers the response with the higher ``[q=K]`` tag; ``[broken]`` makes it babble
+    (generate) or fail (logit). ``always_a`` mimics a maximally position-biased judge."""
 
-    @staticmethod
-    def _q(s: str) -> int:
-        return int(re.search(r"\[q=(\d+)\]", s).group(1))
-
-    def _pair_label(self, text: str) -> str | None:
-        a, b = self._pair(text)
+    def pair_label(text: str) -> str | None:
+        a, b = _pair(text)
         if "[broken]" in a or "[broken]" in b:
             return None
-        if self.always_a:
+        if always_a:
             return "A"
-        qa, qb = self._q(a), self._q(b)
+        qa, qb = _q(a), _q(b)
         return "A" if qa > qb else "B" if qb > qa else "Tie"
 
-    def generate(self, requests):
-        self.generate_batches.append(len(requests))
-        out = []
-        for r in requests:
-            text = r.messages[-1]["content"]
-            if "[RESPONSE A]" in text:
-                lab = self._pair_label(text)
-                reply = "I cannot decide." if lab is None else f"Reasoning... \\boxed{{{lab}}}"
-            else:
-                resp = text.split("[RESPONSE]")[1]
-                reply = "hmm" if "[broken]" in resp else f"\\boxed{{{ {3: '1', 2: '0.5'}.get(self._q(resp), '0') }}}"
-            out.append(Completion([reply], prompt_tokens=len(text) // 4, completion_tokens=5))
-        return out
+    def reply(text: str) -> str:
+        if "[RESPONSE A]" in text:
+            lab = pair_label(text)
+            return "I cannot decide." if lab is None else f"Reasoning... \\boxed{{{lab}}}"
+        resp = text.split("[RESPONSE]")[1]
+        return "hmm" if "[broken]" in resp else f"\\boxed{{{ {3: '1', 2: '0.5'}.get(_q(resp), '0') }}}"
 
-    def verdict_probs(self, requests):
-        self.verdict_batches.append(len(requests))
-        out = []
-        for r in requests:
-            text = r.messages[-1]["content"]
-            if "[RESPONSE A]" in text:
-                lab = self._pair_label(text)
-                if lab is None:
-                    out.append(VerdictResult(np.array([]), Status.ERROR, error="forward pass failed"))
-                    continue
-                probs = {"A": [0.8, 0.1, 0.1], "B": [0.1, 0.8, 0.1], "Tie": [0.1, 0.1, 0.8]}[lab]
-            else:
-                probs = [0.6, 0.3, 0.1]
-            out.append(VerdictResult(np.array(probs), prompt_tokens=len(text) // 4))
-        return out
+    def probs(text: str, choices):
+        if "[RESPONSE A]" not in text:
+            return [0.6, 0.3, 0.1]
+        lab = pair_label(text)
+        if lab is None:
+            return Status.ERROR
+        return {"A": [0.8, 0.1, 0.1], "B": [0.1, 0.8, 0.1], "Tie": [0.1, 0.1, 0.8]}[lab]
+
+    return ScriptedJudge(reply, probs, model_id="quality-double")
 
 
 def group(gid, qualities, labels=None, reference="7", **kw):

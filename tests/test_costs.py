@@ -23,7 +23,7 @@ CASES = [
     ("slices", {"mode": "logit"}, N),
     ("critic", {"mode": "logit"}, 0),
     ("llm-judge", {"mode": "logit"}, 0),
-    ("proof-gate", {}, 1),  # the majority answer, verified once (eq. 4)
+    ("proof-gate", {"verifier": "reference"}, 1),  # the majority answer, verified once (eq. 4)
     ("majority-vote", {}, 0),
 ]
 

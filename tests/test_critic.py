@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictResult
+from rewardkit.backends.base import ChatRequest
 from rewardkit.critic import (
     CriticExample,
     CriticScorer,
@@ -24,6 +24,7 @@ from rewardkit.critic import (
     resolve_choice,
 )
 from rewardkit.scoring import get_scorer
+from rewardkit.testing import ScriptedJudge
 from rewardkit.types import Group, Status
 
 # --------------------------------------------------------------------------------------- test doubles
@@ -32,54 +33,37 @@ _A1 = re.compile(r"<answer_1>\n(.*?)\n</answer_1>", re.S)
 _A2 = re.compile(r"<answer_2>\n(.*?)\n</answer_2>", re.S)
 
 
-class ContentJudge(JudgeBackend):
-    """Deterministic double: prefers the answer containing 'RIGHT'; tie when both or neither do.
+def _content_pick(prompt: str, biased: bool = False) -> str:
+    a1, a2 = _A1.search(prompt).group(1), _A2.search(prompt).group(1)
+    if "GARBLE" in a1 + a2:
+        return "garble"
+    if "TIMEOUT" in a1 + a2:
+        return "timeout"
+    if biased:
+        return "1"
+    r1, r2 = "RIGHT" in a1, "RIGHT" in a2
+    return "tie" if r1 == r2 else ("1" if r1 else "2")
 
-    An answer containing 'GARBLE' makes it reply without a verdict; 'TIMEOUT' makes the request time out.
-    ``biased=True`` ignores content and always says "Answer 1" (like SmolLM2's position bias).
-    """
 
-    model_id = "content-judge"
+def ContentJudge(biased: bool = False, pick=None) -> ScriptedJudge:  # noqa: N802 - reads like the class it replaces
+    """Scripted critic: prefers the answer containing 'RIGHT'; tie when both or neither do. 'GARBLE' makes it
+    reply without a verdict, 'TIMEOUT' times the request out; ``biased=True`` always says "Answer 1" (like
+    SmolLM2's position bias); ``pick(prompt)`` replaces the rule."""
+    choose = pick or (lambda prompt: _content_pick(prompt, biased))
 
-    def __init__(self, biased: bool = False):
-        self.biased = biased
-        self.generate_calls: list[int] = []
-        self.verdict_calls: list[int] = []
+    def reply(prompt: str):
+        p = choose(prompt)
+        if p == "timeout":
+            return Status.TIMEOUT
+        if p == "garble":
+            return "I cannot decide between them."
+        return "<think>checking both</think>\n" + ("tie" if p == "tie" else f"Answer {p}")
 
-    def _pick(self, prompt: str) -> str:
-        a1, a2 = _A1.search(prompt).group(1), _A2.search(prompt).group(1)
-        if "GARBLE" in a1 + a2:
-            return "garble"
-        if "TIMEOUT" in a1 + a2:
-            return "timeout"
-        if self.biased:
-            return "1"
-        r1, r2 = "RIGHT" in a1, "RIGHT" in a2
-        return "tie" if r1 == r2 else ("1" if r1 else "2")
+    def probs(prompt: str, choices):
+        assert tuple(choices) == ("1", "2", "tie")
+        return {"1": [0.7, 0.1, 0.2], "2": [0.1, 0.7, 0.2], "tie": [0.1, 0.1, 0.8]}[choose(prompt)]
 
-    def generate(self, requests):
-        self.generate_calls.append(len(requests))
-        out = []
-        for r in requests:
-            p = self._pick(r.messages[-1]["content"])
-            if p == "timeout":
-                out.append(Completion([], Status.TIMEOUT, error="deadline exceeded"))
-            elif p == "garble":
-                out.append(Completion(["I cannot decide between them."], prompt_tokens=10, completion_tokens=6))
-            else:
-                text = "<think>checking both</think>\n" + ("tie" if p == "tie" else f"Answer {p}")
-                out.append(Completion([text], prompt_tokens=10, completion_tokens=5))
-        return out
-
-    def verdict_probs(self, requests):
-        self.verdict_calls.append(len(requests))
-        out = []
-        for r in requests:
-            assert tuple(r.choices) == ("1", "2", "tie")
-            p = self._pick(r.messages[-1]["content"])
-            probs = {"1": [0.7, 0.1, 0.2], "2": [0.1, 0.7, 0.2], "tie": [0.1, 0.1, 0.8]}[p]
-            out.append(VerdictResult(np.array(probs), prompt_tokens=10))
-        return out
+    return ScriptedJudge(reply, probs, model_id="content-judge")
 
 
 EXPERT = "We compute 6*7 = 42. RIGHT \\boxed{42}"
@@ -157,7 +141,7 @@ def test_scorer_rewards_with_content_judge_are_order_invariant():
         assert s.components["critic_label"][:2] == ["tie", "expert"]
         assert list(s.components["critic_reward"][:2]) == [0.55, 1.0]
         assert "no Answer 1/Answer 2/tie verdict" in s.messages[2]
-        assert judge.generate_calls == [4]
+        assert judge.generate_batches == [4]
 
 
 def test_position_biased_critic_rewards_the_policy_exactly_when_it_sits_first():
@@ -172,7 +156,7 @@ def test_batch_is_one_backend_call_and_groups_without_expert_abstain():
     judge = ContentJudge()
     groups = [_group(["a", "b"], gid="x"), _group(["c"], expert=None, gid="y"), _group(["RIGHT"], gid="z")]
     out = CriticScorer(judge=judge).score(groups)
-    assert judge.generate_calls == [3]
+    assert judge.generate_batches == [3]
     assert [o.group_id for o in out] == ["x", "y", "z"]
     assert out[1].statuses == [Status.ABSTAIN] and "no expert answer" in out[1].messages[0]
     assert out[0].cost.judge_calls == 2 and out[2].cost.judge_calls == 1
@@ -183,7 +167,7 @@ def test_logit_mode_returns_expected_reward():
     judge = ContentJudge()
     g = _group(["RIGHT 42", "wrong 36"])
     (s,) = CriticScorer(judge=judge, mode="logit", seed=1).score([g])
-    assert judge.verdict_calls == [2] and judge.generate_calls == []
+    assert judge.verdict_batches == [2] and judge.generate_batches == []
     # both right -> judge says tie with p=0.8, each answer 0.1: E[R_pol] = 0.1 + 0.6*0.8
     assert s.rewards[0] == pytest.approx(0.1 + 0.6 * 0.8)
     # policy wrong: P(expert)=0.7, P(policy)=0.1, P(tie)=0.2 whatever the slot
@@ -192,16 +176,11 @@ def test_logit_mode_returns_expected_reward():
 
 
 def test_views_hide_reasoning_from_the_critic():
-    seen = []
-
-    class Spy(ContentJudge):
-        def generate(self, requests):
-            seen.extend(r.messages[-1]["content"] for r in requests)
-            return super().generate(requests)
-
     g = _group(["<think>secret chain</think>\nRIGHT \\boxed{42}"])
-    CriticScorer(judge=Spy(), view="answer").score([g])
-    CriticScorer(judge=Spy(), view="final").score([g])
+    spy = ContentJudge()
+    CriticScorer(judge=spy, view="answer").score([g])
+    CriticScorer(judge=spy, view="final").score([g])
+    seen = spy.prompts
     assert "secret chain" not in seen[0] and "RIGHT" in seen[0]
     assert "<answer_1>\n42\n</answer_1>" in seen[1] and "<answer_2>\n42\n</answer_2>" in seen[1]
 
@@ -372,15 +351,13 @@ def test_group_from_shared_rollouts_uses_the_solution_as_expert(rollouts_path):
     assert a.statuses == [Status.ABSTAIN] * 8
 
 
-class CountdownCritic(ContentJudge):
-    """A perfect Countdown critic double: verifies both answers with the exact verifier."""
+def _countdown_pick(prompt):
+    """A perfect Countdown critic: verifies both answers with the exact verifier."""
+    from rewardkit.countdown import check_expression
 
-    def _pick(self, prompt):
-        from rewardkit.countdown import check_expression
-
-        nums = [int(x) for x in re.findall(r"\d+", re.search(r"Use the four numbers (.*?) to create", prompt).group(1))]
-        ok = [check_expression(rx.search(prompt).group(1), nums).correct is True for rx in (_A1, _A2)]
-        return "tie" if ok[0] == ok[1] else ("1" if ok[0] else "2")
+    nums = [int(x) for x in re.findall(r"\d+", re.search(r"Use the four numbers (.*?) to create", prompt).group(1))]
+    ok = [check_expression(rx.search(prompt).group(1), nums).correct is True for rx in (_A1, _A2)]
+    return "tie" if ok[0] == ok[1] else ("1" if ok[0] else "2")
 
 
 def test_countdown_groups_with_a_verifying_critic():
@@ -389,7 +366,7 @@ def test_countdown_groups_with_a_verifying_critic():
     inst = generate(3, seed=5)
     groups = [i.to_group([f"\\boxed{{{i.solution}}}", "\\boxed{1 + 2 + 3 + 4}", "no answer"], id=f"c{j}")
               for j, i in enumerate(inst)]
-    out = CriticScorer(judge=CountdownCritic(), view="final", seed=3).score(groups)
+    out = CriticScorer(judge=ContentJudge(pick=_countdown_pick), view="final", seed=3).score(groups)
     for s in out:
         # correct = as good as the expert (tie, tau_pol); wrong or missing = the critic picks the expert
         assert list(s.rewards) == [0.6, 0.0, 0.0]

@@ -53,6 +53,8 @@ def test_rewrite_readme_renders_from_json(repo):
     assert stale != readme
     fixed, changed = rewrite_readme(stale, repo)
     assert fixed == readme and changed == ["accuracy"]
+    (repo / "README.md").write_text(stale)
+    assert regenerate(repo, run=False) == [] and (repo / "README.md").read_text() == readme
 
 
 def test_regenerate_runs_a_producer_and_fixes_the_readme(repo):

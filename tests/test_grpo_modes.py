@@ -52,7 +52,7 @@ def test_raro_shared_llm_step_trains_policy_and_critic_rollouts_together(tmp_pat
     mode = RaroShared(lambda_pol=1 / 3, lambda_crit=2 / 3, critic_batch=2, critic_samples=2, critic_max_tokens=12)
     cfg = TrainConfig(out_dir=str(tmp_path / "run"), steps=1, **SETTINGS)
     trainer = GRPOTrainer(cfg, PROMPTS, modes=[mode])
-    assert trainer.scorer is mode.critic and mode.critic.backend is trainer.policy  # one shared LLM
+    assert trainer.scorer is mode.critic and mode.critic.judge is trainer.policy  # one shared LLM
     (row,) = trainer.train()
     assert row["critic_rollouts"] == 4  # 2 critic prompts x 2 samples in the same batch
     assert row["replay_size"] == 4  # the step's 2 x 2 (question, expert, policy answer) triples

@@ -138,9 +138,9 @@ def test_step_metrics_count_routed_and_non_diverse_groups_and_judge_calls():
     from rewardkit.types import Cost
 
     t = GRPOTrainer.__new__(GRPOTrainer)
-    routed = GroupScore("a", np.array([1.0, 0.0]), [Status.OK] * 2, components={"routed": True},
+    routed = GroupScore("a", np.array([1.0, 0.0]), [Status.OK] * 2, stats={"routed": True},
                         cost=Cost(judge_calls=3))
-    flat = GroupScore("b", np.array([1.0, 1.0]), [Status.OK] * 2, components={"routed": False})
+    flat = GroupScore("b", np.array([1.0, 1.0]), [Status.OK] * 2, stats={"routed": False})
     masked = GroupScore("c", np.array([np.nan, 0.5]), [Status.TIMEOUT, Status.OK])
     r = Rollouts([[1]] * 6, [[2, 3]] * 3 + [[4]] * 3, ["x"] * 6, [True] + [False] * 5, [0, 0, 1, 1, 2, 2])
     m = t.reward_metrics([routed, flat, masked], r)

@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictResult
 from rewardkit.lean.cache import VerificationCache
 from rewardkit.lean.check import DEFAULT_HEADER
 from rewardkit.lean.pipeline import LeanVerifier, extract_lean, formal_statement, parse_consistency
 from rewardkit.lean.subprocess import LeanSubprocess
 from rewardkit.prompts import jury as P
 from rewardkit.proof_gate import Claim, LLMJudgeScorer, LLMJudgeVerifier, ProofGateScorer, parse_true_false
+from rewardkit.testing import ScriptedJudge
 from rewardkit.types import Group, Status
 
 LEAN = str(Path(__file__).parent / "lean_standins" / "lean")
@@ -25,41 +25,37 @@ def fence(code: str) -> str:
     return f"Let me think.\n```lean4\n{code}\n```\n"
 
 
-class Scripted(JudgeBackend):
-    """Test double of the three LLM roles, answering from the prompt; records every batched call."""
+def _role(prompt: str) -> str:
+    if prompt.startswith("Input Data:"):
+        return "consistency"
+    return "formalise" if "autoformalize" in prompt else "prove"
 
-    model_id = "scripted"
 
-    def __init__(self, proofs=("  sorry", "  omega")):
-        self.calls: list[tuple[str, list[ChatRequest]]] = []
-        self.proofs = list(proofs)
+def Scripted(proofs=("  sorry", "  omega")) -> ScriptedJudge:  # noqa: N802 - reads like the class it replaces
+    """Scripted judge for the three LLM roles, answering from the prompt (up to 16 samples per request)."""
 
-    def generate(self, requests):
-        role = self._role(requests[0])
-        self.calls.append((role, list(requests)))
-        out = []
-        for r in requests:
-            text = r.messages[-1]["content"]
-            if role == "formalise":
-                ans = text.split("The answer is ")[1].split(".\n")[0].strip()
-                texts = ["no code here", fence(STMT.format(ans=ans) + " := by\n  sorry")] + [fence("theorem other : True := trivial")] * (r.n - 2)
-            elif role == "consistency":
-                texts = ["<comments>fine</comments>\n<consistency>" + ("Correct" if "x = 3" in text else "Incorrect") + "</consistency>"]
-            else:
-                stmt = text.split("```lean4\n")[1].split(" := by")[0]
-                stmt = stmt[stmt.index("theorem"):]
-                texts = [fence(stmt + " := by\n" + self.proofs[i % len(self.proofs)]) for i in range(r.n)]
-            out.append(Completion(texts[: r.n], prompt_tokens=10, completion_tokens=5 * r.n))
-        return out
+    def reply(text: str) -> list[str]:
+        role = _role(text)
+        if role == "formalise":
+            ans = text.split("The answer is ")[1].split(".\n")[0].strip()
+            return ["no code here", fence(STMT.format(ans=ans) + " := by\n  sorry")] + [fence("theorem other : True := trivial")] * 14
+        if role == "consistency":
+            return ["<comments>fine</comments>\n<consistency>" + ("Correct" if "x = 3" in text else "Incorrect") + "</consistency>"]
+        stmt = text.split("```lean4\n")[1].split(" := by")[0]
+        stmt = stmt[stmt.index("theorem"):]
+        return [fence(stmt + " := by\n" + proofs[i % len(proofs)]) for i in range(16)]
 
-    @staticmethod
-    def _role(req: ChatRequest) -> str:
-        if req.messages[0]["role"] == "system":
-            return "consistency"
-        return "formalise" if "autoformalize" in req.messages[-1]["content"] else "prove"
+    return ScriptedJudge(reply, [0.9, 0.1])
 
-    def verdict_probs(self, requests):
-        return [VerdictResult(np.array([0.9, 0.1])) for _ in requests]
+
+def calls(judge: ScriptedJudge) -> list[tuple[str, list]]:
+    """Each backend call of the scripted judge as (role, its requests)."""
+    out, i = [], 0
+    for _, n in judge.batches:
+        reqs = judge.requests[i:i + n]
+        i += n
+        out.append((_role(reqs[0].messages[-1]["content"]), reqs))
+    return out
 
 
 def test_prompts_are_the_papers():
@@ -89,15 +85,15 @@ def test_pipeline_verifies_batched_and_stops_at_first_success(tmp_path):
     assert good.outcome == "verified" and "omega" in good.detail["proof"]
     assert good.detail["attempts"] == 2  # first round: sorry rejected, omega accepted -> stop
     assert wrong.outcome == "inconclusive" and "consistency" in wrong.reason  # the checker said Incorrect
-    roles = [r for r, _ in backend.calls]
+    roles = [r for r, _ in calls(backend)]
     assert roles == ["formalise", "consistency", "prove"]  # one batched call per stage
-    assert [len(reqs) for _, reqs in backend.calls] == [2, 2, 1]
+    assert [len(reqs) for _, reqs in calls(backend)] == [2, 2, 1]
     assert good.cost.judge_calls == 3 and good.cost.verifier_calls == 1 + 2  # statement check + 2 proofs
     # second time: from the persistent cache, no model or Lean work
     again = ver.verify_many(claims)
     assert [r.outcome for r in again] == ["verified", "inconclusive"]
     assert all(r.cached and r.cost.cache_hits == 1 and r.cost.judge_calls == 0 for r in again)
-    assert len(backend.calls) == 3
+    assert len(calls(backend)) == 3
 
 
 def test_pipeline_rejects_hacks_and_gives_up_after_k():
@@ -105,7 +101,7 @@ def test_pipeline_rejects_hacks_and_gives_up_after_k():
     ver = LeanVerifier(backend, LeanSubprocess(LEAN), k_formal=2, k_prove=5, attempts_per_round=2)
     (r,) = ver.verify_many([Claim("If x + 2 = 5, what is x?", "3")])
     assert r.outcome == "inconclusive" and "no proof accepted in 5 attempt(s)" in r.reason
-    assert [r for r, _ in backend.calls].count("prove") == 3  # rounds of 2, 2, 1
+    assert [r for r, _ in calls(backend)].count("prove") == 3  # rounds of 2, 2, 1
 
 
 def test_lean_timeouts_are_inconclusive_and_not_cached(tmp_path):
@@ -126,12 +122,9 @@ def test_proof_gate_scorer_with_the_lean_pipeline():
 
 
 def test_llm_judge_masks_invalid_output():
-    class Judge(Scripted):
-        def generate(self, requests):
-            return [Completion(["It is correct. Final judgment: True"]), Completion(["hmm"])]
-
+    replies = iter(["It is correct. Final judgment: True", "hmm"])
     groups = [Group(str(i), "q", ["\\boxed{1}", "\\boxed{1}", "\\boxed{2}"]) for i in range(2)]
-    a, b = LLMJudgeScorer(judge=Judge()).score(groups)
+    a, b = LLMJudgeScorer(judge=ScriptedJudge(lambda prompt: next(replies))).score(groups)
     np.testing.assert_array_equal(a.rewards, [1, 1, 0])
     assert b.statuses == [Status.INVALID] * 3 and np.isnan(b.rewards).all()
     assert "no True/False verdict" in b.messages[0]

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rewardkit.backends.base import (
-    ChatRequest,
-    Completion,
-    JudgeBackend,
-    VerdictRequest,
-    VerdictResult,
-)
 from rewardkit.slices import (
     SliceScorer,
     alignment_reward,
@@ -28,6 +20,7 @@ from rewardkit.slices import (
     slice_mean,
 )
 from rewardkit.slicing import fixed_windows, make_slices, protected_spans, slice_text, whitespace_tokens
+from rewardkit.testing import ScriptedJudge
 from rewardkit.types import Group, Status
 from rewardkit.verdicts import boxed_contents
 
@@ -270,46 +263,30 @@ def test_discriminator_reward_paper_defaults():
 # ------------------------------------------------------------------------------------ scorer
 
 
-class RuleJudge(JudgeBackend):
-    """Test double of the discriminator: a slice is sound unless it says ERR; GARBLE gives unparseable
-    output, SLOW a timeout. Counts calls and the slices in each."""
+def _slice(prompt: str) -> str:
+    return prompt.split("Reasoning to evaluate:", 1)[1].rsplit("Analyze this", 1)[0]
 
-    model_id = "rule-judge"
 
-    def __init__(self):
-        self.generate_calls: list[int] = []
-        self.verdict_calls: list[int] = []
+def _rule_reply(prompt: str):
+    s = _slice(prompt)
+    if "SLOW" in s:
+        return Status.TIMEOUT
+    if "GARBLE" in s:
+        return "I cannot tell."
+    v = "NO" if "ERR" in s else "YES"
+    return f"Checks the step. **{v}** Because {v.lower()}."
 
-    @staticmethod
-    def _slice(messages) -> str:
-        return messages[-1]["content"].split("Reasoning to evaluate:", 1)[1].rsplit("Analyze this", 1)[0]
 
-    def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        self.generate_calls.append(len(requests))
-        out = []
-        for r in requests:
-            s = self._slice(r.messages)
-            if "SLOW" in s:
-                out.append(Completion([], Status.TIMEOUT, error="judge timed out"))
-            elif "GARBLE" in s:
-                out.append(Completion(["I cannot tell."], prompt_tokens=10, completion_tokens=4))
-            else:
-                v = "NO" if "ERR" in s else "YES"
-                out.append(Completion([f"Checks the step. **{v}** Because {v.lower()}."], prompt_tokens=10,
-                                      completion_tokens=8))
-        return out
+def _rule_probs(prompt: str, choices):
+    assert tuple(choices) == ("YES", "NO")
+    p = 0.2 if "ERR" in _slice(prompt) else 0.9
+    return [p, 1 - p]
 
-    def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
-        self.verdict_calls.append(len(requests))
-        out = []
-        for r in requests:
-            assert tuple(r.choices) == ("YES", "NO") and r.assistant_prefix == "**"
-            p = 0.2 if "ERR" in self._slice(r.messages) else 0.9
-            out.append(VerdictResult(np.array([p, 1 - p]), prompt_tokens=10))
-        return out
 
-    def count_tokens(self, texts):
-        return whitespace_tokens(texts)
+def RuleJudge() -> ScriptedJudge:  # noqa: N802 - reads like the class it replaces
+    """Scripted discriminator: a slice is sound unless it says ERR; GARBLE gives unparseable output, SLOW
+    a timeout; whitespace tokens."""
+    return ScriptedJudge(_rule_reply, _rule_probs, model_id="rule-judge", completion_tokens=8)
 
 
 def _lines(*lines: str) -> str:
@@ -329,7 +306,7 @@ def test_scorer_rewards_one_backend_call_and_rationales():
         Group("g2", "What is 1+1?", [_lines("one", "two", "three", "\\boxed{2}")], reference="2"),
     ]
     out = _scorer(judge)(groups)
-    assert judge.generate_calls == [8]  # every slice of every trace, one call
+    assert judge.generate_batches == [8]  # every slice of every trace, one call
     assert out[0].rewards.tolist() == [2.0, 0.5]  # 1 + 1 and 0 + 1/2
     assert out[1].rewards.tolist() == [2.0]
     assert out[0].components["exact_match"] == [1.0, 0.0]
@@ -359,7 +336,7 @@ def test_scorer_partial_mode_judges_first_n_and_drops_exact_match():
     judge = RuleJudge()
     g = Group("g", "p", [_lines("a", "b", "c", "d ERR", "\\boxed{99}")], reference="1")
     out = _scorer(judge, partial=True, partial_slices=3)([g])[0]
-    assert judge.generate_calls == [3]
+    assert judge.generate_batches == [3]
     assert out.rewards.tolist() == [1.0]  # R^s of the first 3 slices only; no R^m for partial traces
     assert out.components["n_slices"] == [3]
 
@@ -377,7 +354,7 @@ def test_scorer_logit_mode_hard_and_soft_scores():
     g = Group("g", "p", [_lines("a", "b ERR")])
     hard = _scorer(judge, mode="logit", lambda1=0.0)([g])[0]
     soft = _scorer(judge, mode="logit", lambda1=0.0, soft=True)([g])[0]
-    assert judge.verdict_calls == [2, 2] and judge.generate_calls == []
+    assert judge.verdict_batches == [2, 2] and judge.generate_batches == []
     assert hard.rewards.tolist() == [0.5]
     assert soft.rewards[0] == pytest.approx((0.9 + 0.2) / 2)
     assert [x["p_yes"] for x in soft.extra["slices"][0]] == pytest.approx([0.9, 0.2])
@@ -391,7 +368,7 @@ def test_scorer_registry_options_and_fixed_segmentation():
     judge = RuleJudge()
     sc = get_scorer("slices", judge=judge, mode="logit", slice_tokens="3", segmentation="fixed", lambda1="0")
     out = sc([Group("g", "p", ["a b c d e f g"])])[0]
-    assert out.components["n_slices"] == [3] and judge.verdict_calls == [3]
+    assert out.components["n_slices"] == [3] and judge.verdict_batches == [3]
 
 
 # ------------------------------------------------------------------------------------ real model
@@ -433,7 +410,7 @@ def test_discriminator_objective_one_call_and_hand_values():
     g = Group("g", "2+3?", [_lines("ok \\boxed{5}"), _lines("ERR \\boxed{4}")], reference="5",
               expert=_lines("x", "y"))
     obj = _scorer(judge, mode="logit").discriminator_objective([g])
-    assert judge.verdict_calls == [4]  # 2 reference + 2 generated slices, one call
+    assert judge.verdict_batches == [4]  # 2 reference + 2 generated slices, one call
     assert obj["is_reference"] == [True, True, False, False]
     r_d = math.log(0.9) + (math.log(0.1) + math.log(0.8)) / 2  # E_ref log D + E_gen log(1 - D)
     r_a = (0.9 + (1 - 0.2)) / 2  # correct trace agrees with 0.9, wrong trace with 1 - 0.2
@@ -479,3 +456,16 @@ def test_real_tokenizer_budget_on_real_rollouts(judge_backend, rollouts_path):
         _assert_exact_cover(t, slices)
         for s in slices:
             assert s.tokens <= 96 or s.text.count("\\[") >= 1 or s.text.count("$$") >= 2, s.text
+
+
+def test_slices_on_real_traces_come_out_near_L(rollouts_path):
+    """GAR merges delimiter pieces up to L = 320 and finds slices of ~320-560 tokens best, shorter ones
+    clearly worse (App. D.2): on the shared rollouts the median slice (a trace's last excluded) holds >= 3/4 L."""
+    import json
+
+    import numpy as np
+
+    rows = [json.loads(line) for line in rollouts_path.read_text().splitlines()]
+    closed = [s.tokens for r in rows for t in r["responses"] for s in slice_text(t, 320, whitespace_tokens)[:-1]]
+    assert len(closed) > 50
+    assert np.median(closed) >= 0.75 * 320 and max(closed) <= 320

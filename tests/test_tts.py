@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rewardkit.evals.tts_report import accuracy_table, plot_accuracy
 from scipy import stats
 
-from rewardkit.backends.base import Completion, JudgeBackend, VerdictResult
-from rewardkit.evals.tts_report import accuracy_table, plot_accuracy
 from rewardkit.io import group_from_record
+from rewardkit.testing import ScriptedJudge
 from rewardkit.tts import (
     CachedJudge,
     Pairing,
@@ -163,44 +163,29 @@ _A2 = re.compile(r"<answer_2>\n(.*?)\n</answer_2>", re.S)
 _RA = re.compile(r"\[RESPONSE A\]\n+(.*?)\n+\[RESPONSE B\]\n+(.*?)\n+Which", re.S)
 
 
-class PickRight(JudgeBackend):
-    """Test double: prefers the answer that equals '42' (or always the first shown when biased)."""
+def PickRight(biased: bool = False) -> ScriptedJudge:  # noqa: N802 - reads like the class it replaces
+    """Scripted pairwise judge: prefers the answer that equals '42' (or always the first shown when biased)."""
 
-    model_id = "pick-right"
-
-    def __init__(self, biased=False):
-        self.biased = biased
-        self.calls = []
-
-    def _first_better(self, text):
+    def first_better(text):
         m = _A1.search(text)
         a, b = (m.group(1), _A2.search(text).group(1)) if m else _RA.search(text).groups()
-        if self.biased:
+        if biased:
             return True
         if (a == "42") == (b == "42"):
             return None
         return a == "42"
 
-    def generate(self, requests):
-        self.calls.append(("generate", len(requests)))
-        out = []
-        for r in requests:
-            arena = "[RESPONSE A]" in r.messages[-1]["content"]
-            f = self._first_better(r.messages[-1]["content"])
-            if arena:
-                t = "\\boxed{Tie}" if f is None else ("\\boxed{A}" if f else "\\boxed{B}")
-            else:
-                t = "tie" if f is None else ("Answer 1" if f else "Answer 2")
-            out.append(Completion([t] * r.n, prompt_tokens=5, completion_tokens=2))
-        return out
+    def reply(text):
+        f = first_better(text)
+        if "[RESPONSE A]" in text:
+            return "\\boxed{Tie}" if f is None else ("\\boxed{A}" if f else "\\boxed{B}")
+        return "tie" if f is None else ("Answer 1" if f else "Answer 2")
 
-    def verdict_probs(self, requests):
-        self.calls.append(("logits", len(requests)))
-        out = []
-        for r in requests:
-            f = self._first_better(r.messages[-1]["content"])
-            out.append(VerdictResult(np.array([0.0, 0.0, 1.0] if f is None else [1.0, 0.0, 0.0] if f else [0.0, 1.0, 0.0])))
-        return out
+    def probs(text, choices):
+        f = first_better(text)
+        return [0.0, 0.0, 1.0] if f is None else [1.0, 0.0, 0.0] if f else [0.0, 1.0, 0.0]
+
+    return ScriptedJudge(reply, probs, model_id="pick-right", prompt_tokens=5, completion_tokens=2)
 
 
 def _problem(right_at: int, n: int = 8):
@@ -216,9 +201,9 @@ def test_prompt_judge_maps_votes_back_through_swaps(judge_kind, mode, order):
     judge = PromptJudge(backend, ["q"] * 3, cands, prompt=judge_kind, mode=mode, order=order)
     sels = single_elimination([list(range(8))] * 3, judge, k=4)
     assert [s.winner for s in sels] == [0, 5, 7]
-    assert len(backend.calls) == 3  # one backend call per round, all problems together
+    assert len(backend.batches) == 3  # one backend call per round, all problems together
     per_match = 1 if order == "fixed" else 2
-    assert backend.calls[0][1] == 3 * 4 * (per_match if mode == "logit" or order == "alternate" else 1)
+    assert backend.batches[0][1] == 3 * 4 * (per_match if mode == "logit" or order == "alternate" else 1)
 
 
 def test_alternating_order_neutralises_a_position_biased_judge():
@@ -233,10 +218,10 @@ def test_cached_judge_shares_matches_across_n():
     backend = PickRight()
     judge = CachedJudge(PromptJudge(backend, ["q"], [_problem(6)], mode="logit"))
     single_elimination([[0, 1, 2, 3]], judge, 4)
-    before = len(backend.calls)
+    before = len(backend.batches)
     (sel,) = single_elimination([list(range(8))], judge, 4)
     assert sel.winner == 6 and judge.hits == 3  # the N=4 bracket is the left half of the N=8 one
-    assert len(backend.calls) - before == 3
+    assert len(backend.batches) - before == 3
 
 
 # ---------------------------------------------------------------------------------------- evaluation

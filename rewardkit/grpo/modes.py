@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import math
@@ -29,8 +30,10 @@ from rewardkit.types import Group, GroupScore
 
 def _judge_kw(cls: type, backend: Any) -> dict[str, Any]:
     """The scorer's judge option (``judge``; older scorers call it ``backend``)."""
-    params = inspect.signature(cls.__init__).parameters
-    return {"judge": backend} if "judge" in params else {"backend": backend}
+    opts = getattr(cls, "Options", None)  # the one scorer shape: a frozen Options dataclass
+    names = {f.name for f in dataclasses.fields(opts)} if dataclasses.is_dataclass(opts) else \
+        set(inspect.signature(cls.__init__).parameters)
+    return {"judge": backend} if "judge" in names else {"backend": backend}
 
 
 class RaroShared:
@@ -58,13 +61,16 @@ class RaroShared:
 
     def extra_rollouts(self, trainer: GRPOTrainer, groups: list[Group], scores: list[GroupScore],
                        step: int) -> tuple[list[Rollouts], dict[str, float]]:
+        from rewardkit.critic import critic_rollout_rewards
+
         size = self.critic_batch or sum(len(g) for g in groups)
         items = self.critic.critic_batch(groups, size, step)  # Mix(R_new, R); R <- R u R_new (lines 9-12)
         if not items:
             return [], {"critic_rollouts": 0}
         k = self.critic_samples
         r = trainer.sample([it.messages for it in items], k, seed_key=(step, 1), max_new_tokens=self.critic_max_tokens)
-        rewards, statuses = self.critic.critic_rewards([it for it in items for _ in range(k)], r.texts)  # line 15
+        positions = [it.expert_position for it in items for _ in range(k)]
+        rewards, statuses, _ = critic_rollout_rewards(r.texts, positions, self.critic.tau_crit)  # line 15
         ok = np.array([s.value == "ok" for s in statuses]).reshape(len(items), k)
         rew = rewards.reshape(len(items), k)
         r.advantages = ADVANTAGES[trainer.config.advantage](rew, ok).reshape(-1)
