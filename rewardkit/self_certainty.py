@@ -66,7 +66,8 @@ class SelfCertaintyScorer(JudgeScorer):
             "mean_entropy": np.array([float(np.mean(r.entropy)) if o else math.nan for r, o in zip(res, ok, strict=True)]),
             "response_tokens": [len(r.logprobs) for r in res],
         }
-        cost = Cost(judge_calls=len(res), prompt_tokens=sum(r.prompt_tokens + len(r.logprobs) for r in res))
+        # requests refused before the forward pass (empty, over the context) were not executed
+        cost = Cost(judge_calls=sum(ok), prompt_tokens=sum(r.prompt_tokens + len(r.logprobs) for r, o in zip(res, ok, strict=True) if o))
         messages = [None if o else f"token scoring: {r.error or r.status.value}" for r, o in zip(res, ok, strict=True)]
         return GroupScore(g.id, rewards, [r.status for r in res], comps, cost, messages)
 

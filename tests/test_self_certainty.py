@@ -81,6 +81,7 @@ def test_scorers_reward_confident_responses_one_call():
     assert en.rewards[1] == pytest.approx(-math.log(V)) and en.rewards[0] > en.rewards[2] > en.rewards[1]
     assert sc.statuses[3] is Status.ERROR and math.isnan(sc.rewards[3]) and "scripted failure" in sc.messages[3]
     assert en.components["mean_entropy"][1] == pytest.approx(math.log(V))
+    assert sc.cost.judge_calls == 3  # the failed request is not counted as executed
 
 
 def test_unsupported_backend_raises_a_clear_error():
