@@ -173,6 +173,8 @@ def generate(
     seed: Annotated[int, typer.Option(help="Seed of the first problem (problem i uses seed + i).")] = 0,
     batch_size: Annotated[int, typer.Option(help="Problems per backend call (and per fsync'd write).")] = 4,
     grade: Annotated[bool, typer.Option(help="Label math responses with the answer verifier.")] = True,
+    ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Generate on a Ray cluster ('local', 'auto' or ray://HOST:PORT): one backend actor per GPU (vLLM replicas) or CPU slot.")] = None,
+    ray_workers: Annotated[Optional[int], typer.Option(help="With --ray: backend actors (default: the cluster's GPUs, else CPUs).")] = None,
 ) -> None:
     """Sample n responses per problem with any backend into the grouped rollouts file `rewardkit score` reads."""
     from rewardkit.evals.generate import generate_rollouts
@@ -191,10 +193,16 @@ def generate(
                 console.print(f"resuming: {done} of {total} problems already in {out}")
 
         try:
+            ray_config = None
+            if ray is not None:
+                from rewardkit.ray_runner import RayConfig
+
+                ray_config = RayConfig(address=ray, workers=ray_workers)
             s = generate_rollouts(problems, model, out, n=n, max_tokens=max_tokens, temperature=temperature,
                                   top_p=top_p, seed=seed, batch_size=batch_size, bench=bench, grade=grade,
+                                  ray=ray_config,
                                   on_start=on_start, on_batch=lambda k: prog.advance(task, k))
-        except (ValueError, FileNotFoundError, OSError, RuntimeError) as e:
+        except (ValueError, FileNotFoundError, OSError, RuntimeError, ImportError) as e:
             raise _fail(str(e)) from None
     console.print(f"{out}: {s.generated_now} generated now, {s.skipped_done} already done, {len(s.failed)} failed")
     for f in s.failed[:5]:

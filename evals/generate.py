@@ -6,6 +6,7 @@ on the next run.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,19 +55,36 @@ def grade_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def _generator(spec: str) -> Callable[[list], list]:
+    """Ray worker factory: load the backend once per actor; generate for a batch of (index, problem, request)."""
+    from rewardkit.backends import load_backend
+
+    be = load_backend(spec)
+    return functools.partial(_generate_batch, be)
+
+
+def _generate_batch(be: Any, items: list) -> tuple[str, list]:
+    """One backend call for a batch of (index, problem, request): (the backend's model id, completions)."""
+    return getattr(be, "model_id", "") or "", be.generate([r for _, _, r in items])
+
+
 def generate_rollouts(problems: Sequence[Problem], backend: Any, out: str | Path, *, n: int = 8,
                       max_tokens: int = 1024, temperature: float = 0.7, top_p: float = 0.95, seed: int = 0,
-                      batch_size: int = 4, bench: str = "", grade: bool = True,
+                      batch_size: int = 4, bench: str = "", grade: bool = True, ray: Any = None,
                       on_start: Callable[[int, int], None] | None = None,
                       on_batch: Callable[[int], None] | None = None) -> GenerateSummary:
     """Sample ``n`` responses per problem (one request of ``n`` samples each, seed = ``seed`` + index) into
-    ``out``; with ``grade``, math rows get ``correct`` labels from the verifier."""
+    ``out``; with ``grade``, math rows get ``correct`` labels from the verifier. ``ray``: a
+    ``rewardkit.ray_runner.RayConfig`` to generate on a Ray cluster (one backend actor per GPU or CPU slot,
+    ``backend`` then a spec string); rows are written in the same order as a local run."""
     from rewardkit.backends import ChatRequest, load_backend
     from rewardkit.job_output import OutputLock, append_lines, dump_row, repair_jsonl
 
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    be = load_backend(backend)
+    if ray is not None and not isinstance(backend, str):
+        raise ValueError("generation on Ray needs a backend spec string (each actor loads its own backend)")
+    be = load_backend(backend) if ray is None else None
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with OutputLock(out):  # one writer per rollouts file
@@ -75,13 +93,22 @@ def generate_rollouts(problems: Sequence[Problem], backend: Any, out: str | Path
         s = GenerateSummary(problems=len(problems), skipped_done=len(problems) - len(todo), graded=grade)
         if on_start:
             on_start(len(problems), s.skipped_done)
-        model = getattr(be, "model_id", "") or str(backend)
-        for b in range(0, len(todo), batch_size):
-            batch = todo[b:b + batch_size]
-            reqs = [ChatRequest(p.messages(), max_tokens=max_tokens, temperature=temperature, top_p=top_p, n=n,
-                                seed=seed + i) for i, p in batch]
+        batches = ([(i, p, ChatRequest(p.messages(), max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                                       n=n, seed=seed + i)) for i, p in todo[b:b + batch_size]]
+                   for b in range(0, len(todo), batch_size))
+        pool = None
+        if ray is None:
+            done_batches = ((items, _generate_batch(be, items)) for items in batches)
+        else:
+            from rewardkit.ray_runner import RayBatchPool
+
+            pool = RayBatchPool(functools.partial(_generator, backend), ray, uses_model=True)
+            done_batches = pool.map(batches)
+        for items, (model_id, completions) in done_batches:
+            model = model_id or str(backend)
+            batch = [(i, p) for i, p, _ in items]
             rows = []
-            for (_, p), c in zip(batch, be.generate(reqs)):
+            for (_, p), c in zip(batch, completions):
                 if c.status != "ok" or len(c.texts) != n:
                     s.failed.append(f"{p.id}: {c.status} {c.error or f'{len(c.texts)} of {n} texts'}")
                     continue
@@ -90,4 +117,6 @@ def generate_rollouts(problems: Sequence[Problem], backend: Any, out: str | Path
             s.generated_now += len(rows)
             if on_batch:
                 on_batch(len(batch))
+        if pool is not None:
+            pool.close()
     return s

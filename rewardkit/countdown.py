@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from rewardkit.scoring import BaseScorer, Options
 from rewardkit.types import Cost, Group, GroupScore, Status
 from rewardkit.verdicts import boxed_contents
 
@@ -274,3 +275,30 @@ def score_group(group: Group) -> GroupScore:
     return GroupScore(group.id, np.asarray(rewards), [Status.OK] * len(checks),
                       components={"unparseable": [c.status is not Status.OK for c in checks]},
                       cost=Cost(verifier_calls=len(checks)), messages=[c.message for c in checks])
+
+
+@dataclass(frozen=True)
+class CountdownOptions(Options):
+    """The exact verifier has no settings: numbers and target come from each group (``metadata``)."""
+
+
+class CountdownScorer(BaseScorer):
+    """RARO's Countdown task (App. C.2) as a scorer: the exact verifier's binary reward per response.
+
+    A group reads ``numbers`` (and optionally ``target``, default 24) from its metadata, i.e. from extra
+    fields of an input row; a group without them gets status ``error`` with the reason, never a silent 0.
+    """
+
+    name = "countdown"
+    Options = CountdownOptions
+    options: CountdownOptions
+
+    def _score(self, groups: list[Group]) -> list[GroupScore]:
+        out = []
+        for g in groups:
+            try:
+                out.append(score_group(g))
+            except ValueError as e:
+                out.append(GroupScore.failed(g.id, len(g), Status.ERROR, str(e)))
+        return out
+

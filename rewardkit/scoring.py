@@ -186,6 +186,7 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "slices": ("rewardkit.slices:SliceScorer", "GAR: discriminator judges each reasoning slice; R = l1 * exact match + l2 * slice mean."),
     "holistic": ("rewardkit.slices:HolisticScorer", "GAR Table 4 baseline: one discriminator call judges the whole trace; R = l1 * exact match + l2 * verdict."),
     # RARO
+    "countdown": ("rewardkit.countdown:CountdownScorer", "RARO Countdown (App. C.2): exact verifier of the expression combining the numbers into the target; binary reward."),
     "critic": ("rewardkit.critic:CriticScorer", "RARO: relativistic critic compares each response with the expert answer (tie allowed)."),
     "critic-binary": ("rewardkit.binary_critic:BinaryCriticScorer", "RARO Sec. 3.2 baseline: binary critic labels each response alone expert (+1) or policy (-1), no tie."),
     "code": ("rewardkit.code_exec:CodeScorer", "Execution reward: run each program against its tests (HumanEval, LiveCodeBench) in the sandbox."),

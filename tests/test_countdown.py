@@ -203,3 +203,29 @@ def test_verifier_value_matches_random_expression_trees():
         c = check_expression(text, nums)
         assert c.status is Status.OK and c.value == val, text
         assert c.correct is (val == 24)
+
+
+def test_registered_countdown_scorer_reads_rows_from_a_file(tmp_path):
+    """The exact verifier as the registered `countdown` scorer, fed by a rollouts file whose rows carry the
+    instance's numbers (issue 11); a row without numbers is an error, never a silent 0."""
+    import json
+
+    from rewardkit.countdown import generate
+    from rewardkit.jobs import score_file
+    from rewardkit.scoring import get_scorer
+
+    inst = generate(3, seed=7)
+    rows = [{"id": f"c{i}", "problem": x.prompt, "numbers": list(x.numbers), "target": x.target,
+             "responses": [f"so \\boxed{{{x.solution}}}", f"\\boxed{{{'+'.join(map(str, x.numbers))}}}", "no idea"]}
+            for i, x in enumerate(inst)]
+    rows.append({"id": "bad", "problem": "24?", "responses": ["\\boxed{4*6}"]})
+    inp, out = tmp_path / "cd.jsonl", tmp_path / "out.jsonl"
+    inp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    score_file(inp, get_scorer("countdown"), out)
+    got = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    for i, x in enumerate(inst):
+        plain_sum_is_24 = sum(x.numbers) == x.target
+        assert got[f"c{i}"]["rewards"] == [1.0, 1.0 if plain_sum_is_24 else 0.0, 0.0]
+        assert got[f"c{i}"]["statuses"] == ["ok"] * 3 and got[f"c{i}"]["scorer"] == "countdown"
+    assert got["bad"]["statuses"] == ["error"] and got["bad"]["rewards"] == [None]
+    assert "numbers" in got["bad"]["messages"][0]

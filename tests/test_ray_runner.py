@@ -157,3 +157,21 @@ def test_cli_without_ray_says_how_to_install(tmp_path, rollouts_path):
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and 'pip install "rewardkit[ray]"' in r.stderr
     assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.model
+def test_generation_on_ray_matches_local_run(cluster, tmp_path):
+    """`rewardkit eval generate --ray`: the embedded model in two actors writes the local run's rows."""
+    import json
+
+    from rewardkit.evals.generate import generate_rollouts
+    from rewardkit.evals.loaders import load_benchmark
+
+    probs = load_benchmark("gsm8k", limit=3)
+    kw = dict(n=2, max_tokens=8, temperature=0.0, batch_size=1, bench="gsm8k")
+    generate_rollouts(probs, "smollm2?dtype=float32", tmp_path / "local.jsonl", **kw)
+    generate_rollouts(probs, "smollm2?dtype=float32", tmp_path / "ray.jsonl",
+                      ray=RayConfig(kind="actors", workers=2), **kw)
+    local, remote = ((tmp_path / f).read_text().splitlines() for f in ("local.jsonl", "ray.jsonl"))
+    assert [json.loads(x)["id"] for x in remote] == [p.id for p in probs]
+    assert [json.loads(x) for x in remote] == [json.loads(x) for x in local]

@@ -1,7 +1,8 @@
-"""Judge prompt templates in one place: every paper's exact prompts, looked up by name.
+"""Judge prompt templates in one place: the papers' prompts (verbatim where printed), looked up by name.
 
-The paper modules (``arena``, ``jury``, ``gar``, ``raro``) define their prompts verbatim as module-level
-upper-case string constants with ``str.format`` placeholders (literal braces doubled). This registry
+The paper modules (``arena``, ``jury``, ``gar``, ``raro``) define their prompts as module-level
+upper-case string constants with ``str.format`` placeholders (literal braces doubled); their comments
+say which are the paper's words and which are rewardkit's (where a paper does not print a part). This registry
 finds them on first lookup and names them ``<paper>.<constant in lower case>``, e.g.
 ``get_prompt("jury.autoformalizer")``; ``register`` adds your own.
 
