@@ -179,6 +179,8 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "proof-gate": ("rewardkit.proof_gate:ProofGateScorer", "JURY-RL: majority answer verified once per group (eq. 4); ResZero when inconclusive (eq. 5)."),
     "majority-vote": ("rewardkit.proof_gate:MajorityVoteScorer", "Label-free majority vote: reward 1 for responses agreeing with the plurality answer."),
     "llm-judge": ("rewardkit.proof_gate:LLMJudgeScorer", "JURY-RL App. D judge, majority only: one judge call per group on the majority answer (gate, then fallback)."),
+    "self-certainty": ("rewardkit.self_certainty:SelfCertaintyScorer", "JURY-RL label-free baseline: mean KL(uniform || p_t) of the policy's token distributions over the response."),
+    "entropy": ("rewardkit.self_certainty:EntropyScorer", "JURY-RL label-free baseline: minus the mean token entropy of the policy over the response (low entropy rewarded)."),
     "llm-judge-rollout": ("rewardkit.rollout_judge:RolloutJudgeScorer", "JURY-RL LLM-as-a-Judge baseline: the App. D judge on every rollout's answer; reward 1 if True, 0 if False."),
     # GAR
     "slices": ("rewardkit.slices:SliceScorer", "GAR: discriminator judges each reasoning slice; R = l1 * exact match + l2 * slice mean."),

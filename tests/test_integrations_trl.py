@@ -13,8 +13,7 @@ from rewardkit.types import GroupScore, Status
 class MaskLast(LengthScorer):
     """LengthScorer whose last response in each group fails (status error); records the groups it saw."""
 
-    def __init__(self):
-        super().__init__(target=5)
+    def _setup(self):
         self.seen: list[tuple[str, int, str | None, str | None]] = []
 
     def _score(self, groups):
@@ -27,7 +26,7 @@ class MaskLast(LengthScorer):
 
 
 def test_reward_function_scores_whole_groups_and_returns_none_for_masked():
-    sc = MaskLast()
+    sc = MaskLast(target=5)
     f = scorer_reward_func(sc)
     prompts = [[{"role": "user", "content": "A?"}]] * 2 + [[{"role": "user", "content": "B?"}]] * 2
     completions = [[{"role": "assistant", "content": t}] for t in ("abcde", "x" * 50, "abcdefghij", "y")]
@@ -57,7 +56,7 @@ def test_trl_grpo_trainer_runs_two_cpu_steps_with_a_rewardkit_scorer(tmp_path):
     torch.set_num_threads(1)
     ds = Dataset.from_list([{"prompt": [{"role": "user", "content": "Say yes."}], "answer": "yes"},
                             {"prompt": [{"role": "user", "content": "Say no."}], "answer": "no"}])
-    sc = MaskLast()
+    sc = MaskLast(target=5)
     args = trl.GRPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=3, num_generations=3,
                           max_completion_length=8, use_cpu=True, report_to="none", save_strategy="no",
                           logging_steps=1, learning_rate=1e-5, bf16=False)
@@ -106,8 +105,12 @@ def test_groups_split_across_two_processes_are_scored_whole_once(tmp_path):
 
     script = tmp_path / "two.py"
     script.write_text(_TWO_PROCESS_SCRIPT)
-    env = {**__import__("os").environ, "RK_ROOT": str(Path(__file__).resolve().parents[1]),
-           "RK_LOG": str(tmp_path / "calls")}
+    import os
+
+    # a trainer run earlier in this process leaves accelerate/torch.distributed variables behind: drop them
+    dist = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK"}
+    env = {k: v for k, v in os.environ.items() if k not in dist and not k.startswith(("ACCELERATE_", "TORCHELASTIC_"))}
+    env.update(RK_ROOT=str(Path(__file__).resolve().parents[1]), RK_LOG=str(tmp_path / "calls"))
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                            str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -8,6 +8,7 @@ verdict.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -86,6 +87,39 @@ class TopLogprobs:
     error: str | None = None
 
 
+@dataclass
+class TokenScoreRequest:
+    """Score an existing ``response`` as the assistant's reply to chat ``messages`` (no generation)."""
+
+    messages: list[Message]
+    response: str
+
+
+@dataclass
+class TokenScores:
+    """Per response token t: log p(y_t), the entropy H(p_t) and KL(U || p_t) of the model's full next-token
+    distribution p_t at that position (the self-certainty / entropy baselines' inputs); empty on failure."""
+
+    logprobs: np.ndarray
+    entropy: np.ndarray
+    kl_uniform: np.ndarray
+    status: Status = Status.OK
+    prompt_tokens: int = 0
+    vocab_size: int = 0
+    error: str | None = None
+    cached: bool = False
+
+
+def distribution_stats(logp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Entropy H(p) = -sum_j p_j log p_j and KL(U || p) = -log V - (1/V) sum_j log p_j of each row of
+    next-token log-probabilities ``logp`` [T, V] (both 0 <= . ; uniform p: H = log V, KL = 0)."""
+    logp = np.asarray(logp, dtype=np.float64)
+    v = logp.shape[-1]
+    entropy = -(np.exp(logp) * logp).sum(-1)
+    kl_uniform = -math.log(v) - logp.mean(-1)
+    return entropy, kl_uniform
+
+
 class JudgeBackend(ABC):
     """Base class of the transformers / vLLM / HTTP / llama.cpp backends."""
 
@@ -111,6 +145,14 @@ class JudgeBackend(ABC):
     def top_logprobs(self, requests: Sequence[VerdictRequest], k: int = 20) -> list[TopLogprobs]:
         """The ``k`` most likely next tokens after each prompt (+ assistant prefix); serve-judge uses it."""
         raise NotImplementedError(f"{type(self).__name__} does not expose next-token log-probabilities")
+
+    def score_tokens(self, requests: Sequence[TokenScoreRequest]) -> list[TokenScores]:
+        """Full-vocabulary statistics of the model's distribution at every response token (one forward pass
+        over prompt + response); backends without full distributions raise."""
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot score response tokens: the self-certainty and entropy scorers need the "
+            "full next-token distribution at every response position; use the transformers backend (e.g. judge=smollm2 "
+            "or transformers:<model>)")
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release model memory, processes or connections."""

@@ -198,6 +198,10 @@ class CachedBackend(JudgeBackend):
                                     cached=True),
         )
 
+    def score_tokens(self, requests):  # type: ignore[no-untyped-def]
+        """Response-token statistics pass straight through (arrays per token: not cached)."""
+        return self.inner.score_tokens(requests)
+
     def top_logprobs(self, requests: Sequence[VerdictRequest], k: int = 20) -> list[TopLogprobs]:
         """The inner backend's next-token alternatives (what serve-judge's logprobs path serves), cached."""
         return self._run(

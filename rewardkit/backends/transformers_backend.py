@@ -28,9 +28,12 @@ from rewardkit.backends.base import (
     Completion,
     HFChatTemplateMixin,
     JudgeBackend,
+    TokenScoreRequest,
+    TokenScores,
     TopLogprobs,
     VerdictRequest,
     VerdictResult,
+    distribution_stats,
 )
 from rewardkit.types import Status
 
@@ -293,6 +296,36 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
 
         with self.lock:
             self._each_last_logprobs(prompts, valid, consume)
+        return out  # type: ignore[return-value]
+
+    def score_tokens(self, requests: Sequence[TokenScoreRequest]) -> list[TokenScores]:
+        """log p(y_t), H(p_t) and KL(U || p_t) at every response token: one forward pass over prompt + response
+        per request, length-sorted left-padded batches under the token budget, logits kept for the response
+        positions only (left padding puts them last)."""
+        torch = self.torch
+        out: list[TokenScores | None] = [None] * len(requests)
+        rows: dict[int, tuple[list[int], int]] = {}  # i -> (prompt + response ids, response length)
+        for i, r in enumerate(requests):
+            prompt = self.render(r.messages)
+            p_ids, ids = self.encode(prompt), self.encode(prompt + r.response)
+            n = len(ids) - _lcp(p_ids, ids)  # a merge across the boundary counts as response
+            err = "empty response: no tokens to score" if n == 0 or not r.response else self._too_long(len(ids))
+            if err:
+                out[i] = TokenScores(*(np.array([]),) * 3, Status.ERROR, len(p_ids), error=err)
+            else:
+                rows[i] = (ids, n)
+        with self.lock:
+            for batch in self._batches(sorted(rows, key=lambda i: len(rows[i][0])), lambda i: len(rows[i][0])):
+                ids, mask, pos = self._pad([rows[i][0] for i in batch])
+                keep = max(rows[i][1] for i in batch) + 1
+                with torch.inference_mode():
+                    logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=keep).logits
+                for k, i in enumerate(batch):
+                    full, n = rows[i]
+                    logp = torch.log_softmax(logits[k, -n - 1:-1].float(), dim=-1).cpu().numpy()
+                    entropy, kl = distribution_stats(logp)
+                    lp = logp[np.arange(n), np.asarray(full[-n:])]
+                    out[i] = TokenScores(lp, entropy, kl, Status.OK, len(full) - n, logp.shape[-1])
         return out  # type: ignore[return-value]
 
     # ---------------------------------------------------------------- next-token log-probs, batched

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from rewardkit.scoring import BaseScorer
+from rewardkit.scoring import BaseScorer, Options, option
 from rewardkit.types import Group, GroupScore, Status
 
 
 @dataclass(frozen=True)
-class KeywordOptions:
-    keyword: str = field(default="!", metadata={"help": "reward 1 when the response contains this text"})
-    case_sensitive: bool = field(default=False, metadata={"help": "match case exactly"})
+class KeywordOptions(Options):
+    keyword: str = option("!", "reward 1 when the response contains this text")
+    case_sensitive: bool = option(False, "match case exactly")
 
 
 class KeywordScorer(BaseScorer):
@@ -22,22 +22,26 @@ class KeywordScorer(BaseScorer):
 
     name = "keyword"
     Options = KeywordOptions
-
-    def __init__(self, keyword: str = "!", case_sensitive: bool = False):
-        self.options = KeywordOptions(keyword, case_sensitive)
+    options: KeywordOptions
 
     def _score(self, groups: Sequence[Group]) -> list[GroupScore]:
-        k = self.options.keyword if self.options.case_sensitive else self.options.keyword.lower()
+        o = self.options
+        k = o.keyword if o.case_sensitive else o.keyword.lower()
         out = []
         for g in groups:
-            texts = g.responses if self.options.case_sensitive else [r.lower() for r in g.responses]
+            texts = g.responses if o.case_sensitive else [r.lower() for r in g.responses]
             out.append(GroupScore(g.id, np.array([float(k in t) for t in texts]), [Status.OK] * len(texts)))
         return out
 
 
 @dataclass(frozen=True)
-class LengthOptions:
-    target: int = field(default=20, metadata={"help": "responses of at most this many characters get reward 1"})
+class LengthOptions(Options):
+    target: int = option(20, "responses of at most this many characters get reward 1")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.target < 1:
+            raise ValueError(f"option 'target': must be >= 1, got {self.target}")
 
 
 class LengthScorer(BaseScorer):
@@ -45,11 +49,7 @@ class LengthScorer(BaseScorer):
 
     name = "length"
     Options = LengthOptions
-
-    def __init__(self, target: int = 20):
-        if target < 1:
-            raise ValueError(f"option 'target': must be >= 1, got {target}")
-        self.options = LengthOptions(target)
+    options: LengthOptions
 
     def _score(self, groups: Sequence[Group]) -> list[GroupScore]:
         t = self.options.target
