@@ -40,20 +40,36 @@ def rows(scores):
             for s in scores]
 
 
-def local_run(groups):
-    scorer = VerifierScorer(checker=AnswerChecker())  # cold verdict cache, like a fresh Ray worker
-    return [s for b in batches(groups) for s in scorer.score(b)]
+def timed_run(setting: str) -> None:
+    """Child process: warm up on the first half of the groups, then time the second half; print rows + seconds.
 
-
-def ray_run(groups, workers):
-    pool = RayScorerPool("verifier", {}, RayConfig(kind="actors", workers=workers))
-    try:
-        pool.pids()  # actors up before the clock starts
+    A fresh process per run, so no verdict cache or import is shared between settings; the warm-up pays
+    imports and worker start-up in every setting alike (math-verify in the workers, Ray's actors)."""
+    groups = load_groups(rollouts_path())[0]
+    warm, timed = groups[: len(groups) // 2], groups[len(groups) // 2:]
+    if setting == "local":
+        scorer = VerifierScorer(checker=AnswerChecker())
+        for b in batches(warm):
+            scorer.score(b)
         t = time.perf_counter()
-        out = [s for _, ss in pool.map(batches(groups)) for s in ss]
-        return out, time.perf_counter() - t
-    finally:
-        pool.close()
+        out = [s for b in batches(timed) for s in scorer.score(b)]
+        dt = time.perf_counter() - t
+    else:
+        pool = RayScorerPool("verifier", {}, RayConfig(kind="actors", workers=int(setting), local_cpus=2))
+        for _ in pool.map(batches(warm)):
+            pass
+        t = time.perf_counter()
+        out = [s for _, ss in pool.map(batches(timed)) for s in ss]
+        dt = time.perf_counter() - t
+    print(json.dumps({"seconds": dt, "rows": rows(out)}))
+
+
+def child(*args: str) -> dict:
+    r = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, timeout=1800,
+                       start_new_session=True)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr[-2000:])
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def synthetic(n):
@@ -103,35 +119,22 @@ def memory_probe(n: int, window: int) -> None:
 
 
 def probe(n: int, window: int) -> dict:
-    r = subprocess.run([sys.executable, __file__, "--probe", str(n), str(window)], capture_output=True,
-                       text=True, timeout=1800, start_new_session=True)
-    if r.returncode != 0:
-        raise RuntimeError(r.stderr[-2000:])
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return child("--probe", str(n), str(window))
 
 
 def main(repeats: int = 3) -> None:
     groups = load_groups(rollouts_path())[0]
-    connect(RayConfig(local_cpus=2))
     t_local, t1, t2 = [], [], []
-    ref = None
     for _ in range(repeats):  # interleaved, so machine load hits every setting alike
-        t = time.perf_counter()
-        loc = local_run(groups)
-        t_local.append(time.perf_counter() - t)
-        ref = rows(loc)
-        out1, s1 = ray_run(groups, 1)
-        out2, s2 = ray_run(groups, 2)
-        t1.append(s1)
-        t2.append(s2)
-        if rows(out1) != ref or rows(out2) != ref:
+        loc, r1, r2 = child("--time", "local"), child("--time", "1"), child("--time", "2")
+        if r1["rows"] != loc["rows"] or r2["rows"] != loc["rows"]:
             raise AssertionError("Ray rows differ from the local run")
-    import ray
-
-    ray.shutdown()
+        t_local.append(loc["seconds"])
+        t1.append(r1["seconds"])
+        t2.append(r2["seconds"])
     ml, m1, m2 = statistics.median(t_local), statistics.median(t1), statistics.median(t2)
     n_small, n_big = 5_000, 50_000
-    mem = [probe(n_small, 4), probe(n_big, 4), probe(n_small, n_small)]
+    mem = [probe(n_small, 4), probe(n_big, 4), probe(n_big, n_big)]
     data = {
         "groups": len(groups), "responses": sum(len(g) for g in groups), "batch": BATCH, "repeats": repeats,
         "local_seconds": ml, "ray_1_worker_seconds": m1, "ray_2_workers_seconds": m2,
@@ -144,8 +147,9 @@ def main(repeats: int = 3) -> None:
 Command: `python benchmarks/ray_scaleout.py` (local Ray cluster started by the script, 2 CPUs; median of
 {repeats} interleaved runs; load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores).
 
-Verifier scorer, {data['responses']} shared rollouts in {len(groups)} groups, batches of {BATCH}, a fresh scorer
-per run; Ray rows identical to the local run: {data['identical_rows']}.
+Verifier scorer on the shared rollouts ({len(groups)} groups x 8), batches of {BATCH}; each run is a fresh
+process that warms up on the first 50 groups (imports, worker start-up) and times the other 50, so no
+verdict cache is shared between settings. Ray rows identical to the local run: {data['identical_rows']}.
 
 | run | seconds | vs local |
 |---|---:|---:|
@@ -172,5 +176,7 @@ input, every group is materialised in the driver at once.
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--probe":
         memory_probe(int(sys.argv[2]), int(sys.argv[3]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "--time":
+        timed_run(sys.argv[2])
     else:
         main()
