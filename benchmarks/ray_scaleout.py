@@ -24,7 +24,7 @@ from _common import machine, rollouts_path, write_results  # noqa: E402
 
 from rewardkit.answers import AnswerChecker  # noqa: E402
 from rewardkit.jobs import load_groups  # noqa: E402
-from rewardkit.ray_runner import RayConfig, RayScorerPool, connect  # noqa: E402
+from rewardkit.ray_runner import RayConfig, RayScorerPool  # noqa: E402
 from rewardkit.types import Group  # noqa: E402
 from rewardkit.verifier import VerifierScorer  # noqa: E402
 

@@ -17,8 +17,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, rollouts_path, write_results  # noqa: E402
-
 from rewardkit.evals.data import shared_dir  # noqa: E402
+
 from rewardkit.slicing import slice_text  # noqa: E402
 
 L = 320

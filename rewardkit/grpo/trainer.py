@@ -16,7 +16,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -25,45 +25,41 @@ import torch
 
 from rewardkit.grpo.checkpoint import MetricsLog, latest_checkpoint, load_state, save_checkpoint
 from rewardkit.grpo.losses import LOSSES
-from rewardkit.scoring import ADVANTAGES, Scorer, diversity_stats
+from rewardkit.scoring import ADVANTAGES, Scorer, diversity_stats, option
 from rewardkit.types import Cost, Group, GroupScore
-
-
-def _opt(default: Any, help: str) -> Any:
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything a run needs besides the prompts and the scorer (the CLI derives its options from here)."""
 
-    model: str = _opt("smollm2", "policy: a local model folder or 'smollm2' (the embedded SmolLM2-135M-Instruct)")
-    out_dir: str = _opt("runs/grpo", "where checkpoints, metrics.jsonl and TensorBoard logs go")
-    steps: int = _opt(10, "optimizer steps to run in total (a resumed run continues up to this number)")
-    prompts_per_step: int = _opt(2, "prompts (groups) per step")
-    samples_per_prompt: int = _opt(4, "N responses sampled per prompt")
-    max_new_tokens: int = _opt(64, "longest response, in tokens")
-    temperature: float = _opt(1.0, "sampling temperature (log-probabilities are taken at the same temperature)")
-    top_p: float = _opt(1.0, "nucleus sampling threshold")
-    system_prompt: str | None = _opt(None, "system message before each prompt (None: the chat template's default)")
-    loss: Literal["grpo", "cispo"] = _opt("grpo", "clipped GRPO surrogate or CISPO (Reasoning Arena eq. 1-2)")
-    advantage: Literal["grpo", "dr_grpo", "rloo"] = _opt("grpo", "group-relative advantage estimator")
-    norm: Literal["token", "sequence", "constant"] = _opt("token", "loss normaliser: tokens per group (eq. 1), per sequence, or constant (Dr. GRPO)")
-    eps_low: float = _opt(0.2, "lower clip range of the importance ratio")
-    eps_high: float = _opt(0.2, "upper clip range of the importance ratio")
-    beta: float = _opt(0.04, "weight of the k3 KL penalty to the frozen initial policy (0: no reference model)")
-    lr: float = _opt(1e-5, "AdamW learning rate")
-    weight_decay: float = _opt(0.0, "AdamW weight decay")
-    grad_clip: float = _opt(1.0, "clip the gradient norm to this (0: no clipping)")
-    updates_per_batch: int = _opt(1, "optimizer steps per sampled batch (mu; >1 makes the clipping bite)")
-    overlong_filter: bool = _opt(False, "mask responses cut off at max_new_tokens (DAPO over-length filtering)")
-    seed: int = _opt(0, "seed of prompt order and sampling")
-    checkpoint_every: int = _opt(1, "save a checkpoint every this many steps (and at the end)")
-    keep_checkpoints: int = _opt(1, "how many checkpoints to keep")
-    device: str = _opt("cpu", "torch device")
-    dtype: Literal["float32", "bfloat16"] = _opt("float32", "policy weights' dtype")
-    num_threads: int | None = _opt(None, "torch CPU threads (process-wide; 1 is fastest on a busy shared CPU)")
-    tensorboard: bool = _opt(True, "also write TensorBoard scalars when tensorboard is installed")
+    model: str = option("smollm2", "policy: a local model folder or 'smollm2' (the embedded SmolLM2-135M-Instruct)")
+    out_dir: str = option("runs/grpo", "where checkpoints, metrics.jsonl and TensorBoard logs go")
+    steps: int = option(10, "optimizer steps to run in total (a resumed run continues up to this number)")
+    prompts_per_step: int = option(2, "prompts (groups) per step")
+    samples_per_prompt: int = option(4, "N responses sampled per prompt")
+    max_new_tokens: int = option(64, "longest response, in tokens")
+    temperature: float = option(1.0, "sampling temperature (log-probabilities are taken at the same temperature)")
+    top_p: float = option(1.0, "nucleus sampling threshold")
+    system_prompt: str | None = option(None, "system message before each prompt (None: the chat template's default)")
+    loss: Literal["grpo", "cispo"] = option("grpo", "clipped GRPO surrogate or CISPO (Reasoning Arena eq. 1-2)")
+    advantage: Literal["grpo", "dr_grpo", "rloo"] = option("grpo", "group-relative advantage estimator")
+    norm: Literal["token", "sequence", "constant"] = option("token", "loss normaliser: tokens per group (eq. 1), per sequence, or constant (Dr. GRPO)")
+    eps_low: float = option(0.2, "lower clip range of the importance ratio")
+    eps_high: float = option(0.2, "upper clip range of the importance ratio")
+    beta: float = option(0.04, "weight of the k3 KL penalty to the frozen initial policy (0: no reference model)")
+    lr: float = option(1e-5, "AdamW learning rate")
+    weight_decay: float = option(0.0, "AdamW weight decay")
+    grad_clip: float = option(1.0, "clip the gradient norm to this (0: no clipping)")
+    updates_per_batch: int = option(1, "optimizer steps per sampled batch (mu; >1 makes the clipping bite)")
+    overlong_filter: bool = option(False, "mask responses cut off at max_new_tokens (DAPO over-length filtering)")
+    seed: int = option(0, "seed of prompt order and sampling")
+    checkpoint_every: int = option(1, "save a checkpoint every this many steps (and at the end)")
+    keep_checkpoints: int = option(1, "how many checkpoints to keep")
+    device: str = option("cpu", "torch device")
+    dtype: Literal["float32", "bfloat16"] = option("float32", "policy weights' dtype")
+    num_threads: int | None = option(None, "torch CPU threads (process-wide; 1 is fastest on a busy shared CPU)")
+    tensorboard: bool = option(True, "also write TensorBoard scalars when tensorboard is installed")
 
     def __post_init__(self) -> None:
         for name in ("steps", "prompts_per_step", "samples_per_prompt", "max_new_tokens", "updates_per_batch",
