@@ -52,8 +52,12 @@ def run_score(inp: Path, out: Path, batch_size: int, timeout: float = 600) -> su
                           cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
-def soak(rollouts: Path, work: Path, *, groups: int, kills: int, batch_size: int = 8, seed: int = 0) -> dict:
-    """Kill-and-resume ``kills`` times at random moments; return what was checked and how it went."""
+def soak(rollouts: Path, work: Path, *, groups: int, kills: int, batch_size: int = 8, seed: int = 0,
+         span: float = 1.0) -> dict:
+    """Kill-and-resume ``kills`` times at random moments; return what was checked and how it went.
+
+    Size-triggered kills fall in the first ``span`` of the output (1.0: the whole run); a smaller span
+    leaves work after every trigger, so on a fast machine a kill cannot miss a run that already ended."""
     work.mkdir(parents=True, exist_ok=True)
     inp = work / "groups.jsonl"
     inp.write_text("".join(json.dumps(r) + "\n" for r in synthetic_groups(rollouts, groups, seed)))
@@ -71,14 +75,14 @@ def soak(rollouts: Path, work: Path, *, groups: int, kills: int, batch_size: int
     # some land inside a write), spread over the whole run
     rng = random.Random(seed)
     size = ref.stat().st_size
-    targets = [None, None][:kills] + sorted(rng.uniform(0, size) for _ in range(max(kills - 2, 0)))
+    targets = [None, None][:kills] + sorted(rng.uniform(0, span * size) for _ in range(max(kills - 2, 0)))
     rows_at_kill, half_lines = [], 0
     for target in targets:
         proc = subprocess.Popen([*CLI, "score", str(inp), "--out", str(out), "--batch-size", str(batch_size)],
                                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
         if target is None:
-            time.sleep(rng.uniform(0, 2))
+            time.sleep(rng.uniform(0, min(2.0, span * full)))  # within start-up or the early run
         else:
             deadline = time.time() + 600
             while proc.poll() is None and time.time() < deadline and (not out.exists() or out.stat().st_size < target):

