@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from rewardkit.types import Status
-from rewardkit.verdicts import boxed_spans
+from rewardkit.verdicts import boxed_spans, response_trunk  # noqa: F401  (response_trunk re-exported)
 
 # math-verify warns on every call when its timeouts are disabled; we enforce deadlines ourselves.
 logging.getLogger("math_verify").setLevel(logging.ERROR)
@@ -87,16 +87,6 @@ def _last_math(text: str) -> str | None:
         if content:
             return content
     return _plain(num.group()) if num is not None else None
-
-
-def response_trunk(text: str) -> str:
-    """The response without its reasoning block: the text after the last ``</think>``; a ``<think>`` left
-    open (reasoning cut off) leaves only what precedes it; text without think tags is its own trunk."""
-    if "</think>" in text:
-        return text.rsplit("</think>", 1)[1].strip()
-    if "<think>" in text:
-        return text.split("<think>", 1)[0].strip()
-    return text
 
 
 def extract_answer(text: str) -> str | None:

@@ -102,6 +102,16 @@ def _after_think(text: str) -> str:
     return text.rsplit(_THINK_END, 1)[1] if _THINK_END in text else text
 
 
+def response_trunk(text: str) -> str:
+    """The response without its reasoning block: the text after the last ``</think>``; a ``<think>`` left
+    open (reasoning cut off) leaves only what precedes it; text without think tags is its own trunk."""
+    if _THINK_END in text:
+        return _after_think(text).strip()
+    if "<think>" in text:
+        return text.split("<think>", 1)[0].strip()
+    return text
+
+
 def _clusters(text: str, hits: list[Hit]) -> list[list[Hit]]:
     """Consecutive hits in one sentence, or joined only by punctuation and list words, form one cluster:
     "\\boxed{A}, \\boxed{B}, or \\boxed{Tie}", "'**YES**' for high quality or '**NO**' if it is not"."""
