@@ -15,19 +15,21 @@ the held-out split of both judges.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, rel_path  # noqa: E402
+from _common import RESULTS, ROOT, machine, rel_path, relativize  # noqa: E402
 from rewardkit.evals.data import data_path, rollouts_path  # noqa: E402
+from rewardkit.evals.splits import problem_key  # noqa: E402
 
 WORK = ROOT / "runs" / "judges"
 NAME = "judge_training"
 SEED = 0
-SAMPLE_PROBLEMS_MATH500 = 150  # MATH-500 problems (besides the rollouts' 100) that get an embedded-model answer
+SAMPLE_PROBLEMS_MATH500 = 40  # MATH-500 problems (besides the rollouts' 100) that get an embedded-model answer
 
 
 def log(msg: str) -> None:
@@ -79,11 +81,153 @@ def stage_samples(a: argparse.Namespace) -> None:
     problems = sample_problems()
     log(f"sampling {len(problems)} answers into {rel_path(out)}")
     t0 = time.perf_counter()
-    s = generate_rollouts(problems, load_backend("smollm2", dtype="float32", batch_size=8), out, n=1,
-                          max_tokens=a.sample_tokens, temperature=0.7, top_p=0.95, seed=SEED, batch_size=8,
+    s = generate_rollouts(problems, load_backend("smollm2", dtype="float32", batch_size=20), out, n=1,
+                          max_tokens=a.sample_tokens, temperature=0.7, top_p=0.95, seed=SEED, batch_size=20,
                           bench="math", on_batch=lambda n: log(f"  +{n}"))
     log(f"done: {s.generated_now} new, {s.skipped_done} already there, {len(s.failed)} failed, "
         f"{time.perf_counter() - t0:.0f} s")
+
+
+# ------------------------------------------------------------------------------------- results
+
+
+def load_json(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def save_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(relativize(data), indent=1, default=str) + "\n")
+    tmp.replace(path)
+
+
+def load_judge(spec: str) -> Any:
+    from rewardkit.backends import load_backend
+
+    return load_backend(spec, dtype="float32", batch_size=8)
+
+
+# ------------------------------------------------------------------------------ GAR discriminator
+
+
+def gar_data(a: argparse.Namespace, count_tokens) -> dict[str, Any]:
+    """ProcessBench solutions split by problem; the held-out solutions (balanced per split and error/no error);
+    balanced labelled training and validation slices."""
+    from rewardkit.evals.processbench import load_processbench
+    from rewardkit.evals.slice_labels import label_slices
+    from rewardkit.evals.splits import balanced_sample, split_by_problem
+
+    rows = [r for s in a.splits for r in load_processbench(s)]
+    parts = split_by_problem(rows, lambda r: r.problem, seed=SEED, pinned=mixed_problems())
+    test = balanced_sample(parts["test"], lambda r: (r.split, r.label >= 0), SEED, a.heldout_per_split // 2)
+
+    def labelled(sols):
+        return [sl for r in sols for sl in label_slices(r, a.slice_tokens, count_tokens) if sl.verdict]
+
+    train = balanced_sample(labelled(parts["train"]), lambda sl: sl.verdict, SEED, a.train_per_label)
+    val = balanced_sample(labelled(parts["val"]), lambda sl: sl.verdict, SEED, a.val_per_label)
+    return {"test": test, "train": train, "val": val,
+            "train_problems": len({problem_key(sl.problem) for sl in train}),
+            "val_problems": len({problem_key(sl.problem) for sl in val}),
+            "heldout_problems": len({problem_key(r.problem) for r in test})}
+
+
+def stage_gar(a: argparse.Namespace) -> None:
+    """Held-out metrics of the untrained discriminator, stage-1 SFT, held-out metrics of the trained one."""
+    from rewardkit.evals.processbench import predictions_to_rows
+    from rewardkit.evals.slice_labels import evaluate_discriminator
+    from rewardkit.evals.splits import ids_sha256
+
+    judge = load_judge("smollm2")
+    d = gar_data(a, judge.count_tokens)
+    test = d["test"]
+    log(f"GAR: {len(d['train'])} training slices ({d['train_problems']} problems), {len(d['val'])} validation "
+        f"slices, {len(test)} held-out solutions ({d['heldout_problems']} problems)")
+    before_path = WORK / "gar_before.json"
+    before = load_json(before_path)
+    if before is None:
+        t0 = time.perf_counter()
+        rep, preds = evaluate_discriminator(judge, test, a.slice_tokens)
+        before = {"report": rep, "seconds": time.perf_counter() - t0, "predictions": predictions_to_rows(preds)}
+        save_json(before_path, before)
+    log(f"before: {json.dumps(before['report'])}")
+    section = {"train_problems": d["train_problems"], "val_problems": d["val_problems"],
+               "heldout_problems": d["heldout_problems"], "heldout_ids_sha256": ids_sha256(r.id for r in test),
+               "heldout_solutions": len(test), "train_examples": len(d["train"]), "val_examples": len(d["val"]),
+               "splits": a.splits, "slice_tokens": a.slice_tokens, "before": before["report"]}
+    merge_results("gar_discriminator", section)
+
+
+# ------------------------------------------------------------------------------------ RARO critic
+
+CRITIC_VIEW = "final"  # the critic compares final answers, as RARO's DeepMath critic does (App. E, Figure 19)
+
+
+def critic_data(a: argparse.Namespace) -> dict[str, Any]:
+    """Expert vs policy pairs (Qwen2.5-Math rollouts, the embedded model's samples), split by problem."""
+    from rewardkit.evals.critic_pairs import expert_solutions, policy_pairs, read_jsonl
+    from rewardkit.evals.splits import split_by_problem
+
+    rows = rollout_rows()
+    experts = expert_solutions(math500_rows(), rows)
+    samples = WORK / "smollm2_samples.jsonl"
+    if not samples.exists():
+        raise SystemExit(f"{rel_path(samples)} is missing: run `python benchmarks/judge_training.py samples` first")
+    pairs = policy_pairs(rows, experts, "qwen2.5-math", a.qwen_per_problem, SEED) + \
+        policy_pairs(read_jsonl(samples), experts, "smollm2", 1, SEED)
+    parts = split_by_problem(pairs, lambda p: p.problem, seed=SEED, pinned=mixed_problems())
+    return {**parts, **{f"{k}_problems": len({problem_key(p.problem) for p in v}) for k, v in parts.items()}}
+
+
+def critic_options(a: argparse.Namespace, mode: str = "generate") -> dict[str, Any]:
+    """The critic scorer's options for held-out evaluation: greedy verdicts within the training budget."""
+    opts: dict[str, Any] = {"mode": mode, "view": CRITIC_VIEW, "seed": SEED}
+    if mode == "generate":
+        opts.update(max_tokens=a.critic_tokens, temperature=0.0)
+    return opts
+
+
+def eval_critic(judge: Any, pairs: list[Any], a: argparse.Namespace, path: Path) -> dict[str, Any]:
+    """Held-out critic metrics in generate mode (the trained format) and verdict-logit mode, cached in ``path``."""
+    from rewardkit.evals.critic_pairs import evaluate_critic
+
+    done = load_json(path) or {}
+    for mode in ("generate", "logit"):
+        if mode in done:
+            continue
+        t0 = time.perf_counter()
+        rep, rows = evaluate_critic(judge, pairs, **critic_options(a, mode))
+        done[mode] = {"report": rep, "seconds": time.perf_counter() - t0, "rows": rows}
+        save_json(path, done)
+        log(f"  {mode}: accuracy {rep['accuracy']:.3f} tie {rep['tie_rate']:.3f} invalid {rep['invalid_rate']:.3f}")
+    return done
+
+
+def stage_critic(a: argparse.Namespace) -> None:
+    """Held-out metrics of the untrained critic, RARO critic-side training on R_crit, held-out metrics after."""
+    from rewardkit.evals.splits import ids_sha256
+
+    d = critic_data(a)
+    test = d["test"]
+    log(f"critic: {len(d['train'])} training pairs ({d['train_problems']} problems), {len(d['val'])} validation "
+        f"pairs, {len(test)} held-out pairs ({d['test_problems']} problems)")
+    judge = load_judge("smollm2")
+    before = eval_critic(judge, test, a, WORK / "critic_before.json")
+    section = {"train_problems": d["train_problems"], "val_problems": d["val_problems"],
+               "heldout_problems": d["test_problems"], "heldout_ids_sha256": ids_sha256(p.id for p in test),
+               "train_pairs": len(d["train"]), "val_pairs": len(d["val"]), "view": CRITIC_VIEW,
+               "critic_tokens": a.critic_tokens,
+               "before": {**before["generate"]["report"], "logit": before["logit"]["report"]}}
+    merge_results("raro_critic", section)
+
+
+def merge_results(key: str, section: dict[str, Any]) -> None:
+    """Write one judge's section into benchmarks/results/judge_training.json (other sections kept)."""
+    path = RESULTS / f"{NAME}.json"
+    data = load_json(path) or {"machine": machine()}
+    data[key] = {**data.get(key, {}), **section}
+    save_json(path, data)
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -91,11 +235,18 @@ def stage_samples(a: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stage", choices=["samples"])
-    ap.add_argument("--sample-tokens", type=int, default=192, help="samples: tokens per embedded-model answer")
+    ap.add_argument("stage", choices=["samples", "gar", "critic"])
+    ap.add_argument("--sample-tokens", type=int, default=128, help="samples: tokens per embedded-model answer")
+    ap.add_argument("--splits", nargs="+", default=["gsm8k", "math"], help="gar: ProcessBench splits")
+    ap.add_argument("--slice-tokens", type=int, default=128, help="gar: GAR slice budget L (the paper: 320)")
+    ap.add_argument("--heldout-per-split", type=int, default=50, help="gar: held-out solutions per split (half erroneous)")
+    ap.add_argument("--train-per-label", type=int, default=400, help="gar: training slices per label (YES, NO)")
+    ap.add_argument("--val-per-label", type=int, default=32, help="gar: validation slices per label")
+    ap.add_argument("--qwen-per-problem", type=int, default=2, help="critic: Qwen answers per problem (wrong ones first)")
+    ap.add_argument("--critic-tokens", type=int, default=96, help="critic: token budget of a verdict (reasoning + verdict)")
     a = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
-    {"samples": stage_samples}[a.stage](a)
+    {"samples": stage_samples, "gar": stage_gar, "critic": stage_critic}[a.stage](a)
 
 
 if __name__ == "__main__":

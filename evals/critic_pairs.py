@@ -82,7 +82,7 @@ def policy_pairs(rows: Iterable[dict[str, Any]], experts: dict[str, str], source
 def critic_report(pairs: Sequence[CriticPair], labels: Sequence[str | None],
                   expert_positions: Sequence[int] | None = None) -> dict[str, Any]:
     """Accuracy at naming the expert answer, tie rate and invalid rate over all pairs (an invalid verdict
-    counts as not naming the expert), also per policy source. With the expert slots, ``first_slot_rate``
+    counts as not naming the expert), also per policy source and for wrong / right policy answers. With the expert slots, ``first_slot_rate``
     is the share of Answer 1/2 verdicts that picked Answer 1 (0.5 = no position bias when the expert sits
     first in half the pairs, ``expert_first_share``)."""
     if len(labels) != len(pairs):
@@ -102,6 +102,9 @@ def critic_report(pairs: Sequence[CriticPair], labels: Sequence[str | None],
     out = rates(labels)
     out["per_source"] = {s: rates([lab for p, lab in zip(pairs, labels, strict=True) if p.source == s])
                          for s in sorted({p.source for p in pairs})}
+    # where the policy answer is wrong, naming the expert is right; where it is right too, a tie is fair
+    out["policy_wrong"] = rates([lab for p, lab in zip(pairs, labels, strict=True) if p.policy_correct is False])
+    out["policy_right"] = rates([lab for p, lab in zip(pairs, labels, strict=True) if p.policy_correct is True])
     if expert_positions is not None:
         if len(expert_positions) != len(pairs):
             raise ValueError(f"{len(expert_positions)} expert positions for {len(pairs)} pairs")
@@ -110,3 +113,20 @@ def critic_report(pairs: Sequence[CriticPair], labels: Sequence[str | None],
         out["first_slot_rate"] = float(np.mean(first)) if first else math.nan
         out["expert_first_share"] = float(np.mean([pos == 1 for pos in expert_positions])) if pairs else math.nan
     return out
+
+
+def evaluate_critic(judge: Any, pairs: Sequence[CriticPair], **options: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Run RARO's critic (``CriticScorer`` with ``options``) on every pair in one call and report the held-out
+    metrics (``critic_report``); also returns one row per pair (label, expert slot, raw output or probs)."""
+    from rewardkit.raro.critic import CriticScorer
+
+    scores = CriticScorer(judge=judge, **options).score([p.group() for p in pairs])
+    labels = [s.components["critic_label"][0] for s in scores]
+    positions = [s.components["expert_position"][0] for s in scores]
+    rows = []
+    for p, s in zip(pairs, scores, strict=True):
+        raw = (s.extra.get("critic_outputs") or s.extra.get("critic_probs") or [None])[0]
+        rows.append({"id": p.id, "source": p.source, "policy_correct": p.policy_correct,
+                     "label": s.components["critic_label"][0], "expert_position": s.components["expert_position"][0],
+                     "status": s.statuses[0].value, "output": raw})
+    return critic_report(pairs, labels, positions), rows

@@ -179,3 +179,15 @@ def discriminator_report(preds: Sequence[PBPrediction], threshold: float = 0.5) 
         "mean_p_yes": float(np.mean(p)) if p else math.nan,
         "per_split_f1": {k: v["f1"] for k, v in splits.items()},
     }
+
+
+def evaluate_discriminator(judge: Any, examples: Sequence[PBExample], slice_tokens: int,
+                           threshold: float = 0.5) -> tuple[dict[str, Any], list[PBPrediction]]:
+    """Judge every GAR slice of every solution in verdict-logit mode (one backend call) and report the held-out
+    metrics (``discriminator_report``); also returns the per-solution predictions."""
+    from rewardkit.evals.processbench import predict
+    from rewardkit.gar.slices import SliceScorer
+
+    scorer = SliceScorer(judge=judge, mode="logit", slice_tokens=slice_tokens, threshold=threshold)
+    preds = predict(examples, scorer, "reslice")
+    return discriminator_report(preds, threshold), preds

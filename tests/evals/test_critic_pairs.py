@@ -73,18 +73,20 @@ def test_pair_is_scored_as_a_one_response_group():
     assert s.components["critic_label"] == ["expert" if pos == 1 else "policy"]
 
 
-def _pairs(n, source="a"):
-    return [CriticPair(f"p{i}", "q", "e", "x", source) for i in range(n)]
+def _pairs(n, source="a", correct=None):
+    return [CriticPair(f"p{i}", "q", "e", "x", source, correct) for i in range(n)]
 
 
 def test_critic_report_by_hand():
-    pairs = _pairs(4, "a") + _pairs(2, "b")
+    pairs = _pairs(4, "a", False) + _pairs(2, "b", True)
     labels = ["expert", "tie", None, "policy", "expert", "expert"]
     positions = [1, 2, 1, 1, 2, 2]
     r = critic_report(pairs, labels, positions)
     assert (r["n"], r["accuracy"], r["tie_rate"], r["policy_rate"]) == (6, 3 / 6, 1 / 6, 1 / 6)
     assert r["invalid_rate"] == pytest.approx(1 / 6)
     assert r["per_source"]["a"]["accuracy"] == 0.25 and r["per_source"]["b"]["accuracy"] == 1.0
+    assert r["policy_wrong"]["n"] == 4 and r["policy_wrong"]["tie_rate"] == 0.25
+    assert r["policy_right"]["n"] == 2 and r["policy_right"]["tie_rate"] == 0.0
     # Answer 1/2 picks: expert@1 (slot 1), policy with expert@1 (slot 2), expert@2 twice (slot 2): 1 of 4
     assert r["first_slot_rate"] == 0.25
     assert r["expert_first_share"] == 0.5
