@@ -32,7 +32,6 @@ from rewardkit.evals.processbench import (
 )
 
 from rewardkit.gar.slicing import Segmentation, TokenCounter, make_slices, whitespace_tokens
-from rewardkit.prompts.gar import discriminator_messages
 
 Verdict = Literal["YES", "NO"]
 
@@ -108,20 +107,24 @@ YES_RATIONALE = "No step in this part of the reasoning was marked wrong; each st
 
 
 def sft_target(sl: LabelledSlice) -> str:
-    """GAR's analysis-score-rationale text for a labelled slice (App. B): analysis, **YES**/**NO**, rationale."""
+    """GAR's analysis-score-rationale text for a labelled slice (App. B; ``rewardkit.grpo.sft.judgment_text``)."""
+    from rewardkit.grpo.sft import judgment_text
+
     v = sl.verdict
     if v is None:
         raise ValueError(f"slice {sl.id} comes after the earliest error: it has no label to train on")
     analysis = f"The reasoning arrives at: \"{last_sentence(sl.text)}\""
     rationale = YES_RATIONALE if v == "YES" else f"This step is wrong: \"{sl.error_quote}\""
-    return f"{analysis}\n\n**{v}**\n\n{rationale}"
+    return judgment_text(v == "YES", analysis, rationale)
 
 
-def sft_example(sl: LabelledSlice) -> dict[str, Any]:
-    """One SFT row: the discriminator's chat messages (exactly what ``SliceScorer`` sends, no context), the
-    target completion and the label."""
-    return {"id": sl.id, "messages": discriminator_messages(sl.problem, sl.text), "target": sft_target(sl),
-            "verdict": sl.verdict}
+def sft_example(sl: LabelledSlice) -> Any:
+    """One stage-1 SFT example (``rewardkit.grpo.sft.JudgmentExample``): the slice as the discriminator sees it
+    (no context, as ``SliceScorer`` judges by default), its label (True: YES) and the target judgment."""
+    from rewardkit.gar.slices import SliceItem
+    from rewardkit.grpo.sft import JudgmentExample
+
+    return JudgmentExample(SliceItem(sl.problem, sl.text), sl.verdict == "YES", sft_target(sl))
 
 
 # --------------------------------------------------------------------------------- held-out metrics
@@ -191,3 +194,32 @@ def evaluate_discriminator(judge: Any, examples: Sequence[PBExample], slice_toke
     scorer = SliceScorer(judge=judge, mode="logit", slice_tokens=slice_tokens, threshold=threshold)
     preds = predict(examples, scorer, "reslice")
     return discriminator_report(preds, threshold), preds
+
+
+def _labelled(pr: PBPrediction) -> tuple[list[float], list[bool]]:
+    """(P(YES), is YES) of one solution's labelled slices with a probability."""
+    pairs = [(q, not w) for q, w in zip(pr.p_yes, unit_labels(pr.unit_steps, pr.label), strict=True)
+             if w is not None and q is not None]
+    return [q for q, _ in pairs], [y for _, y in pairs]
+
+
+def auroc_bootstrap(before: Sequence[PBPrediction], after: Sequence[PBPrediction], n_boot: int = 1000,
+                    seed: int = 0) -> dict[str, list[float]]:
+    """Percentile 95% intervals of the slice AUROC before, after, and after - before, from one paired
+    bootstrap that resamples whole solutions (slices of one solution are correlated), seeded."""
+    if [p.id for p in before] != [p.id for p in after]:
+        raise ValueError("auroc_bootstrap: before and after must judge the same solutions in the same order")
+    b, a = [_labelled(p) for p in before], [_labelled(p) for p in after]
+    rng = np.random.default_rng(seed)
+    vals = []
+    for _ in range(n_boot):
+        idx = rng.integers(0, len(b), len(b))
+        sb = auroc([q for i in idx for q in b[i][0]], [y for i in idx for y in b[i][1]])
+        sa = auroc([q for i in idx for q in a[i][0]], [y for i in idx for y in a[i][1]])
+        vals.append((sb, sa, sa - sb))
+    v = np.array(vals, dtype=float)
+    out = {}
+    for k, name in enumerate(("before", "after", "delta")):
+        col = v[:, k][np.isfinite(v[:, k])]
+        out[name] = [float(np.percentile(col, 2.5)), float(np.percentile(col, 97.5))] if col.size else [math.nan] * 2
+    return out

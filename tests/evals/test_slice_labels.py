@@ -79,8 +79,8 @@ def test_sft_target_is_analysis_verdict_rationale():
     with pytest.raises(ValueError, match="after the earliest error"):
         sft_target(sl[3])
     ex = sft_example(sl[1])
-    assert ex["verdict"] == "NO" and ex["messages"][0]["role"] == "system"
-    assert sl[1].text.strip() in ex["messages"][1]["content"]
+    assert ex.label is False and ex.target == no
+    assert (ex.item.problem, ex.item.text, ex.item.context) == (sl[1].problem, sl[1].text, "")
 
 
 def test_sentences():
@@ -120,3 +120,18 @@ def test_discriminator_report_by_hand():
     assert r["f1"] == pytest.approx(2 / 3)
     assert (r["n"], r["n_yes"], r["n_no"], r["n_solutions"]) == (5, 3, 2, 3)
     assert r["per_split_f1"]["gsm8k"] == pytest.approx(1.0) and math.isnan(r["per_split_f1"]["math"])
+
+
+def test_auroc_bootstrap_properties():
+    from rewardkit.evals.slice_labels import auroc_bootstrap
+
+    sep = [_pred(f"s{i}", "math", 1, 1, [[0], [1]], [0.9, 0.1]) for i in range(6)]  # YES 0.9 over NO 0.1
+    mixed = [_pred(f"s{i}", "math", 1, 1, [[0], [1]], [0.3 + 0.1 * (i % 3), 0.45]) for i in range(6)]
+    same = auroc_bootstrap(sep, sep, n_boot=200)
+    assert same["before"] == [1.0, 1.0] and same["delta"] == [0.0, 0.0]
+    r = auroc_bootstrap(mixed, sep, n_boot=200)
+    # YES slices at 0.3, 0.4, 0.5 against NO slices all at 0.45: a third of the pairs ordered right
+    assert r["before"][0] <= 1 / 3 <= r["before"][1] and r["after"] == [1.0, 1.0]
+    assert r["delta"][0] > 0  # separating beats mixing in every resample
+    with pytest.raises(ValueError, match="same solutions"):
+        auroc_bootstrap(sep, sep[::-1])
