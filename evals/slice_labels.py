@@ -189,6 +189,7 @@ def evaluate_discriminator(judge: Any, examples: Sequence[PBExample], slice_toke
     """Judge every GAR slice of every solution in verdict-logit mode (one backend call) and report the held-out
     metrics (``discriminator_report``); also returns the per-solution predictions."""
     from rewardkit.evals.processbench import predict
+
     from rewardkit.gar.slices import SliceScorer
 
     scorer = SliceScorer(judge=judge, mode="logit", slice_tokens=slice_tokens, threshold=threshold)
