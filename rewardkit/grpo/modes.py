@@ -26,7 +26,7 @@ import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -212,6 +212,9 @@ class GarOptions(Options):
     lambda3: float = option(1.0, "weight of R^d in R^dis (sec. 4.1: 1)")
     lambda4: float = option(0.5, "weight of R^a in R^dis (sec. 4.1: 0.5)")
     dis_samples: int = option(2, "judgments sampled per slice: one GRPO group of the discriminator (not stated in the paper)")
+    dis_update: Literal["grpo", "expected"] = option(
+        "grpo", "grpo: GRPO on its sampled judgments (sec. 3); expected: rewardkit's variant, gradient ascent on the "
+                "expected R^dis of a bare verdict, P(YES) R(YES) + P(NO) R(NO), one forward pass per slice, no rollouts")
     scorer: SliceOptions = option(SliceOptions(temperature=1.0), "the slice scorer's options; generate mode samples judgments at its temperature, capped at judge_tokens (K = 128)")
 
     def __post_init__(self) -> None:
@@ -240,7 +243,7 @@ class GarJoint:
         cfg = dataclasses.replace(trainer.config, model=o.discriminator, lr=o.lr, temperature=o.scorer.temperature,
                                   max_new_tokens=o.scorer.judge_tokens, overlong_filter=False)
         self.learner = Learner(cfg)
-        self.judge = SampledJudge(self.learner, o.dis_samples)
+        self.judge = SampledJudge(self.learner, o.dis_samples if o.dis_update == "grpo" else 1)
         self.slicer = SliceScorer(dataclasses.replace(o.scorer, judge=self.judge))
         trainer.scorer = self.slicer  # R^rea for the reasoner, r^s from the discriminator's sampled judgments
 
@@ -252,13 +255,15 @@ class GarJoint:
         o, k = self.options, self.options.dis_samples
         gen, correct = self._generated(groups, scores)
         taken = self.judge.take()
+        if o.dis_update == "expected":
+            return self._expected_update(gen, correct, self._reference(groups, len(gen), step))
+        ref = self._reference(groups, len(gen), step)
+        if not gen or not ref:
+            return {"dis_skipped": 1.0}  # R^d needs reference AND generated slices (groups need an expert)
         if taken is not None and len(taken[0]) == len(gen):
             gen_roll = taken[1]  # the very judgments that gave the reasoner its r^s
         else:  # logit-mode scoring (a rewardkit variant) samples no judgments: sample them now
             gen_roll = self._judge(gen, (step, 3))
-        ref = self._reference(groups, len(gen), step)
-        if not gen or not ref:
-            return {"dis_skipped": 1.0}  # R^d needs reference AND generated slices (groups need an expert)
         ref_roll = self._judge(ref, (step, 4))
         metrics: dict[str, float] = {}
         for roll, is_ref, labels, name in ((ref_roll, True, [None] * len(ref), "ref"), (gen_roll, False, correct, "gen")):
@@ -274,6 +279,43 @@ class GarJoint:
             metrics[f"dis_{name}_ok_fraction"] = float(ok.mean())
         stats = self.learner.update([ref_roll, gen_roll])
         return {**metrics, "dis_slices": len(gen) + len(ref), **{f"dis_{k_}": v for k_, v in stats.items()}}
+
+    def _expected_update(self, gen: list[SliceItem], correct: list[bool | None], ref: list[SliceItem]) -> dict:
+        """The ``expected`` variant: one AdamW step on E[R^dis] = mean_ref E + mean_gen E, where each slice's
+        E = P(YES) R(YES) + P(NO) R(NO) with R the per-judgment R^dis of a bare **YES** / **NO**."""
+        import torch
+
+        from rewardkit.grpo.trainer import completion_logprobs
+        from rewardkit.prompts.gar import VERDICT_CHOICES, VERDICT_PREFIX
+
+        if not gen or not ref:
+            return {"dis_skipped": 1.0}
+        o, b = self.options, self.learner.backend
+        items, is_ref = ref + gen, [True] * len(ref) + [False] * len(gen)
+        labels = [None] * len(ref) + correct
+        rows = []
+        for it in items:
+            text = b.render(discriminator_messages(it.problem, it.text, it.context), assistant_prefix=VERDICT_PREFIX)
+            prompt = b.encode(text)
+            for choice in VERDICT_CHOICES:  # the choice's tokens after the prompt (alone if they merge across it)
+                full = b.encode(text + choice)
+                rows.append((prompt, full[len(prompt):] if full[:len(prompt)] == prompt else b.encode(choice)))
+        logp, mask, _ = completion_logprobs(b.model, rows, b.tokenizer.pad_token_id, 1.0, b.device)  # [2S, T]
+        seq = (logp * mask).sum(-1).view(len(items), 2)  # [S, 2] log P(YES), log P(NO) after the prefix
+        p_yes = torch.softmax(seq, -1)[:, 0]  # [S] renormalised over the two verdicts
+        r_yes = torch.tensor(judgment_rewards([1.0] * len(items), is_ref, labels, o.lambda3, o.lambda4),
+                             dtype=p_yes.dtype)  # [S] R^dis of a YES judgment
+        r_no = torch.tensor(judgment_rewards([0.0] * len(items), is_ref, labels, o.lambda3, o.lambda4),
+                            dtype=p_yes.dtype)  # [S] R^dis of a NO judgment
+        e = p_yes * r_yes + (1 - p_yes) * r_no  # [S] expected per-slice R^dis
+        ref_mask = torch.tensor(is_ref)  # [S]
+        objective = e[ref_mask].mean() + e[~ref_mask].mean()  # R^d's two expectations (+ R^a on the generated)
+        self.learner.optimizer.zero_grad(set_to_none=True)
+        (-objective).backward()
+        self.learner.optimizer.step()
+        return {"dis_expected_r_dis": float(objective.detach()), "dis_slices": len(items),
+                "dis_ref_p_yes": float(p_yes[ref_mask].mean().detach()),
+                "dis_gen_p_yes": float(p_yes[~ref_mask].mean().detach())}
 
     def _generated(self, groups: list[Group], scores: list[GroupScore]) -> tuple[list[SliceItem], list[bool | None]]:
         """The slices the scorer judged, in its order, with their trace's exact-match correctness (None: unknown)."""

@@ -141,17 +141,26 @@ def _scripted_sample(learner, calls: list[int]):
     return sample
 
 
-@pytest.mark.slow
-def test_gar_reasoner_gets_binary_r_s_and_the_discriminator_learns_from_its_own_judgments(tiny_model, tmp_path):
-    mode = GarJoint(discriminator=tiny_model, lr=1e-2)
-    trainer = GRPOTrainer(TrainConfig(model=tiny_model, out_dir=str(tmp_path / "run"), **SETTINGS), PROMPTS[:1],
-                          modes=[mode])
-    assert trainer.scorer is mode.slicer and mode.learner.model is not trainer.model  # a second model
-    calls: list[int] = []
-    mode.learner.sample = _scripted_sample(mode.learner, calls)
-    groups = [Group("a", PROMPTS[0].prompt, [r"2+3 = 5. The answer is \boxed{5}.",
+GAR_GROUPS = [Group("a", PROMPTS[0].prompt, [r"2+3 = 5. The answer is \boxed{5}.",
                                              r"2+3 = 6, which is wrong. The answer is \boxed{6}."],
                     reference="5", expert=PROMPTS[0].expert)]
+
+
+def _gar(tiny_model: str, tmp_path, **options) -> tuple[GarJoint, GRPOTrainer, list[int]]:
+    """A GAR joint trainer on the tiny model whose discriminator samples scripted judgments (calls recorded)."""
+    mode = GarJoint(discriminator=tiny_model, lr=1e-2, **options)
+    trainer = GRPOTrainer(TrainConfig(model=tiny_model, out_dir=str(tmp_path / "run"), **SETTINGS), PROMPTS[:1],
+                          modes=[mode])
+    calls: list[int] = []
+    mode.learner.sample = _scripted_sample(mode.learner, calls)
+    return mode, trainer, calls
+
+
+@pytest.mark.slow
+def test_gar_reasoner_gets_binary_r_s_and_the_discriminator_learns_from_its_own_judgments(tiny_model, tmp_path):
+    mode, trainer, calls = _gar(tiny_model, tmp_path)
+    assert trainer.scorer is mode.slicer and mode.learner.model is not trainer.model  # a second model
+    groups = GAR_GROUPS
     (score,) = trainer.scorer.score(groups)
     # R^rea = R^m + R^s with R^s the mean of binary r^s (sec. 3): exactly 1 + 1 and 0 + 0, no soft P(YES)
     assert score.rewards.tolist() == [2.0, 0.0] and calls == [2]  # one sampled call for both slices
@@ -177,13 +186,8 @@ def test_gar_reasoner_gets_binary_r_s_and_the_discriminator_learns_from_its_own_
 def test_gar_alignment_reward_alone_follows_the_final_answer(tiny_model, tmp_path):
     # lambda3 = 0: R^a alone. On the correct trace's slice **YES** agrees with the answer, on the wrong
     # trace's slice **NO** does; the expert's slice has no R^a term, so no advantage.
-    mode = GarJoint(discriminator=tiny_model, lr=1e-2, lambda3=0.0, lambda4=1.0)
-    trainer = GRPOTrainer(TrainConfig(model=tiny_model, out_dir=str(tmp_path / "run"), **SETTINGS), PROMPTS[:1],
-                          modes=[mode])
-    mode.learner.sample = _scripted_sample(mode.learner, [])
-    groups = [Group("a", PROMPTS[0].prompt, [r"2+3 = 5. The answer is \boxed{5}.",
-                                             r"2+3 = 6, which is wrong. The answer is \boxed{6}."],
-                    reference="5", expert=PROMPTS[0].expert)]
+    mode, trainer, _ = _gar(tiny_model, tmp_path, lambda3=0.0, lambda4=1.0)
+    groups = GAR_GROUPS
     seen: list = []
     mode.learner.update = lambda parts: seen.append(parts) or {}
     mode.after_step(trainer, groups, trainer.scorer.score(groups), step=0)
@@ -207,3 +211,43 @@ def test_gar_joint_step_runs_and_checkpoints_the_discriminator(tiny_model, tmp_p
     again = GarJoint(discriminator=tiny_model, lr=1e-2, scorer=SliceOptions(temperature=1.0, judge_tokens=4))
     GRPOTrainer(cfg, PROMPTS, modes=[again])
     assert torch.equal(next(again.learner.model.parameters()).detach(), after)  # restored from the checkpoint
+
+
+@pytest.mark.slow
+def test_sampled_judge_keeps_every_sampled_judgment_for_grpo(tiny_model):
+    from rewardkit.backends.base import ChatRequest
+    from rewardkit.grpo.modes import SampledJudge
+    from rewardkit.grpo.trainer import Learner
+
+    learner = Learner(TrainConfig(model=tiny_model, beta=0.0, num_threads=1))
+    judge = SampledJudge(learner, n=3)
+    reqs = [ChatRequest([{"role": "user", "content": f"judge {i}"}], max_tokens=5) for i in range(2)]
+    out = judge.generate(reqs)
+    assert [len(c.texts) for c in out] == [3, 3]  # the scorer reads texts[0]; all three form one GRPO group
+    taken_reqs, roll = judge.take()
+    assert taken_reqs == reqs and len(roll) == 6 and roll.group == [0, 0, 0, 1, 1, 1] and roll.max_tokens == 5
+    assert [roll.texts[i * 3:(i + 1) * 3] for i in range(2)] == [c.texts for c in out]
+    assert all(len(c) <= 5 for c in roll.completion_ids) and judge.take() is None  # taken once
+
+
+@pytest.mark.slow
+def test_gar_expected_variant_climbs_the_expected_r_dis(tiny_model, tmp_path):
+    # rewardkit's named variant: gradient ascent on P(YES) R(YES) + P(NO) R(NO) per slice; the same batch's
+    # objective, measured again after the step, is higher
+    mode, trainer, _ = _gar(tiny_model, tmp_path, dis_update="expected")
+    groups = GAR_GROUPS
+    scores = trainer.scorer.score(groups)
+    first = mode.after_step(trainer, groups, scores, step=0)
+    second = mode.after_step(trainer, groups, scores, step=1)
+    assert first["dis_slices"] == 3 and second["dis_expected_r_dis"] > first["dis_expected_r_dis"]
+
+
+@pytest.mark.slow
+def test_gar_soft_variant_rewards_p_yes_and_samples_the_judgments_apart(tiny_model, tmp_path):
+    mode, trainer, calls = _gar(tiny_model, tmp_path, scorer=SliceOptions(mode="logit", soft=True, temperature=1.0))
+    groups = GAR_GROUPS
+    (score,) = trainer.scorer.score(groups)
+    r_s = score.components["slice_mean"]
+    assert calls == [] and all(0 < x < 1 for x in r_s)  # P(YES) of the discriminator, no sampled judgment
+    m = mode.after_step(trainer, groups, [score], step=0)
+    assert calls == [2, 1] and m["dis_slices"] == 3  # the generated slices' judgments, then the reference's
