@@ -26,7 +26,9 @@ from _common import RESULTS, ROOT, machine, rel_path, relativize  # noqa: E402
 from rewardkit.evals.data import data_path, rollouts_path  # noqa: E402
 from rewardkit.evals.splits import problem_key  # noqa: E402
 
-WORK = ROOT / "runs" / "judges"
+WORK = ROOT / "runs" / "judges"  # --work: trained weights, caches of every evaluation (outside git)
+OUT = RESULTS  # --results: where judge_training.json / .md / .png go
+MODEL = "smollm2"  # --model: the judge every run starts from (the embedded SmolLM2-135M-Instruct)
 NAME = "judge_training"
 SEED = 0
 SAMPLE_PROBLEMS_MATH500 = 40  # MATH-500 problems (besides the rollouts' 100) that get an embedded-model answer
@@ -81,7 +83,7 @@ def stage_samples(a: argparse.Namespace) -> None:
     problems = sample_problems()
     log(f"sampling {len(problems)} answers into {rel_path(out)}")
     t0 = time.perf_counter()
-    s = generate_rollouts(problems, load_backend("smollm2", dtype="float32", batch_size=20), out, n=1,
+    s = generate_rollouts(problems, load_backend(MODEL, dtype="float32", batch_size=20), out, n=1,
                           max_tokens=a.sample_tokens, temperature=0.7, top_p=0.95, seed=SEED, batch_size=20,
                           bench="math", on_batch=lambda n: log(f"  +{n}"))
     log(f"done: {s.generated_now} new, {s.skipped_done} already there, {len(s.failed)} failed, "
@@ -139,7 +141,7 @@ def stage_gar(a: argparse.Namespace) -> None:
     from rewardkit.evals.slice_labels import evaluate_discriminator
     from rewardkit.evals.splits import ids_sha256
 
-    judge = load_judge("smollm2")
+    judge = load_judge(MODEL)
     d = gar_data(a, judge.count_tokens)
     test = d["test"]
     log(f"GAR: {len(d['train'])} training slices ({d['train_problems']} problems), {len(d['val'])} validation "
@@ -161,12 +163,18 @@ def stage_gar(a: argparse.Namespace) -> None:
         after = {"report": rep, "seconds": time.perf_counter() - t0, "predictions": predictions_to_rows(preds)}
         save_json(after_path, after)
     log(f"after: {json.dumps(after['report'])}")
+    from rewardkit.evals.processbench import PBPrediction
+    from rewardkit.evals.slice_labels import auroc_bootstrap
+
+    ci = auroc_bootstrap([PBPrediction(**r) for r in before["predictions"]],
+                         [PBPrediction(**r) for r in after["predictions"]], n_boot=1000, seed=SEED)
     section = {"train_problems": d["train_problems"], "val_problems": d["val_problems"],
                "heldout_problems": d["heldout_problems"], "heldout_ids_sha256": ids_sha256(r.id for r in test),
                "heldout_solutions": len(test), "train_examples": len(d["train"]), "val_examples": len(d["val"]),
                "splits": a.splits, "slice_tokens": a.slice_tokens, "before": before["report"],
                "after": after["report"], "training": {k: v for k, v in train.items() if k != "history"},
-               "history": train["history"], "eval_seconds": {"before": before["seconds"], "after": after["seconds"]}}
+               "history": train["history"], "auroc_ci": ci,
+               "eval_seconds": {"before": before["seconds"], "after": after["seconds"]}}
     merge_results("gar_discriminator", section)
 
 
@@ -227,6 +235,44 @@ def critic_validation(backend: Any, pairs: list[Any], a: argparse.Namespace) -> 
             "val_reward": sum(r) / len(r)}
 
 
+def warm_start_critic(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
+    """A short SUPERVISED warm start on RARO's verdict format (``rewardkit.grpo.sft.train_sft``): the untrained
+    135M model almost never ends on a parseable verdict, so its critic rollouts would all be masked and RL
+    would get no signal. Targets restate both final answers, then ``tie`` (policy right) or the expert's
+    slot (policy wrong): this is supervised learning on the true verdicts, kept short; RL follows."""
+    from rewardkit.evals.critic_pairs import warm_start_rows
+
+    from rewardkit.grpo.sft import train_sft
+
+    out, path = WORK / "raro_critic_warm", WORK / "critic_warm.json"
+    done = load_json(path)
+    if done is not None and (out / "model.safetensors").exists():
+        return done
+    if a.critic_warm_pairs == 0:
+        return {"model": MODEL, "pairs": 0}
+    import numpy as np
+
+    from rewardkit.backends.transformers_backend import TransformersBackend
+
+    rows = warm_start_rows(d["train"], SEED, CRITIC_VIEW)
+    pick = sorted(np.random.default_rng(SEED).choice(len(rows), min(a.critic_warm_pairs, len(rows)), replace=False))
+    train = [rows[i] for i in pick]
+    val = warm_start_rows(d["val"], SEED, CRITIC_VIEW)
+    opts = {"lr": a.gar_lr, "batch_size": 8, "micro_batch_size": 4, "max_steps": a.critic_warm_steps,
+            "eval_every": 2, "patience": 2, "warmup_fraction": 0.2, "seed": SEED}
+    backend = TransformersBackend(MODEL, dtype="float32")
+    freeze_below(backend.model, a.critic_trainable_layers)
+    log(f"critic warm start (supervised): {len(train)} pairs, {len(val)} validation pairs, {opts}")
+    t0 = time.perf_counter()
+    res = train_sft(train, backend, eval_examples=val, out_dir=str(out), **opts)
+    done = {"model": str(out), "pairs": len(train), "val_pairs": len(val), "options": opts,
+            "seconds": time.perf_counter() - t0, "best_step": res.best_step, "best_eval_loss": res.best_eval_loss,
+            "history": res.history}
+    save_json(path, done)
+    log(f"warm start done in {done['seconds']:.0f} s: best step {res.best_step}, validation loss {res.best_eval_loss:.4f}")
+    return done
+
+
 def train_critic(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
     """RARO's critic side alone (``rewardkit.grpo.modes.critic_step``: Algorithm 2 lines 13-17, lambda_pol = 0)
     on the fixed training pairs with App. C.1's trainer settings; the weights of the best validation R_crit
@@ -243,7 +289,8 @@ def train_critic(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
     done = load_json(path)
     if done is not None and (out / "model.safetensors").exists():
         return done
-    cfg = TrainConfig(model="smollm2", out_dir=str(WORK / "critic_run"), lr=a.critic_lr, temperature=1.0,
+    warm = warm_start_critic(a, d)
+    cfg = TrainConfig(model=warm["model"], out_dir=str(WORK / "critic_run"), lr=a.critic_lr, temperature=1.0,
                       max_new_tokens=a.critic_tokens, seed=SEED, tensorboard=False).resolved(RaroShared.train_settings)
     learner = Learner(cfg)
     trainable = freeze_below(learner.model, a.critic_trainable_layers)
@@ -284,7 +331,7 @@ def train_critic(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
         learner.model.load_state_dict(best_state)
     learner.model.save_pretrained(out)
     learner.tokenizer.save_pretrained(out)
-    done = {"settings": settings, "pairs_per_step": a.critic_batch, "samples_per_pair": a.critic_samples,
+    done = {"warm_start": warm, "settings": settings, "pairs_per_step": a.critic_batch, "samples_per_pair": a.critic_samples,
             "steps": step, "budget_seconds": a.critic_budget, "seconds": time.perf_counter() - t0,
             "best_step": best_step, "best_val_reward": best, "trainable_layers": a.critic_trainable_layers,
             "trainable_parameters": trainable, "history": history}
@@ -300,7 +347,7 @@ def stage_critic(a: argparse.Namespace) -> None:
     test = d["test"]
     log(f"critic: {len(d['train'])} training pairs ({d['train_problems']} problems), {len(d['val'])} validation "
         f"pairs, {len(test)} held-out pairs ({d['test_problems']} problems)")
-    judge = load_judge("smollm2")
+    judge = load_judge(MODEL)
     before = eval_critic(judge, test, a, WORK / "critic_before.json")
     train = train_critic(a, d)
     after = eval_critic(load_judge(str(WORK / "raro_critic")), test, a, WORK / "critic_after.json")
@@ -343,7 +390,7 @@ def train_gar(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
     opts = {"lr": a.gar_lr, "batch_size": a.gar_batch, "micro_batch_size": a.gar_micro_batch,
             "max_steps": a.gar_steps, "eval_every": a.gar_eval_every, "patience": a.gar_patience,
             "warmup_fraction": 0.2, "seed": SEED}
-    backend = TransformersBackend("smollm2", dtype="float32")  # a fresh copy: these weights are trained
+    backend = TransformersBackend(MODEL, dtype="float32")  # a fresh copy: these weights are trained
     trainable = freeze_below(backend.model, a.gar_trainable_layers)
     log(f"GAR SFT: {opts}, {trainable:,} trainable parameters")
     t0 = time.perf_counter()
@@ -359,17 +406,178 @@ def train_gar(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
 
 
 def merge_results(key: str, section: dict[str, Any]) -> None:
-    """Write one judge's section into benchmarks/results/judge_training.json (other sections kept)."""
-    path = RESULTS / f"{NAME}.json"
-    data = load_json(path) or {"machine": machine()}
+    """Write one section into benchmarks/results/judge_training.json (other sections kept), then re-render
+    the Markdown report and the learning-curve plot from it."""
+    path = OUT / f"{NAME}.json"
+    data = load_json(path) or {}
+    data.update(machine=machine(), model=MODEL)
     data[key] = {**data.get(key, {}), **section}
     save_json(path, data)
+    data = load_json(path)
+    (OUT / f"{NAME}.md").write_text(report_markdown(data))
+    plot_curves(data, OUT / f"{NAME}.png")
+
+
+def _f(x: Any, fmt: str = ".3f") -> str:
+    return "-" if x is None or (isinstance(x, float) and x != x) else format(x, fmt)
+
+
+def report_markdown(data: dict[str, Any]) -> str:
+    """judge_training.md from judge_training.json."""
+    lines = ["# Judges that learn, on held-out problems", "",
+             f"Judge: `{data.get('model', MODEL)}` (SmolLM2-135M-Instruct, fp32), trained and evaluated on the project's "
+             "shared 2-core CPU. Every split is by problem (`rewardkit.evals.splits`: a problem's split is fixed by a "
+             "hash of its text, so it is the same in every data set that holds it); the 10 mixed groups of the shared "
+             "rollouts (the headline's judge rows) are pinned to the held-out split of both judges. Trained weights "
+             "stay outside git (`runs/judges/`).", ""]
+    g = data.get("gar_discriminator")
+    if g:
+        b, a = g["before"], g.get("after")
+        ci = g.get("auroc_ci", {})
+
+        def iv(k: str) -> str:
+            return f" [{ci[k][0]:.3f}, {ci[k][1]:.3f}]" if k in ci else ""
+
+        lines += ["## GAR slice discriminator: stage-1 SFT on ProcessBench", "",
+                  f"ProcessBench splits {', '.join(g['splits'])}; solutions sliced with GAR's slicing at L = "
+                  f"{g['slice_tokens']} tokens (the paper: 320; shorter for the CPU). Labels: slices wholly before the "
+                  "human-labelled earliest error YES, the slice(s) holding it NO, later slices unused. Training: "
+                  f"{g['train_examples']} balanced slices from {g['train_problems']} problems; validation "
+                  f"{g['val_examples']} slices from {g['val_problems']} problems (early stopping); held out: "
+                  f"{g['heldout_solutions']} solutions of {g['heldout_problems']} problems (balanced per split, half "
+                  f"with an error), SHA-256 of their ids `{g['heldout_ids_sha256'][:16]}...`.", "",
+                  "P(YES) is the discriminator's verdict-logit mode (`verdict_probs`, prefix `**`). AUROC: P(YES) ranking "
+                  "YES over NO slices (95% interval: bootstrap over solutions). Balanced accuracy: P(YES) >= 0.5. F1: "
+                  "ProcessBench's (earliest error = first NO slice's first step; harmonic mean of the accuracies on "
+                  "erroneous and on correct solutions), pooled over the held-out solutions.", "",
+                  "| discriminator | slices (YES/NO) | AUROC | balanced acc. | ProcessBench F1 | acc. erroneous | acc. correct | mean P(YES) |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for name, r, k in (("untrained", b, "before"), ("stage-1 SFT", a, "after")):
+            if r:
+                lines.append(f"| {name} | {r['n']} ({r['n_yes']}/{r['n_no']}) | {_f(r['auroc'])}{iv(k)} | "
+                             f"{_f(r['balanced_accuracy'])} | {_f(r['f1'])} | {_f(r['error_acc'])} | {_f(r['correct_acc'])} | "
+                             f"{_f(r['mean_p_yes'])} |")
+        if a and "delta" in ci:
+            lines += ["", f"AUROC change: {a['auroc'] - b['auroc']:+.3f}, 95% interval [{ci['delta'][0]:+.3f}, "
+                      f"{ci['delta'][1]:+.3f}] (paired bootstrap over the held-out solutions)."]
+        t = g.get("training")
+        if t:
+            o = t["options"]
+            lines += ["", f"Training (`rewardkit.grpo.sft.train_discriminator`): AdamW lr {o['lr']}, weight decay 1e-4, "
+                      f"{int(o['warmup_fraction'] * 100)}% warm-up then linear decay, batch {o['batch_size']}, at most "
+                      f"{o['max_steps']} steps, validation every {o['eval_every']} steps, patience {o['patience']}; "
+                      + (f"top {t['trainable_layers']} decoder layers trained ({t['trainable_parameters']:,} parameters); "
+                         if t.get("trainable_layers") else f"all {t['trainable_parameters']:,} parameters trained; ")
+                      + f"best validation loss {t['best_eval_loss']:.4f} at step {t['best_step']}"
+                      + (" (stopped early)" if t["stopped_early"] else "") + f"; {t['seconds'] / 60:.0f} min."]
+        lines.append("")
+    c = data.get("raro_critic")
+    if c:
+        lines += ["## RARO critic: critic-side training on R_crit", "",
+                  f"Pairs: MATH reference solutions (expert) against Qwen2.5-Math rollouts (up to 2 per problem, wrong "
+                  f"ones first) and the embedded model's own samples, on the same problems. The critic sees final answers "
+                  f"(view `{c['view']}`, as RARO's DeepMath critic, App. E Figure 19) in a seeded order and writes its "
+                  f"reasoning, then `Answer 1`, `Answer 2` or `tie` (budget {c['critic_tokens']} tokens, greedy). "
+                  f"Training: {c['train_pairs']} pairs from {c['train_problems']} problems; validation {c['val_pairs']} "
+                  f"pairs from {c['val_problems']} problems (model selection on mean R_crit); held out: "
+                  f"{c['before']['n']} pairs of {c['heldout_problems']} problems, SHA-256 "
+                  f"`{c['heldout_ids_sha256'][:16]}...`.", "",
+                  "Accuracy: the share of held-out pairs where the critic names the expert answer (an invalid verdict "
+                  "counts as not naming it). Where the policy answer is wrong, naming the expert is the right call; "
+                  "where it is right, the two final answers are equal and `tie` is the fair one.", "",
+                  "| critic | mode | pairs | accuracy | tie rate | invalid | accuracy, policy wrong (n) | tie rate, policy right (n) |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for name, r in (("untrained", c["before"]), ("trained", c.get("after"))):
+            if not r:
+                continue
+            for mode, rr in (("generate", r), ("logit", r.get("logit"))):
+                if rr:
+                    lines.append(f"| {name} | {mode} | {rr['n']} | {_f(rr['accuracy'])} | {_f(rr['tie_rate'])} | "
+                                 f"{_f(rr['invalid_rate'])} | {_f(rr['policy_wrong']['accuracy'])} ({rr['policy_wrong']['n']}) | "
+                                 f"{_f(rr['policy_right']['tie_rate'])} ({rr['policy_right']['n']}) |")
+        t = c.get("training")
+        if t:
+            w, st = t.get("warm_start", {}), t["settings"]
+            if w.get("pairs"):
+                lines += ["", f"Supervised warm start (`rewardkit.grpo.sft.train_sft`, what it is: SFT on the true "
+                          f"verdicts, kept short): {w['pairs']} training pairs, {w['options']['max_steps']} steps of "
+                          f"batch {w['options']['batch_size']}, lr {w['options']['lr']}; targets restate both final answers, "
+                          "then `tie` (policy right) or the expert's slot (policy wrong); "
+                          f"{w['seconds'] / 60:.0f} min."]
+            lines += ["", f"RL (`rewardkit.grpo.modes.critic_step`: Algorithm 2's critic rollouts with lambda_pol = 0, "
+                      f"R_crit with tau_crit = 0.55): {t['steps']} steps of {t['pairs_per_step']} pairs x "
+                      f"{t['samples_per_pair']} sampled verdicts, App. C.1 settings (advantage {st['advantage']}, "
+                      f"norm {st['norm']}, clip [{st['eps_low']}, {st['eps_high']}], KL {st['beta']}, over-length "
+                      f"filtering {st['overlong_filter']}), lr {st['lr']}, temperature {st['temperature']}; best "
+                      f"validation R_crit {t['best_val_reward']:.3f} at step {t['best_step']}; {t['seconds'] / 60:.0f} min."]
+        lines.append("")
+    h = data.get("headline")
+    if h:
+        from rewardkit.evals.headline import headline_table
+
+        lines += ["## Headline judge rows, untrained vs trained, on all 10 mixed groups", "",
+                  f"`rewardkit.evals.headline.headline` on the {len(h['groups'])} mixed groups of the shared rollouts "
+                  "(some but not all of the 8 answers correct). Options: " + "; ".join(
+                      f"`{k}` {json.dumps(v)}" for k, v in h["options"].items()) + ". `slices` and `holistic` run with "
+                  "lambda1 = 0 (no exact-match term) so the row measures the judge alone; with the default lambda1 = 1 "
+                  "exact match ranks every mixed group perfectly whatever the judge says.", "",
+                  headline_table({"reports": h["reports"]}).rstrip(), ""]
+    lines += ["## Learning curves", "", f"![learning curves]({NAME}.png)", "",
+              "GAR: training and validation loss (token NLL of the target judgment) per SFT step. Critic: mean R_crit "
+              "of the sampled training verdicts (masked ones left out) and validation R_crit per RL step.", "",
+              "## Reproduce", "", *[f"    {cmd}" for cmd in COMMANDS], "",
+              "A larger judge needs a GPU: see docs/training.md, \"Judges that learn\".", ""]
+    return "\n".join(lines)
+
+
+COMMANDS = ["python benchmarks/judge_training.py samples", "python benchmarks/judge_training.py gar",
+            "python benchmarks/judge_training.py critic", "python benchmarks/judge_training.py headline"]
+
+
+def plot_curves(data: dict[str, Any], path: Path) -> None:
+    """judge_training.png: GAR SFT losses and the critic's R_crit per step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    g = (data.get("gar_discriminator") or {}).get("history") or []
+    ax = axes[0]
+    tr = [(h["step"], h["loss"]) for h in g if "loss" in h]
+    ev = [(h["step"], h["eval_loss"]) for h in g if "eval_loss" in h]
+    if tr:
+        ax.plot(*zip(*tr), ".-", alpha=0.6, label="training loss")
+    if ev:
+        ax.plot(*zip(*ev), "o-", label="validation loss")
+    ax.set_title("GAR discriminator, stage-1 SFT", fontsize=9)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("target NLL per token")
+    ax.legend(fontsize=7)
+    c = (data.get("raro_critic") or {}).get("history") or []
+    ax = axes[1]
+    tr = [(h["step"], h["critic_reward_mean"]) for h in c if h.get("critic_reward_mean") is not None
+          and h["critic_reward_mean"] == h["critic_reward_mean"]]
+    ev = [(h["step"], h["val_reward"]) for h in c if "val_reward" in h]
+    if tr:
+        ax.plot(*zip(*tr), ".-", alpha=0.6, label="R_crit of sampled verdicts (valid)")
+    if ev:
+        ax.plot(*zip(*ev), "o-", label="validation R_crit (greedy)")
+    ax.set_title("RARO critic, R_crit (step 0: after the warm start)", fontsize=9)
+    ax.set_xlabel("RL step")
+    ax.set_ylabel("R_crit")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
 
 
 # ------------------------------------------------------------------------------------------ main
 
 
 def main() -> None:
+    global WORK, OUT, MODEL
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("stage", choices=["samples", "gar", "critic"])
     ap.add_argument("--sample-tokens", type=int, default=128, help="samples: tokens per embedded-model answer")
@@ -393,8 +601,14 @@ def main() -> None:
     ap.add_argument("--critic-steps", type=int, default=60, help="critic: optimizer steps at most")
     ap.add_argument("--critic-budget", type=float, default=2400, help="critic: seconds of training at most")
     ap.add_argument("--critic-eval-every", type=int, default=5, help="critic: steps between validations")
+    ap.add_argument("--critic-warm-pairs", type=int, default=48, help="critic: pairs of the supervised warm start (0: none)")
+    ap.add_argument("--critic-warm-steps", type=int, default=6, help="critic: optimizer steps of the warm start (batch 8)")
     ap.add_argument("--critic-trainable-layers", type=int, default=0, help="critic: train only the top N decoder layers (0: all)")
+    ap.add_argument("--model", default=MODEL, help="the judge to start from (a model folder or smollm2)")
+    ap.add_argument("--work", type=Path, default=WORK, help="trained weights and evaluation caches (outside git)")
+    ap.add_argument("--results", type=Path, default=OUT, help="folder for judge_training.json / .md / .png")
     a = ap.parse_args()
+    WORK, OUT, MODEL = a.work.resolve(), a.results.resolve(), a.model
     WORK.mkdir(parents=True, exist_ok=True)
     {"samples": stage_samples, "gar": stage_gar, "critic": stage_critic}[a.stage](a)
 

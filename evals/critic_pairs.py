@@ -130,3 +130,36 @@ def evaluate_critic(judge: Any, pairs: Sequence[CriticPair], **options: Any) -> 
                      "label": s.components["critic_label"][0], "expert_position": s.components["expert_position"][0],
                      "status": s.statuses[0].value, "output": raw})
     return critic_report(pairs, labels, positions), rows
+
+
+def _short(text: str, words: int = 12) -> str:
+    w = " ".join(text.split()).split(" ")
+    return " ".join(w) if len(w) <= words else " ".join(w[:words]) + " ..."
+
+
+def verdict_target(answer_1: str, answer_2: str, verdict: str) -> str:
+    """A critic reply in RARO's output format (reasoning, then the verdict alone on the last line, App. E)
+    for a supervised warm start: the reasoning restates both answers and whether they agree."""
+    if verdict not in ("Answer 1", "Answer 2", "tie"):
+        raise ValueError(f"verdict must be 'Answer 1', 'Answer 2' or 'tie', got {verdict!r}")
+    relation = "The two answers agree." if verdict == "tie" else "The two answers differ."
+    return f"Answer 1 gives {_short(answer_1)}. Answer 2 gives {_short(answer_2)}. {relation}\n{verdict}"
+
+
+def warm_start_rows(pairs: Sequence[CriticPair], seed: int = 0, view: str = "final",
+                    template: str = "math") -> list[tuple[list[dict[str, str]], str]]:
+    """(critic chat, target reply) rows from labelled pairs, expert slot seeded per pair id (as the scorer
+    seeds it): the verdict is ``tie`` when the policy answer is right (both equally good), otherwise the
+    expert's slot. Pairs without a correctness label are skipped."""
+    from rewardkit.raro.critic import answer_view, critic_messages, expert_positions
+
+    rows = []
+    for p in pairs:
+        if p.policy_correct is None:
+            continue
+        (pos,) = expert_positions(1, seed, p.id)
+        e, q = answer_view(p.expert, view), answer_view(p.policy, view)
+        a1, a2 = (e, q) if pos == 1 else (q, e)
+        verdict = "tie" if p.policy_correct else f"Answer {pos}"
+        rows.append((critic_messages(p.problem, a1, a2, template), verdict_target(a1, a2, verdict)))
+    return rows

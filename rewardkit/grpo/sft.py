@@ -136,14 +136,13 @@ class SFTResult:
     out_dir: str | None = None
 
 
-def _encode(tokenizer: Any, e: JudgmentExample, max_length: int) -> tuple[list[int], list[int]]:
-    """(prompt ids, completion ids): the templated discriminator chat, then the judgment and its end of turn;
-    beyond ``max_length`` tokens the prompt loses its beginning, never the judgment."""
-    msgs = discriminator_messages(e.item.problem, e.item.text, e.item.context)
+def _encode(tokenizer: Any, msgs: list[dict[str, str]], target: str, max_length: int) -> tuple[list[int], list[int]]:
+    """(prompt ids, completion ids): the templated chat, then the target reply and its end of turn;
+    beyond ``max_length`` tokens the prompt loses its beginning, never the reply."""
     prompt = list(tokenizer.apply_chat_template(msgs, add_generation_prompt=True)["input_ids"])
-    full = list(tokenizer.apply_chat_template(msgs + [{"role": "assistant", "content": e.target}])["input_ids"])
+    full = list(tokenizer.apply_chat_template(msgs + [{"role": "assistant", "content": target}])["input_ids"])
     if full[:len(prompt)] != prompt:  # a template that renders the turn differently once it is complete
-        full = prompt + tokenizer(e.target + (tokenizer.eos_token or ""), add_special_tokens=False).input_ids
+        full = prompt + tokenizer(target + (tokenizer.eos_token or ""), add_special_tokens=False).input_ids
     completion = full[len(prompt):][:max_length - 1]
     return prompt[max(0, len(prompt) + len(completion) - max_length):], completion
 
@@ -159,12 +158,6 @@ def train_discriminator(examples: Sequence[JudgmentExample], model: Any = "smoll
     every ``eval_every`` steps; training stops after ``patience`` validations without improvement, and the
     best weights are kept. With ``out_dir`` the model and tokenizer are saved there (``save_pretrained``).
     """
-    import torch
-    from transformers import get_scheduler
-
-    from rewardkit.backends.transformers_backend import TransformersBackend
-    from rewardkit.grpo.trainer import completion_logprobs
-
     o: SFTOptions = build_options(SFTOptions, options, fields, "train_discriminator")
     train = balanced(examples, o.seed) if o.balance else list(examples)
     if eval_examples is None:
@@ -174,12 +167,37 @@ def train_discriminator(examples: Sequence[JudgmentExample], model: Any = "smoll
     if not train or not held:
         raise ValueError(f"train_discriminator: {len(train)} training and {len(held)} validation examples "
                          "(both sets need examples; balancing drops the surplus label)")
+
+    def chat(e: JudgmentExample) -> tuple[list[dict[str, str]], str]:
+        return discriminator_messages(e.item.problem, e.item.text, e.item.context), e.target
+
+    res = train_sft([chat(e) for e in train], model, o, eval_examples=[chat(e) for e in held], out_dir=out_dir)
+    res.labels = {"YES": sum(e.label for e in train), "NO": sum(not e.label for e in train)}
+    return res
+
+
+def train_sft(examples: Sequence[tuple[list[dict[str, str]], str]], model: Any = "smollm2",
+              options: SFTOptions | None = None, /, *, eval_examples: Sequence[tuple[list[dict[str, str]], str]],
+              out_dir: str | None = None, **fields: Any) -> SFTResult:
+    """The SFT loop behind ``train_discriminator`` on any (chat messages, target reply) pairs, e.g. a judge's
+    verdict format: the loss is the reply tokens' mean NLL; validation, early stopping, best weights and
+    ``out_dir`` as there (``balance`` and ``eval_fraction`` do not apply: the caller gives both sets)."""
+    import torch
+    from transformers import get_scheduler
+
+    from rewardkit.backends.transformers_backend import TransformersBackend
+    from rewardkit.grpo.trainer import completion_logprobs
+
+    o: SFTOptions = build_options(SFTOptions, options, fields, "train_sft")
+    train, held = list(examples), list(eval_examples)
+    if not train or not held:
+        raise ValueError(f"train_sft: {len(train)} training and {len(held)} validation examples (both sets need examples)")
     backend = model if isinstance(model, TransformersBackend) else \
         TransformersBackend(model, dtype=o.dtype, device=o.device, num_threads=o.num_threads)
     net, tok, dev = backend.model, backend.tokenizer, backend.device
     pad = tok.pad_token_id
-    train_rows = [_encode(tok, e, o.max_length) for e in train]  # [(prompt ids, completion ids)]
-    held_rows = [_encode(tok, e, o.max_length) for e in held]
+    train_rows = [_encode(tok, m, t, o.max_length) for m, t in train]  # [(prompt ids, completion ids)]
+    held_rows = [_encode(tok, m, t, o.max_length) for m, t in held]
 
     def nll(rows: Sequence[tuple[list[int], list[int]]]) -> tuple[torch.Tensor, int]:
         logp, mask, _ = completion_logprobs(net, rows, pad, 1.0, dev)  # [b, T] each
@@ -229,5 +247,4 @@ def train_discriminator(examples: Sequence[JudgmentExample], model: Any = "smoll
     if out_dir is not None:
         net.save_pretrained(out_dir)
         tok.save_pretrained(out_dir)
-    return SFTResult(backend, history, best_step, best, step < o.max_steps, len(train), len(held),
-                     {"YES": sum(e.label for e in train), "NO": sum(not e.label for e in train)}, out_dir)
+    return SFTResult(backend, history, best_step, best, step < o.max_steps, len(train), len(held), {}, out_dir)

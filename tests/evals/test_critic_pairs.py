@@ -98,3 +98,25 @@ def test_critic_report_refuses_mismatched_inputs():
     with pytest.raises(ValueError, match="must be expert, policy, tie or None"):
         critic_report(_pairs(1), ["Answer 1"])
     assert math.isnan(critic_report([], [])["accuracy"])
+
+
+def test_warm_start_rows_carry_the_verdict_the_parser_reads():
+    from rewardkit.evals.critic_pairs import verdict_target, warm_start_rows
+
+    from rewardkit.raro.critic import expert_positions
+    from rewardkit.verdicts import parse_answer_choice
+
+    wrong = CriticPair("q1/src/0", "What is 1+1?", "So it is \\boxed{2}.", "I think \\boxed{3}", "src", False)
+    right = CriticPair("q1/src/1", "What is 1+1?", "So it is \\boxed{2}.", "Surely \\boxed{2}", "src", True)
+    unknown = CriticPair("q1/src/2", "What is 1+1?", "So it is \\boxed{2}.", "maybe 2", "src", None)
+    rows = warm_start_rows([wrong, right, unknown])
+    assert len(rows) == 2  # the unlabelled pair is skipped
+    (pos,) = expert_positions(1, 0, "q1/src/0")
+    (msgs, target), (_, tie) = rows
+    assert parse_answer_choice(target).label == str(pos) and parse_answer_choice(tie).label == "tie"
+    first, second = ("2", "3") if pos == 1 else ("3", "2")  # the final view: boxed contents only
+    assert target == f"Answer 1 gives {first}. Answer 2 gives {second}. The two answers differ.\nAnswer {pos}"
+    assert f"<answer_{pos}>\n2\n</answer_{pos}>" in msgs[0]["content"]  # the expert's final answer in its slot
+    assert verdict_target("a " * 20, "b", "tie").startswith("Answer 1 gives " + "a " * 11 + "a ...")
+    with pytest.raises(ValueError, match="verdict must be"):
+        verdict_target("1", "2", "Answer 3")
