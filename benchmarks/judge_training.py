@@ -394,9 +394,15 @@ def train_gar(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
     trainable = freeze_below(backend.model, a.gar_trainable_layers)
     log(f"GAR SFT: {opts}, {trainable:,} trainable parameters")
     t0 = time.perf_counter()
-    res = train_discriminator([sft_example(sl) for sl in d["train"]], backend, eval_examples=[sft_example(sl) for sl in d["val"]],
+    from rewardkit.evals.splits import assign_split
+
+    def example(sl: Any) -> Any:  # a seeded share of the targets leave the analysis out (see --gar-analysis-share)
+        share = {"analysis": a.gar_analysis_share, "verdict-first": 1 - a.gar_analysis_share}
+        return sft_example(sl, assign_split(sl.id, share, SEED) == "analysis")
+
+    res = train_discriminator([example(sl) for sl in d["train"]], backend, eval_examples=[example(sl) for sl in d["val"]],
                               out_dir=str(out), **opts)
-    done = {"options": opts, "trainable_layers": a.gar_trainable_layers, "trainable_parameters": trainable,
+    done = {"options": opts, "analysis_share": a.gar_analysis_share, "trainable_layers": a.gar_trainable_layers, "trainable_parameters": trainable,
             "seconds": time.perf_counter() - t0, "best_step": res.best_step, "best_eval_loss": res.best_eval_loss,
             "stopped_early": res.stopped_early, "train_examples": res.train_examples,
             "eval_examples": res.eval_examples, "labels": res.labels, "history": res.history}
@@ -583,16 +589,19 @@ def main() -> None:
     ap.add_argument("--sample-tokens", type=int, default=128, help="samples: tokens per embedded-model answer")
     ap.add_argument("--splits", nargs="+", default=["gsm8k", "math"], help="gar: ProcessBench splits")
     ap.add_argument("--slice-tokens", type=int, default=128, help="gar: GAR slice budget L (the paper: 320)")
-    ap.add_argument("--heldout-per-split", type=int, default=50, help="gar: held-out solutions per split (half erroneous)")
+    ap.add_argument("--heldout-per-split", type=int, default=40, help="gar: held-out solutions per split (half erroneous)")
     ap.add_argument("--train-per-label", type=int, default=400, help="gar: training slices per label (YES, NO)")
-    ap.add_argument("--val-per-label", type=int, default=32, help="gar: validation slices per label")
+    ap.add_argument("--val-per-label", type=int, default=16, help="gar: validation slices per label")
     ap.add_argument("--gar-lr", type=float, default=1e-4, help="gar: SFT learning rate (sec. 4.1: 1e-4)")
-    ap.add_argument("--gar-batch", type=int, default=16, help="gar: examples per optimizer step (sec. 4.1: 128)")
+    ap.add_argument("--gar-batch", type=int, default=8, help="gar: examples per optimizer step (sec. 4.1: 128)")
     ap.add_argument("--gar-micro-batch", type=int, default=4, help="gar: examples per forward pass")
     ap.add_argument("--gar-steps", type=int, default=40, help="gar: optimizer steps at most (sec. 4.1: 500)")
     ap.add_argument("--gar-eval-every", type=int, default=5, help="gar: steps between validation losses")
     ap.add_argument("--gar-patience", type=int, default=3, help="gar: validations without improvement before stopping")
-    ap.add_argument("--gar-trainable-layers", type=int, default=0, help="gar: train only the top N decoder layers (0: all)")
+    ap.add_argument("--gar-analysis-share", type=float, default=0.5,
+                    help="gar: share of SFT targets with the analysis; the rest start at the verdict, so the "
+                         "verdict-logit mode (P(YES) right after '**') is in the training distribution")
+    ap.add_argument("--gar-trainable-layers", type=int, default=8, help="gar: train only the top N of the 30 decoder layers (0: all)")
     ap.add_argument("--qwen-per-problem", type=int, default=2, help="critic: Qwen answers per problem (wrong ones first)")
     ap.add_argument("--critic-tokens", type=int, default=96, help="critic: token budget of a verdict (reasoning + verdict)")
     ap.add_argument("--critic-lr", type=float, default=1e-5, help="critic: learning rate (Table 4: 1e-6)")

@@ -106,25 +106,26 @@ def _words(s: str, n: int) -> str:
 YES_RATIONALE = "No step in this part of the reasoning was marked wrong; each step follows from the problem and the steps before it."
 
 
-def sft_target(sl: LabelledSlice) -> str:
-    """GAR's analysis-score-rationale text for a labelled slice (App. B; ``rewardkit.grpo.sft.judgment_text``)."""
+def sft_target(sl: LabelledSlice, analysis: bool = True) -> str:
+    """GAR's analysis-score-rationale text for a labelled slice (App. B; ``rewardkit.grpo.sft.judgment_text``);
+    ``analysis=False`` leaves the analysis out (verdict first, then the rationale)."""
     from rewardkit.grpo.sft import judgment_text
 
     v = sl.verdict
     if v is None:
         raise ValueError(f"slice {sl.id} comes after the earliest error: it has no label to train on")
-    analysis = f"The reasoning arrives at: \"{last_sentence(sl.text)}\""
+    text = f"The reasoning arrives at: \"{last_sentence(sl.text)}\"" if analysis else ""
     rationale = YES_RATIONALE if v == "YES" else f"This step is wrong: \"{sl.error_quote}\""
-    return judgment_text(v == "YES", analysis, rationale)
+    return judgment_text(v == "YES", text, rationale)
 
 
-def sft_example(sl: LabelledSlice) -> Any:
+def sft_example(sl: LabelledSlice, analysis: bool = True) -> Any:
     """One stage-1 SFT example (``rewardkit.grpo.sft.JudgmentExample``): the slice as the discriminator sees it
     (no context, as ``SliceScorer`` judges by default), its label (True: YES) and the target judgment."""
     from rewardkit.gar.slices import SliceItem
     from rewardkit.grpo.sft import JudgmentExample
 
-    return JudgmentExample(SliceItem(sl.problem, sl.text), sl.verdict == "YES", sft_target(sl))
+    return JudgmentExample(SliceItem(sl.problem, sl.text), sl.verdict == "YES", sft_target(sl, analysis))
 
 
 # --------------------------------------------------------------------------------- held-out metrics

@@ -76,6 +76,7 @@ def test_sft_target_is_analysis_verdict_rationale():
     assert no == ('The reasoning arrives at: "First, we calculate half of the current rewards: $4 / 2 = $2."'
                   '\n\n**NO**\n\nThis step is wrong: "The current shopping trip involved spending $43."')
     assert parse_yes_no(yes).label == "YES" and parse_yes_no(no).label == "NO"  # what the scorer reads back
+    assert sft_target(sl[1], analysis=False) == '**NO**\n\nThis step is wrong: "The current shopping trip involved spending $43."'
     with pytest.raises(ValueError, match="after the earliest error"):
         sft_target(sl[3])
     ex = sft_example(sl[1])
