@@ -29,6 +29,7 @@ from rewardkit.evals.splits import problem_key  # noqa: E402
 WORK = ROOT / "runs" / "judges"  # --work: trained weights, caches of every evaluation (outside git)
 OUT = RESULTS  # --results: where judge_training.json / .md / .png go
 MODEL = "smollm2"  # --model: the judge every run starts from (the embedded SmolLM2-135M-Instruct)
+DEVICE, DTYPE = "cpu", "float32"  # --device, --dtype (a GPU run: cuda, bfloat16)
 NAME = "judge_training"
 SEED = 0
 SAMPLE_PROBLEMS_MATH500 = 40  # MATH-500 problems (besides the rollouts' 100) that get an embedded-model answer
@@ -83,7 +84,7 @@ def stage_samples(a: argparse.Namespace) -> None:
     problems = sample_problems()
     log(f"sampling {len(problems)} answers into {rel_path(out)}")
     t0 = time.perf_counter()
-    s = generate_rollouts(problems, load_backend(MODEL, dtype="float32", batch_size=20), out, n=1,
+    s = generate_rollouts(problems, load_backend(MODEL, dtype=DTYPE, device=DEVICE, batch_size=20), out, n=1,
                           max_tokens=a.sample_tokens, temperature=0.7, top_p=0.95, seed=SEED, batch_size=20,
                           bench="math", on_batch=lambda n: log(f"  +{n}"))
     log(f"done: {s.generated_now} new, {s.skipped_done} already there, {len(s.failed)} failed, "
@@ -107,7 +108,7 @@ def save_json(path: Path, data: Any) -> None:
 def load_judge(spec: str) -> Any:
     from rewardkit.backends import load_backend
 
-    return load_backend(spec, dtype="float32", batch_size=8)
+    return load_backend(spec, dtype=DTYPE, device=DEVICE, batch_size=8)
 
 
 # ------------------------------------------------------------------------------ GAR discriminator
@@ -260,7 +261,7 @@ def warm_start_critic(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any
     val = warm_start_rows(d["val"], SEED, CRITIC_VIEW)
     opts = {"lr": a.gar_lr, "batch_size": 8, "micro_batch_size": 4, "max_steps": a.critic_warm_steps,
             "eval_every": 2, "patience": 2, "warmup_fraction": 0.2, "seed": SEED}
-    backend = TransformersBackend(MODEL, dtype="float32")
+    backend = TransformersBackend(MODEL, dtype=DTYPE, device=DEVICE)
     freeze_below(backend.model, a.critic_trainable_layers)
     log(f"critic warm start (supervised): {len(train)} pairs, {len(val)} validation pairs, {opts}")
     t0 = time.perf_counter()
@@ -291,7 +292,8 @@ def train_critic(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
         return done
     warm = warm_start_critic(a, d)
     cfg = TrainConfig(model=warm["model"], out_dir=str(WORK / "critic_run"), lr=a.critic_lr, temperature=1.0,
-                      max_new_tokens=a.critic_tokens, seed=SEED, tensorboard=False).resolved(RaroShared.train_settings)
+                      max_new_tokens=a.critic_tokens, seed=SEED, tensorboard=False, device=DEVICE,
+                      dtype=DTYPE).resolved(RaroShared.train_settings)
     learner = Learner(cfg)
     trainable = freeze_below(learner.model, a.critic_trainable_layers)
     opts = CriticOptions(max_tokens=a.critic_tokens, view=CRITIC_VIEW, seed=SEED)
@@ -390,7 +392,7 @@ def train_gar(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
     opts = {"lr": a.gar_lr, "batch_size": a.gar_batch, "micro_batch_size": a.gar_micro_batch,
             "max_steps": a.gar_steps, "eval_every": a.gar_eval_every, "patience": a.gar_patience,
             "warmup_fraction": 0.2, "seed": SEED}
-    backend = TransformersBackend(MODEL, dtype="float32")  # a fresh copy: these weights are trained
+    backend = TransformersBackend(MODEL, dtype=DTYPE, device=DEVICE)  # a fresh copy: these weights are trained
     trainable = freeze_below(backend.model, a.gar_trainable_layers)
     log(f"GAR SFT: {opts}, {trainable:,} trainable parameters")
     t0 = time.perf_counter()
@@ -409,6 +411,50 @@ def train_gar(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
     save_json(path, done)
     log(f"GAR SFT done in {done['seconds']:.0f} s: best step {res.best_step}, validation loss {res.best_eval_loss:.4f}")
     return done
+
+
+# ----------------------------------------------------------------------------------- headline rows
+
+
+def stage_headline(a: argparse.Namespace) -> None:
+    """The headline's judge rows for the trained judges (slices and holistic: the GAR discriminator; critic:
+    the RARO critic), each beside the untrained judge with the same options, on every mixed group."""
+    from rewardkit.evals.harness import load_rollouts, score_groups, scorer_report
+    from rewardkit.evals.headline import headline, mixed_groups
+
+    ids = mixed_groups(rollouts_path())
+    trained = {"slices": WORK / "gar_discriminator", "holistic": WORK / "gar_discriminator", "critic": WORK / "raro_critic"}
+    missing = [str(p) for p in trained.values() if not (p / "model.safetensors").exists()]
+    if missing:
+        raise SystemExit(f"trained weights missing ({', '.join(map(rel_path, missing))}): run the gar and critic stages first")
+    rows_opts = [("slices", "logit", {"slice_tokens": a.slice_tokens, "lambda1": 0.0}),
+                 ("holistic", "logit", {"lambda1": 0.0}),
+                 ("critic", "generate", critic_options(a)),
+                 ("critic", "logit", critic_options(a, "logit"))]
+    reports = []
+    groups = load_rollouts(rollouts_path(), ids=ids)
+    run = score_groups(groups, "verifier", WORK / "headline" / "verifier")
+    rep = scorer_report(groups, run)
+    rep.update(label="verifier (reference)", uses_judge=False, options={})
+    reports.append(rep)
+    for scorer, mode, opts in rows_opts:
+        for which in ("untrained", "trained"):
+            spec = f"{MODEL if which == 'untrained' else trained[scorer]}?dtype={DTYPE}&device={DEVICE}"
+            log(f"headline: {scorer} ({mode}), {which} judge")
+            t0 = time.perf_counter()
+            data = headline(rollouts_path(), WORK / "headline" / f"{scorer}-{mode}-{which}", scorers=[scorer],
+                            judge=spec, judge_groups=ids, logit=mode == "logit", options={scorer: opts})
+            (rep,) = data["reports"]
+            rep["label"] = f"{scorer} {mode}, {which}" + ("" if which == "untrained" else
+                                                          " (GAR stage 1)" if scorer != "critic" else " (RARO)")
+            rep["judge"] = "untrained" if which == "untrained" else rel_path(trained[scorer])
+            rep["wall_seconds_this_run"] = time.perf_counter() - t0
+            reports.append(rep)
+            log(f"  AUC {rep['auc']:.3f}, best-of-8 {rep['best_of_8']:.3f}")
+    for r in reports:
+        r.pop("scores_file", None)
+    merge_results("headline", {"groups": ids, "options": {f"{s} ({m})": o for s, m, o in rows_opts},
+                               "reports": reports})
 
 
 def merge_results(key: str, section: dict[str, Any]) -> None:
@@ -583,9 +629,9 @@ def plot_curves(data: dict[str, Any], path: Path) -> None:
 
 
 def main() -> None:
-    global WORK, OUT, MODEL
+    global WORK, OUT, MODEL, DEVICE, DTYPE
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stage", choices=["samples", "gar", "critic"])
+    ap.add_argument("stage", choices=["samples", "gar", "critic", "headline"])
     ap.add_argument("--sample-tokens", type=int, default=128, help="samples: tokens per embedded-model answer")
     ap.add_argument("--splits", nargs="+", default=["gsm8k", "math"], help="gar: ProcessBench splits")
     ap.add_argument("--slice-tokens", type=int, default=128, help="gar: GAR slice budget L (the paper: 320)")
@@ -614,12 +660,14 @@ def main() -> None:
     ap.add_argument("--critic-warm-steps", type=int, default=6, help="critic: optimizer steps of the warm start (batch 8)")
     ap.add_argument("--critic-trainable-layers", type=int, default=0, help="critic: train only the top N decoder layers (0: all)")
     ap.add_argument("--model", default=MODEL, help="the judge to start from (a model folder or smollm2)")
+    ap.add_argument("--device", default=DEVICE, help="torch device (cuda for a GPU run)")
+    ap.add_argument("--dtype", default=DTYPE, choices=["float32", "bfloat16"], help="weights' dtype")
     ap.add_argument("--work", type=Path, default=WORK, help="trained weights and evaluation caches (outside git)")
     ap.add_argument("--results", type=Path, default=OUT, help="folder for judge_training.json / .md / .png")
     a = ap.parse_args()
-    WORK, OUT, MODEL = a.work.resolve(), a.results.resolve(), a.model
+    WORK, OUT, MODEL, DEVICE, DTYPE = a.work.resolve(), a.results.resolve(), a.model, a.device, a.dtype
     WORK.mkdir(parents=True, exist_ok=True)
-    {"samples": stage_samples, "gar": stage_gar, "critic": stage_critic}[a.stage](a)
+    {"samples": stage_samples, "gar": stage_gar, "critic": stage_critic, "headline": stage_headline}[a.stage](a)
 
 
 if __name__ == "__main__":
