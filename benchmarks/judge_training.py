@@ -32,7 +32,7 @@ MODEL = "smollm2"  # --model: the judge every run starts from (the embedded Smol
 DEVICE, DTYPE = "cpu", "float32"  # --device, --dtype (a GPU run: cuda, bfloat16)
 NAME = "judge_training"
 SEED = 0
-SAMPLE_PROBLEMS_MATH500 = 40  # MATH-500 problems (besides the rollouts' 100) that get an embedded-model answer
+SAMPLE_PROBLEMS_MATH500 = 0  # other MATH-500 problems that get an embedded-model answer (0: the rollouts' 100 only)
 
 
 def log(msg: str) -> None:
@@ -641,8 +641,8 @@ def main() -> None:
     ap.add_argument("--gar-lr", type=float, default=1e-4, help="gar: SFT learning rate (sec. 4.1: 1e-4)")
     ap.add_argument("--gar-batch", type=int, default=8, help="gar: examples per optimizer step (sec. 4.1: 128)")
     ap.add_argument("--gar-micro-batch", type=int, default=4, help="gar: examples per forward pass")
-    ap.add_argument("--gar-steps", type=int, default=40, help="gar: optimizer steps at most (sec. 4.1: 500)")
-    ap.add_argument("--gar-eval-every", type=int, default=5, help="gar: steps between validation losses")
+    ap.add_argument("--gar-steps", type=int, default=20, help="gar: optimizer steps at most (sec. 4.1: 500)")
+    ap.add_argument("--gar-eval-every", type=int, default=4, help="gar: steps between validation losses")
     ap.add_argument("--gar-patience", type=int, default=3, help="gar: validations without improvement before stopping")
     ap.add_argument("--gar-analysis-share", type=float, default=0.5,
                     help="gar: share of SFT targets with the analysis; the rest start at the verdict, so the "
