@@ -120,3 +120,24 @@ def test_warm_start_rows_carry_the_verdict_the_parser_reads():
     assert verdict_target("a " * 20, "b", "tie").startswith("Answer 1 gives " + "a " * 11 + "a ...")
     with pytest.raises(ValueError, match="verdict must be"):
         verdict_target("1", "2", "Answer 3")
+
+
+def test_evaluate_critic_end_to_end_with_a_scripted_judge():
+    from rewardkit.evals.critic_pairs import evaluate_critic
+
+    pairs = [CriticPair(f"q{i}/src/0", f"What is {i} + 1?", f"It is \\boxed{{{i + 1}}}.", f"\\boxed{{{i + 2}}}", "src", False)
+             for i in range(8)]
+
+    def finds_expert(prompt: str) -> str:  # reads which slot holds the right final answer
+        i = int(prompt.split("What is ")[1].split(" ")[0])
+        first = prompt.split("<answer_1>")[1].split("</answer_1>")[0].strip()
+        return "Checked both.\nAnswer 1" if first == str(i + 1) else "Checked both.\nAnswer 2"
+
+    rep, rows = evaluate_critic(ScriptedJudge(reply=finds_expert), pairs, mode="generate", view="final")
+    assert rep["accuracy"] == 1.0 and rep["tie_rate"] == 0.0 and rep["n"] == 8
+    assert {r["label"] for r in rows} == {"expert"} and all(r["output"].startswith("Checked both.") for r in rows)
+    assert 0 < rep["expert_first_share"] < 1  # the expert's slot is seeded per pair, not fixed
+    rep, _ = evaluate_critic(ScriptedJudge(reply="Both look fine.\ntie"), pairs, mode="generate", view="final")
+    assert (rep["accuracy"], rep["tie_rate"]) == (0.0, 1.0)
+    rep, _ = evaluate_critic(ScriptedJudge(reply="no verdict at all"), pairs, mode="generate", view="final")
+    assert rep["invalid_rate"] == 1.0 and rep["accuracy"] == 0.0

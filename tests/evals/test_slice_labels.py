@@ -136,3 +136,22 @@ def test_auroc_bootstrap_properties():
     assert r["delta"][0] > 0  # separating beats mixing in every resample
     with pytest.raises(ValueError, match="same solutions"):
         auroc_bootstrap(sep, sep[::-1])
+
+
+def test_evaluate_discriminator_end_to_end_with_a_scripted_judge():
+    from rewardkit.evals.processbench import PBExample
+    from rewardkit.evals.slice_labels import evaluate_discriminator
+
+    steps = ("We add 2 and 3 to get 5.", "Then 5 times 2 is 11 ERRMARK.", "So the answer is 11.")
+    bad = PBExample("x-0", "math", "What is (2 + 3) * 2?", steps, 1, False)
+    good = PBExample("x-1", "math", "What is (2 + 3) * 2?", (steps[0], "Then 5 times 2 is 10.", "So 10."), -1, True)
+    judge = ScriptedJudge(probs=lambda prompt, choices: [0.2, 0.8] if "ERRMARK" in prompt else [0.9, 0.1])
+    # at 8 words a slice: bad's three steps stay apart (7, 6, 5 words); good's "Then 5 times 2 is 10." and
+    # "So 10." (5 + 2 words) merge
+    rep, preds = evaluate_discriminator(judge, [bad, good], slice_tokens=8)
+    assert judge.verdict_batches == [5]  # every slice of both solutions in one backend call
+    assert [p.prediction for p in preds] == [1, -1]
+    assert [p.unit_steps for p in preds] == [[[0], [1], [2]], [[0], [1, 2]]]
+    # labelled: bad's step 0 (YES) and step 1 (NO), good's two slices (YES); bad's step 2 comes after the error
+    assert (rep["n"], rep["n_yes"], rep["n_no"]) == (4, 3, 1)
+    assert rep["auroc"] == 1.0 and rep["balanced_accuracy"] == 1.0 and rep["f1"] == 1.0
