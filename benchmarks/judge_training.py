@@ -156,11 +156,11 @@ def stage_gar(a: argparse.Namespace) -> None:
         save_json(before_path, before)
     log(f"before: {json.dumps(before['report'])}")
     train = train_gar(a, d)
-    after_path = WORK / "gar_after.json"
+    after_path = WORK / f"gar_after-{a.gar_run}.json"
     after = load_json(after_path)
     if after is None:
         t0 = time.perf_counter()
-        rep, preds = evaluate_discriminator(load_judge(str(WORK / "gar_discriminator")), test, a.slice_tokens)
+        rep, preds = evaluate_discriminator(load_judge(str(gar_weights(a))), test, a.slice_tokens)
         after = {"report": rep, "seconds": time.perf_counter() - t0, "predictions": predictions_to_rows(preds)}
         save_json(after_path, after)
     log(f"after: {json.dumps(after['report'])}")
@@ -174,7 +174,7 @@ def stage_gar(a: argparse.Namespace) -> None:
                "heldout_solutions": len(test), "train_examples": len(d["train"]), "val_examples": len(d["val"]),
                "splits": a.splits, "slice_tokens": a.slice_tokens, "before": before["report"],
                "after": after["report"], "training": {k: v for k, v in train.items() if k != "history"},
-               "history": train["history"], "auroc_ci": ci,
+               "history": train["history"], "auroc_ci": ci, "run": a.gar_run, "other_runs": other_gar_runs(a),
                "eval_seconds": {"before": before["seconds"], "after": after["seconds"]}}
     merge_results("gar_discriminator", section)
 
@@ -365,6 +365,27 @@ def stage_critic(a: argparse.Namespace) -> None:
     merge_results("raro_critic", section)
 
 
+def gar_weights(a: argparse.Namespace) -> Path:
+    """Where a GAR SFT run (``--gar-run``) keeps its weights."""
+    return WORK / f"gar_discriminator-{a.gar_run}"
+
+
+def other_gar_runs(a: argparse.Namespace) -> list[dict[str, Any]]:
+    """Summaries of the other finished GAR SFT runs in WORK (earlier settings), for the record."""
+    out = []
+    for f in sorted(WORK.glob("gar_train-*.json")):
+        run = f.stem.split("-", 1)[1]
+        after = load_json(WORK / f"gar_after-{run}.json")
+        if run == a.gar_run or after is None:
+            continue
+        t = load_json(f)
+        out.append({"run": run, "steps": t["options"]["max_steps"], "batch_size": t["options"]["batch_size"],
+                    "trainable_layers": t["trainable_layers"], "seconds": t["seconds"], "best_step": t["best_step"],
+                    "best_eval_loss": t["best_eval_loss"],
+                    **{k: after["report"][k] for k in ("auroc", "balanced_accuracy", "f1", "mean_p_yes", "n")}})
+    return out
+
+
 def freeze_below(model: Any, trainable_layers: int) -> int:
     """Train only the top ``trainable_layers`` decoder layers and the final norm (0: every parameter), a CPU
     budget measure: backward stops at the lowest trainable layer. Returns the trainable parameter count."""
@@ -385,13 +406,13 @@ def train_gar(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
     from rewardkit.backends.transformers_backend import TransformersBackend
     from rewardkit.grpo.sft import train_discriminator
 
-    out, path = WORK / "gar_discriminator", WORK / "gar_train.json"
+    out, path = gar_weights(a), WORK / f"gar_train-{a.gar_run}.json"
     done = load_json(path)
     if done is not None and (out / "model.safetensors").exists():
         return done
     opts = {"lr": a.gar_lr, "batch_size": a.gar_batch, "micro_batch_size": a.gar_micro_batch,
             "max_steps": a.gar_steps, "eval_every": a.gar_eval_every, "patience": a.gar_patience,
-            "warmup_fraction": 0.2, "seed": SEED}
+            "warmup_fraction": 0.2, "seed": SEED, "max_seconds": a.gar_seconds}
     backend = TransformersBackend(MODEL, dtype=DTYPE, device=DEVICE)  # a fresh copy: these weights are trained
     trainable = freeze_below(backend.model, a.gar_trainable_layers)
     log(f"GAR SFT: {opts}, {trainable:,} trainable parameters")
@@ -423,7 +444,7 @@ def stage_headline(a: argparse.Namespace) -> None:
     from rewardkit.evals.headline import headline, mixed_groups
 
     ids = mixed_groups(rollouts_path())
-    trained = {"slices": WORK / "gar_discriminator", "holistic": WORK / "gar_discriminator", "critic": WORK / "raro_critic"}
+    trained = {"slices": gar_weights(a), "holistic": gar_weights(a), "critic": WORK / "raro_critic"}
     missing = [str(p) for p in trained.values() if not (p / "model.safetensors").exists()]
     if missing:
         raise SystemExit(f"trained weights missing ({', '.join(map(rel_path, missing))}): run the gar and critic stages first")
@@ -641,9 +662,11 @@ def main() -> None:
     ap.add_argument("--gar-lr", type=float, default=1e-4, help="gar: SFT learning rate (sec. 4.1: 1e-4)")
     ap.add_argument("--gar-batch", type=int, default=8, help="gar: examples per optimizer step (sec. 4.1: 128)")
     ap.add_argument("--gar-micro-batch", type=int, default=4, help="gar: examples per forward pass")
-    ap.add_argument("--gar-steps", type=int, default=20, help="gar: optimizer steps at most (sec. 4.1: 500)")
-    ap.add_argument("--gar-eval-every", type=int, default=4, help="gar: steps between validation losses")
+    ap.add_argument("--gar-steps", type=int, default=96, help="gar: optimizer steps at most (sec. 4.1: 500)")
+    ap.add_argument("--gar-eval-every", type=int, default=8, help="gar: steps between validation losses")
+    ap.add_argument("--gar-seconds", type=float, default=2700, help="gar: training budget in seconds (the step past it is validated, then training stops)")
     ap.add_argument("--gar-patience", type=int, default=3, help="gar: validations without improvement before stopping")
+    ap.add_argument("--gar-run", default="main", help="gar: name of this SFT run (its weights and results files)")
     ap.add_argument("--gar-analysis-share", type=float, default=0.5,
                     help="gar: share of SFT targets with the analysis; the rest start at the verdict, so the "
                          "verdict-logit mode (P(YES) right after '**') is in the training distribution")

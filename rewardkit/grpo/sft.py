@@ -22,6 +22,7 @@ its loss through a fused, vocabulary-tiled LM head whose CPU fallback spent 4 s 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -101,6 +102,7 @@ class SFTOptions(Options):
     eval_fraction: float = option(0.1, "share of problems held out for early stopping (when no eval_examples are given)")
     eval_every: int = option(10, "optimizer steps between validation losses")
     patience: int = option(3, "stop after this many validations without a better loss (early stopping)")
+    max_seconds: float | None = option(None, "wall-clock budget: the step that ends past it is validated and training stops (None: no limit)")
     grad_clip: float = option(1.0, "clip the gradient norm to this (not stated in the paper)")
     max_length: int = option(1024, "longest prompt + judgment in tokens (a longer prompt loses its beginning)")
     seed: int = option(0, "seeds balancing, the split, shuffling and initialisation")
@@ -111,7 +113,7 @@ class SFTOptions(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._at_least(0, "lr", strict=True)
-        self._at_least(0, "weight_decay", "grad_clip")
+        self._at_least(0, "weight_decay", "grad_clip", "max_seconds")
         self._at_least(1, "max_steps", "batch_size", "micro_batch_size", "eval_every", "patience", "max_length")
         if self.batch_size % self.micro_batch_size:
             raise ValueError(f"option 'batch_size': {self.batch_size} is not a multiple of micro_batch_size "
@@ -217,7 +219,8 @@ def train_sft(examples: Sequence[tuple[list[dict[str, str]], str]], model: Any =
     best = validation_loss()
     history = [{"step": 0, "eval_loss": best}]
     best_step, best_state, bad, step = 0, {k: v.detach().clone() for k, v in net.state_dict().items()}, 0, 0
-    while step < o.max_steps and bad < o.patience:
+    t0, out_of_time = time.perf_counter(), False
+    while step < o.max_steps and bad < o.patience and not out_of_time:
         while len(order) < o.batch_size:  # epochs of seeded permutations
             order += rng.permutation(len(train_rows)).tolist()
         batch, order = [train_rows[i] for i in order[:o.batch_size]], order[o.batch_size:]
@@ -233,7 +236,8 @@ def train_sft(examples: Sequence[tuple[list[dict[str, str]], str]], model: Any =
         sched.step()
         step += 1
         history.append({"step": step, "loss": total / n_tokens, "learning_rate": sched.get_last_lr()[0]})
-        if step % o.eval_every == 0 or step == o.max_steps:
+        out_of_time = o.max_seconds is not None and time.perf_counter() - t0 >= o.max_seconds
+        if step % o.eval_every == 0 or step == o.max_steps or out_of_time:
             loss = validation_loss()
             history.append({"step": step, "eval_loss": loss})
             if loss < best:

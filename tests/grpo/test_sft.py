@@ -84,3 +84,11 @@ def test_the_same_loop_trains_any_chat_format(tiny_model):
     assert res.labels == {} and (res.train_examples, res.eval_examples) == (8, 4)
     with pytest.raises(ValueError, match="both sets need examples"):
         train_sft(rows, tiny_model, max_steps=1, eval_examples=[])
+
+
+@pytest.mark.slow
+def test_a_time_budget_stops_after_validating_the_last_step(tiny_model):
+    res = train_discriminator(_examples(24), tiny_model, max_steps=50, batch_size=2, micro_batch_size=2,
+                              eval_every=10, lr=1e-2, num_threads=1, max_seconds=0.0)
+    assert [h["step"] for h in res.history] == [0, 1, 1]  # start, the one step, its validation
+    assert res.stopped_early and "eval_loss" in res.history[-1]
