@@ -59,8 +59,9 @@ def mixed_problems() -> list[str]:
     return [r["problem"] for r in rollout_rows() if 0 < sum(r["correct"]) < len(r["correct"])]
 
 
-def sample_problems() -> list[Any]:
-    """The problems the embedded model answers: the rollouts' 100 and a seeded sample of other MATH-500 ones."""
+def sample_problems(n_rollouts: int) -> list[Any]:
+    """The problems the embedded model answers: the first ``n_rollouts`` of the rollouts' 100 and a seeded
+    sample of other MATH-500 ones."""
     import random
 
     from rewardkit.evals.loaders import Problem
@@ -70,7 +71,7 @@ def sample_problems() -> list[Any]:
     seen = {problem_key(r["problem"]) for r in roll}
     rest = [r for r in math500_rows() if problem_key(r["problem"]) not in seen]
     pick = sorted(random.Random(SEED).sample(range(len(rest)), SAMPLE_PROBLEMS_MATH500))
-    return [Problem(r["id"], r["problem"], r["answer"]) for r in roll] + \
+    return [Problem(r["id"], r["problem"], r["answer"]) for r in roll[:n_rollouts]] + \
         [Problem(rest[i]["id"], rest[i]["problem"], rest[i]["answer"]) for i in pick]
 
 
@@ -81,7 +82,7 @@ def stage_samples(a: argparse.Namespace) -> None:
     from rewardkit.backends import load_backend
 
     out = WORK / "smollm2_samples.jsonl"
-    problems = sample_problems()
+    problems = sample_problems(a.sample_problems)
     log(f"sampling {len(problems)} answers into {rel_path(out)}")
     t0 = time.perf_counter()
     s = generate_rollouts(problems, load_backend(MODEL, dtype=DTYPE, device=DEVICE, batch_size=20), out, n=1,
@@ -437,6 +438,9 @@ def train_gar(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------- headline rows
 
 
+HEADLINE_ROWS = ("slices-logit", "holistic-logit", "critic-logit", "critic-generate")
+
+
 def stage_headline(a: argparse.Namespace) -> None:
     """The headline's judge rows for the trained judges (slices and holistic: the GAR discriminator; critic:
     the RARO critic), each beside the untrained judge with the same options, on every mixed group."""
@@ -446,12 +450,13 @@ def stage_headline(a: argparse.Namespace) -> None:
     ids = mixed_groups(rollouts_path())
     trained = {"slices": gar_weights(a), "holistic": gar_weights(a), "critic": WORK / "raro_critic"}
     missing = [str(p) for p in trained.values() if not (p / "model.safetensors").exists()]
-    if missing:
+    if missing and "trained" in a.headline_judges:
         raise SystemExit(f"trained weights missing ({', '.join(map(rel_path, missing))}): run the gar and critic stages first")
     rows_opts = [("slices", "logit", {"slice_tokens": a.slice_tokens, "lambda1": 0.0}),
                  ("holistic", "logit", {"lambda1": 0.0}),
-                 ("critic", "generate", critic_options(a)),
-                 ("critic", "logit", critic_options(a, "logit"))]
+                 ("critic", "logit", critic_options(a, "logit")),
+                 ("critic", "generate", critic_options(a))]
+    rows_opts = [r for r in rows_opts if f"{r[0]}-{r[1]}" in a.headline_rows]
     reports = []
     groups = load_rollouts(rollouts_path(), ids=ids)
     run = score_groups(groups, "verifier", WORK / "headline" / "verifier")
@@ -459,7 +464,7 @@ def stage_headline(a: argparse.Namespace) -> None:
     rep.update(label="verifier (reference)", uses_judge=False, options={})
     reports.append(rep)
     for scorer, mode, opts in rows_opts:
-        for which in ("untrained", "trained"):
+        for which in a.headline_judges:
             spec = f"{MODEL if which == 'untrained' else trained[scorer]}?dtype={DTYPE}&device={DEVICE}"
             log(f"headline: {scorer} ({mode}), {which} judge")
             t0 = time.perf_counter()
@@ -469,6 +474,7 @@ def stage_headline(a: argparse.Namespace) -> None:
             rep["label"] = f"{scorer} {mode}, {which}" + ("" if which == "untrained" else
                                                           " (GAR stage 1)" if scorer != "critic" else " (RARO)")
             rep["judge"] = "untrained" if which == "untrained" else rel_path(trained[scorer])
+            rep["mode"] = mode
             rep["wall_seconds_this_run"] = time.perf_counter() - t0
             reports.append(rep)
             log(f"  AUC {rep['auc']:.3f}, best-of-8 {rep['best_of_8']:.3f}")
@@ -598,13 +604,16 @@ def report_markdown(data: dict[str, Any]) -> str:
     lines += ["## Learning curves", "", f"![learning curves]({NAME}.png)", "",
               "GAR: training and validation loss (token NLL of the target judgment) per SFT step. Critic: mean R_crit "
               "of the sampled training verdicts (masked ones left out) and validation R_crit per RL step.", "",
-              "## Reproduce", "", *[f"    {cmd}" for cmd in COMMANDS], "",
+              "## Reproduce", "", *[f"    {cmd}" for cmd in commands()], "",
               "A larger judge needs a GPU: see docs/training.md, \"Judges that learn\".", ""]
     return "\n".join(lines)
 
 
-COMMANDS = ["python benchmarks/judge_training.py samples", "python benchmarks/judge_training.py gar",
-            "python benchmarks/judge_training.py critic", "python benchmarks/judge_training.py headline"]
+def commands() -> list[str]:
+    """This benchmark's commands as benchmarks/runs.json records them (the flags of the recorded runs)."""
+    from rewardkit.evals.tables import load_runs
+
+    return [r.command for r in load_runs(ROOT) if r.name.startswith(f"{NAME}_")]
 
 
 def plot_curves(data: dict[str, Any], path: Path) -> None:
@@ -654,6 +663,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("stage", choices=["samples", "gar", "critic", "headline"])
     ap.add_argument("--sample-tokens", type=int, default=128, help="samples: tokens per embedded-model answer")
+    ap.add_argument("--sample-problems", type=int, default=100,
+                    help="samples: the first N of the shared rollouts' problems get an embedded-model answer")
     ap.add_argument("--splits", nargs="+", default=["gsm8k", "math"], help="gar: ProcessBench splits")
     ap.add_argument("--slice-tokens", type=int, default=128, help="gar: GAR slice budget L (the paper: 320)")
     ap.add_argument("--heldout-per-split", type=int, default=40, help="gar: held-out solutions per split (half erroneous)")
@@ -682,6 +693,10 @@ def main() -> None:
     ap.add_argument("--critic-warm-pairs", type=int, default=48, help="critic: pairs of the supervised warm start (0: none)")
     ap.add_argument("--critic-warm-steps", type=int, default=6, help="critic: optimizer steps of the warm start (batch 8)")
     ap.add_argument("--critic-trainable-layers", type=int, default=0, help="critic: train only the top N decoder layers (0: all)")
+    ap.add_argument("--headline-rows", nargs="+", default=list(HEADLINE_ROWS), choices=HEADLINE_ROWS,
+                    help="headline: the judge rows (scorer-mode) to score")
+    ap.add_argument("--headline-judges", nargs="+", default=["untrained", "trained"], choices=["untrained", "trained"],
+                    help="headline: which judges (untrained alone fills the cache before the trained weights exist)")
     ap.add_argument("--model", default=MODEL, help="the judge to start from (a model folder or smollm2)")
     ap.add_argument("--device", default=DEVICE, help="torch device (cuda for a GPU run)")
     ap.add_argument("--dtype", default=DTYPE, choices=["float32", "bfloat16"], help="weights' dtype")

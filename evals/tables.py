@@ -107,6 +107,16 @@ def _judge_training_table(d: dict[str, Any]) -> str:
         for mode, bb, aa in (("generate", b, a), ("logit", b["logit"], a["logit"])):
             for k, name in (("accuracy", "names the expert"), ("tie_rate", "tie rate")):
                 lines.append(f"| RARO critic (warm start + RL) | {n} | {name} ({mode}) | {f(bb[k])} | {f(aa[k])} |")
+    h = d.get("headline")
+    if h:
+        rows = {(r["scorer"], r.get("mode"), r["judge"] == "untrained"): r for r in h["reports"] if r["uses_judge"]}
+        n = f"{len(h['groups'])} mixed rollout groups"
+        for (scorer, mode, untrained), b in rows.items():
+            a = rows.get((scorer, mode, False))
+            if not untrained or a is None:
+                continue
+            for k, name in (("auc", "AUC"), ("best_of_8", "best-of-8 accuracy")):
+                lines.append(f"| headline `{scorer}` ({mode}) | {n} | {name} | {f(b[k])} | {f(a[k])} |")
     return "\n".join(lines) + "\n"
 
 

@@ -88,3 +88,20 @@ def test_judge_training_table_renders_before_and_after():
     assert "| ProcessBench F1 | 0.000 | - |" in md
     assert "| RARO critic (warm start + RL) | 100 expert/policy pairs | names the expert (logit) | 0.250 | 0.750 |" in md
     assert TABLES["judge_training"][1]({"gar_discriminator": {"before": {}}}).count("\n") == 2  # no "after" yet: header only
+
+
+def test_judge_training_table_pairs_headline_rows_by_scorer_and_mode():
+    from rewardkit.evals.tables import TABLES
+
+    def rep(scorer, mode, judge, auc, uses_judge=True):
+        return {"scorer": scorer, "mode": mode, "judge": judge, "auc": auc, "best_of_8": 0.5, "uses_judge": uses_judge}
+
+    d = {"headline": {"groups": ["a", "b"], "reports": [
+        rep("verifier", None, "untrained", 1.0, uses_judge=False),
+        rep("critic", "logit", "untrained", 0.25), rep("critic", "logit", "runs/judges/raro_critic", 0.75),
+        rep("critic", "generate", "untrained", 0.5),  # no trained row beside it: left out
+        rep("slices", "logit", "runs/judges/gar", 0.625), rep("slices", "logit", "untrained", 0.375)]}}
+    md = TABLES["judge_training"][1](d)
+    assert "| headline `critic` (logit) | 2 mixed rollout groups | AUC | 0.250 | 0.750 |" in md
+    assert "| headline `slices` (logit) | 2 mixed rollout groups | AUC | 0.375 | 0.625 |" in md
+    assert "generate" not in md and "verifier" not in md
