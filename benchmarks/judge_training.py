@@ -354,13 +354,18 @@ def stage_critic(a: argparse.Namespace) -> None:
     before = eval_critic(judge, test, a, WORK / "critic_before.json")
     train = train_critic(a, d)
     after = eval_critic(load_judge(str(WORK / "raro_critic")), test, a, WORK / "critic_after.json")
+    warm = train["warm_start"]
+    if warm.get("pairs"):  # the warm start alone on the held-out pairs: what SFT gave, apart from RL
+        w = eval_critic(load_judge(warm["model"]), test, a, WORK / "critic_warm_start.json")
+        warm = {**warm, "heldout": {**w["generate"]["report"], "logit": w["logit"]["report"]}}
     section = {"train_problems": d["train_problems"], "val_problems": d["val_problems"],
                "heldout_problems": d["test_problems"], "heldout_ids_sha256": ids_sha256(p.id for p in test),
                "train_pairs": len(d["train"]), "val_pairs": len(d["val"]), "view": CRITIC_VIEW,
                "critic_tokens": a.critic_tokens,
                "before": {**before["generate"]["report"], "logit": before["logit"]["report"]},
                "after": {**after["generate"]["report"], "logit": after["logit"]["report"]},
-               "training": {k: v for k, v in train.items() if k != "history"}, "history": train["history"],
+               "training": {**{k: v for k, v in train.items() if k != "history"}, "warm_start": warm},
+               "history": train["history"],
                "eval_seconds": {"before": before["generate"]["seconds"] + before["logit"]["seconds"],
                                 "after": after["generate"]["seconds"] + after["logit"]["seconds"]}}
     merge_results("raro_critic", section)
@@ -449,14 +454,15 @@ def stage_headline(a: argparse.Namespace) -> None:
 
     ids = mixed_groups(rollouts_path())
     trained = {"slices": gar_weights(a), "holistic": gar_weights(a), "critic": WORK / "raro_critic"}
-    missing = [str(p) for p in trained.values() if not (p / "model.safetensors").exists()]
-    if missing and "trained" in a.headline_judges:
-        raise SystemExit(f"trained weights missing ({', '.join(map(rel_path, missing))}): run the gar and critic stages first")
     rows_opts = [("slices", "logit", {"slice_tokens": a.slice_tokens, "lambda1": 0.0}),
                  ("holistic", "logit", {"lambda1": 0.0}),
                  ("critic", "logit", critic_options(a, "logit")),
                  ("critic", "generate", critic_options(a))]
     rows_opts = [r for r in rows_opts if f"{r[0]}-{r[1]}" in a.headline_rows]
+    missing = {str(trained[s]) for s, _, _ in rows_opts if not (trained[s] / "model.safetensors").exists()}
+    if missing and "trained" in a.headline_judges:
+        raise SystemExit(f"trained weights missing ({', '.join(map(rel_path, sorted(missing)))}): run the gar and "
+                         "critic stages first")
     reports = []
     groups = load_rollouts(rollouts_path(), ids=ids)
     run = score_groups(groups, "verifier", WORK / "headline" / "verifier")
@@ -566,7 +572,8 @@ def report_markdown(data: dict[str, Any]) -> str:
                   "where it is right, the two final answers are equal and `tie` is the fair one.", "",
                   "| critic | mode | pairs | accuracy | tie rate | invalid | accuracy, policy wrong (n) | tie rate, policy right (n) |",
                   "|---|---|---|---|---|---|---|---|"]
-        for name, r in (("untrained", c["before"]), ("trained", c.get("after"))):
+        warm_heldout = c.get("training", {}).get("warm_start", {}).get("heldout")
+        for name, r in (("untrained", c["before"]), ("warm start only", warm_heldout), ("trained", c.get("after"))):
             if not r:
                 continue
             for mode, rr in (("generate", r), ("logit", r.get("logit"))):
