@@ -7,17 +7,15 @@ model work of the whole batch and hand it to their backend in one call.
 from __future__ import annotations
 
 import importlib
-import math
 import time
-import types
-import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
 from rewardkit.backends import JudgeBackend, load_backend
+from rewardkit.options import OptionInfo, Options, coerce_options, option, options_info, resolve_options
 from rewardkit.types import Group, GroupScore
 
 
@@ -32,39 +30,7 @@ class Scorer(Protocol):
 
 # ------------------------------------------------------------------------------------------ options
 
-
-@dataclass(frozen=True)
-class Options:
-    """Base of every scorer's options: a frozen dataclass whose fields are the scorer's whole configuration.
-
-    Each field has a type hint (``Literal`` for choices), a default and ``metadata={"help": "..."}``. The
-    registry, CLI coercion, ``rewardkit scorers`` tables and this validation all read those fields.
-    Subclasses add checks in ``__post_init__`` (call ``super().__post_init__()``) raising
-    ``ValueError("option 'x': ...")``.
-    """
-
-    def __post_init__(self) -> None:
-        hints = option_hints(type(self))
-        for f in fields(self):
-            _check_choice(f.name, getattr(self, f.name), hints.get(f.name, Any))
-            v = getattr(self, f.name)
-            if isinstance(v, float) and not math.isfinite(v):  # nan/inf never configure anything sensibly
-                raise ValueError(f"option {f.name!r}: must be a finite number, got {v}")
-
-    def _at_least(self, low: float, *names: str, strict: bool = False) -> None:
-        """Raise ``option 'x': must be >= low`` (``> low`` if ``strict``) for each named numeric field."""
-        for n in names:
-            v = getattr(self, n)
-            if v is not None and (v <= low if strict else v < low):
-                raise ValueError(f"option {n!r}: must be {'>' if strict else '>='} {low}, got {v}")
-
-
-def option(default: Any, help: str) -> Any:
-    """A dataclass field with a default and its one-line help (the CLI and ``rewardkit scorers`` show it)."""
-    return field(default=default, metadata={"help": help})
-
-
-Mode = Literal["generate", "logit"]
+VerdictMode = Literal["generate", "logit"]  # how a judge's verdict is read: parsed from text, or from its probabilities
 
 
 @dataclass(frozen=True)
@@ -72,27 +38,7 @@ class JudgeOptions(Options):
     """The two options every judge-based scorer shares: which judge, and how its verdict is read."""
 
     judge: JudgeBackend | str = option("smollm2", "judge backend spec (see rewardkit.backends) or a backend instance")
-    mode: Mode = option("generate", "generate (parse the written verdict) or logit (the judge's verdict probabilities)")
-
-
-def option_hints(cls: type) -> dict[str, Any]:
-    """Resolved type hints of an Options class (string annotations evaluated in their modules)."""
-    return typing.get_type_hints(cls)
-
-
-def _check_choice(name: str, value: Any, t: Any) -> None:
-    origin, args = typing.get_origin(t), typing.get_args(t)
-    if origin is typing.Literal and value not in args:
-        raise ValueError(f"option {name!r}: {value!r} is not one of {'|'.join(map(str, args))}")
-    if origin in (typing.Union, types.UnionType):
-        lits = [a for a in args if typing.get_origin(a) is typing.Literal]
-        if lits and not any(value in typing.get_args(a) for a in lits) and not _is_instance(value, args):
-            raise ValueError(f"option {name!r}: {value!r} is not one of {_type_name(t)}")
-
-
-def _is_instance(value: Any, args: tuple) -> bool:
-    plain = tuple(a for a in args if isinstance(a, type))
-    return bool(plain) and isinstance(value, plain)
+    mode: VerdictMode = option("generate", "generate (parse the written verdict) or logit (the judge's verdict probabilities)")
 
 
 class BaseScorer:
@@ -107,14 +53,7 @@ class BaseScorer:
     Options: ClassVar[type[Options]] = Options
 
     def __init__(self, options: Options | None = None, /, **fields: Any) -> None:
-        if options is None:
-            options = self.Options(**fields)
-        elif not isinstance(options, self.Options):
-            raise TypeError(f"{type(self).__name__}: expected {self.Options.__qualname__} or keyword options, "
-                            f"got {type(options).__name__} (pass e.g. judge=... by name)")
-        elif fields:
-            options = replace(options, **fields)
-        self.options = options
+        self.options = resolve_options(self.Options, options, fields, type(self).__name__)
         self._setup()
 
     def _setup(self) -> None:
@@ -215,23 +154,9 @@ def scorer_class(name: str) -> type:
     return getattr(importlib.import_module(mod), cls)
 
 
-@dataclass(frozen=True)
-class OptionInfo:
-    name: str
-    type: str
-    default: Any
-    help: str
-
-
 def scorer_options(name: str) -> list[OptionInfo]:
     """The options of a registered scorer, read from the fields of its ``Options`` dataclass."""
     return options_info(scorer_class(name).Options)
-
-
-def options_info(cls: type[Options]) -> list[OptionInfo]:
-    hints = option_hints(cls)
-    return [OptionInfo(f.name, _type_name(hints.get(f.name, Any)), f.default, f.metadata.get("help", ""))
-            for f in fields(cls)]
 
 
 def describe(name: str) -> str:
@@ -242,64 +167,6 @@ def get_scorer(name: str, **options: Any) -> Scorer:
     """Build a registered scorer; string option values (from the CLI) are coerced to the declared types."""
     cls = scorer_class(name)
     return cls(**coerce_options(cls.Options, options, f"scorer {name!r}"))
-
-
-def coerce_options(cls: type[Options], values: dict[str, Any], where: str = "options") -> dict[str, Any]:
-    """Check option names against the dataclass fields and turn CLI strings into the declared types."""
-    hints = option_hints(cls)
-    known = [f.name for f in fields(cls)]
-    unknown = set(values) - set(known)
-    if unknown:
-        raise TypeError(f"{where} has no option(s) {sorted(unknown)}; options: {known}")
-    out = {}
-    for k, v in values.items():
-        try:
-            out[k] = coerce(v, hints.get(k, Any)) if isinstance(v, str) else v
-        except (ValueError, TypeError) as e:
-            raise ValueError(f"option {k!r}: {e}") from None
-    return out
-
-
-def coerce(value: str, t: Any) -> Any:
-    """Turn a CLI string into the annotated type (bool, int, float, str, Optional[...], Literal[...])."""
-    origin = typing.get_origin(t)
-    args = typing.get_args(t)
-    if origin in (typing.Union, types.UnionType):
-        if value.lower() in ("none", "null") and type(None) in args:
-            return None
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return coerce(value, a)
-            except (ValueError, TypeError):
-                continue
-        raise ValueError(f"cannot read {value!r} as {_type_name(t)}")
-    if origin is typing.Literal:
-        if value not in args:
-            raise ValueError(f"{value!r} is not one of {'|'.join(map(str, args))}")
-        return value
-    if t is bool:
-        if value.lower() in ("1", "true", "yes", "on"):
-            return True
-        if value.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"cannot read {value!r} as a boolean")
-    if t in (int, float, str):
-        return t(value)
-    if t is Any:
-        return value
-    raise TypeError(f"cannot set a {_type_name(t)} from the command line")
-
-
-def _type_name(t: Any) -> str:
-    """A short readable type: ``live|round-robin`` for a Literal, ``JudgeBackend | str`` for a union."""
-    origin, args = typing.get_origin(t), typing.get_args(t)
-    if origin is typing.Literal:
-        return "|".join(str(a) for a in args)
-    if args and origin in (typing.Union, types.UnionType):
-        return " | ".join("None" if a is type(None) else _type_name(a) for a in args)
-    return getattr(t, "__name__", None) or str(t).replace("typing.", "")
 
 
 # -------------------------------------------------------------------------------------- advantages

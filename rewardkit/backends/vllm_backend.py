@@ -13,6 +13,7 @@ reads each choice's first-token log-probability (exact when it is in the top lis
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -20,11 +21,13 @@ import numpy as np
 from rewardkit.backends.base import (
     ChatRequest,
     Completion,
+    DType,
     HFChatTemplateMixin,
     JudgeBackend,
     VerdictRequest,
     VerdictResult,
 )
+from rewardkit.options import Options, option
 from rewardkit.types import Status
 
 INSTALL_HINT = ("the vLLM backend needs the optional extra: pip install 'rewardkit[vllm]' (vLLM needs a CUDA "
@@ -39,22 +42,33 @@ def _import_vllm():
     return vllm
 
 
+@dataclass(frozen=True)
+class VLLMOptions(Options):
+    """The vLLM backend's options; other keywords (and spec options) go to ``vllm.LLM`` as engine arguments."""
+
+    dtype: DType = option("auto", "weights' dtype: auto, float32, bfloat16 or float16")
+    gpu_memory_utilization: float = option(0.85, "fraction of GPU memory for weights + KV cache")
+    max_model_len: int | None = option(None, "context length (default: the model's)")
+    enable_prefix_caching: bool = option(True, "re-use KV blocks of shared prompt prefixes")
+    tensor_parallel_size: int = option(1, "GPUs per model")
+    top_logprobs: int = option(20, "alternatives read per verdict step")
+    seed: int = option(0, "engine seed")
+
+
 class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
-    """An offline vLLM engine.
+    """An offline vLLM engine for ``model`` (hub id or local directory); the other keywords are
+    ``VLLMOptions``, and any further ones vLLM engine arguments."""
 
-    Options:
-        model: hub id or local directory
-        dtype: vLLM dtype (auto, bfloat16, float16)
-        gpu_memory_utilization: fraction of GPU memory for weights + KV cache
-        max_model_len: context length (default: the model's)
-        enable_prefix_caching: re-use KV blocks of shared prompt prefixes
-        tensor_parallel_size: GPUs per model
-        top_logprobs: alternatives read per verdict step
-    """
+    Options = VLLMOptions
+    open_options = True
 
-    def __init__(self, model: str, *, dtype: str = "auto", gpu_memory_utilization: float = 0.85,
-                 max_model_len: int | None = None, enable_prefix_caching: bool = True,
-                 tensor_parallel_size: int = 1, top_logprobs: int = 20, seed: int = 0, **engine_kwargs: Any):
+    def __init__(self, model: str, **options: Any):
+        known = {f.name for f in fields(VLLMOptions)}
+        o = self.options = VLLMOptions(**{k: v for k, v in options.items() if k in known})
+        engine_kwargs = {k: v for k, v in options.items() if k not in known}
+        dtype, gpu_memory_utilization, max_model_len = o.dtype, o.gpu_memory_utilization, o.max_model_len
+        enable_prefix_caching, tensor_parallel_size, top_logprobs, seed = (
+            o.enable_prefix_caching, o.tensor_parallel_size, o.top_logprobs, o.seed)
         vllm = _import_vllm()
         import torch
 
