@@ -21,13 +21,13 @@ def serve(
     api_key: Annotated[Optional[str], typer.Option(envvar="REWARDKIT_REWARD_API_KEY", help="Require this bearer token.")] = None,
 ) -> None:
     """Serve POST /get_reward ({query, prompts, labels} -> {rewards, scores, extra_logs}) until interrupted."""
-    from rewardkit.cli.train import _pairs
+    from rewardkit.cli.common import parse_pairs
 
     from rewardkit.http_server import serve as run
     from rewardkit.integrations.common import load_scorer
     from rewardkit.integrations.openrlhf import reward_app
 
-    sc = load_scorer(scorer, _pairs(option or [], "--option"), judge)
+    sc = load_scorer(scorer, parse_pairs(option, "--option"), judge)
     app = reward_app(sc, api_key=api_key, group_size=group_size, group_timeout=group_timeout,
                      masked_reward=masked_reward, max_items=max_items, max_concurrency=max_concurrency)
     run(app, host, port, on_ready=lambda url: typer.echo(f"serving {scorer} rewards at {url}/get_reward", err=True))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
+from rewardkit.cli.common import BatchTokens, Device, DType, Threads, judge_spec
 
 
 def serve_judge(

@@ -8,23 +8,13 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
-
-
-def _pairs(items: list[str], what: str) -> dict[str, str]:
-    out = {}
-    for p in items:
-        if "=" not in p:
-            raise typer.BadParameter(f"expected KEY=VALUE, got {p!r}", param_hint=what)
-        k, v = p.split("=", 1)
-        out[k.strip().replace("-", "_")] = v
-    return out
+from rewardkit.cli.common import BatchTokens, Device, DType, Threads, judge_spec, parse_pairs
 
 
 def train_config(settings: dict[str, str], **direct: object):
     """A TrainConfig from ``KEY=VALUE`` strings (coerced to each field's type) plus direct values."""
     from rewardkit.grpo import TrainConfig
-    from rewardkit.scoring import coerce
+    from rewardkit.options import coerce
 
     hints = typing.get_type_hints(TrainConfig)
     names = {f.name for f in dataclasses.fields(TrainConfig)}
@@ -43,18 +33,18 @@ def build_mode(name: str, options: dict[str, str]):
     """A training mode from its name and ``KEY=VALUE`` options, coerced to the constructor's types."""
     from rewardkit.gar.slices import SliceScorer
     from rewardkit.grpo.modes import GarJoint, RaroShared
+    from rewardkit.options import coerce, option_hints
     from rewardkit.raro.critic import CriticScorer
-    from rewardkit.scoring import coerce, option_hints
 
     modes = {"raro": (RaroShared, CriticScorer), "gar": (GarJoint, SliceScorer)}
     if name not in modes:
-        raise typer.BadParameter(f"unknown mode {name!r}; known: {', '.join(modes)}", param_hint="--mode")
+        raise typer.BadParameter(f"unknown training mode {name!r}; known: {', '.join(modes)}", param_hint="--training-mode")
     cls, scorer_cls = modes[name]  # options the mode does not take go to its scorer
     hints = {**option_hints(scorer_cls.Options), **typing.get_type_hints(cls.__init__)}
     try:
         return cls(**{k: coerce(v, hints.get(k, str)) for k, v in options.items()})
     except (TypeError, ValueError) as e:
-        raise typer.BadParameter(str(e), param_hint="--mode-option") from None
+        raise typer.BadParameter(str(e), param_hint="--training-option") from None
 
 
 def _settings_help() -> str:
@@ -73,8 +63,8 @@ def train(
     steps: Annotated[Optional[int], typer.Option(help="Total optimizer steps.")] = None,
     setting: Annotated[Optional[list[str]], typer.Option("--set", "-t", help="Trainer setting KEY=VALUE (repeatable; see --help-settings).")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Use only the first N prompts.")] = None,
-    mode: Annotated[Optional[str], typer.Option(help="Training mode: raro (shared-LLM critic) or gar (joint discriminator); supplies the scorer.")] = None,
-    mode_option: Annotated[Optional[list[str]], typer.Option("--mode-option", "-m", help="Mode option KEY=VALUE (e.g. lambda_pol=0.5).")] = None,
+    training_mode: Annotated[Optional[str], typer.Option(help="Training mode: raro (shared-LLM critic) or gar (joint discriminator); supplies the scorer. (A scorer's verdict mode is its option -o mode=...)")] = None,
+    training_option: Annotated[Optional[list[str]], typer.Option("--training-option", "-m", help="Training-mode option KEY=VALUE (e.g. lambda_pol=0.5).")] = None,
     help_settings: Annotated[bool, typer.Option("--help-settings", help="List every trainer setting and exit.")] = False,
     device: Device = None,
     dtype: DType = None,
@@ -90,10 +80,10 @@ def train(
     from rewardkit.grpo import GRPOTrainer, read_prompts
     from rewardkit.integrations.common import load_scorer
 
-    cfg = train_config(_pairs(setting or [], "--set"), out_dir=str(out) if out else None, steps=steps)
-    modes = [build_mode(mode, _pairs(mode_option or [], "--mode-option"))] if mode else []
+    cfg = train_config(parse_pairs(setting, "--set"), out_dir=str(out) if out else None, steps=steps)
+    modes = [build_mode(training_mode, parse_pairs(training_option, "--training-option"))] if training_mode else []
     judge = judge_spec(judge, device, dtype, batch_tokens, threads)
-    sc = None if mode else load_scorer(scorer, _pairs(option or [], "--option"), judge)
+    sc = None if training_mode else load_scorer(scorer, parse_pairs(option, "--option"), judge)
     trainer = GRPOTrainer(cfg, read_prompts(prompts, limit), sc, modes)
     if trainer.step:
         typer.echo(f"resuming {cfg.out_dir} at step {trainer.step}", err=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import typer
-from rewardkit.cli._judge import judge_spec
 from rewardkit.cli.app import app
+from rewardkit.cli.common import judge_spec
 from typer.testing import CliRunner
 
 from rewardkit.backends import parse_spec
