@@ -28,7 +28,6 @@ DEFAULT_MIN_FRACTION = 0.75
 def default_min_tokens(max_tokens: int) -> int:
     """The early-close threshold for budget L: ``DEFAULT_MIN_FRACTION * L`` tokens."""
     return int(round(DEFAULT_MIN_FRACTION * max_tokens))
-DEFAULT_JUDGE_TOKENS = 128  # K (sec. 3)
 
 
 def whitespace_tokens(texts: Sequence[str]) -> list[int]:

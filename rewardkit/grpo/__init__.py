@@ -3,7 +3,7 @@
 from rewardkit.grpo.data import read_prompts
 from rewardkit.grpo.losses import aggregate, cispo_loss, grpo_loss, k3_kl
 from rewardkit.grpo.modes import GarJoint, RaroShared
-from rewardkit.grpo.trainer import GRPOTrainer, Mode, Rollouts, TrainConfig
+from rewardkit.grpo.trainer import GRPOTrainer, Rollouts, TrainConfig, TrainingMode
 
-__all__ = ["GarJoint", "GRPOTrainer", "RaroShared", "Mode", "Rollouts", "TrainConfig", "aggregate", "cispo_loss", "grpo_loss", "k3_kl",
+__all__ = ["GarJoint", "GRPOTrainer", "RaroShared", "TrainingMode", "Rollouts", "TrainConfig", "aggregate", "cispo_loss", "grpo_loss", "k3_kl",
            "read_prompts"]

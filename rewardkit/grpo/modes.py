@@ -70,7 +70,7 @@ class RaroShared:
         k = self.critic_samples
         r = trainer.sample([it.messages for it in items], k, seed_key=(step, 1), max_new_tokens=self.critic_max_tokens)
         positions = [it.expert_position for it in items for _ in range(k)]
-        rewards, statuses, _ = critic_rollout_rewards(r.texts, positions, self.critic.tau_crit)  # line 15
+        rewards, statuses, _ = critic_rollout_rewards(r.texts, positions, self.critic.options.tau_crit)  # line 15
         ok = np.array([s.value == "ok" for s in statuses]).reshape(len(items), k)
         rew = rewards.reshape(len(items), k)
         r.advantages = ADVANTAGES[trainer.config.advantage](rew, ok).reshape(-1)

@@ -91,7 +91,7 @@ class Rollouts:
         return len(self.texts)
 
 
-class Mode(Protocol):
+class TrainingMode(Protocol):
     """A training mode around the loop: more rollouts in the same batch, and/or work after each step."""
 
     def extra_rollouts(self, trainer: GRPOTrainer, groups: list[Group], scores: list[GroupScore],
@@ -112,7 +112,7 @@ class GRPOTrainer:
     """
 
     def __init__(self, config: TrainConfig, prompts: Sequence[Group], scorer: Scorer | None = None,
-                 modes: Sequence[Mode] = ()):
+                 modes: Sequence[TrainingMode] = ()):
         from rewardkit.backends.transformers_backend import TransformersBackend
 
         if not prompts:

@@ -18,7 +18,8 @@ import numpy as np
 
 from rewardkit.answers import extract_answer
 from rewardkit.jury.proof_gate import LLMJudgeVerifier
-from rewardkit.scoring import BaseScorer, JudgeOptions, option
+from rewardkit.options import option
+from rewardkit.scoring import BaseScorer, JudgeOptions
 from rewardkit.types import Cost, Group, GroupScore, Status
 from rewardkit.verifier import Claim, VerifyResult
 

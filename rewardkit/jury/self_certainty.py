@@ -19,7 +19,8 @@ import numpy as np
 
 from rewardkit.backends import JudgeBackend
 from rewardkit.backends.base import TokenScoreRequest, TokenScores
-from rewardkit.scoring import JudgeScorer, Options, option
+from rewardkit.options import Options, option
+from rewardkit.scoring import JudgeScorer
 from rewardkit.types import Cost, Group, GroupScore, Status
 
 
