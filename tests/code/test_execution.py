@@ -97,7 +97,7 @@ def test_runtime_error_and_compile_error_are_runtime_errors():
 
 def test_livecodebench_fixture_stdin_and_functional():
     stdin_p, func_p = (Problem.from_row(r) for r in LCB)
-    assert stdin_p.mode == "stdin" and func_p.mode == "functional" and func_p.func_name == "doubleIt"
+    assert stdin_p.kind == "stdin" and func_p.kind == "functional" and func_p.func_name == "doubleIt"
     assert stdin_p.n_tests == 1 + len(decode_lcb_tests(LCB[0]["private_test_cases"])) > 1
     ok = grade(stdin_p, "```python\na, b = map(int, input().split())\nprint(a + b)\n```")
     assert ok.passed and ok.results == [Code.PASSED] * stdin_p.n_tests
