@@ -38,7 +38,7 @@ def build_mode(name: str, options: dict[str, str]):
 
     modes = {"raro": (RaroShared, CriticScorer), "gar": (GarJoint, SliceScorer)}
     if name not in modes:
-        raise typer.BadParameter(f"unknown training mode {name!r}; known: {', '.join(modes)}", param_hint="--training-mode")
+        raise typer.BadParameter(f"unknown mode {name!r}; training modes: {', '.join(modes)}", param_hint="--training-mode")
     cls, scorer_cls = modes[name]  # options the mode does not take go to its scorer
     hints = {**option_hints(scorer_cls.Options), **typing.get_type_hints(cls.__init__)}
     try:

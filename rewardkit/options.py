@@ -172,14 +172,14 @@ def type_name(t: Any) -> str:
 def _check_choice(name: str, value: Any, t: Any) -> None:
     origin, args = typing.get_origin(t), typing.get_args(t)
     if origin is typing.Literal and value not in args:
-        raise ValueError(f"option {name!r}: {value!r} is not one of {'|'.join(map(str, args))}")
+        raise ValueError(f"option {name!r}: must be one of {', '.join(map(str, args))}, got {value!r}")
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis and isinstance(value, tuple | list):
         for v in value:
             _check_choice(name, v, args[0])
     if origin in (typing.Union, types.UnionType):
         lits = [a for a in args if typing.get_origin(a) is typing.Literal]
         if lits and not any(value in typing.get_args(a) for a in lits) and not _is_instance(value, args):
-            raise ValueError(f"option {name!r}: {value!r} is not one of {type_name(t)}")
+            raise ValueError(f"option {name!r}: must be one of {type_name(t)}, got {value!r}")
 
 
 def _is_instance(value: Any, args: tuple) -> bool:

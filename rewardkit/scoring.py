@@ -164,7 +164,15 @@ def describe(name: str) -> str:
 
 
 def get_scorer(name: str, **options: Any) -> Scorer:
-    """Build a registered scorer; string option values (from the CLI) are coerced to the declared types."""
+    """Build a registered scorer; string option values (from the CLI) are coerced to the declared types.
+
+    >>> from rewardkit.types import Group
+    >>> scorer = get_scorer("verifier", timeout="2.5")
+    >>> scorer.options.timeout
+    2.5
+    >>> [s.rewards.tolist() for s in scorer.score([Group("q", "1/2 + 1/4?", [r"\\boxed{3/4}", "0.5"], reference="0.75")])]
+    [[1.0, 0.0]]
+    """
     cls = scorer_class(name)
     return cls(**coerce_options(cls.Options, options, f"scorer {name!r}"))
 
@@ -184,6 +192,11 @@ def grpo_advantages(rewards: np.ndarray, mask: np.ndarray | None = None, eps: fl
     """GRPO (Reasoning Arena eq. 2): A_i = (R_i - mean) / (std + eps), population std, per row.
 
     ``rewards`` is [G, N] (or [N]); masked / NaN entries are left out of the statistics and get A = 0.
+
+    >>> grpo_advantages(np.array([1.0, 0.0, 1.0, 0.0]), eps=0).tolist()  # mean 1/2, std 1/2
+    [1.0, -1.0, 1.0, -1.0]
+    >>> grpo_advantages(np.array([1.0, np.nan, 0.0]), eps=0).tolist()  # NaN: masked, A = 0
+    [1.0, 0.0, -1.0]
     """
     r, m = _masked(rewards, mask)
     n = np.maximum(m.sum(-1, keepdims=True), 1)
@@ -194,7 +207,11 @@ def grpo_advantages(rewards: np.ndarray, mask: np.ndarray | None = None, eps: fl
 
 
 def dr_grpo_advantages(rewards: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-    """Dr. GRPO: A_i = R_i - mean (no std normalisation, removing its difficulty bias)."""
+    """Dr. GRPO: A_i = R_i - mean (no std normalisation, removing its difficulty bias).
+
+    >>> dr_grpo_advantages(np.array([1.0, 0.0, 0.0, 0.0])).tolist()
+    [0.75, -0.25, -0.25, -0.25]
+    """
     r, m = _masked(rewards, mask)
     n = np.maximum(m.sum(-1, keepdims=True), 1)
     mu = r.sum(-1, keepdims=True) / n
@@ -202,7 +219,11 @@ def dr_grpo_advantages(rewards: np.ndarray, mask: np.ndarray | None = None) -> n
 
 
 def rloo_advantages(rewards: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-    """RLOO: A_i = R_i - mean of the *other* valid responses (0 when a response has no peer)."""
+    """RLOO: A_i = R_i - mean of the *other* valid responses (0 when a response has no peer).
+
+    >>> rloo_advantages(np.array([1.0, 0.0, 0.0])).tolist()  # 1 - 0, 0 - 1/2, 0 - 1/2
+    [1.0, -0.5, -0.5]
+    """
     r, m = _masked(rewards, mask)
     n = m.sum(-1, keepdims=True)
     total = r.sum(-1, keepdims=True)

@@ -418,4 +418,4 @@ def test_rewardkit_score_cli_with_the_code_scorer(tmp_path):
     row = json.loads(out2.read_text())
     assert row["rewards"] == [pytest.approx(1 / 3)] and row["statuses"] == ["ok"]  # outputs 3, 7, 0: one of three
     res = CliRunner().invoke(app, ["score", str(lcb), "--scorer", "code", "-o", "reward=most", "--out", str(out2)])
-    assert res.exit_code == 2 and "option 'reward': 'most' is not one of all|fraction" in res.output
+    assert res.exit_code == 2 and "option 'reward': must be one of all, fraction, got 'most'" in res.output
