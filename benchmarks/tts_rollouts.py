@@ -5,8 +5,11 @@ paper's setting, i.e. the critic reasons before its verdict in generate mode wit
 votes in the printed order, single elimination), beside majority vote, random choice (exact expectation),
 the reward-model best-of-N from the file, and the oracle (pass@N). Writes benchmarks/results/tts_rollouts.*.
 
-    python benchmarks/tts_rollouts.py                                       # the paper's setting, N = 1, 2, 4, 8
-    python benchmarks/tts_rollouts.py -o mode=logit -o order=alternate      # rewardkit's additions, opted into
+    python benchmarks/tts_rollouts.py                                   # the paper's setting, N = 1, 2, 4, 8
+    python benchmarks/tts_rollouts.py --mode logit --order alternate    # rewardkit's additions, opted into
+
+Every ``TTSOptions`` field is a flag, as in ``rewardkit tts`` (``--mode``, ``--order``, ``--max-tokens``,
+``--methods tournament,bt``, ``--no-skip-uniform``, ...), typed by ``rewardkit.options.coerce``.
 
 Pools whose labels are all equal are not judged (every pick has the same correctness), so only the
 mixed problems cost model calls; the accuracies are over all problems.
@@ -17,10 +20,14 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from _common import rel_path, relativize  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from rewardkit.evals.data import rollouts_path  # noqa: E402
+
+from rewardkit.options import coerce, coerce_options, option_hints
+from rewardkit.raro.tts import TTSOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,8 +38,12 @@ def main() -> None:
     ap.add_argument("--n", default="1,2,4,8", help="pool sizes N")
     ap.add_argument("--limit", type=int, default=None, help="only the first LIMIT problems")
     ap.add_argument("--judge", default="smollm2", help="judge backend spec")
-    ap.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
-                    help="a TTSOptions field (repeatable), typed as `rewardkit tts` types it")
+    for f in fields(TTSOptions):  # the judge and selection options, read from the one class
+        flag = "--" + f.name.replace("_", "-")
+        if option_hints(TTSOptions)[f.name] is bool:
+            ap.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=f.metadata["help"])
+        else:
+            ap.add_argument(flag, default=None, help=f"{f.metadata['help']} (default: {f.default})")
     ap.add_argument("--note", default="", help="a line for the report (e.g. what a smaller run cut)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/tts_rollouts"))
     a = ap.parse_args()
@@ -40,10 +51,8 @@ def main() -> None:
     from rewardkit.evals.tts import accuracy_table, load_rollouts, run_tts, write_report
 
     from rewardkit.backends import load_backend
-    from rewardkit.options import coerce, coerce_options
-    from rewardkit.raro.tts import TTSOptions
 
-    given = dict(kv.split("=", 1) for kv in a.option)
+    given = {f.name: getattr(a, f.name) for f in fields(TTSOptions) if getattr(a, f.name) is not None}
     options = TTSOptions(**coerce_options(TTSOptions, given, "TTSOptions"))
     problems = load_rollouts(a.rollouts, a.limit)
     res = run_tts(problems, load_backend(a.judge), coerce(a.n, tuple[int, ...]), options)
