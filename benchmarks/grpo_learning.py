@@ -67,7 +67,7 @@ def main() -> None:
     fig.tight_layout()
     fig.savefig(RESULTS / "grpo_learning.png", dpi=120)
 
-    data = {"command": cmd, "machine": machine(), "config": {k: v for k, v in vars(cfg).items() if k != "out_dir"},
+    data = {"command": cmd, "machine": machine(), "config": {k: v for k, v in vars(cfg.resolved()).items() if k != "out_dir"},
             "prompts": f"gsm8k/test.jsonl (first {args.prompts})", "reward": f"LengthScorer(target={args.target})",
             "seconds": seconds, "reward_first": first, "reward_last": last, "reward_ratio": last / first,
             "length_first": len_first, "length_last": len_last,

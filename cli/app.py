@@ -8,7 +8,17 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rewardkit.cli.common import BatchTokens, Device, DType, Threads, fail, judge_spec, parse_pairs
+from rewardkit.cli.common import (
+    BatchTokens,
+    Device,
+    DType,
+    Threads,
+    fail,
+    judge_spec,
+    parse_pairs,
+    positive_int,
+    print_table,
+)
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -32,8 +42,9 @@ def score(
     out: Annotated[Path, typer.Option("--out", help="Output JSONL, one row per group; re-run to resume.")] = Path("scores.jsonl"),
     option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Scorer option KEY=VALUE (repeatable).")] = None,
     judge: Annotated[Optional[str], typer.Option(help="Judge backend spec for judge-based scorers (e.g. smollm2).")] = None,
-    batch_size: Annotated[int, typer.Option(help="Groups per scorer call (and per fsync'd write).")] = 16,
-    limit: Annotated[Optional[int], typer.Option(help="Score only the first N groups.")] = None,
+    # read as text and checked below, so a bad value is one `error:` line like every other bad option
+    batch_size: Annotated[str, typer.Option(metavar="INTEGER", help="Groups per scorer call (and per fsync'd write).")] = "16",
+    limit: Annotated[Optional[str], typer.Option(metavar="INTEGER", help="Score only the first N groups.")] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Write malformed records to OUT.rejects.jsonl and go on.")] = False,
     group_key: Annotated[Optional[str], typer.Option(help="Group key field for one-response-per-line input.")] = None,
     fmt: Annotated[Optional[str], typer.Option("--format", help="grouped or flat (default: detect).")] = None,
@@ -51,6 +62,8 @@ def score(
     from rewardkit.runtime.inputs import InputError
     from rewardkit.runtime.jobs import JobError, rejects_path, score_file
 
+    batch_size = positive_int("--batch-size", batch_size)
+    limit = None if limit is None else positive_int("--limit", limit)
     try:
         opts: dict = parse_pairs(option, "--option")
         judge = judge_spec(judge, device, dtype, batch_tokens, threads)
@@ -102,7 +115,7 @@ def score(
     c = d["cost"]
     t.add_row("cost", f"judge calls {c['judge_calls']}, tokens {c['prompt_tokens']}+{c['completion_tokens']}, "
                       f"verifier calls {c['verifier_calls']}, cache hits {c['cache_hits']}, {c['seconds']:.1f}s")
-    console.print(t)
+    print_table(console, t)
     if d["exceptions"]:
         console.print(f"warning: scoring raised on {d['exceptions']} group(s), written with status error; "
                       f"first: {d['first_exception']}", soft_wrap=True)
@@ -133,7 +146,7 @@ def scorers(as_json: Annotated[bool, typer.Option("--json", help="Machine-readab
         for o in r["options"]:
             default = "" if o["default"] is None else repr(o["default"])
             t.add_row(o["name"], o["type"], default, o["help"])
-        out.print(t)
+        print_table(out, t)
         out.print()
 
 

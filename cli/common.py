@@ -1,5 +1,5 @@
 """What every ``rewardkit`` command shares: one error line, ``KEY=VALUE`` lists, options read from an options
-class, and the local-judge options.
+class, the local-judge options, and tables printed in full.
 
 The local-judge options (``--device``, ``--dtype``, ``--batch-tokens``, ``--threads``; score, tts,
 processbench, serve-judge, eval, train) are folded into the judge spec's query
@@ -18,6 +18,10 @@ from typing import Annotated, Any, Optional
 from urllib.parse import quote
 
 import typer
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.table import Table
+from rich.text import Text
 
 from rewardkit.backends.base import DTYPES
 from rewardkit.options import Options, coerce_options, option_hints, type_name
@@ -28,6 +32,17 @@ def fail(message: object, code: int = 2) -> typer.Exit:
     sys.stderr.write("error: " + " ".join(str(message).split()) + "\n")
     sys.stderr.flush()
     return typer.Exit(code)
+
+
+def positive_int(flag: str, text: str) -> int:
+    """``text`` as a positive integer, else the one-line ``error:`` exit."""
+    try:
+        value = int(text.strip(), 10)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise fail(f"{flag} must be a positive integer, got {text}")
+    return value
 
 
 def parse_pairs(items: list[str] | None, flag: str) -> dict[str, str]:
@@ -115,7 +130,7 @@ def judge_spec(spec: str | None, device: str | None = None, dtype: str | None = 
     the spec already sets, or a value the backend's options reject (checked by ``parse_spec``, no model load).
     """
     from rewardkit.backends import parse_spec
-    from rewardkit.backends.spec import split_spec
+    from rewardkit.backends.spec import redact, split_spec
 
     opts = {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "num_threads": threads}
     opts = {k: v for k, v in opts.items() if v is not None}
@@ -130,11 +145,11 @@ def judge_spec(spec: str | None, device: str | None = None, dtype: str | None = 
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint=flag) from None
     if kind != "transformers":
-        raise typer.BadParameter(f"{names} apply to a local transformers judge, not {spec!r} ({kind}); "
+        raise typer.BadParameter(f"{names} apply to a local transformers judge, not {redact(spec)!r} ({kind}); "
                                  "set that backend's options in its spec", param_hint=flag)
     twice = sorted(set(opts) & set(raw))
     if twice:
-        raise typer.BadParameter(f"the spec {spec!r} already sets {', '.join(twice)}", param_hint=flag)
+        raise typer.BadParameter(f"the spec {redact(spec)!r} already sets {', '.join(twice)}", param_hint=flag)
     query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in opts.items())
     out = spec + ("&" if "?" in spec else "?") + query
     try:
@@ -142,3 +157,28 @@ def judge_spec(spec: str | None, device: str | None = None, dtype: str | None = 
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint=flag) from None
     return out
+
+
+def print_table(console: Console, table: Table | str) -> None:
+    """Show a rich ``Table`` (or a Markdown text) in full.
+
+    On a terminal it is drawn at the terminal's width. Piped, rich would assume 80 columns and cut cells
+    ("scor…"); instead a table becomes plain tab-separated lines (title, header, rows) and Markdown is
+    written as is.
+    """
+    if console.is_terminal:
+        console.print(Markdown(table) if isinstance(table, str) else table)
+        return
+    if isinstance(table, str):
+        lines = table.splitlines()
+    else:
+        def plain(x: object) -> str:
+            return x.plain if isinstance(x, Text) else Text.from_markup(str(x)).plain
+
+        lines = [plain(table.title)] if table.title else []
+        if table.show_header:
+            lines.append("\t".join(plain(c.header) for c in table.columns))
+        cells = [list(c.cells) for c in table.columns]
+        lines += ["\t".join(plain(col[i]) for col in cells) for i in range(table.row_count)]
+    console.file.write("".join(line + "\n" for line in lines))  # as is: rich would expand the tabs
+    console.file.flush()

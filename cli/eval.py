@@ -8,9 +8,18 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rewardkit.cli.common import BatchTokens, Device, DType, Threads, csv, fail, judge_spec, parse_pairs
+from rewardkit.cli.common import (
+    BatchTokens,
+    Device,
+    DType,
+    Threads,
+    csv,
+    fail,
+    judge_spec,
+    parse_pairs,
+    print_table,
+)
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -19,6 +28,8 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+
+from rewardkit.backends.spec import redact
 
 app = typer.Typer(help="Evaluation harness: pass@k, verifier precision/recall, best-of-N, judge quality, tables.",
                   no_args_is_help=True)
@@ -31,7 +42,7 @@ def _progress(label: str) -> Progress:
 
 
 def _show(md: str) -> None:
-    Console().print(Markdown(md))
+    print_table(Console(), md)
 
 
 Rollouts = Annotated[Path, typer.Argument(help="Rollouts file (grouped JSONL with responses, as `rewardkit score` reads).")]
@@ -301,7 +312,7 @@ def judge(
         raise fail(str(e)) from None
     judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
     be = load_backend(judge)
-    data: dict = {"backend": getattr(be, "model_id", judge), "rollout_pairs": [], "processbench_pairs": [], "injection": []}
+    data: dict = {"backend": redact(getattr(be, "model_id", None) or judge), "rollout_pairs": [], "processbench_pairs": [], "injection": []}
     for p in ps:
         for m in ms:
             console.print(f"{p} / {m}: {min(pairs, len(rp))} rollout pairs, {len(pb)} ProcessBench pairs")

@@ -11,6 +11,7 @@ import typer
 from rewardkit.cli.common import BatchTokens, Device, DType, Threads, fail, judge_spec
 from rewardkit.evals.processbench import SPLITS, Unit, format_table, predictions_to_rows, run_processbench
 
+from rewardkit.backends.spec import redact
 from rewardkit.scoring import VerdictMode
 
 
@@ -53,7 +54,7 @@ def processbench(
     typer.echo(table)
     typer.echo(f"\n{sum(len(p.verdicts) for p in preds)} units judged in {seconds:.0f} s")
     if out is not None:
-        config = {"backend": backend.model_id or judge, "mode": mode, "unit": unit, "context": context,
+        config = {"backend": redact(backend.model_id or judge), "mode": mode, "unit": unit, "context": context,
                   "threshold": threshold, "limit": limit, "seed": seed, "splits": splits, "seconds": seconds}
         out.parent.mkdir(parents=True, exist_ok=True)
         out.with_suffix(".json").write_text(json.dumps(

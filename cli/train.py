@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import typing
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -14,37 +13,24 @@ from rewardkit.cli.common import BatchTokens, Device, DType, Threads, judge_spec
 def train_config(settings: dict[str, str], **direct: object):
     """A TrainConfig from ``KEY=VALUE`` strings (coerced to each field's type) plus direct values."""
     from rewardkit.grpo import TrainConfig
-    from rewardkit.options import coerce
+    from rewardkit.options import coerce_options
 
-    hints = typing.get_type_hints(TrainConfig)
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    unknown = set(settings) - names
-    if unknown:
-        raise typer.BadParameter(f"unknown setting(s) {sorted(unknown)}; known: {sorted(names)}", param_hint="--set")
     try:
-        kw = {k: coerce(v, hints[k]) for k, v in settings.items()}
+        kw = coerce_options(TrainConfig, settings, "rewardkit train --set")
         kw.update({k: v for k, v in direct.items() if v is not None})
         return TrainConfig(**kw)
-    except ValueError as e:
+    except (TypeError, ValueError) as e:
         raise typer.BadParameter(str(e), param_hint="--set") from None
 
 
 def build_mode(name: str, options: dict[str, str]):
-    """A training mode from its name and ``KEY=VALUE`` options, coerced to the constructor's types."""
-    from rewardkit.gar.slices import SliceScorer
-    from rewardkit.grpo.modes import GarJoint, RaroShared
-    from rewardkit.options import coerce, option_hints
-    from rewardkit.raro.critic import CriticScorer
+    """A training mode from its name and ``KEY=VALUE`` options (the mode's own, else its scorer's)."""
+    from rewardkit.grpo.modes import build_mode as build
 
-    modes = {"raro": (RaroShared, CriticScorer), "gar": (GarJoint, SliceScorer)}
-    if name not in modes:
-        raise typer.BadParameter(f"unknown mode {name!r}; training modes: {', '.join(modes)}", param_hint="--training-mode")
-    cls, scorer_cls = modes[name]  # options the mode does not take go to its scorer
-    hints = {**option_hints(scorer_cls.Options), **typing.get_type_hints(cls.__init__)}
     try:
-        return cls(**{k: coerce(v, hints.get(k, str)) for k, v in options.items()})
+        return build(name, options)
     except (TypeError, ValueError) as e:
-        raise typer.BadParameter(str(e), param_hint="--training-option") from None
+        raise typer.BadParameter(str(e), param_hint="--training-mode" if "unknown mode" in str(e) else "--training-option") from None
 
 
 def _settings_help() -> str:
@@ -78,6 +64,7 @@ def train(
     if prompts is None:
         raise typer.BadParameter("a prompts file is required", param_hint="PROMPTS")
     from rewardkit.grpo import GRPOTrainer, read_prompts
+    from rewardkit.grpo.checkpoint import checkpoint_summary
     from rewardkit.integrations.common import load_scorer
 
     cfg = train_config(parse_pairs(setting, "--set"), out_dir=str(out) if out else None, steps=steps)
@@ -93,4 +80,5 @@ def train(
                    f"length {row['response_length']:.1f} ({row['step_seconds']:.1f}s)", err=True)
 
     trainer.train(on_step=show)
-    typer.echo(f"done: {cfg.steps} steps; metrics in {Path(cfg.out_dir) / 'metrics.jsonl'}")
+    typer.echo(f"done: {cfg.steps} steps; metrics in {Path(cfg.out_dir) / 'metrics.jsonl'}; "
+               f"{checkpoint_summary(cfg.out_dir)}")

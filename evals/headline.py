@@ -16,6 +16,8 @@ from typing import Any
 
 from rewardkit.evals.harness import cell, load_rollouts, score_groups, scorer_report
 
+from rewardkit.backends.spec import redact
+
 # Two balanced mixed groups (4 of 8 correct) with the shortest responses: every judge scorer ranks real
 # correct against real incorrect responses at the lowest CPU cost.
 JUDGE_GROUPS = ("math_cot_100-017", "math_cot_100-058")
@@ -95,10 +97,10 @@ def headline(rollouts: str | Path, work: Path, *, scorers: Sequence[str] | None 
             skipped[name] = f"{type(e).__name__}: {e}"
             continue
         rep = scorer_report(groups, run, n_boot=n_boot)
-        rep.update({"label": label, "uses_judge": uses_judge, "options": {k: str(v) for k, v in opts.items()},
+        rep.update({"label": label, "uses_judge": uses_judge, "options": {k: redact(str(v)) for k, v in opts.items()},
                     "wall_seconds_this_run": time.perf_counter() - t0})
         rows.append(rep)
-    return {"rollouts": str(rollouts), "judge": judge, "judge_groups": list(judge_groups or []),
+    return {"rollouts": str(rollouts), "judge": judge if judge is None else redact(str(judge)), "judge_groups": list(judge_groups or []),
             "reports": rows, "skipped": skipped}
 
 

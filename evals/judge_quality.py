@@ -142,7 +142,7 @@ def ask(backend: Any, prompt: PairwisePrompt, mode: VerdictMode, messages: Seque
         if r.status is not Status.OK:
             out.append(Verdict(None, r.status, r.error or ""))
             continue
-        v = parse(r.text)
+        v = parse(r.text, finish_reason=r.finish_reason())
         if not v.ok:
             out.append(Verdict(None, v.status, r.text[-200:]))
             continue

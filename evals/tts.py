@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from rewardkit.backends.base import JudgeBackend
+from rewardkit.backends.spec import redact
 from rewardkit.options import resolve_options
 from rewardkit.raro.tts import (
     CachedJudge,
@@ -56,7 +57,7 @@ def run_tts(problems: Sequence[Group], backend: JudgeBackend, ns: Sequence[int],
     res = evaluate_tts(problems, ns, cached, o)
     res["cost"] = {**pj.cost.to_dict(), "backend_rounds": pj.calls, "cached_matches": cached.hits,
                    "seconds": round(time.perf_counter() - t0, 1)}
-    res["settings"] = {"judge": getattr(backend, "model_id", str(backend)), "n": list(ns),
+    res["settings"] = {"judge": redact(getattr(backend, "model_id", str(backend))), "n": list(ns),
                        **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(o).items()}}
     return res
 

@@ -30,7 +30,21 @@ class Scorer(Protocol):
 
 # ------------------------------------------------------------------------------------------ options
 
-VerdictMode = Literal["generate", "logit"]  # how a judge's verdict is read: parsed from text, or from its probabilities
+VerdictMode = Literal["auto", "generate", "logit"]  # how a judge's verdict is read: parsed from text, from its probabilities, or auto
+
+
+def resolve_mode(mode: str, judge: JudgeBackend | str) -> str:
+    """``auto`` follows the judge: the backend's ``default_mode`` (``logit`` for the embedded SmolLM2, which
+    cannot write the papers' verdict formats; ``generate``, the papers' way, for every other judge)."""
+    if mode != "auto":
+        return mode
+    if isinstance(judge, str):
+        from rewardkit.backends.embedded import ALIASES
+        from rewardkit.backends.spec import split_spec
+
+        kind, target, _ = split_spec(judge)
+        return "logit" if kind in ("transformers", "llamacpp") and target in ALIASES else "generate"
+    return getattr(judge, "default_mode", "generate")
 
 
 @dataclass(frozen=True)
@@ -38,7 +52,8 @@ class JudgeOptions(Options):
     """The two options every judge-based scorer shares: which judge, and how its verdict is read."""
 
     judge: JudgeBackend | str = option("smollm2", "judge backend spec (see rewardkit.backends) or a backend instance")
-    mode: VerdictMode = option("generate", "generate (parse the written verdict) or logit (the judge's verdict probabilities)")
+    mode: VerdictMode = option("auto", "generate (parse the written verdict), logit (the judge's verdict probabilities) or "
+                                        "auto (logit for the embedded SmolLM2 judge, generate for any other)")
 
 
 class BaseScorer:
@@ -92,6 +107,11 @@ class JudgeScorer(BaseScorer):
             self._judge = load_backend(self.options.judge)  # type: ignore[attr-defined]
         return self._judge
 
+    @property
+    def verdict_mode(self) -> str:
+        """``options.mode`` with ``auto`` resolved for this scorer's judge (``resolve_mode``)."""
+        return resolve_mode(self.options.mode, self.options.judge)  # type: ignore[attr-defined]
+
 
 # ----------------------------------------------------------------------------------------- registry
 
@@ -118,9 +138,9 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "proof-gate": ("rewardkit.jury.proof_gate:ProofGateScorer", "JURY-RL: majority answer verified once per group (eq. 4); ResZero when inconclusive (eq. 5)."),
     "majority-vote": ("rewardkit.jury.proof_gate:MajorityVoteScorer", "Label-free majority vote: reward 1 for responses agreeing with the plurality answer."),
     "llm-judge": ("rewardkit.jury.proof_gate:LLMJudgeScorer", "JURY-RL App. D judge, majority only: one judge call per group on the majority answer (gate, then fallback)."),
-    "self-certainty": ("rewardkit.jury.self_certainty:SelfCertaintyScorer", "JURY-RL label-free baseline: mean KL(uniform || p_t) of the policy's token distributions over the response."),
-    "entropy": ("rewardkit.jury.self_certainty:EntropyScorer", "JURY-RL label-free baseline: minus the mean token entropy of the policy over the response (low entropy rewarded)."),
-    "llm-judge-rollout": ("rewardkit.jury.rollout_judge:RolloutJudgeScorer", "JURY-RL LLM-as-a-Judge baseline: the App. D judge on every rollout's answer; reward 1 if True, 0 if False."),
+    "self-certainty": ("rewardkit.jury.self_certainty:SelfCertaintyScorer", "JURY-RL App. D label-free baseline: the policy's cumulative log-probability of the final-answer tokens (over=whole-response: Intuitor's mean KL(U || p_t))."),
+    "entropy": ("rewardkit.jury.self_certainty:EntropyScorer", "JURY-RL App. D label-free baseline: minus the policy's mean token entropy over the final-answer tokens (or the whole response)."),
+    "llm-judge-rollout": ("rewardkit.jury.rollout_judge:RolloutJudgeScorer", "JURY-RL LLM-as-a-Judge baseline: the App. D judge on every rollout (its reasoning and final answer); reward 1 if True, 0 if False."),
     # GAR
     "slices": ("rewardkit.gar.slices:SliceScorer", "GAR: discriminator judges each reasoning slice; R = l1 * exact match + l2 * slice mean."),
     "holistic": ("rewardkit.gar.holistic:HolisticScorer", "GAR Table 4 baseline: one discriminator call judges the whole trace; R = l1 * exact match + l2 * verdict."),

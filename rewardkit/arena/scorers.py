@@ -158,7 +158,7 @@ class _ArenaJudge(JudgeScorer):
         o = self.options
         msgs = [[{"role": "user", "content": p}] for p in prompts]
         out: list[_Outcome] = []
-        if o.mode == "logit":
+        if self.verdict_mode == "logit":
             choices = ("A", "B", "Tie") if kind == "pair" else ("1", "0.5", "0")
             prefix = TOURNAMENT_VERDICT_PREFIX if kind == "pair" else POINTWISE_VERDICT_PREFIX
             results = self.judge.verdict_probs([VerdictRequest(m, choices, prefix) for m in msgs])
@@ -178,7 +178,8 @@ class _ArenaJudge(JudgeScorer):
                 if r.status is not Status.OK:
                     out.append(_Outcome(None, r.status, r.error or f"judge call failed ({r.status})"))
                     continue
-                v = parse_boxed_choice(r.text) if kind == "pair" else parse_boxed_score(r.text)
+                v = (parse_boxed_choice(r.text, finish_reason=r.finish_reason()) if kind == "pair"
+                     else parse_boxed_score(r.text, finish_reason=r.finish_reason()))
                 if not v.ok:
                     out.append(_Outcome(None, v.status, v.message))
                 elif kind == "pair":

@@ -23,11 +23,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 
 from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
+from rewardkit.backends.spec import redact
 from rewardkit.options import Options, option
 from rewardkit.types import Status
 
@@ -114,8 +115,9 @@ class HTTPBackend(JudgeBackend):
         o = self.options = HTTPOptions(**options)
         model, api_key_env = o.model, o.api_key_env
         if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"option 'base_url': expected http(s)://HOST[:PORT]/v1, got {base_url!r}")
-        self.base_url = base_url.rstrip("/")
+            raise ValueError(f"option 'base_url': expected http(s)://HOST[:PORT]/v1, got {redact(base_url)!r}")
+        # credentials in the URL become Basic auth; base_url (in every message and model id) never holds them
+        self.base_url, self._auth = _split_credentials(base_url.rstrip("/"))
         self.model = model
         self.api_key = key_for(self.base_url, api_key, api_key_env)
         self.concurrency = o.concurrency
@@ -200,7 +202,7 @@ class HTTPBackend(JudgeBackend):
         import httpx
 
         limit = min(self.timeout, 30.0)
-        async with httpx.AsyncClient(timeout=limit, headers=self._headers()) as client:
+        async with httpx.AsyncClient(timeout=limit, headers=self._headers(), auth=self._auth) as client:
             r = await asyncio.wait_for(client.get(f"{self.base_url}/models"), limit)
             r.raise_for_status()
             return _model_entries(r.content)
@@ -213,7 +215,8 @@ class HTTPBackend(JudgeBackend):
         end = time.monotonic() + self.deadline if self.deadline else math.inf
         limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
         sem = asyncio.Semaphore(self.concurrency)
-        async with httpx.AsyncClient(timeout=self.timeout, limits=limits, headers=self._headers()) as client:
+        async with httpx.AsyncClient(timeout=self.timeout, limits=limits, headers=self._headers(),
+                                     auth=self._auth) as client:
             if self.model is None:  # discovered with the same retries (a server may still be starting)
                 found = await self._with_retries(client, None, end)
                 try:
@@ -393,6 +396,15 @@ def _top_entry(t: Any) -> tuple[str, float]:
     if isinstance(lp, bool) or not isinstance(lp, (int, float)) or math.isnan(lp) or lp > 1e-3:
         raise ValueError(f"log-probability {lp!r} of token {t['token']!r} is not a number <= 0")
     return t["token"], float(lp)
+
+
+def _split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
+    """(``url`` without its ``user:password@``, the percent-decoded (user, password) or None)."""
+    u = urlsplit(url)
+    if u.username is None and u.password is None:
+        return url, None
+    host = u.netloc.rpartition("@")[2]
+    return urlunsplit(u._replace(netloc=host)), (unquote(u.username or ""), unquote(u.password or ""))
 
 
 def key_for(base_url: str, api_key: str | None = None, api_key_env: str | None = None) -> str | None:

@@ -15,7 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
+from rewardkit.backends.base import (
+    ChatRequest,
+    Completion,
+    JudgeBackend,
+    VerdictRequest,
+    VerdictResult,
+    choice_probs,
+    continuation_tokens,
+)
 from rewardkit.options import Options, option
 from rewardkit.types import Status
 
@@ -64,9 +72,10 @@ class LlamaCppBackend(JudgeBackend):
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError as e:
             raise ImportError(f"{INSTALL_HINT} ({e})") from e
-        if model in ("smollm2", "embedded"):
-            from rewardkit.backends.embedded import GGUF_FILE, gguf_dir
+        from rewardkit.backends.embedded import ALIASES, GGUF_FILE, gguf_dir
 
+        self.default_mode = "logit" if model in ALIASES else "generate"  # as scoring.resolve_mode reads the spec
+        if model in ALIASES:
             model = str(gguf_dir() / GGUF_FILE)
         if not os.path.exists(model):
             raise FileNotFoundError(f"llamacpp:{model}: no such GGUF file")
@@ -140,22 +149,15 @@ class LlamaCppBackend(JudgeBackend):
                 res[i] = VerdictResult(np.array([]), Status.ERROR, len(p),
                                        error=f"prompt has {len(p)} tokens; n_ctx is {self.llm.n_ctx()}")
                 continue
-            conts = [self._continuation(text, p, c) for c in r.choices]
+            conts = [continuation_tokens(self.encode, text, p, c) for c in r.choices]
             lp0 = self._next_logprobs(p)
             if len({c[0] for c in conts}) == len(conts):
                 lp = np.array([lp0[c[0]] for c in conts])
             else:  # choices share a first token: score each continuation token by token
                 lp = np.array([lp0[c[0]] + sum(self._next_logprobs(p + c[:t])[c[t]] for t in range(1, len(c)))
                                for c in conts])
-            e = np.exp(lp - lp.max())
-            res[i] = VerdictResult(e / e.sum(), Status.OK, len(p))
+            res[i] = VerdictResult(choice_probs(lp), Status.OK, len(p))
         return [res[i] for i in range(len(requests))]
-
-    def _continuation(self, text: str, prompt_ids: list[int], choice: str) -> list[int]:
-        ids = self.encode(text + choice)
-        if ids[: len(prompt_ids)] == prompt_ids and len(ids) > len(prompt_ids):
-            return ids[len(prompt_ids):]
-        return self.encode(choice)
 
     def close(self) -> None:
         self.llm.close()

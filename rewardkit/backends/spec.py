@@ -13,11 +13,15 @@ Each value is converted to the type the backend's ``Options`` class declares for
 option gains it here with no change to this module. An unknown option, a repeated one or a value of the
 wrong type is a ``ValueError`` naming it and the valid options. Values are percent-decoded (``%26`` for
 ``&``). A spec cannot carry secrets: ``api_key`` is refused (name an environment variable with
-``api_key_env=VAR`` instead), since specs end up in logs, manifests and process lists.
+``api_key_env=VAR`` instead), since specs end up in logs, manifests and process lists. A password in a URL
+(``http://user:PASSWORD@host/v1``) is accepted and sent as HTTP Basic auth, but ``redact`` masks it (and any
+``api_key=``-like value) wherever a spec is shown or stored: error messages, manifests, start-up lines,
+served model names.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import fields
 from typing import Any
 from urllib.parse import unquote
@@ -26,6 +30,19 @@ from rewardkit.options import coerce_options
 
 SECRET_OPTIONS = {"api_key"}
 
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/?#@\s]*)@")
+_SECRET_QUERY = re.compile(r"(?i)(?P<key>[?&#](?:api_?key|access_?token|token|password|passwd|secret|key)=)[^&#\s'\"]*")
+
+
+def redact(text: str) -> str:
+    """``text`` with the credentials of every URL in it masked: ``http://user:***@host``, ``http://***@host``
+    (a bare user part may be a token) and ``?api_key=***``. Use it on anything shown or stored."""
+    def info(m: re.Match) -> str:
+        user, colon, _ = m.group("info").partition(":")
+        return m.group("scheme") + (f"{user}:***" if colon else "***") + "@"
+
+    return _SECRET_QUERY.sub(lambda m: m.group("key") + "***", _USERINFO.sub(info, text))
+
 
 def split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
     """``(kind, target, raw string options)`` of a spec; kind is transformers, http, vllm or llamacpp."""
@@ -33,7 +50,7 @@ def split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
     if not s:
         raise ValueError("empty backend spec: use e.g. 'smollm2', 'http://127.0.0.1:8000/v1', 'vllm:MODEL'")
     if s.startswith(("http://", "https://", "openai:")) and "#" in s:
-        raise ValueError(f"backend spec {spec!r}: a spec has no '#' part; name the model with '?model=NAME'")
+        raise ValueError(f"backend spec {redact(spec)!r}: a spec has no '#' part; name the model with '?model=NAME'")
     target, _, query = s.partition("?")
     opts = _query(spec, query)
     if target.startswith(("http://", "https://")):
@@ -42,13 +59,13 @@ def split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
     if sep and prefix == "openai":
         name, at, url = rest.rpartition("@")
         if not at or not name or not url.startswith(("http://", "https://")):
-            raise ValueError(f"backend spec {spec!r}: expected 'openai:MODEL@http(s)://HOST[:PORT]/v1'")
+            raise ValueError(f"backend spec {redact(spec)!r}: expected 'openai:MODEL@http(s)://HOST[:PORT]/v1'")
         _put(spec, opts, "model", name)
         return "http", url, opts
     if sep and prefix in ("vllm", "llamacpp", "llama.cpp", "hf", "transformers"):
         kind = {"llama.cpp": "llamacpp", "hf": "transformers"}.get(prefix, prefix)
         if not rest:
-            raise ValueError(f"backend spec {spec!r}: expected '{prefix}:MODEL'")
+            raise ValueError(f"backend spec {redact(spec)!r}: expected '{prefix}:MODEL'")
         return kind, rest, opts
     return "transformers", target, opts
 
@@ -58,24 +75,24 @@ def _query(spec: str, query: str) -> dict[str, str]:
     for part in filter(None, query.split("&")):
         key, eq, val = part.partition("=")
         if not key or not eq or not val:
-            raise ValueError(f"backend spec {spec!r}: expected 'option=value' after '?', got {part!r}")
+            raise ValueError(f"backend spec {redact(spec)!r}: expected 'option=value' after '?', got {part!r}")
         _put(spec, opts, unquote(key), unquote(val))
     return opts
 
 
 def _put(spec: str, opts: dict[str, str], key: str, val: str) -> None:
     if key in SECRET_OPTIONS:
-        raise ValueError(f"backend spec {spec!r}: a spec must not carry '{key}' (specs are logged); "
+        raise ValueError(f"backend spec {redact(spec)!r}: a spec must not carry '{key}' (specs are logged); "
                          f"use api_key_env=VARIABLE or pass {key}= in Python")
     if key in opts:
-        raise ValueError(f"backend spec {spec!r}: option '{key}' is given twice")
+        raise ValueError(f"backend spec {redact(spec)!r}: option '{key}' is given twice")
     opts[key] = val
 
 
 def backend_options(cls: type, raw: dict[str, str], spec: str = "") -> dict[str, Any]:
     """``raw`` string options typed and checked by ``cls.Options`` (``rewardkit.options``); ValueError otherwise.
     A backend with ``open_options`` (vLLM) passes options it does not declare through with guessed types."""
-    where = f"backend spec {spec!r}"
+    where = f"backend spec {redact(spec)!r}"
     declared = [f.name for f in fields(cls.Options)]
     unknown = [k for k in raw if k not in declared]
     if unknown and not cls.open_options:

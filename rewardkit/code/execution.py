@@ -145,12 +145,19 @@ class CodeResult:
         return Code.RUNNER_ERROR in self.results
 
 
+# numeric libraries start a thread (and a buffer) per core otherwise: programs are graded one core each
+SINGLE_THREADED = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")}
+
+
 @dataclass(frozen=True)
 class GradeConfig:
     """How programs are run: the per-test time limit, memory, and the sandbox's isolation."""
 
     timeout: float = 6.0  # seconds per test (LiveCodeBench's default); the whole check() for HumanEval
-    memory_bytes: int = 1 << 30
+    memory_bytes: int = 512 << 20  # address space per process (RLIMIT_AS)
+    program_memory_bytes: int = 1 << 30  # all processes of one program together (memory cgroup, where possible)
+    processes: int = 16  # processes + threads; without a cgroup a program may use processes x memory_bytes
+    disk_bytes: int = 64 << 20  # all files the program writes, together (tmpfs, with namespaces)
     stop_at_first_failure: bool = True
     isolation: Isolation = "auto"
     max_output_bytes: int = 1 << 20  # per stdin test
@@ -203,10 +210,12 @@ def grade(problem: Problem, response: str, config: GradeConfig = GradeConfig()) 
     budget = config.timeout * problem.n_tests
     limits = Limits(cpu_seconds=budget + 5, wall_seconds=budget + 10, memory_bytes=config.memory_bytes,
                     output_bytes=4 << 20 if problem.kind != "stdin" else max(4 << 20, 2 * config.max_output_bytes),
-                    processes=64)
+                    processes=config.processes, program_memory_bytes=config.program_memory_bytes,
+                    disk_bytes=config.disk_bytes)
     argv = [sys.executable, "-I", "-B"] + ([] if config.site_packages else ["-S"]) + ["harness.py"]
     res = run_sandboxed(argv, stdin=stdin, files={"harness.py": _HARNESS}, limits=limits,
-                        env={"PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8"}, readonly_paths=python_paths(),
+                        env={"PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8", **SINGLE_THREADED},
+                        readonly_paths=python_paths(),
                         isolation=config.isolation)
     return _verdict(problem, res, nonce, config)
 
@@ -238,6 +247,9 @@ def _verdict(problem: Problem, res: SandboxResult, nonce: str, config: GradeConf
     if record is None or res.returncode != 0:
         if res.timed_out or res.cpu_exceeded:
             return CodeResult([Code.TIME_LIMIT], n, "time limit exceeded (the whole run)", **base)
+        if res.memory_exceeded:
+            return CodeResult([Code.RUNTIME_ERROR], n, f"memory limit exceeded (all processes together, "
+                              f"{config.program_memory_bytes >> 20} MiB)", **base)
         if res.output_truncated:
             return CodeResult([Code.RUNTIME_ERROR], n, "output limit exceeded", **base)
         tail = res.stderr.decode("utf-8", "replace")[-500:]
@@ -304,7 +316,9 @@ class CodeOptions(Options):
     workers: int = option(2, "programs graded at once, each in its own sandbox")
     reward: Literal["all", "fraction"] = option("all", "1 when every test passes, or the fraction of test cases passed")
     tests: Literal["all", "public"] = option("all", "LiveCodeBench: public and private test cases, or public ones only")
-    memory_mb: int = option(1024, "address-space limit per process, in MiB")
+    memory_mb: int = option(512, "address-space limit per process, in MiB")
+    program_memory_mb: int = option(1024, "memory of all processes of one program together, in MiB (a memory cgroup, "
+                                          "where one can be made; else processes x memory_mb bounds it)")
     isolation: Literal["auto", "namespaces", "none"] = option(
         "auto", "namespaces where permitted (auto warns when not), required, or never")
 
@@ -313,9 +327,11 @@ class CodeOptions(Options):
         self._at_least(0, "timeout", strict=True)
         self._at_least(1, "workers")
         self._at_least(64, "memory_mb")
+        self._at_least(64, "program_memory_mb")
 
     def grade_config(self) -> GradeConfig:
         return GradeConfig(timeout=self.timeout, memory_bytes=self.memory_mb << 20,
+                           program_memory_bytes=self.program_memory_mb << 20,
                            stop_at_first_failure=self.reward == "all", isolation=self.isolation)
 
 

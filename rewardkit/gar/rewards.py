@@ -76,3 +76,27 @@ def discriminator_reward(r_d: float, r_a: float, lambda3: float = 1.0, lambda4: 
     if lambda3 < 0 or lambda4 < 0:
         raise ValueError(f"discriminator_reward: lambdas must be >= 0 (sec. 3), got {lambda3}, {lambda4}")
     return lambda3 * r_d + lambda4 * r_a
+
+
+def judgment_rewards(scores: Sequence[float | None], is_reference: Sequence[bool],
+                     correct: Sequence[bool | None], lambda3: float = 1.0, lambda4: float = 0.5,
+                     eps: float = 1e-6) -> np.ndarray:
+    """R^dis per sampled judgment (sec. 3): lambda3 * its GAN term + lambda4 * its alignment term.
+
+    ``scores`` are the judgments' r^s (1 = **YES**, 0 = **NO**, None = unparseable: NaN, masked), so
+    M_d(x) is the judgment's own verdict (clipped to [eps, 1 - eps]); ``correct`` is the final-answer
+    correctness of a generated slice's trace (None: unknown, and reference slices have no R^a term).
+    Averaged over the reference and over the generated judgments, these are R^d and R^a of
+    ``gan_reward`` / ``alignment_reward``: the discriminator's GRPO reward on its own judgments.
+
+    >>> judgment_rewards([1.0, 1.0, 0.0], [True, False, False], [None, True, False]).round(2).tolist()
+    [-0.0, -13.32, 0.5]
+    """
+    if not len(scores) == len(is_reference) == len(correct):
+        raise ValueError(f"judgment_rewards: {len(scores)} scores, {len(is_reference)} kinds, {len(correct)} labels")
+    d = gan_slice_terms(scores, is_reference, eps)  # log M_d(x) (reference) / log(1 - M_d(x)) (generated)
+    out = lambda3 * d
+    for i, (s, ref, c) in enumerate(zip(scores, is_reference, correct, strict=True)):
+        if not ref and c is not None and not math.isnan(out[i]):
+            out[i] += lambda4 * alignment_terms([s], bool(c))[0]
+    return out

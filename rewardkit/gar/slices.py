@@ -106,7 +106,7 @@ class DiscriminatorOptions(JudgeOptions):
 @dataclass(frozen=True)
 class SliceOptions(DiscriminatorOptions):
     slice_tokens: int = option(DEFAULT_SLICE_TOKENS, "slice token budget L (counted with the backend's tokenizer)")
-    min_slice_tokens: int | None = option(None, "a slice closes at a clear new beginning only once it holds this many tokens (default 3/4 of slice_tokens: slices near L, App. D.2)")
+    min_slice_tokens: int | None = option(None, "a slice closes at a clear new beginning only once it holds this many tokens (default 3/4 of slice_tokens, rewardkit's threshold: the paper gives none; keeps slices near L, App. D.2)")
     segmentation: Literal["delimiters", "fixed"] = option(
         "delimiters", "delimiters (the paper's slicing) or fixed (fixed-length windows ablation)")
     partial: bool = option(False, "judge only the first partial_slices slices and drop R^m (paper Table 5)")
@@ -155,7 +155,7 @@ class DiscriminatorScorer(JudgeScorer):
         msgs = [discriminator_messages(it.problem, it.text, it.context) for it in items]
         o = self.options
         out: list[SliceJudgment] = []
-        if o.mode == "logit":
+        if self.verdict_mode == "logit":
             vres = self.judge.verdict_probs(
                 [VerdictRequest(m, VERDICT_CHOICES, VERDICT_PREFIX) for m in msgs]
             )
@@ -179,7 +179,7 @@ class DiscriminatorScorer(JudgeScorer):
             if comp.status is not Status.OK:
                 out.append(SliceJudgment(comp.status, message=comp.error or f"judge call {comp.status}", cost=c))
                 continue
-            v = parse_yes_no(comp.text)  # invalid output -> invalid slice, never a NO
+            v = parse_yes_no(comp.text, comp.finish_reason())  # invalid output -> invalid slice, never a NO
             out.append(SliceJudgment(v.status, v.label, None, comp.text, v.message, cost=c))
         return out
 

@@ -1,84 +1,143 @@
 """The papers' training modes as small pieces around the GRPO loop (``GRPOTrainer(..., modes=[...])``).
 
-- Reasoning Arena and JURY-RL need no mode: pass the ``arena`` or ``proof-gate`` scorer; the loop logs
-  their routed and non-diverse fractions and judge calls.
+- Reasoning Arena and JURY-RL need no mode: pass the ``arena`` or ``proof-gate`` scorer (and ``loss=cispo``
+  for Reasoning Arena's optimiser); the loop logs their routed and non-diverse fractions and judge calls.
 - ``RaroShared``: RARO's shared LLM (Algorithm 2, App. C.1). The policy is also the critic: policy
   rewards come from the policy model judging (expert, policy) pairs, and critic rollouts (Mix of current
-  and replayed pairs) are trained in the same batch; losses weighted by lambda_pol / lambda_crit.
-- ``GarJoint``: GAR's joint training (sec. 3). A second model, the discriminator, gives the reasoner
-  R^rea = lambda1 R^m + lambda2 R^s, and is itself updated after every step to maximise
-  R^dis = lambda3 R^d + lambda4 R^a, differentiable through its P(YES) (verdict-logit mode).
+  and replayed pairs) are trained in the same batch; J_pol and J_crit are each averaged on their own,
+  then weighted lambda_pol / lambda_crit. ``critic_step`` trains the critic side alone on given pairs.
+- ``GarJoint``: GAR's stage 2, joint GRPO (sec. 3). A second model, the discriminator (stage 1:
+  ``rewardkit.grpo.sft``), samples analysis-**YES/NO**-rationale judgments of every slice; their binary
+  r^s give the reasoner R^rea = lambda1 R^m + lambda2 R^s, and the same judgments, with judgments of as
+  many reference slices, are the discriminator's own GRPO rollouts, rewarded with R^dis = lambda3 R^d +
+  lambda4 R^a per judgment (``rewardkit.gar.rewards.judgment_rewards``).
+
+Each mode takes its options as a frozen ``Options`` dataclass (``Mode(options)`` or ``Mode(**fields)``, as
+scorers do); ``scorer`` holds its scorer's options. ``train_settings`` are the paper's trainer settings,
+applied to every ``TrainConfig`` method setting left unset.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import math
 import os
 import tempfile
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import numpy as np
-import torch
 
-from rewardkit.grpo.trainer import GRPOTrainer, Rollouts
-from rewardkit.scoring import ADVANTAGES
-from rewardkit.types import Group, GroupScore
+from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
+from rewardkit.gar.rewards import judgment_rewards
+from rewardkit.gar.slices import SliceItem, SliceOptions, SliceScorer
+from rewardkit.grpo.trainer import GRPOTrainer, Learner, Rollouts, set_advantages
+from rewardkit.options import Options, coerce_options, option, resolve_options
+from rewardkit.prompts.gar import discriminator_messages
+from rewardkit.raro.critic import (
+    CriticItem,
+    CriticOptions,
+    CriticScorer,
+    critic_messages,
+    critic_rollout_rewards,
+    expert_positions,
+)
+from rewardkit.raro.replay import CriticExample
+from rewardkit.types import Group, GroupScore, Status
+from rewardkit.verdicts import parse_yes_no
+
+# ------------------------------------------------------------------------------------------ RARO
 
 
-def _judge_kw(cls: type, backend: Any) -> dict[str, Any]:
-    """The scorer's judge option (``judge``; older scorers call it ``backend``)."""
-    opts = getattr(cls, "Options", None)  # the one scorer shape: a frozen Options dataclass
-    names = {f.name for f in dataclasses.fields(opts)} if dataclasses.is_dataclass(opts) else \
-        set(inspect.signature(cls.__init__).parameters)
-    return {"judge": backend} if "judge" in names else {"backend": backend}
+@dataclass(frozen=True)
+class RaroOptions(Options):
+    """RARO shared-LLM options (Table 5, App. C.1); ``scorer`` is the relativistic critic's (its judge is the policy)."""
+
+    lambda_pol: float = option(0.5, "weight of J_pol (Table 5: 1/2 Countdown, 1/9 DeepMath, 1/3 poetry)")
+    lambda_crit: float = option(0.5, "weight of J_crit (Table 5: 1/2 Countdown, 8/9 DeepMath, 2/3 poetry)")
+    critic_batch: int | None = option(None, "critic prompts per step, Mix(current, replay) (None: as many as policy rollouts)")
+    critic_samples: int | None = option(None, "critic rollouts per critic prompt, one GRPO group (None: samples_per_prompt, the paper's one group size)")
+    scorer: CriticOptions = option(CriticOptions(), "the critic's options; max_tokens is also the critic rollouts' budget")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(0, "lambda_pol", "lambda_crit")
+        self._at_least(1, "critic_batch", "critic_samples")
+        if self.scorer.mode != "generate":
+            raise ValueError("option 'mode': RARO's critic rollouts are sampled reasoning: the critic must generate")
+
+
+def critic_items(examples: Sequence[CriticExample], step: int, seed: int = 0, template: str = "math") -> list[CriticItem]:
+    """Critic prompts for given (question, expert, policy answer) triples, the expert's slot seeded by (seed, step)."""
+    pos = expert_positions(len(examples), seed, f"critic-batch-{step}")
+    out = []
+    for ex, p in zip(examples, pos, strict=True):
+        a1, a2 = (ex.expert, ex.policy) if p == 1 else (ex.policy, ex.expert)
+        out.append(CriticItem(ex, p, critic_messages(ex.question, a1, a2, template), "current"))
+    return out
+
+
+def critic_rollouts(learner: Learner, items: Sequence[CriticItem], samples: int, max_tokens: int,
+                    tau_crit: float, seed_key: tuple[int, int]) -> tuple[Rollouts, dict[str, float]]:
+    """``samples`` critic rollouts per item from ``learner`` (one GRPO group each; Algorithm 2 line 14),
+    rewarded R_crit (line 15; unparseable ones masked), with advantages from the learner's settings."""
+    r = learner.sample([it.messages for it in items], samples, seed_key=seed_key, max_new_tokens=max_tokens)
+    rewards, statuses, _ = critic_rollout_rewards(r.texts, [it.expert_position for it in items for _ in range(samples)],
+                                                  tau_crit, r.finish_reasons())  # a cut-off critic is invalid
+    ok = np.array([s is Status.OK for s in statuses]).reshape(len(items), samples)  # [C, K]
+    set_advantages(r, rewards.reshape(len(items), samples), ok, learner.config)  # over-length filtered if set
+    kept = rewards[r.valid]
+    return r, {"critic_rollouts": len(r), "critic_ok_fraction": float(ok.mean()),
+               "critic_truncated_fraction": float(np.mean(r.truncated)),
+               "critic_reward_mean": float(kept.mean()) if kept.size else math.nan}
+
+
+def critic_step(learner: Learner, examples: Sequence[CriticExample], step: int, samples: int = 4,
+                options: CriticOptions | None = None) -> dict[str, float]:
+    """One GRPO step of the RARO critic side alone (Algorithm 2 lines 13-17 with lambda_pol = 0) on given
+    (question, expert answer, policy answer) triples: ``samples`` sampled verdicts per pair, rewarded R_crit.
+
+    For judge training on fixed data: ``Learner(TrainConfig(...).resolved(RaroShared.train_settings))``
+    gives App. C.1's settings; call this once per batch of triples. ``options`` supplies the critic's
+    budget (``max_tokens``), ``tau_crit``, prompt ``template`` and ``seed`` (expert slots). Returns metrics.
+    """
+    o = options or CriticOptions()
+    items = critic_items(examples, step, o.seed, o.template)
+    r, metrics = critic_rollouts(learner, items, samples, o.max_tokens, o.tau_crit, seed_key=(step, 1))
+    return {**metrics, **learner.update([r])}
 
 
 class RaroShared:
     """RARO shared-LLM mode: the policy model is its own relativistic critic (Algorithm 2)."""
 
-    def __init__(self, lambda_pol: float = 0.5, lambda_crit: float = 0.5, critic_batch: int | None = None,
-                 critic_samples: int = 2, critic_max_tokens: int = 128, **critic_options: Any):
-        if lambda_pol < 0 or lambda_crit < 0:
-            raise ValueError(f"options 'lambda_pol', 'lambda_crit': must be >= 0, got {lambda_pol}, {lambda_crit}")
-        if critic_samples < 1:
-            raise ValueError(f"option 'critic_samples': must be >= 1, got {critic_samples}")
-        self.lambda_pol, self.lambda_crit = lambda_pol, lambda_crit  # Table 5: 1/2, 1/2 (Countdown)
-        self.critic_batch, self.critic_samples, self.critic_max_tokens = critic_batch, critic_samples, critic_max_tokens
-        self.critic_options = critic_options
-        self.critic: Any = None
+    Options: ClassVar[type[RaroOptions]] = RaroOptions
+    # App. C.1 and Table 4: no advantage normalisation, no length normalisation (Dr. GRPO), clip [0.2, 0.28],
+    # KL coefficient 1e-3, over-length filtering of policy and critic rollouts (DAPO).
+    train_settings: ClassVar[dict[str, Any]] = {"advantage": "dr_grpo", "norm": "constant", "eps_low": 0.2,
+                                                "eps_high": 0.28, "beta": 1e-3, "overlong_filter": True}
+
+    def __init__(self, options: RaroOptions | None = None, /, **fields: Any):
+        self.options: RaroOptions = resolve_options(RaroOptions, options, fields, "RaroShared")
+        self.critic: CriticScorer | None = None
 
     def attach(self, trainer: GRPOTrainer) -> None:
-        from rewardkit.raro.critic import CriticScorer
-
-        opts = {"max_tokens": self.critic_max_tokens, "temperature": trainer.config.temperature,
-                **self.critic_options, **_judge_kw(CriticScorer, trainer.policy)}
-        self.critic = CriticScorer(**opts)
+        self.critic = CriticScorer(dataclasses.replace(self.options.scorer, judge=trainer.policy))
         trainer.scorer = self.critic  # R_pol from c_theta = the policy's own weights (lines 6-8)
-        trainer.policy_weight = self.lambda_pol
+        trainer.policy_weight = self.options.lambda_pol
 
     def extra_rollouts(self, trainer: GRPOTrainer, groups: list[Group], scores: list[GroupScore],
                        step: int) -> tuple[list[Rollouts], dict[str, float]]:
-        from rewardkit.raro.critic import critic_rollout_rewards
-
-        size = self.critic_batch or sum(len(g) for g in groups)
+        o = self.options
+        size = o.critic_batch or sum(len(g) for g in groups)
         items = self.critic.critic_batch(groups, size, step)  # Mix(R_new, R); R <- R u R_new (lines 9-12)
         if not items:
             return [], {"critic_rollouts": 0}
-        k = self.critic_samples
-        r = trainer.sample([it.messages for it in items], k, seed_key=(step, 1), max_new_tokens=self.critic_max_tokens)
-        positions = [it.expert_position for it in items for _ in range(k)]
-        rewards, statuses, _ = critic_rollout_rewards(r.texts, positions, self.critic.options.tau_crit)  # line 15
-        ok = np.array([s.value == "ok" for s in statuses]).reshape(len(items), k)
-        rew = rewards.reshape(len(items), k)
-        r.advantages = ADVANTAGES[trainer.config.advantage](rew, ok).reshape(-1)
-        r.valid = ok.reshape(-1)
-        r.weight = self.lambda_crit
-        valid = rew[ok]
-        return [r], {"critic_rollouts": len(r), "critic_reward_mean": float(valid.mean()) if valid.size else math.nan,
-                     "critic_ok_fraction": float(ok.mean()), "replay_size": len(self.critic.replay)}
+        k = o.critic_samples or trainer.config.samples_per_prompt
+        r, metrics = critic_rollouts(trainer.learner, items, k, o.scorer.max_tokens, o.scorer.tau_crit, (step, 1))
+        r.weight = o.lambda_crit
+        return [r], {**metrics, "replay_size": len(self.critic.replay)}
 
     def after_step(self, trainer: GRPOTrainer, groups: list[Group], scores: list[GroupScore], step: int) -> dict:
         return {}
@@ -105,94 +164,210 @@ class RaroShared:
 # ------------------------------------------------------------------------------------------- GAR
 
 
-def dis_objective(p_real: torch.Tensor, is_ref: torch.Tensor, correct: torch.Tensor, lambda3: float = 1.0,
-                  lambda4: float = 0.5, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Differentiable R^dis = lambda3 R^d + lambda4 R^a (GAR sec. 3) over slices.
+class SampledJudge(JudgeBackend):
+    """A ``Learner``'s model as a judge whose sampled judgments are kept for its own GRPO update.
 
-    ``p_real`` [S] = M_d(x) = P(YES); ``is_ref`` [S] bool; ``correct`` [S] float: the slice's trace
-    correctness (1/0) for generated slices, NaN where unknown (left out of R^a). Same maths as
-    ``rewardkit.gar.rewards.gan_reward`` / ``alignment_reward`` / ``discriminator_reward``, on tensors.
+    ``generate`` samples ``n`` judgments per request with the learner (whatever the request's ``n``: the
+    scorer reads the first, the rest complete the request's GRPO group) and keeps their token ids until
+    ``take()``; ``verdict_probs`` and token counts are the learner's backend's.
     """
-    p = p_real.clamp(eps, 1 - eps)
-    r_d = torch.log(p[is_ref]).mean() + torch.log1p(-p[~is_ref]).mean()
-    known = ~is_ref & ~torch.isnan(correct)
-    r_a = (1 - (p[known] - correct[known]).abs()).mean() if known.any() else p.new_tensor(0.0)
-    return lambda3 * r_d + lambda4 * r_a, r_d, r_a
+
+    def __init__(self, learner: Learner, n: int):
+        self.learner, self.n = learner, n
+        self.model_id = learner.backend.model_id
+        self._taken: tuple[list[ChatRequest], Rollouts] | None = None
+        self._calls = 0
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        if not requests:
+            return []
+        self._calls += 1
+        r = self.learner.sample([q.messages for q in requests], self.n, seed_key=(self._calls, 2),
+                                max_new_tokens=max(q.max_tokens for q in requests))
+        self._taken = (list(requests), r)
+        n = self.n
+        return [Completion(r.texts[i * n:(i + 1) * n], prompt_tokens=len(r.prompt_ids[i * n]),
+                           completion_tokens=sum(len(c) for c in r.completion_ids[i * n:(i + 1) * n]),
+                           finish_reasons=r.finish_reasons()[i * n:(i + 1) * n])
+                for i in range(len(requests))]
+
+    def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
+        return self.learner.backend.verdict_probs(requests)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.learner.backend.count_tokens(texts)
+
+    def take(self) -> tuple[list[ChatRequest], Rollouts] | None:
+        """The last ``generate`` call's requests and sampled judgments (once)."""
+        out, self._taken = self._taken, None
+        return out
+
+
+@dataclass(frozen=True)
+class GarOptions(Options):
+    """GAR joint-training options (sec. 3, 4.1); ``scorer`` is the slice scorer's (its judge is the discriminator)."""
+
+    discriminator: str = option("smollm2", "the discriminator: a model folder (stage 1's output, rewardkit.grpo.sft) or 'smollm2'")
+    lr: float = option(1e-6, "the discriminator's AdamW learning rate (sec. 4.1: 1e-6, as the reasoner's)")
+    lambda3: float = option(1.0, "weight of R^d in R^dis (sec. 4.1: 1)")
+    lambda4: float = option(0.5, "weight of R^a in R^dis (sec. 4.1: 0.5)")
+    dis_samples: int = option(2, "judgments sampled per slice: one GRPO group of the discriminator (not stated in the paper)")
+    dis_update: Literal["grpo", "expected"] = option(
+        "grpo", "grpo: GRPO on its sampled judgments (sec. 3); expected: rewardkit's variant, gradient ascent on the "
+                "expected R^dis of a bare verdict, P(YES) R(YES) + P(NO) R(NO), one forward pass per slice, no rollouts")
+    scorer: SliceOptions = option(SliceOptions(temperature=1.0), "the slice scorer's options; generate mode samples judgments at its temperature, capped at max_tokens (K = 128)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(0, "lambda3", "lambda4")
+        self._at_least(0, "lr", strict=True)
+        self._at_least(1, "dis_samples")
+        if self.scorer.temperature <= 0:
+            raise ValueError("option 'temperature': the discriminator's judgments are sampled: must be > 0")
 
 
 class GarJoint:
-    """GAR joint mode: a second model as the slice discriminator, rewarding the reasoner and trained on R^dis."""
+    """GAR joint GRPO (stage 2): a second model judges slices for the reasoner and learns from its own judgments."""
 
-    def __init__(self, discriminator: str = "smollm2", lr: float = 1e-6, lambda3: float = 1.0, lambda4: float = 0.5,
-                 **slice_options: Any):
-        self.discriminator, self.lr, self.lambda3, self.lambda4 = discriminator, lr, lambda3, lambda4
-        self.slice_options = slice_options
-        self.disc: Any = None
+    Options: ClassVar[type[GarOptions]] = GarOptions
+    train_settings: ClassVar[dict[str, Any]] = {}  # the reasoner: GRPO as DeepSeekMath states it (the loss's settings)
+
+    def __init__(self, options: GarOptions | None = None, /, **fields: Any):
+        self.options: GarOptions = resolve_options(GarOptions, options, fields, "GarJoint")
+        self.learner: Learner | None = None
 
     def attach(self, trainer: GRPOTrainer) -> None:
-        from rewardkit.backends.transformers_backend import TransformersBackend
-        from rewardkit.gar.slices import SliceScorer
-
-        self.disc = TransformersBackend(self.discriminator, dtype=trainer.config.dtype,  # trained: the policy dtype
-                                        device=trainer.config.device)  # its own weights
-        opts = {"mode": "logit", "soft": True, **self.slice_options, **_judge_kw(SliceScorer, self.disc)}
-        self.slicer = SliceScorer(**opts)
-        trainer.scorer = self.slicer  # R^rea for the reasoner
-        self.optimizer = torch.optim.AdamW(self.disc.model.parameters(), lr=self.lr)
+        o = self.options
+        # the discriminator is trained like the reasoner (the same resolved settings) but for its own
+        # learning rate; its judgments are capped at K tokens on purpose, so they are never over-length filtered
+        cfg = dataclasses.replace(trainer.config, model=o.discriminator, lr=o.lr, temperature=o.scorer.temperature,
+                                  max_new_tokens=o.scorer.max_tokens, overlong_filter=False)
+        self.learner = Learner(cfg)
+        self.judge = SampledJudge(self.learner, o.dis_samples if o.dis_update == "grpo" else 1)
+        self.slicer = SliceScorer(dataclasses.replace(o.scorer, judge=self.judge))
+        trainer.scorer = self.slicer  # R^rea for the reasoner, r^s from the discriminator's sampled judgments
 
     def extra_rollouts(self, trainer, groups, scores, step) -> tuple[list[Rollouts], dict[str, float]]:
         return [], {}
 
-    def p_yes(self, items: list[tuple[str, str]]) -> torch.Tensor:
-        """P(YES) of each (problem, slice) from the discriminator, with gradients (YES vs NO, renormalised)."""
-        from rewardkit.prompts.gar import VERDICT_CHOICES, VERDICT_PREFIX, discriminator_messages
-
-        b, dev = self.disc, self.disc.device
-        out = []
-        for problem, text in items:
-            rendered = b.render(discriminator_messages(problem, text), assistant_prefix=VERDICT_PREFIX)
-            prompt = b.encode(rendered)
-            logps = []
-            for choice in VERDICT_CHOICES:
-                cont = b._continuation(rendered, prompt, choice)
-                ids = torch.tensor([prompt + cont], device=dev)
-                lp = torch.log_softmax(b.model(input_ids=ids).logits[0, len(prompt) - 1:-1].float(), -1)
-                logps.append(lp.gather(-1, torch.tensor(cont, device=dev)[:, None]).sum())
-            out.append(torch.softmax(torch.stack(logps), 0)[0])
-        return torch.stack(out)
-
     def after_step(self, trainer: GRPOTrainer, groups: list[Group], scores: list[GroupScore], step: int) -> dict:
-        items, is_ref, correct = [], [], []
-        for g, s in zip(groups, scores, strict=True):
-            for sl in self.slicer.slices(g.expert or ""):
-                items.append((g.prompt, sl.text))
-                is_ref.append(True)
-                correct.append(math.nan)
-            em = s.components.get("exact_match") or [math.nan] * len(g)
-            for r, c in zip(g.responses, em, strict=True):
-                for sl in self.slicer.slices(r):
-                    items.append((g.prompt, sl.text))
-                    is_ref.append(False)
-                    correct.append(math.nan if c is None else float(c))
-        ref = torch.tensor(is_ref, dtype=torch.bool)
-        if not ref.any() or ref.all():
+        """The discriminator's GRPO step on its judgments of the step's generated slices and as many reference slices."""
+        o, k = self.options, self.options.dis_samples
+        gen, correct = self._generated(groups, scores)
+        taken = self.judge.take()
+        if o.dis_update == "expected":
+            return self._expected_update(gen, correct, self._reference(groups, len(gen), step))
+        ref = self._reference(groups, len(gen), step)
+        if not gen or not ref:
             return {"dis_skipped": 1.0}  # R^d needs reference AND generated slices (groups need an expert)
-        self.disc.model.train()
-        r_dis, r_d, r_a = dis_objective(self.p_yes(items), ref, torch.tensor(correct, dtype=torch.float32),
-                                        self.lambda3, self.lambda4)
-        self.optimizer.zero_grad(set_to_none=True)
-        (-r_dis).backward()
-        self.optimizer.step()
-        self.disc.model.eval()
-        return {"R_dis": float(r_dis.detach()), "R_d": float(r_d.detach()), "R_a": float(r_a.detach()),
-                "dis_slices": len(items)}
+        if taken is not None and len(taken[0]) == len(gen):
+            gen_roll = taken[1]  # the very judgments that gave the reasoner its r^s
+        else:  # logit-mode scoring (a rewardkit variant) samples no judgments: sample them now
+            gen_roll = self._judge(gen, (step, 3))
+        ref_roll = self._judge(ref, (step, 4))
+        metrics: dict[str, float] = {}
+        for roll, is_ref, labels, name in ((ref_roll, True, [None] * len(ref), "ref"), (gen_roll, False, correct, "gen")):
+            verdicts = [parse_yes_no(t, f) for t, f in zip(roll.texts, roll.finish_reasons(), strict=True)]
+            r_s = [(1.0 if v.label == "YES" else 0.0) if v.ok else None for v in verdicts]  # binary r^s per judgment
+            rewards = judgment_rewards(r_s, [is_ref] * len(r_s), [c for c in labels for _ in range(k)], o.lambda3, o.lambda4)
+            ok = np.isfinite(rewards).reshape(-1, k)  # [S, G] unparseable judgments are masked
+            set_advantages(roll, np.nan_to_num(rewards).reshape(-1, k), ok, self.learner.config)
+            roll.weight = 1.0  # R^d = E_ref + E_gen: each set averaged on its own (a balanced set)
+            kept = rewards[np.isfinite(rewards)]
+            metrics[f"dis_{name}_reward"] = float(kept.mean()) if kept.size else math.nan
+            metrics[f"dis_{name}_yes"] = float(np.mean([s == 1.0 for s in r_s]))
+            metrics[f"dis_{name}_ok_fraction"] = float(ok.mean())
+        stats = self.learner.update([ref_roll, gen_roll])
+        return {**metrics, "dis_slices": len(gen) + len(ref), **{f"dis_{k_}": v for k_, v in stats.items()}}
+
+    def _expected_update(self, gen: list[SliceItem], correct: list[bool | None], ref: list[SliceItem]) -> dict:
+        """The ``expected`` variant: one AdamW step on E[R^dis] = mean_ref E + mean_gen E, where each slice's
+        E = P(YES) R(YES) + P(NO) R(NO) with R the per-judgment R^dis of a bare **YES** / **NO**."""
+        import torch
+
+        from rewardkit.grpo.trainer import completion_logprobs
+        from rewardkit.prompts.gar import VERDICT_CHOICES, VERDICT_PREFIX
+
+        if not gen or not ref:
+            return {"dis_skipped": 1.0}
+        o, b = self.options, self.learner.backend
+        items, is_ref = ref + gen, [True] * len(ref) + [False] * len(gen)
+        labels = [None] * len(ref) + correct
+        rows = []
+        for it in items:
+            text = b.render(discriminator_messages(it.problem, it.text, it.context), assistant_prefix=VERDICT_PREFIX)
+            prompt = b.encode(text)
+            for choice in VERDICT_CHOICES:  # the choice's tokens after the prompt (alone if they merge across it)
+                full = b.encode(text + choice)
+                rows.append((prompt, full[len(prompt):] if full[:len(prompt)] == prompt else b.encode(choice)))
+        logp, mask, _ = completion_logprobs(b.model, rows, b.tokenizer.pad_token_id, 1.0, b.device)  # [2S, T]
+        seq = (logp * mask).sum(-1).view(len(items), 2)  # [S, 2] log P(YES), log P(NO) after the prefix
+        p_yes = torch.softmax(seq, -1)[:, 0]  # [S] renormalised over the two verdicts
+        r_yes = torch.tensor(judgment_rewards([1.0] * len(items), is_ref, labels, o.lambda3, o.lambda4),
+                             dtype=p_yes.dtype)  # [S] R^dis of a YES judgment
+        r_no = torch.tensor(judgment_rewards([0.0] * len(items), is_ref, labels, o.lambda3, o.lambda4),
+                            dtype=p_yes.dtype)  # [S] R^dis of a NO judgment
+        e = p_yes * r_yes + (1 - p_yes) * r_no  # [S] expected per-slice R^dis
+        ref_mask = torch.tensor(is_ref)  # [S]
+        objective = e[ref_mask].mean() + e[~ref_mask].mean()  # R^d's two expectations (+ R^a on the generated)
+        self.learner.optimizer.zero_grad(set_to_none=True)
+        (-objective).backward()
+        self.learner.optimizer.step()
+        return {"dis_expected_r_dis": float(objective.detach()), "dis_slices": len(items),
+                "dis_ref_p_yes": float(p_yes[ref_mask].mean().detach()),
+                "dis_gen_p_yes": float(p_yes[~ref_mask].mean().detach())}
+
+    def _generated(self, groups: list[Group], scores: list[GroupScore]) -> tuple[list[SliceItem], list[bool | None]]:
+        """The slices the scorer judged, in its order, with their trace's exact-match correctness (None: unknown)."""
+        items, correct = [], []
+        for g, s in zip(groups, scores, strict=True):
+            em = s.components.get("exact_match") or [math.nan] * len(g)
+            for r, per_resp, c in zip(g.responses, s.extra.get("slices", [[] for _ in g.responses]), em, strict=True):
+                for j, sl in enumerate(per_resp):
+                    ctx = r[: sl["start"]] if self.options.scorer.context and j else ""
+                    items.append(SliceItem(g.prompt, sl["text"], ctx))
+                    correct.append(None if c is None or math.isnan(c) else bool(c))
+        return items, correct
+
+    def _reference(self, groups: list[Group], n: int, step: int) -> list[SliceItem]:
+        """Up to ``n`` reference slices from the groups' expert solutions (a seeded draw when there are more)."""
+        pool = []
+        for g in groups:
+            expert = g.expert or ""
+            for j, sl in enumerate(self.slicer.slices(expert)):
+                pool.append(SliceItem(g.prompt, sl.text, expert[: sl.start] if self.options.scorer.context and j else ""))
+        if len(pool) <= n:
+            return pool
+        pick = np.random.default_rng([self.learner.config.seed, step]).choice(len(pool), n, replace=False)
+        return [pool[i] for i in sorted(pick)]
+
+    def _judge(self, items: list[SliceItem], seed_key: tuple[int, int]) -> Rollouts:
+        msgs = [discriminator_messages(it.problem, it.text, it.context) for it in items]
+        return self.learner.sample(msgs, self.options.dis_samples, seed_key, self.options.scorer.max_tokens)
 
     def state_dict(self) -> dict[str, Any]:
-        if self.disc is None:
+        if self.learner is None:
             return {}
-        return {"model": self.disc.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        return {"model": self.learner.model.state_dict(), "optimizer": self.learner.optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "model" in state:
-            self.disc.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
+            self.learner.model.load_state_dict(state["model"])
+            self.learner.optimizer.load_state_dict(state["optimizer"])
+
+
+MODES: dict[str, type] = {"raro": RaroShared, "gar": GarJoint}
+
+
+def build_mode(name: str, values: dict[str, Any]) -> RaroShared | GarJoint:
+    """A mode from its name and ``KEY=VALUE`` options (CLI strings coerced to the declared types): the mode's
+    own fields go to its ``Options``, every other one to its scorer's (``scorer``)."""
+    if name not in MODES:
+        raise ValueError(f"unknown mode {name!r}; known: {', '.join(MODES)}")
+    cls = MODES[name]
+    own = {f.name for f in dataclasses.fields(cls.Options)} - {"scorer"}
+    scorer_cls = type(next(f.default for f in dataclasses.fields(cls.Options) if f.name == "scorer"))
+    mine = coerce_options(cls.Options, {k: v for k, v in values.items() if k in own}, f"mode {name!r}")
+    theirs = coerce_options(scorer_cls, {k: v for k, v in values.items() if k not in own}, f"mode {name!r}")
+    base = cls.Options()
+    return cls(dataclasses.replace(base, scorer=dataclasses.replace(base.scorer, **theirs), **mine))

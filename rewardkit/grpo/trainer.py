@@ -2,9 +2,14 @@
 
 The loop reads top to bottom in ``GRPOTrainer.train_step`` (simple_GRPO / nano-aha-moment are the
 models): ``sample`` -> ``scorer.score`` -> group-relative advantages -> ``logprobs`` -> loss -> optimizer
-step -> metrics and an atomic checkpoint. The papers' training modes (``rewardkit.grpo.modes``) plug in
-through two hooks, ``extra_rollouts`` (more sequences in the same batch, e.g. RARO's critic rollouts) and
-``after_step`` (e.g. GAR's discriminator update), instead of flags inside the loop.
+step -> metrics and an atomic checkpoint. The model-side pieces (sampling with token ids, log-probs, the
+optimizer step) live in ``Learner``, so a mode can train a second model the same way (GAR's discriminator).
+The papers' training modes (``rewardkit.grpo.modes``) plug in through two hooks, ``extra_rollouts`` (more
+sequences in the same batch, e.g. RARO's critic rollouts) and ``after_step`` (e.g. GAR's discriminator
+update), instead of flags inside the loop.
+
+Each named method brings its own paper's settings (``TrainConfig.resolved``): a setting left unset (None)
+takes the mode's paper value, else the advantage's, else the loss's; a value set by hand always wins.
 
 Rollouts are seeded by (seed, step) and prompts are drawn by a seeded permutation per epoch, so a run
 killed mid-step resumes from its last checkpoint and redoes exactly that step.
@@ -15,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -24,14 +29,37 @@ import numpy as np
 import torch
 
 from rewardkit.grpo.checkpoint import MetricsLog, latest_checkpoint, load_state, save_checkpoint
-from rewardkit.grpo.losses import LOSSES
-from rewardkit.scoring import ADVANTAGES, Scorer, diversity_stats, option
+from rewardkit.grpo.losses import mixed_loss
+from rewardkit.options import Options, option
+from rewardkit.scoring import ADVANTAGES, Scorer, diversity_stats
 from rewardkit.types import Cost, Group, GroupScore
+
+# The papers' settings per named method; a TrainConfig field left None takes them (see TrainConfig.resolved).
+LOSS_SETTINGS: dict[str, dict[str, Any]] = {
+    # DeepSeekMath eq. 3-4 (Shao et al. 2024, as the papers cite GRPO): A = (r - mean) / std, 1/G sum_i 1/|o_i|
+    # sum_t (per-sequence normaliser), k3 KL at beta = 0.04 (Sec. 4.2). The paper states no clip range:
+    # eps = 0.2 is PPO's (and TRL's / verl's default).
+    "grpo": {"advantage": "grpo", "norm": "sequence", "eps_low": 0.2, "eps_high": 0.2, "beta": 0.04,
+             "overlong_filter": False},
+    # CISPO as Reasoning Arena uses it (eqs. 1-2): 1 / sum_i |y_i| per group, the IS weight clipped to
+    # [1 - 1.0, 1 + 2.0] (one-sided, App. "Setups"), std-normalised advantage, no KL term.
+    "cispo": {"advantage": "grpo", "norm": "token", "eps_low": 1.0, "eps_high": 2.0, "beta": 0.0,
+              "overlong_filter": False},
+}
+ADVANTAGE_SETTINGS: dict[str, dict[str, Any]] = {
+    "grpo": {},
+    "dr_grpo": {"norm": "constant"},  # Dr. GRPO drops both the std and the 1/|o_i| length normaliser
+    "rloo": {},
+}
+METHOD_FIELDS = ("advantage", "norm", "eps_low", "eps_high", "beta", "overlong_filter")
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """Everything a run needs besides the prompts and the scorer (the CLI derives its options from here)."""
+class TrainConfig(Options):
+    """Everything a run needs besides the prompts and the scorer (the CLI derives its options from here).
+
+    Fields whose default is None are the method's settings: ``resolved()`` fills them from the papers.
+    """
 
     model: str = option("smollm2", "policy: a local model folder or 'smollm2' (the embedded SmolLM2-135M-Instruct)")
     out_dir: str = option("runs/grpo", "where checkpoints, metrics.jsonl and TensorBoard logs go")
@@ -42,57 +70,97 @@ class TrainConfig:
     temperature: float = option(1.0, "sampling temperature (log-probabilities are taken at the same temperature)")
     top_p: float = option(1.0, "nucleus sampling threshold")
     system_prompt: str | None = option(None, "system message before each prompt (None: the chat template's default)")
-    loss: Literal["grpo", "cispo"] = option("grpo", "clipped GRPO surrogate or CISPO (Reasoning Arena eq. 1-2)")
-    advantage: Literal["grpo", "dr_grpo", "rloo"] = option("grpo", "group-relative advantage estimator")
-    norm: Literal["token", "sequence", "constant"] = option("token", "loss normaliser: tokens per group (eq. 1), per sequence, or constant (Dr. GRPO)")
-    eps_low: float = option(0.2, "lower clip range of the importance ratio")
-    eps_high: float = option(0.2, "upper clip range of the importance ratio")
-    beta: float = option(0.04, "weight of the k3 KL penalty to the frozen initial policy (0: no reference model)")
+    loss: Literal["grpo", "cispo"] = option("grpo", "clipped GRPO (DeepSeekMath) or CISPO (Reasoning Arena eq. 1-2); brings its paper's settings")
+    advantage: Literal["grpo", "dr_grpo", "rloo"] | None = option(None, "group-relative advantage estimator (None: the loss's, grpo)")
+    norm: Literal["token", "sequence", "constant"] | None = option(None, "loss normaliser: tokens per group (eq. 1), per sequence (DeepSeekMath), constant (Dr. GRPO); None: the method's")
+    eps_low: float | None = option(None, "lower clip range of the importance ratio (None: the loss's, 0.2 grpo / 1.0 cispo)")
+    eps_high: float | None = option(None, "upper clip range of the importance ratio (None: the loss's, 0.2 grpo / 2.0 cispo)")
+    beta: float | None = option(None, "weight of the k3 KL penalty to the frozen initial policy, 0: no reference model (None: the loss's, 0.04 grpo / 0 cispo)")
     lr: float = option(1e-5, "AdamW learning rate")
     weight_decay: float = option(0.0, "AdamW weight decay")
     grad_clip: float = option(1.0, "clip the gradient norm to this (0: no clipping)")
     updates_per_batch: int = option(1, "optimizer steps per sampled batch (mu; >1 makes the clipping bite)")
-    overlong_filter: bool = option(False, "mask responses cut off at max_new_tokens (DAPO over-length filtering)")
+    overlong_filter: bool | None = option(None, "mask responses cut off at their token budget (DAPO over-length filtering; None: the method's)")
     seed: int = option(0, "seed of prompt order and sampling")
-    checkpoint_every: int = option(1, "save a checkpoint every this many steps (and at the end)")
-    keep_checkpoints: int = option(1, "how many checkpoints to keep")
+    checkpoint_every: int = option(10, "save a checkpoint every this many steps and at the end (SmolLM2 fp32: 1.6 GB "
+                                       "with the AdamW state resuming needs); a kill redoes the steps since")
+    keep_checkpoints: int = option(2, "checkpoints kept; all but the newest are cut to weights only (0.54 GB)")
     device: str = option("cpu", "torch device")
     dtype: Literal["float32", "bfloat16"] = option("float32", "policy weights' dtype")
     num_threads: int | None = option(None, "torch CPU threads (process-wide; 1 is fastest on a busy shared CPU)")
     tensorboard: bool = option(True, "also write TensorBoard scalars when tensorboard is installed")
 
     def __post_init__(self) -> None:
-        for name in ("steps", "prompts_per_step", "samples_per_prompt", "max_new_tokens", "updates_per_batch",
-                     "checkpoint_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"option '{name}': must be >= 1, got {getattr(self, name)}")
-        if self.temperature <= 0:
-            raise ValueError(f"option 'temperature': must be > 0 for sampling, got {self.temperature}")
+        super().__post_init__()
+        self._at_least(1, "steps", "prompts_per_step", "samples_per_prompt", "max_new_tokens", "updates_per_batch",
+                       "checkpoint_every", "keep_checkpoints")
+        self._at_least(0, "temperature", "lr", strict=True)
+        self._at_least(0, "beta", "eps_low", "eps_high", "weight_decay", "grad_clip")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"option 'top_p': must be in (0, 1], got {self.top_p}")
-        if self.beta < 0 or self.lr <= 0:
-            raise ValueError(f"options 'beta' >= 0 and 'lr' > 0 required, got {self.beta}, {self.lr}")
+
+    def resolved(self, *presets: Mapping[str, Any]) -> TrainConfig:
+        """This config with every unset method setting filled: from ``presets`` first (a mode's paper
+        settings, in order), then the advantage's paper, then the loss's. Values set by hand are kept.
+
+        >>> c = TrainConfig(loss="cispo").resolved()
+        >>> (c.eps_low, c.eps_high, c.beta, c.norm)
+        (1.0, 2.0, 0.0, 'token')
+        >>> TrainConfig(advantage="dr_grpo").resolved().norm, TrainConfig(advantage="dr_grpo", norm="token").resolved().norm
+        ('constant', 'token')
+        """
+        chosen = {k: getattr(self, k) for k in METHOD_FIELDS if getattr(self, k) is not None}
+        for preset in presets:
+            unknown = set(preset) - set(METHOD_FIELDS)
+            if unknown:
+                raise ValueError(f"method settings {sorted(unknown)} are not among {list(METHOD_FIELDS)}")
+            for k, v in preset.items():
+                chosen.setdefault(k, v)
+        advantage = chosen.setdefault("advantage", LOSS_SETTINGS[self.loss]["advantage"])
+        for k, v in {**LOSS_SETTINGS[self.loss], **ADVANTAGE_SETTINGS[advantage]}.items():
+            chosen.setdefault(k, v)
+        return dataclasses.replace(self, **chosen)
+
+    @property
+    def is_resolved(self) -> bool:
+        return all(getattr(self, k) is not None for k in METHOD_FIELDS)
 
 
 @dataclass
 class Rollouts:
-    """Sampled sequences of one batch: token ids, texts, which group each row belongs to, and row weights."""
+    """Sampled sequences of one batch: token ids, texts, which group each row belongs to, and the loss weight.
+
+    The rows of one ``Rollouts`` form one objective: the trainer averages it on its own and weights it by
+    ``weight`` (RARO's lambda_pol / lambda_crit), whatever the other objectives' row counts.
+    """
 
     prompt_ids: list[list[int]]
     completion_ids: list[list[int]]
     texts: list[str]
-    truncated: list[bool]  # hit max_new_tokens without an end-of-sequence token
+    truncated: list[bool]  # hit the token budget without an end-of-sequence token
     group: list[int]
     advantages: np.ndarray | None = None  # [B], set once the rewards are known
     valid: np.ndarray | None = None  # [B] bool: the row may be learnt from (status ok, not filtered)
-    weight: float = 1.0  # loss weight of every row (RARO's lambda_pol / lambda_crit)
+    weight: float = 1.0  # loss weight of this objective (RARO's lambda_pol / lambda_crit)
+    max_tokens: int | None = None  # the token budget it was sampled with (the constant normaliser; None: config's)
 
     def __len__(self) -> int:
         return len(self.texts)
 
+    def finish_reasons(self) -> list[str]:
+        """Per row, as backends report it: ``length`` (cut at the budget) or ``stop``; verdict parsers read a
+        cut-off judgment as invalid."""
+        return ["length" if t else "stop" for t in self.truncated]
+
 
 class TrainingMode(Protocol):
-    """A training mode around the loop: more rollouts in the same batch, and/or work after each step."""
+    """A training mode around the loop: more rollouts in the same batch, and/or work after each step.
+
+    ``train_settings`` are its paper's trainer settings (``TrainConfig.resolved`` presets); a mode with an
+    ``attach(trainer)`` method may supply the scorer.
+    """
+
+    train_settings: Mapping[str, Any]
 
     def extra_rollouts(self, trainer: GRPOTrainer, groups: list[Group], scores: list[GroupScore],
                        step: int) -> tuple[list[Rollouts], dict[str, float]]: ...
@@ -105,29 +173,159 @@ class TrainingMode(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-class GRPOTrainer:
-    """Train ``config.model`` on ``prompts`` (Groups without responses) with rewards from ``scorer``.
+class Learner:
+    """One causal LM under GRPO: sampling with token ids, per-token log-probs, optimizer steps.
 
-    A mode with an ``attach(trainer)`` method may supply the scorer itself (RARO's critic is the policy).
+    The trainer's policy is one; a mode trains a second model the same way (GAR's discriminator). The model
+    is loaded through the judge backend class, so the very same weights can also judge (``backend``).
     """
 
-    def __init__(self, config: TrainConfig, prompts: Sequence[Group], scorer: Scorer | None = None,
-                 modes: Sequence[TrainingMode] = ()):
+    def __init__(self, config: TrainConfig):
         from rewardkit.backends.transformers_backend import TransformersBackend
 
-        if not prompts:
-            raise ValueError("GRPOTrainer: no prompts to train on")
-        self.config, self.prompts, self.scorer, self.modes = config, list(prompts), scorer, list(modes)
-        # The policy is loaded through the judge backend class, so a mode can use the very same weights as a
-        # judge (RARO's shared LLM); the backend is built directly, never from the shared backend cache.
-        self.policy = TransformersBackend(config.model, dtype=config.dtype, device=config.device,
-                                         num_threads=config.num_threads)
-        self.model, self.tokenizer = self.policy.model, self.policy.tokenizer
+        if not config.is_resolved:
+            config = config.resolved()
+        self.config = config
+        # built directly, never from the shared backend cache: these weights are trained
+        self.backend = TransformersBackend(config.model, dtype=config.dtype, device=config.device,
+                                           num_threads=config.num_threads)
+        self.model, self.tokenizer = self.backend.model, self.backend.tokenizer
         self.ref_model = None
         if config.beta > 0:
             self.ref_model = type(self.model).from_pretrained(self.model.name_or_path, dtype=self.model.dtype)
             self.ref_model.to(config.device).eval().requires_grad_(False)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+
+    def sample(self, chats: Sequence[list[dict[str, str]]], n: int, seed_key: tuple[int, int],
+               max_new_tokens: int | None = None) -> Rollouts:
+        """``n`` sampled continuations per chat with transformers ``generate`` (rows grouped by chat)."""
+        cfg, tok = self.config, self.tokenizer
+        prompts = [list(tok.apply_chat_template(c, add_generation_prompt=True)["input_ids"]) for c in chats]
+        width = max(len(p) for p in prompts)
+        pad = tok.pad_token_id
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=cfg.device)  # [C, P] left-padded
+        attn = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=cfg.device)  # [C, P]
+        torch.manual_seed((cfg.seed * 1_000_003 + seed_key[0] * 7_919 + seed_key[1]) % 2**31)
+        limit = max_new_tokens or cfg.max_new_tokens
+        with torch.inference_mode():
+            out = self.model.generate(input_ids=ids, attention_mask=attn, do_sample=True, temperature=cfg.temperature,
+                                      top_p=cfg.top_p, top_k=0, max_new_tokens=limit, num_return_sequences=n,
+                                      pad_token_id=pad)  # [C * n, P + new]
+        new = out[:, width:].tolist()  # C * n lists of new tokens, chat-major
+        eos = tok.eos_token_id
+        r = Rollouts([], [], [], [], [], max_tokens=limit)
+        for row, toks in enumerate(new):
+            cut = toks.index(eos) + 1 if eos in toks else len(toks)  # the end-of-sequence token is an action
+            r.prompt_ids.append(prompts[row // n])
+            r.completion_ids.append(toks[:cut])
+            r.texts.append(tok.decode(toks[:cut], skip_special_tokens=True))
+            r.truncated.append(eos not in toks)
+            r.group.append(row // n)
+        return r
+
+    def logprobs(self, model: Any, parts: Sequence[Rollouts]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Per-token log pi(a_t | ...) of every completion token of ``parts`` at the sampling temperature:
+        [B, T] log-probs, [B, T] token mask, [B, T] entropies (detached)."""
+        rows = [(p, c) for r in parts for p, c in zip(r.prompt_ids, r.completion_ids, strict=True)]
+        return completion_logprobs(model, rows, self.tokenizer.pad_token_id, self.config.temperature,
+                                   self.config.device)
+
+    def update(self, parts: Sequence[Rollouts]) -> dict[str, float]:
+        """``updates_per_batch`` optimizer steps on sum_k weight_k * objective_k (each averaged on its own)."""
+        cfg = self.config
+        parts = [r for r in parts if len(r)]
+        if not parts:
+            return {}
+        adv = torch.tensor(np.concatenate([r.advantages for r in parts]), dtype=torch.float32, device=cfg.device)  # [B]
+        valid = torch.tensor(np.concatenate([r.valid for r in parts]), device=cfg.device)  # [B] bool
+        part = torch.tensor([k for k, r in enumerate(parts) for _ in range(len(r))], device=cfg.device)  # [B]
+        offsets = np.cumsum([0] + [max(r.group) + 1 for r in parts])
+        group = torch.tensor([offsets[i] + g for i, r in enumerate(parts) for g in r.group], device=cfg.device)  # [B]
+        weights = [r.weight for r in parts]
+        budgets = [r.max_tokens or cfg.max_new_tokens for r in parts]
+        ref_logp = old_logp = None
+        if self.ref_model is not None:
+            with torch.no_grad():
+                ref_logp = self.logprobs(self.ref_model, parts)[0]  # [B, T]
+        if cfg.updates_per_batch > 1:
+            with torch.no_grad():
+                old_logp = self.logprobs(self.model, parts)[0]  # [B, T] pi_old, fixed over the mu updates
+        stats: dict[str, float] = {}
+        for _ in range(cfg.updates_per_batch):
+            logp, tmask, entropy = self.logprobs(self.model, parts)  # [B, T] each
+            mask = tmask & valid[:, None]  # [B, T] real tokens of learnable rows
+            old = logp.detach() if old_logp is None else old_logp  # [B, T]
+            loss, st = mixed_loss(cfg.loss, logp, old, adv, mask, part, weights, eps_low=cfg.eps_low,
+                                  eps_high=cfg.eps_high, ref_logp=ref_logp, beta=cfg.beta, norm=cfg.norm,
+                                  group=group, max_tokens=budgets)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else math.inf)
+            self.optimizer.step()
+            n_tok = tmask.sum().clamp(min=1)
+            stats = {"loss": float(loss.detach()), "grad_norm": float(norm), **st,
+                     "entropy": float((entropy * tmask).sum() / n_tok)}
+        return stats
+
+    def load_weights(self, ckpt: Path) -> None:
+        """Load a checkpoint folder's safetensors weights into the model (strict but for tied weights)."""
+        from safetensors.torch import load_file
+
+        files = [ckpt / "model.safetensors"] if (ckpt / "model.safetensors").exists() else \
+            sorted(ckpt.glob("model-*.safetensors"))  # save_pretrained shards bigger models
+        weights = {k: v for f in files for k, v in load_file(str(f)).items()}
+        res = self.model.load_state_dict(weights, strict=False)
+        tied = set(getattr(self.model, "_tied_weights_keys", None) or []) | {"lm_head.weight"}
+        if res.unexpected_keys or set(res.missing_keys) - tied:
+            raise RuntimeError(f"checkpoint {ckpt} does not fit the model: missing {res.missing_keys}, "
+                               f"unexpected {res.unexpected_keys}")
+
+
+def completion_logprobs(model: Any, rows: Sequence[tuple[list[int], list[int]]], pad_id: int,
+                        temperature: float = 1.0, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """log pi(c_t | p, c_<t) of every completion token of (prompt ids, completion ids) rows: [B, T] log-probs,
+    [B, T] token mask, [B, T] entropies (detached), at ``temperature``.
+
+    Prompts are left-padded so every completion starts at the same column P: only the last T + 1 columns'
+    logits are computed (``logits_to_keep``), never a [B, P + T, V] tensor.
+    """
+    t_max = max(max((len(c) for _, c in rows), default=1), 1)  # T
+    p_max = max(len(p) for p, _ in rows)  # P
+    ids = torch.tensor([[pad_id] * (p_max - len(p)) + p + c + [pad_id] * (t_max - len(c)) for p, c in rows],
+                       device=device)  # [B, P + T]: prompts end at column P - 1, completions fill P .. P + T - 1
+    attn = torch.tensor([[0] * (p_max - len(p)) + [1] * (len(p) + len(c)) + [0] * (t_max - len(c))
+                         for p, c in rows], device=device)  # [B, P + T] 1 on real tokens
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)  # [B, P + T] positions count real tokens only (as generate does)
+    logits = model(input_ids=ids, attention_mask=attn, position_ids=pos,
+                   logits_to_keep=t_max + 1).logits  # [B, T + 1, V]: columns P - 1 .. P + T - 1
+    logits = logits[:, :-1].float() / temperature  # [B, T, V]: column t predicts completion token t
+    logp_all = torch.log_softmax(logits, -1)  # [B, T, V]
+    targets = ids[:, p_max:]  # [B, T] the completion tokens
+    logp = logp_all.gather(-1, targets[..., None]).squeeze(-1)  # [B, T] log pi(c_t | p, c_<t)
+    mask = torch.tensor([[t < len(c) for t in range(t_max)] for _, c in rows], device=device)  # [B, T]
+    with torch.no_grad():
+        entropy = -(logp_all.exp() * logp_all).sum(-1)  # [B, T]
+    return logp, mask, entropy
+
+
+class GRPOTrainer:
+    """Train ``config.model`` on ``prompts`` (Groups without responses) with rewards from ``scorer``.
+
+    A mode with an ``attach(trainer)`` method may supply the scorer itself (RARO's critic is the policy);
+    the modes' ``train_settings`` fill the method settings left unset in ``config``.
+    """
+
+    def __init__(self, config: TrainConfig, prompts: Sequence[Group], scorer: Scorer | None = None,
+                 modes: Sequence[TrainingMode] = ()):
+        if not prompts:
+            raise ValueError("GRPOTrainer: no prompts to train on")
+        self.modes = list(modes)
+        self.config = config.resolved(*(getattr(m, "train_settings", {}) for m in self.modes))
+        self.prompts, self.scorer = list(prompts), scorer
+        self.learner = Learner(self.config)
+        self.policy = self.learner.backend  # the policy as a judge backend (RARO's shared LLM)
+        self.model, self.tokenizer = self.learner.model, self.learner.tokenizer
+        self.ref_model, self.optimizer = self.learner.ref_model, self.learner.optimizer
         self.out_dir = Path(config.out_dir)
         self.log = MetricsLog(self.out_dir, config.tensorboard)
         self.step = 0
@@ -174,7 +372,7 @@ class GRPOTrainer:
             more, m = mode.extra_rollouts(self, groups, scores, step)
             parts += more
             mode_metrics.update(m)
-        stats = self.update(parts)
+        stats = self.learner.update(parts)
         for mode in self.modes:
             mode_metrics.update(mode.after_step(self, groups, scores, step))
         return {"step": step, **self.reward_metrics(scores, rollouts), **stats, **mode_metrics,
@@ -198,93 +396,19 @@ class GRPOTrainer:
 
     def sample(self, chats: Sequence[list[dict[str, str]]], n: int, seed_key: tuple[int, int],
                max_new_tokens: int | None = None) -> Rollouts:
-        """``n`` sampled continuations per chat with transformers ``generate`` (rows grouped by chat)."""
-        cfg, tok = self.config, self.tokenizer
-        prompts = [list(tok.apply_chat_template(c, add_generation_prompt=True)["input_ids"]) for c in chats]
-        width = max(len(p) for p in prompts)
-        pad = tok.pad_token_id
-        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=cfg.device)
-        attn = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=cfg.device)
-        torch.manual_seed((cfg.seed * 1_000_003 + seed_key[0] * 7_919 + seed_key[1]) % 2**31)
-        limit = max_new_tokens or cfg.max_new_tokens
-        with torch.inference_mode():
-            out = self.model.generate(input_ids=ids, attention_mask=attn, do_sample=True, temperature=cfg.temperature,
-                                      top_p=cfg.top_p, top_k=0, max_new_tokens=limit, num_return_sequences=n,
-                                      pad_token_id=pad)
-        new = out[:, width:].tolist()
-        eos = tok.eos_token_id
-        r = Rollouts([], [], [], [], [])
-        for row, toks in enumerate(new):
-            cut = toks.index(eos) + 1 if eos in toks else len(toks)  # the end-of-sequence token is an action
-            r.prompt_ids.append(prompts[row // n])
-            r.completion_ids.append(toks[:cut])
-            r.texts.append(tok.decode(toks[:cut], skip_special_tokens=True))
-            r.truncated.append(eos not in toks)
-            r.group.append(row // n)
-        return r
+        """The policy's ``n`` sampled continuations per chat (``Learner.sample``)."""
+        return self.learner.sample(chats, n, seed_key, max_new_tokens)
+
+    def update(self, parts: Sequence[Rollouts]) -> dict[str, float]:
+        """The policy's optimizer step(s) on ``parts`` (``Learner.update``)."""
+        return self.learner.update(parts)
 
     def assign_advantages(self, rollouts: Rollouts, scores: Sequence[GroupScore]) -> None:
         """Group-relative advantages over the ok responses; non-ok (and filtered) rows are masked out."""
-        rewards = np.stack([s.rewards for s in scores])
-        mask = np.stack([s.mask for s in scores])
-        if self.config.overlong_filter:
-            mask &= ~np.asarray(rollouts.truncated).reshape(mask.shape)
-        adv = ADVANTAGES[self.config.advantage](rewards, mask)
-        rollouts.advantages, rollouts.valid = adv.reshape(-1), mask.reshape(-1)
+        rewards = np.stack([s.rewards for s in scores])  # [G, N]
+        mask = np.stack([s.mask for s in scores])  # [G, N]
+        set_advantages(rollouts, rewards, mask, self.config)
 
-    def logprobs(self, model: Any, parts: Sequence[Rollouts]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Per-token log pi(a_t | ...) of every completion token at the sampling temperature: [B, T] log-probs,
-        [B, T] token mask, [B, T] entropies (detached)."""
-        rows = [(p, c) for r in parts for p, c in zip(r.prompt_ids, r.completion_ids, strict=True)]
-        t_max = max(max((len(c) for _, c in rows), default=1), 1)
-        pad = self.tokenizer.pad_token_id
-        seqs = [p + c for p, c in rows]
-        width = max(len(s) for s in seqs)
-        ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs], device=self.config.device)
-        attn = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=self.config.device)
-        logits = model(input_ids=ids, attention_mask=attn).logits.float() / self.config.temperature
-        idx = torch.tensor([[len(p) - 1 + t for t in range(t_max)] for p, _ in rows], device=self.config.device)
-        idx = idx.clamp(max=width - 2)
-        lg = logits.gather(1, idx[..., None].expand(-1, -1, logits.shape[-1]))  # logits predicting each token
-        targets = ids.gather(1, idx + 1)
-        logp_all = torch.log_softmax(lg, -1)
-        logp = logp_all.gather(-1, targets[..., None]).squeeze(-1)
-        mask = torch.tensor([[t < len(c) for t in range(t_max)] for _, c in rows], device=self.config.device)
-        with torch.no_grad():
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
-        return logp, mask, entropy
-
-    def update(self, parts: Sequence[Rollouts]) -> dict[str, float]:
-        """``updates_per_batch`` optimizer steps on the loss over every row of ``parts``."""
-        cfg = self.config
-        adv = torch.tensor(np.concatenate([r.advantages for r in parts]), dtype=torch.float32, device=cfg.device)
-        valid = torch.tensor(np.concatenate([r.valid for r in parts]), device=cfg.device)
-        weights = torch.tensor([r.weight for r in parts for _ in range(len(r))], device=cfg.device)
-        offsets = np.cumsum([0] + [max(r.group) + 1 for r in parts])
-        group = torch.tensor([offsets[i] + g for i, r in enumerate(parts) for g in r.group], device=cfg.device)
-        ref_logp = old_logp = None
-        if self.ref_model is not None:
-            with torch.no_grad():
-                ref_logp = self.logprobs(self.ref_model, parts)[0]
-        if cfg.updates_per_batch > 1:
-            with torch.no_grad():
-                old_logp = self.logprobs(self.model, parts)[0]
-        stats: dict[str, float] = {}
-        for _ in range(cfg.updates_per_batch):
-            logp, tmask, entropy = self.logprobs(self.model, parts)
-            mask = tmask & valid[:, None]
-            old = logp.detach() if old_logp is None else old_logp
-            loss, st = LOSSES[cfg.loss](logp, old, adv, mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
-                                        ref_logp=ref_logp, beta=cfg.beta, weights=weights, norm=cfg.norm,
-                                        group=group, max_tokens=cfg.max_new_tokens)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else math.inf)
-            self.optimizer.step()
-            n_tok = tmask.sum().clamp(min=1)
-            stats = {"loss": float(loss.detach()), "grad_norm": float(norm), **st,
-                     "entropy": float((entropy * tmask).sum() / n_tok)}
-        return stats
 
     def reward_metrics(self, scores: Sequence[GroupScore], rollouts: Rollouts) -> dict[str, float]:
         """Reward mean/std over ok responses, ok / routed / non-diverse fractions, judge cost, lengths."""
@@ -314,22 +438,24 @@ class GRPOTrainer:
         if ckpt is None:
             self.history = self.log.resume(0, None)
             return
-        from safetensors.torch import load_file
-
         state, payload = load_state(ckpt)
-        files = [ckpt / "model.safetensors"] if (ckpt / "model.safetensors").exists() else \
-            sorted(ckpt.glob("model-*.safetensors"))  # save_pretrained shards bigger models
-        weights = {k: v for f in files for k, v in load_file(str(f)).items()}
-        res = self.model.load_state_dict(weights, strict=False)
-        tied = set(getattr(self.model, "_tied_weights_keys", None) or []) | {"lm_head.weight"}
-        if res.unexpected_keys or set(res.missing_keys) - tied:
-            raise RuntimeError(f"checkpoint {ckpt} does not fit the model: missing {res.missing_keys}, "
-                               f"unexpected {res.unexpected_keys}")
+        self.learner.load_weights(ckpt)
         self.optimizer.load_state_dict(payload["optimizer"])
         for i, m in enumerate(self.modes):
             m.load_state_dict(payload["extra"].get(f"mode{i}", {}))
         self.step = int(state["step"])
         self.history = self.log.resume(self.step, state.get("last_metrics"))
+
+
+def set_advantages(rollouts: Rollouts, rewards: np.ndarray, mask: np.ndarray, config: TrainConfig) -> None:
+    """Fill ``rollouts.advantages`` / ``valid`` from [G, N] rewards and ok-mask (rows group-major), with the
+    config's estimator; rows cut off at their budget are masked too when ``overlong_filter`` is on."""
+    config = config if config.is_resolved else config.resolved()
+    mask = mask.copy()
+    if config.overlong_filter:
+        mask &= ~np.asarray(rollouts.truncated).reshape(mask.shape)  # DAPO over-length filtering
+    adv = ADVANTAGES[config.advantage](rewards, mask)  # [G, N]
+    rollouts.advantages, rollouts.valid = adv.reshape(-1), mask.reshape(-1)
 
 
 def _group_field(s: GroupScore, name: str) -> Any:

@@ -25,7 +25,7 @@ from rewardkit.jury.reszero import reszero_rewards
 from rewardkit.jury.vote import Vote, majority_vote, vote
 from rewardkit.options import Options, option
 from rewardkit.prompts import get_prompt, render
-from rewardkit.scoring import BaseScorer, JudgeOptions, VerdictMode
+from rewardkit.scoring import BaseScorer, JudgeOptions, VerdictMode, resolve_mode
 from rewardkit.types import Cost, Group, GroupScore, Status
 from rewardkit.verdicts import parse_true_false
 from rewardkit.verifier import (
@@ -237,7 +237,8 @@ class LLMJudgeVerifier(BaseVerifier):
 
     def __init__(self, judge: JudgeBackend | str, *, mode: VerdictMode = "generate", samples: int = 1,
                  max_tokens: int = 512, temperature: float = 0.0):
-        self.backend, self.mode, self.samples = load_backend(judge), mode, samples
+        self.backend, self.samples = load_backend(judge), samples
+        self.mode = resolve_mode(mode, self.backend)
         self.max_tokens, self.temperature = max_tokens, temperature
 
     def _messages(self, c: Claim) -> list[dict[str, str]]:
@@ -273,7 +274,7 @@ class LLMJudgeVerifier(BaseVerifier):
                 out.append(VerifyResult("inconclusive", f"judge {comp.status}: {comp.error}", cost,
                                         detail={"status": comp.status.value}))
                 continue
-            verdicts = [parse_true_false(t) for t in comp.texts]
+            verdicts = [parse_true_false(t, comp.finish_reason(i)) for i, t in enumerate(comp.texts)]
             ok = [v.label for v in verdicts if v.ok]
             if not ok:
                 out.append(VerifyResult("inconclusive", verdicts[0].message or "invalid judgment", cost,

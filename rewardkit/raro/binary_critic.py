@@ -83,7 +83,7 @@ class BinaryCriticScorer(CriticJudge):
                 statuses.append(r.status)
                 messages.append(f"critic backend: {r.error or r.status.value}")
                 detail.append(None)
-            elif self.options.mode == "logit":
+            elif self.verdict_mode == "logit":
                 pr = np.asarray(r.probs, dtype=float)
                 rewards[i] = expected_binary_reward(pr)
                 label = ("expert", "policy")[int(np.argmax(pr))]
@@ -92,7 +92,7 @@ class BinaryCriticScorer(CriticJudge):
                 detail.append(pr.tolist())
             else:
                 detail.append(r.text)
-                v = parse_expert_policy(r.text)
+                v = parse_expert_policy(r.text, r.finish_reason())
                 if v.ok:
                     label = v.label.lower()  # type: ignore[union-attr]
                     rewards[i] = binary_policy_reward(label)
@@ -102,5 +102,5 @@ class BinaryCriticScorer(CriticJudge):
         ok = [lab for lab in labels if lab is not None]
         components = {"critic_label": labels, "critic_reward": -rewards}  # R_critic = -R_policy on policy answers
         stats = {"fooled_rate": (sum(lab == "expert" for lab in ok) / len(ok)) if ok else math.nan}
-        extra = {"critic_probs": detail} if self.options.mode == "logit" else {"critic_outputs": detail}
+        extra = {"critic_probs": detail} if self.verdict_mode == "logit" else {"critic_outputs": detail}
         return GroupScore(g.id, rewards, statuses, components, cost_of(res), messages, extra, stats)

@@ -113,14 +113,17 @@ class CriticItem:
     source: Literal["current", "replay"]
 
 
-def critic_rollout_rewards(texts: Sequence[str], expert_positions: Sequence[int],
-                           tau_crit: float = TAU_CRIT) -> tuple[np.ndarray, list[Status], list[str | None]]:
-    """R_crit of sampled critic rollouts (Algorithm 2 line 15); unparseable ones are NaN with status invalid."""
+def critic_rollout_rewards(texts: Sequence[str], expert_positions: Sequence[int], tau_crit: float = TAU_CRIT,
+                           finish_reasons: Sequence[str | None] | None = None
+                           ) -> tuple[np.ndarray, list[Status], list[str | None]]:
+    """R_crit of sampled critic rollouts (Algorithm 2 line 15); unparseable ones, and ones cut off for length
+    (``finish_reasons``), are NaN with status invalid."""
     if len(texts) != len(expert_positions):
         raise ValueError(f"{len(texts)} critic texts for {len(expert_positions)} expert positions")
+    reasons = list(finish_reasons) if finish_reasons is not None else [None] * len(texts)
     rewards, statuses, messages = [], [], []
-    for text, pos in zip(texts, expert_positions, strict=True):
-        v = parse_answer_choice(text)
+    for text, pos, reason in zip(texts, expert_positions, reasons, strict=True):
+        v = parse_answer_choice(text, reason)
         if not v.ok:
             rewards.append(math.nan)
             statuses.append(v.status)
@@ -181,7 +184,7 @@ class CriticJudge(JudgeScorer):
     def _ask(self, flat: list[list[Message]]) -> list[Any]:
         """One backend call for every query of the batch."""
         o = self.options
-        if o.mode == "logit":
+        if self.verdict_mode == "logit":
             reqs = [VerdictRequest(m, self.verdict_choices, self.verdict_prefix) for m in flat]
             return self.judge.verdict_probs(reqs)
         self._batches += 1
@@ -256,7 +259,7 @@ class CriticScorer(CriticJudge):
                 messages.append(f"critic backend: {r.error or r.status.value}")
                 probs.append(None)
                 raw.append(None)
-            elif o.mode == "logit":
+            elif self.verdict_mode == "logit":
                 pr = np.asarray(r.probs, dtype=float)
                 rewards[i], r_crit[i] = expected_rewards(pr, p, o.tau_pol, o.tau_crit)
                 label = resolve_choice(("1", "2", "tie")[int(np.argmax(pr))], p)
@@ -267,7 +270,7 @@ class CriticScorer(CriticJudge):
             else:
                 raw.append(r.text)
                 probs.append(None)
-                v = parse_answer_choice(r.text)
+                v = parse_answer_choice(r.text, r.finish_reason())
                 if not v.ok:
                     statuses.append(v.status)
                     messages.append(v.message)
@@ -288,7 +291,7 @@ class CriticScorer(CriticJudge):
             "tie_rate": (sum(lab == "tie" for lab in ok) / len(ok)) if ok else math.nan,
             "fooled_rate": (sum(lab == "policy" for lab in ok) / len(ok)) if ok else math.nan,
         }
-        extra: dict[str, Any] = {"critic_probs": probs} if o.mode == "logit" else {"critic_outputs": raw}
+        extra: dict[str, Any] = {"critic_probs": probs} if self.verdict_mode == "logit" else {"critic_outputs": raw}
         return GroupScore(g.id, rewards, statuses, components, cost_of(res), messages, extra, stats)
 
     # ---- critic training batches (Algorithm 2 lines 9-12)
@@ -313,7 +316,8 @@ class CriticScorer(CriticJudge):
             self.replay.save()
         return items
 
-    def critic_rewards(self, items: Sequence[CriticItem], texts: Sequence[str]) -> tuple[np.ndarray, list[Status]]:
-        """R_crit of the critic's rollouts on ``items`` (invalid outputs NaN and masked)."""
-        r, s, _ = critic_rollout_rewards(texts, [it.expert_position for it in items], self.options.tau_crit)
+    def critic_rewards(self, items: Sequence[CriticItem], texts: Sequence[str],
+                       finish_reasons: Sequence[str | None] | None = None) -> tuple[np.ndarray, list[Status]]:
+        """R_crit of the critic's rollouts on ``items`` (invalid outputs, and ones cut off for length, NaN and masked)."""
+        r, s, _ = critic_rollout_rewards(texts, [it.expert_position for it in items], self.options.tau_crit, finish_reasons)
         return r, s

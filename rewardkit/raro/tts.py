@@ -23,7 +23,7 @@ from rewardkit.options import Options, option, resolve_options
 from rewardkit.prompts import arena as arena_prompts
 from rewardkit.prompts.raro import VERDICT_CHOICES, VERDICT_PREFIX
 from rewardkit.raro.critic import View, answer_view, critic_messages
-from rewardkit.scoring import VerdictMode
+from rewardkit.scoring import VerdictMode, resolve_mode
 from rewardkit.types import Cost
 from rewardkit.verdicts import parse_answer_choice, parse_boxed_choice
 
@@ -49,7 +49,8 @@ class TTSOptions(Options):
     prompt: PairwisePrompt = option("critic", "pairwise prompt: critic (RARO App. E) or tournament (Reasoning Arena "
                                               "App. D, without its reference block: a selector sees no label)")
     mode: VerdictMode = option("generate", "generate: the judge reasons, then votes (Algorithm 3); logit (rewardkit's "
-                                           "addition): K votes drawn from the verdict probabilities, no reasoning")
+                                           "addition): K votes drawn from the verdict probabilities, no reasoning; "
+                                           "auto: logit for the embedded SmolLM2 judge, generate for any other")
     max_tokens: int = option(2048, "judge generation budget in generate mode (2048, as in the paper's experiments)")
     temperature: float = option(1.0, "judge sampling temperature in generate mode (the K votes are samples)")
     k: int = option(4, "K, votes per match (Algorithm 3; the paper uses 4)")
@@ -246,13 +247,13 @@ def _tournament_messages(question: str, a: str, b: str, reference: str | None) -
     return [{"role": "user", "content": arena_prompts.tournament_prompt(question, reference, a, b)}]
 
 
-def _critic_vote(text: str) -> Ballot:
-    v = parse_answer_choice(text)
+def _critic_vote(text: str, finish_reason: str | None = None) -> Ballot:
+    v = parse_answer_choice(text, finish_reason)
     return None if not v.ok else {"1": "A", "2": "B", "tie": "tie"}[v.label]
 
 
-def _tournament_vote(text: str) -> Ballot:
-    v = parse_boxed_choice(text, ("A", "B", "Tie"))
+def _tournament_vote(text: str, finish_reason: str | None = None) -> Ballot:
+    v = parse_boxed_choice(text, ("A", "B", "Tie"), finish_reason)
     return None if not v.ok else {"A": "A", "B": "B", "Tie": "tie"}[v.label]
 
 
@@ -300,7 +301,7 @@ class PromptJudge:
                 for m, sw, _ in plan]
         self.calls += 1
         votes: dict[Pairing, list[Ballot]] = {m: [] for m in matches}
-        if o.mode == "logit":
+        if resolve_mode(o.mode, self.backend) == "logit":
             if o.prompt == "critic":
                 choices, prefix, labels = VERDICT_CHOICES, VERDICT_PREFIX, ("A", "B", "tie")
             else:
@@ -322,7 +323,7 @@ class PromptJudge:
             res = self.backend.generate(reqs)
             for (m, sw, n), r in zip(plan, res, strict=True):
                 texts = r.texts if r.status.value == "ok" else []
-                got = [_swap(parse(t), sw) for t in texts[:n]]
+                got = [_swap(parse(t, r.finish_reason(i)), sw) for i, t in enumerate(texts[:n])]
                 votes[m].extend(got + [None] * (n - len(got)))
         self.cost += cost_of(res)
         return [_interleave(votes[m], k, o.order) for m in matches]

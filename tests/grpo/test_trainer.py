@@ -1,4 +1,5 @@
-"""The GRPO loop end to end on the embedded model: two CPU steps, checkpoints, resume after a real kill."""
+"""The GRPO loop: each method's paper settings, the loss the optimizer sees, two real CPU steps of the
+embedded model, checkpoints, and resume after a real kill (the mechanics on a tiny random model)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ import pytest
 
 from rewardkit.grpo import GRPOTrainer, TrainConfig, read_prompts
 from rewardkit.grpo.toy_rewards import LengthScorer
+from rewardkit.grpo.trainer import Rollouts
 from rewardkit.scoring import BaseScorer
 from rewardkit.types import Group, GroupScore, Status
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = [{"id": "a", "prompt": "Say hello."}, {"id": "b", "prompt": "Name a colour."}]
-SETTINGS = dict(prompts_per_step=2, samples_per_prompt=2, max_new_tokens=16, lr=1e-4, num_threads=1,
-                tensorboard=False)
+QUICK = dict(prompts_per_step=1, samples_per_prompt=2, max_new_tokens=4, lr=1e-4, num_threads=1, tensorboard=False)
 
 
 def _prompts_file(tmp: Path) -> Path:
@@ -34,61 +35,130 @@ def _rows(run: Path) -> list[dict]:
     return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-@pytest.fixture(scope="module")
-def straight_run(tmp_path_factory):
-    """Two uninterrupted steps (the reference the killed-and-resumed run must reproduce)."""
-    tmp = tmp_path_factory.mktemp("straight")
-    cfg = TrainConfig(out_dir=str(tmp / "run"), steps=2, **SETTINGS)
-    trainer = GRPOTrainer(cfg, read_prompts(_prompts_file(tmp)), LengthScorer(target=10))
-    rows = trainer.train()
-    return tmp / "run", rows, trainer
+def _trainer(model: str, tmp: Path, **settings) -> GRPOTrainer:
+    cfg = TrainConfig(model=model, out_dir=str(tmp / "run"), **{**QUICK, **settings})
+    return GRPOTrainer(cfg, [Group("a", "Say hello.", [])], LengthScorer(target=10))
+
+
+def _rollouts(trainer: GRPOTrainer, lengths: list[int], advantages: list[float], group: list[int] | None = None,
+              weight: float = 1.0) -> Rollouts:
+    """Hand-made rows: one short prompt, completions of the given lengths, the given advantages."""
+    prompt = trainer.tokenizer("Say hello.").input_ids
+    ids = trainer.tokenizer("one two three four five six seven eight").input_ids
+    n = len(lengths)
+    return Rollouts([prompt] * n, [ids[:k] for k in lengths], ["x"] * n, [False] * n,
+                    group if group is not None else [0] * n, np.array(advantages, dtype=float),
+                    np.ones(n, dtype=bool), weight)
+
+
+# ------------------------------------------------------------------------ each method's own settings
+
+
+def test_cispo_alone_brings_reasoning_arenas_is_clip_and_no_kl(tiny_model, tmp_path):
+    t = _trainer(tiny_model, tmp_path, loss="cispo")
+    c = t.config
+    assert (c.eps_low, c.eps_high, c.beta, c.norm, c.advantage) == (1.0, 2.0, 0.0, "token", "grpo")  # eqs. 1-2
+    assert t.ref_model is None  # no KL term: no reference model is loaded
+    t2 = _trainer(tiny_model, tmp_path / "b", loss="cispo", beta=0.01, eps_high=5.0)  # overrides stay possible
+    assert (t2.config.beta, t2.config.eps_high, t2.config.eps_low) == (0.01, 5.0, 1.0) and t2.ref_model is not None
+
+
+def test_grpo_normalises_each_sequence_by_its_own_length_as_deepseekmath(tiny_model, tmp_path):
+    # On-policy (ratio 1) the loss is -(1/G) sum_i (1/|o_i|) sum_t A_i = -(1/G) sum_i A_i: A = (+1, -1) gives 0
+    # whatever the lengths (1 and 3 tokens). A token mean (the old default) gives -(1 * 1 - 1 * 3) / 4 = 0.5.
+    t = _trainer(tiny_model, tmp_path, loss="grpo", beta=0.0)
+    assert t.config.norm == "sequence"
+    stats = t.update([_rollouts(t, [1, 3], [1.0, -1.0])])
+    assert stats["loss"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_dr_grpo_advantage_brings_its_constant_normaliser(tiny_model, tmp_path):
+    # Dr. GRPO: sum over tokens / (B * budget) = -(1 * 1 - 1 * 3) / (2 * 4) = 0.25 with the 4-token budget.
+    t = _trainer(tiny_model, tmp_path, advantage="dr_grpo", beta=0.0)
+    assert t.config.norm == "constant"
+    assert t.update([_rollouts(t, [1, 3], [1.0, -1.0])])["loss"] == pytest.approx(0.25, abs=1e-6)
+    t2 = _trainer(tiny_model, tmp_path / "b", advantage="dr_grpo", norm="sequence", beta=0.0)  # unless set by hand
+    assert t2.config.norm == "sequence"
+
+
+def test_weighted_objectives_are_each_averaged_on_their_own(tiny_model, tmp_path):
+    # RARO Alg. 2 line 17: lambda_pol J_pol + lambda_crit J_crit. Policy: 2 rows with A = +1; critic: 8 rows
+    # with A = -1, 3 tokens each, lambda 1/2 each, on-policy: J_pol = +1, J_crit = -1, so the loss is
+    # -(1/2 - 1/2) = 0. One pooled mean over the 10 rows would give -(1/2 * 6 - 1/2 * 24) / 30 = 0.3.
+    t = _trainer(tiny_model, tmp_path, norm="token", beta=0.0)
+    pol = _rollouts(t, [3, 3], [1.0, 1.0], weight=0.5)
+    crit = _rollouts(t, [3] * 8, [-1.0] * 8, group=[0, 0, 1, 1, 2, 2, 3, 3], weight=0.5)
+    assert t.update([pol, crit])["loss"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_a_mode_brings_its_papers_settings_and_hand_settings_still_win():
+    from rewardkit.grpo.modes import RaroShared
+
+    c = TrainConfig(beta=0.01).resolved(RaroShared.train_settings)
+    assert (c.advantage, c.norm, c.eps_low, c.eps_high, c.overlong_filter) == ("dr_grpo", "constant", 0.2, 0.28, True)
+    assert c.beta == 0.01  # set by hand: kept (App. C.1 says 1e-3)
+    with pytest.raises(ValueError, match="lr"):
+        TrainConfig().resolved({"lr": 1.0})  # presets only fill method settings
+
+
+# ------------------------------------------------------------------------ the loop on real models
 
 
 @pytest.mark.model
 @pytest.mark.slow
-def test_two_cpu_steps_write_metrics_and_a_checkpoint(straight_run):
-    run, rows, trainer = straight_run
+def test_two_cpu_steps_of_the_embedded_model_write_metrics_and_a_checkpoint(tmp_path):
+    cfg = TrainConfig(out_dir=str(tmp_path / "run"), steps=2, checkpoint_every=2, beta=0.04,
+                      **{**QUICK, "prompts_per_step": 2, "max_new_tokens": 8})
+    t = GRPOTrainer(cfg, read_prompts(_prompts_file(tmp_path)), LengthScorer(target=10))
+    rows = t.train()
+    run = tmp_path / "run"
     assert [r["step"] for r in rows] == [0, 1] == [r["step"] for r in _rows(run)]
     for r in rows:
         assert 0 < r["reward_mean"] <= 1 and r["ok_fraction"] == 1.0
-        assert 1 <= r["response_length"] <= 16 and r["entropy"] > 0 and r["step_seconds"] > 0
+        assert 1 <= r["response_length"] <= 8 and r["entropy"] > 0 and r["step_seconds"] > 0
     assert rows[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # step 0 samples the reference policy itself
     assert rows[1]["kl"] > 0  # one AdamW step at lr 1e-4 moved the policy away from the reference
     assert (run / "latest").read_text().strip() == "ckpt-000002"
     state = json.loads((run / "ckpt-000002" / "state.json").read_text())
-    assert state["step"] == 2 and state["last_metrics"] == rows[1]
-    # the policy's weights moved, the frozen reference's did not
-    p = next(trainer.model.parameters()).detach()
-    q = next(trainer.ref_model.parameters()).detach()
-    assert not np.allclose(p.numpy(), q.numpy())
+    assert state["step"] == 2 and state["last_metrics"] == rows[1] and state["config"]["norm"] == "sequence"
+    p = next(t.model.parameters()).detach()
+    q = next(t.ref_model.parameters()).detach()
+    assert not np.allclose(p.numpy(), q.numpy())  # the policy's weights moved, the frozen reference's did not
 
 
-@pytest.mark.model
 @pytest.mark.slow
-def test_killed_run_resumes_without_losing_or_repeating_a_step(straight_run, tmp_path):
-    """Kill a real `rewardkit train` process after its first checkpoint, resume, and get the straight run."""
-    _, straight, _ = straight_run
-    run = tmp_path / "run"
-    sets = [f"--set={k}={v}" for k, v in SETTINGS.items()]
+def test_killed_run_resumes_without_losing_or_repeating_a_step(tiny_model, tmp_path):
+    """Kill a real `rewardkit train` process mid step 1 (its scorer blocks there), resume, get the straight run."""
+    settings = {**QUICK, "prompts_per_step": 2, "max_new_tokens": 8, "model": tiny_model, "checkpoint_every": 1}
+    straight = GRPOTrainer(TrainConfig(out_dir=str(tmp_path / "straight"), steps=2, **settings),
+                           read_prompts(_prompts_file(tmp_path)), LengthScorer(target=10)).train()
+    run, gate = tmp_path / "run", tmp_path / "gate"
+    gate.write_text("")
+    sets = [f"--set={k}={v}" for k, v in settings.items()]
     cmd = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import main; main()", "train",
-           str(_prompts_file(tmp_path)), "--scorer", "rewardkit.grpo.toy_rewards:LengthScorer", "-o", "target=10",
+           str(_prompts_file(tmp_path)), "--scorer", "gate_scorer:GateScorer", "-o", "target=10", "-o", f"gate={gate}",
            "--out", str(run), "--steps", "2", *sets]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
-    deadline = time.time() + 600
-    while not (run / "latest").exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.2)
+    deadline = time.time() + 300
+    while not gate.with_suffix(".blocked").exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
     assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-    os.killpg(proc.pid, signal.SIGKILL)  # mid step 1 (step 0 is checkpointed)
+    os.killpg(proc.pid, signal.SIGKILL)  # mid step 1: its scorer is blocked, step 0 is checkpointed
     proc.wait()
     assert (run / "latest").read_text().strip() == "ckpt-000001"
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "resuming" in done.stderr and "at step 1" in done.stderr
+    resumed = GRPOTrainer(TrainConfig(out_dir=str(run), steps=2, **settings), read_prompts(_prompts_file(tmp_path)),
+                          LengthScorer(target=10))  # the same run, resumed (in-process: one interpreter start less)
+    assert resumed.step == 1
+    resumed.train()
     rows = _rows(run)
     assert [r["step"] for r in rows] == [0, 1]
     for key in ("reward_mean", "response_length", "loss", "kl", "entropy"):
         assert [r[key] for r in rows] == pytest.approx([r[key] for r in straight], rel=1e-5, abs=1e-7), key
+
+
+# ------------------------------------------------------------------------ the pieces, no model
 
 
 class _MaskSecond(BaseScorer):
@@ -115,8 +185,6 @@ def test_batches_are_a_seeded_walk_over_epochs():
 
 
 def test_non_ok_responses_get_no_advantage_and_are_masked():
-    from rewardkit.grpo.trainer import Rollouts
-
     t = GRPOTrainer.__new__(GRPOTrainer)
     t.config = TrainConfig(samples_per_prompt=3, overlong_filter=True)
     groups = [Group("g", "p", ["x", "y", "z"])]
@@ -131,10 +199,25 @@ def test_config_validation_names_the_option():
         TrainConfig(samples_per_prompt=0)
     with pytest.raises(ValueError, match="option 'temperature'"):
         TrainConfig(temperature=0)
+    with pytest.raises(ValueError, match="option 'loss'"):
+        TrainConfig(loss="ppo")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="option 'eps_high'"):
+        TrainConfig(eps_high=-0.1)
+
+
+def test_cli_settings_are_coerced_by_the_scorers_coercer():
+    import typer
+    from rewardkit.cli.train import train_config
+
+    c = train_config({"loss": "cispo", "beta": "none", "overlong_filter": "yes", "steps": "3"})
+    assert (c.loss, c.beta, c.overlong_filter, c.steps) == ("cispo", None, True, 3)
+    with pytest.raises(typer.BadParameter, match="steps"):
+        train_config({"steps": "many"})
+    with pytest.raises(typer.BadParameter, match="no option"):
+        train_config({"bogus": "1"})
 
 
 def test_step_metrics_count_routed_and_non_diverse_groups_and_judge_calls():
-    from rewardkit.grpo.trainer import Rollouts
     from rewardkit.types import Cost
 
     t = GRPOTrainer.__new__(GRPOTrainer)

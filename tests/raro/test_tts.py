@@ -211,6 +211,15 @@ def test_alternating_order_neutralises_a_position_biased_judge():
     assert alt([Pairing(0, 2, 3)], 4) == [["A", "B", "A", "B"]]  # each orientation votes for what it shows first
 
 
+def test_prompt_judge_votes_nothing_for_a_sample_cut_off_for_length():
+    """Of the K samples of one match, the one that stopped for length is no vote (it used to be read)."""
+    from rewardkit.backends.base import Completion
+
+    backend = ScriptedJudge(lambda text: Completion(["Answer 1", "Answer 1"], finish_reasons=["stop", "length"]))
+    judge = PromptJudge(backend, ["q"], [_problem(3)], mode="generate", order="fixed")
+    assert judge([Pairing(0, 2, 3)], 2) == [["A", None]]
+
+
 def test_cached_judge_shares_matches_across_n():
     backend = PickRight()
     judge = CachedJudge(PromptJudge(backend, ["q"], [_problem(6)], mode="logit"))
@@ -398,4 +407,4 @@ def test_the_cli_reads_its_options_from_ttsoptions(tmp_path, monkeypatch):
                              "--no-skip-uniform", "--k", "2"])
     assert seen == [TTSOptions(), TTSOptions(mode="logit", methods=("tournament", "bt"), skip_uniform=False, k=2)]
     bad = CliRunner().invoke(app, ["tts", str(data), "--mode", "logits"])
-    assert bad.exit_code == 2 and "option 'mode': must be one of generate, logit, got 'logits'" in bad.output
+    assert bad.exit_code == 2 and "option 'mode': must be one of auto, generate, logit, got 'logits'" in bad.output

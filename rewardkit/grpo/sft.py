@@ -1,0 +1,233 @@
+"""GAR's stage 1 (sec. 3, 4.1): supervised fine-tuning of the slice discriminator on a balanced set of YES/NO
+slice judgments in its App. B analysis-score-rationale format, with early stopping on a validation split.
+
+    from rewardkit.gar.slices import SliceItem
+    from rewardkit.grpo.sft import JudgmentExample, judgment_text, train_discriminator
+
+    ex = [JudgmentExample(SliceItem(problem, slice_text), label, judgment_text(label, analysis, rationale)), ...]
+    result = train_discriminator(ex, "smollm2", out_dir="runs/disc-sft", max_steps=60, batch_size=16)
+    result.backend.verdict_probs(...)          # the trained discriminator, ready to judge
+    GarJoint(discriminator="runs/disc-sft")    # stage 2 starts from it
+
+Each example is a prompt-completion pair: the prompt is the discriminator's chat (``discriminator_messages``:
+App. B system prompt, problem, optional context, slice), the completion is the target judgment (with the
+chat template's end of turn), and the loss is the token-mean negative log-likelihood of the completion only.
+The paper's optimiser settings are the defaults (``SFTOptions``); early stopping keeps the weights of the
+best validation loss. The loop is written here rather than run by TRL's ``SFTTrainer``: TRL 1.16 computes
+its loss through a fused, vocabulary-tiled LM head whose CPU fallback spent 4 s per step on a 2-layer,
+32-wide toy model (cProfile), where this loop takes milliseconds; the log-probs are the trainer's own
+(``completion_logprobs``), the schedule is transformers' ``get_scheduler``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from rewardkit.gar.slices import SliceItem
+from rewardkit.options import Options, option, resolve_options
+from rewardkit.prompts.gar import discriminator_messages
+from rewardkit.verdicts import parse_yes_no
+
+
+@dataclass(frozen=True)
+class JudgmentExample:
+    """One SFT example: a slice to judge, its label (True: sound, **YES**) and the target judgment text."""
+
+    item: SliceItem
+    label: bool
+    target: str  # the discriminator's reply: brief analysis, **YES** / **NO**, brief rationale (App. B)
+
+    def __post_init__(self) -> None:
+        v = parse_yes_no(self.target)
+        want = "YES" if self.label else "NO"
+        if not v.ok or v.label != want:
+            raise ValueError(f"target judgment must state **{want}** first (label {self.label}); "
+                             f"parsed {v.label or v.status.value}: {self.target[:120]!r}")
+
+
+def judgment_text(label: bool, analysis: str = "", rationale: str = "") -> str:
+    """A target in the App. B format: the brief analysis, then **YES** / **NO**, then the brief rationale.
+
+    >>> judgment_text(False, "The sum 2 + 3 is written as 6.", "2 + 3 = 5, not 6.")
+    'The sum 2 + 3 is written as 6.\\n\\n**NO**\\n\\n2 + 3 = 5, not 6.'
+    """
+    return "\n\n".join(p for p in (analysis.strip(), "**YES**" if label else "**NO**", rationale.strip()) if p)
+
+
+def balanced(examples: Sequence[JudgmentExample], seed: int = 0) -> list[JudgmentExample]:
+    """Down-sample the majority label to a 1:1 YES:NO ratio (sec. 4.1), a seeded draw; order kept.
+
+    >>> ex = [JudgmentExample(SliceItem("p", str(i)), i < 3, judgment_text(i < 3)) for i in range(5)]
+    >>> sorted(e.label for e in balanced(ex))
+    [False, False, True, True]
+    """
+    yes = [i for i, e in enumerate(examples) if e.label]
+    no = [i for i, e in enumerate(examples) if not e.label]
+    n = min(len(yes), len(no))
+    rng = np.random.default_rng(seed)
+    keep = set(rng.choice(yes, n, replace=False).tolist()) | set(rng.choice(no, n, replace=False).tolist())
+    return [e for i, e in enumerate(examples) if i in keep]
+
+
+def split_by_problem(examples: Sequence[JudgmentExample], eval_fraction: float,
+                     seed: int = 0) -> tuple[list[JudgmentExample], list[JudgmentExample]]:
+    """(train, validation): a seeded ``eval_fraction`` of the problems, with all their slices, is held out,
+    so no problem is on both sides."""
+    problems = sorted({e.item.problem for e in examples})
+    n_eval = min(max(1, round(eval_fraction * len(problems))), len(problems) - 1)
+    held = set(np.random.default_rng(seed).choice(len(problems), n_eval, replace=False).tolist())
+    held_problems = {problems[i] for i in held}
+    return ([e for e in examples if e.item.problem not in held_problems],
+            [e for e in examples if e.item.problem in held_problems])
+
+
+@dataclass(frozen=True)
+class SFTOptions(Options):
+    """Stage 1 settings: the optimiser is sec. 4.1's; the validation split and early stopping are rewardkit's."""
+
+    lr: float = option(1e-4, "AdamW learning rate (sec. 4.1: 1e-4)")
+    weight_decay: float = option(1e-4, "AdamW weight decay (sec. 4.1: 1e-4)")
+    max_steps: int = option(500, "optimizer steps at most (sec. 4.1: 500)")
+    warmup_fraction: float = option(0.2, "share of max_steps spent warming the learning rate up (sec. 4.1: 100 of 500)")
+    batch_size: int = option(128, "examples per optimizer step (sec. 4.1: global batch 128)")
+    micro_batch_size: int = option(8, "examples per forward pass (batch_size / micro_batch_size accumulation steps)")
+    scheduler: Literal["linear", "cosine", "constant_with_warmup"] = option("linear", "learning-rate schedule after warm-up (not stated in the paper)")
+    balance: bool = option(True, "down-sample the majority label to 1:1 (sec. 4.1) before splitting")
+    eval_fraction: float = option(0.1, "share of problems held out for early stopping (when no eval_examples are given)")
+    eval_every: int = option(10, "optimizer steps between validation losses")
+    patience: int = option(3, "stop after this many validations without a better loss (early stopping)")
+    grad_clip: float = option(1.0, "clip the gradient norm to this (not stated in the paper)")
+    max_length: int = option(1024, "longest prompt + judgment in tokens (a longer prompt loses its beginning)")
+    seed: int = option(0, "seeds balancing, the split, shuffling and initialisation")
+    dtype: Literal["float32", "bfloat16"] = option("float32", "weights' dtype when the model is loaded by name")
+    device: str = option("cpu", "torch device when the model is loaded by name")
+    num_threads: int | None = option(None, "torch CPU threads when the model is loaded by name")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(0, "lr", strict=True)
+        self._at_least(0, "weight_decay", "grad_clip")
+        self._at_least(1, "max_steps", "batch_size", "micro_batch_size", "eval_every", "patience", "max_length")
+        if self.batch_size % self.micro_batch_size:
+            raise ValueError(f"option 'batch_size': {self.batch_size} is not a multiple of micro_batch_size "
+                             f"{self.micro_batch_size}")
+        if not 0 <= self.warmup_fraction < 1 or not 0 < self.eval_fraction < 1:
+            raise ValueError(f"options 'warmup_fraction' in [0, 1) and 'eval_fraction' in (0, 1) required, got "
+                             f"{self.warmup_fraction}, {self.eval_fraction}")
+
+
+@dataclass
+class SFTResult:
+    """The fine-tuned discriminator (best validation loss) and how training went."""
+
+    backend: Any  # the TransformersBackend holding the trained weights: judge with it, or save it
+    history: list[dict[str, float]]  # one row per logged step: {"step", "loss"} and {"step", "eval_loss"}
+    best_step: int  # optimizer step of the kept weights (0: the starting weights were best)
+    best_eval_loss: float
+    stopped_early: bool
+    train_examples: int
+    eval_examples: int
+    labels: dict[str, int] = field(default_factory=dict)  # YES / NO counts of the training set
+    out_dir: str | None = None
+
+
+def _encode(tokenizer: Any, e: JudgmentExample, max_length: int) -> tuple[list[int], list[int]]:
+    """(prompt ids, completion ids): the templated discriminator chat, then the judgment and its end of turn;
+    beyond ``max_length`` tokens the prompt loses its beginning, never the judgment."""
+    msgs = discriminator_messages(e.item.problem, e.item.text, e.item.context)
+    prompt = list(tokenizer.apply_chat_template(msgs, add_generation_prompt=True)["input_ids"])
+    full = list(tokenizer.apply_chat_template(msgs + [{"role": "assistant", "content": e.target}])["input_ids"])
+    if full[:len(prompt)] != prompt:  # a template that renders the turn differently once it is complete
+        full = prompt + tokenizer(e.target + (tokenizer.eos_token or ""), add_special_tokens=False).input_ids
+    completion = full[len(prompt):][:max_length - 1]
+    return prompt[max(0, len(prompt) + len(completion) - max_length):], completion
+
+
+def train_discriminator(examples: Sequence[JudgmentExample], model: Any = "smollm2",
+                        options: SFTOptions | None = None, /, *, eval_examples: Sequence[JudgmentExample] | None = None,
+                        out_dir: str | None = None, **fields: Any) -> SFTResult:
+    """SFT of the GAR discriminator (stage 1) on (slice item, label, target judgment) examples.
+
+    ``model`` is a model folder / ``"smollm2"`` (loaded fresh) or a ``TransformersBackend`` (trained in
+    place). The examples are balanced 1:1 (``balance``), then a held-out share of the problems is the
+    validation split unless ``eval_examples`` are given. Validation loss is measured before training and
+    every ``eval_every`` steps; training stops after ``patience`` validations without improvement, and the
+    best weights are kept. With ``out_dir`` the model and tokenizer are saved there (``save_pretrained``).
+    """
+    import torch
+    from transformers import get_scheduler
+
+    from rewardkit.backends.transformers_backend import TransformersBackend
+    from rewardkit.grpo.trainer import completion_logprobs
+
+    o: SFTOptions = resolve_options(SFTOptions, options, fields, "train_discriminator")
+    train = balanced(examples, o.seed) if o.balance else list(examples)
+    if eval_examples is None:
+        train, held = split_by_problem(train, o.eval_fraction, o.seed)
+    else:
+        held = list(eval_examples)
+    if not train or not held:
+        raise ValueError(f"train_discriminator: {len(train)} training and {len(held)} validation examples "
+                         "(both sets need examples; balancing drops the surplus label)")
+    backend = model if isinstance(model, TransformersBackend) else \
+        TransformersBackend(model, dtype=o.dtype, device=o.device, num_threads=o.num_threads)
+    net, tok, dev = backend.model, backend.tokenizer, backend.device
+    pad = tok.pad_token_id
+    train_rows = [_encode(tok, e, o.max_length) for e in train]  # [(prompt ids, completion ids)]
+    held_rows = [_encode(tok, e, o.max_length) for e in held]
+
+    def nll(rows: Sequence[tuple[list[int], list[int]]]) -> tuple[torch.Tensor, int]:
+        logp, mask, _ = completion_logprobs(net, rows, pad, 1.0, dev)  # [b, T] each
+        return -(logp * mask).sum(), int(mask.sum())  # summed token NLL, tokens
+
+    def validation_loss() -> float:
+        with torch.no_grad():
+            parts = [nll(held_rows[i:i + o.micro_batch_size]) for i in range(0, len(held_rows), o.micro_batch_size)]
+        return float(sum(s for s, _ in parts)) / max(sum(n for _, n in parts), 1)
+
+    torch.manual_seed(o.seed)
+    opt = torch.optim.AdamW(net.parameters(), lr=o.lr, weight_decay=o.weight_decay)
+    sched = get_scheduler(o.scheduler, opt, num_warmup_steps=round(o.warmup_fraction * o.max_steps),
+                          num_training_steps=o.max_steps)
+    rng = np.random.default_rng(o.seed)
+    order: list[int] = []
+    best = validation_loss()
+    history = [{"step": 0, "eval_loss": best}]
+    best_step, best_state, bad, step = 0, {k: v.detach().clone() for k, v in net.state_dict().items()}, 0, 0
+    while step < o.max_steps and bad < o.patience:
+        while len(order) < o.batch_size:  # epochs of seeded permutations
+            order += rng.permutation(len(train_rows)).tolist()
+        batch, order = [train_rows[i] for i in order[:o.batch_size]], order[o.batch_size:]
+        n_tokens = sum(len(c) for _, c in batch)
+        total = 0.0
+        opt.zero_grad(set_to_none=True)
+        for i in range(0, len(batch), o.micro_batch_size):
+            s_, _ = nll(batch[i:i + o.micro_batch_size])
+            (s_ / n_tokens).backward()  # the token mean over the whole batch, accumulated
+            total += float(s_.detach())
+        torch.nn.utils.clip_grad_norm_(net.parameters(), o.grad_clip if o.grad_clip > 0 else math.inf)
+        opt.step()
+        sched.step()
+        step += 1
+        history.append({"step": step, "loss": total / n_tokens, "learning_rate": sched.get_last_lr()[0]})
+        if step % o.eval_every == 0 or step == o.max_steps:
+            loss = validation_loss()
+            history.append({"step": step, "eval_loss": loss})
+            if loss < best:
+                best, best_step, bad = loss, step, 0
+                best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+            else:
+                bad += 1
+    with torch.no_grad():
+        net.load_state_dict(best_state)
+    net.eval()
+    if out_dir is not None:
+        net.save_pretrained(out_dir)
+        tok.save_pretrained(out_dir)
+    return SFTResult(backend, history, best_step, best, step < o.max_steps, len(train), len(held),
+                     {"YES": sum(e.label for e in train), "NO": sum(not e.label for e in train)}, out_dir)

@@ -1,0 +1,70 @@
+"""GAR stage 1: the discriminator's SFT data (balanced, split by problem) and training with early stopping."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rewardkit.gar.slices import SliceItem
+from rewardkit.grpo.sft import JudgmentExample, balanced, judgment_text, split_by_problem, train_discriminator
+
+
+def _examples(n: int, yes_every: int = 3) -> list[JudgmentExample]:
+    out = []
+    for i in range(n):
+        ok = i % yes_every != 0
+        step = f"{i} + 1 = {i + 1 if ok else i + 2}."
+        out.append(JudgmentExample(SliceItem(f"What is {i} + 1?", step), ok,
+                                   judgment_text(ok, "The step adds one.", "The sum is right." if ok else "Off by one.")))
+    return out
+
+
+def test_a_target_must_state_its_label_first():
+    with pytest.raises(ValueError, match=r"\*\*NO\*\*"):
+        JudgmentExample(SliceItem("p", "s"), False, "Looks fine. **YES** it is sound.")
+    with pytest.raises(ValueError, match=r"\*\*YES\*\*"):
+        JudgmentExample(SliceItem("p", "s"), True, "no verdict written here")
+    ok = JudgmentExample(SliceItem("p", "s"), True, judgment_text(True, "Adds 2 and 3.", "Correct sum."))
+    assert ok.target == "Adds 2 and 3.\n\n**YES**\n\nCorrect sum."  # analysis, score, rationale (App. B)
+
+
+def test_balancing_keeps_every_minority_example_and_as_many_of_the_majority():
+    ex = _examples(30)  # 20 YES, 10 NO
+    kept = balanced(ex, seed=1)
+    assert sum(e.label for e in kept) == sum(not e.label for e in kept) == 10
+    assert {e.item.text for e in ex if not e.label} <= {e.item.text for e in kept}
+    assert [e.item.text for e in kept] == [e.item.text for e in ex if e in kept]  # order kept
+    assert balanced(ex, seed=1) == kept and balanced(ex, seed=2) != kept  # a seeded draw
+
+
+def test_the_validation_split_holds_out_whole_problems():
+    ex = [JudgmentExample(SliceItem(f"problem {i // 3}", f"slice {i}"), i % 2 == 0, judgment_text(i % 2 == 0))
+          for i in range(30)]  # 10 problems x 3 slices
+    train, held = split_by_problem(ex, 0.2, seed=0)
+    assert len(held) == 6 and len(train) == 24
+    assert not {e.item.problem for e in train} & {e.item.problem for e in held}
+
+
+@pytest.mark.slow
+def test_sft_lowers_the_validation_loss_and_keeps_the_best_weights(tiny_model, tmp_path):
+    res = train_discriminator(_examples(24), tiny_model, max_steps=6, batch_size=4, micro_batch_size=2,
+                              eval_every=2, patience=3, lr=1e-2, num_threads=1, out_dir=str(tmp_path / "disc"))
+    evals = [h["eval_loss"] for h in res.history if "eval_loss" in h]
+    assert len(evals) == 4 and res.history[0] == {"step": 0.0, "eval_loss": evals[0]}  # before training, then every 2
+    assert res.best_eval_loss == min(evals) < evals[0] and res.best_step > 0
+    assert res.labels == {"YES": res.train_examples - res.labels["NO"], "NO": res.labels["NO"]}
+    assert (tmp_path / "disc" / "model.safetensors").exists()  # stage 2 loads it: GarJoint(discriminator=...)
+
+
+@pytest.mark.slow
+def test_a_diverging_run_stops_early_and_keeps_the_starting_weights(tiny_model):
+    from rewardkit.backends.transformers_backend import TransformersBackend
+
+    backend = TransformersBackend(tiny_model, dtype="float32", num_threads=1)
+    before = {k: v.clone() for k, v in backend.model.state_dict().items()}
+    res = train_discriminator(_examples(24), backend, max_steps=50, batch_size=2, micro_batch_size=2,
+                              eval_every=1, patience=2, lr=50.0, warmup_fraction=0.0, num_threads=1)
+    assert res.stopped_early and res.best_step == 0  # lr 50 only made it worse
+    assert len([h for h in res.history if "eval_loss" in h]) == 3  # start, then 2 worse validations
+    after = backend.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # trained in place, best (initial) weights restored
