@@ -28,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import checkout, machine, write_results  # noqa: E402
 
-from rewardkit.code.sandbox import _remove_cgroup  # noqa: E402
-from rewardkit.code.sandbox_stage import _memory_cgroup, _mount_points  # noqa: E402
+from rewardkit.code.sandbox import remove_cgroup  # noqa: E402
+from rewardkit.code.sandbox_stage import memory_cgroup, mount_points  # noqa: E402
 
 MEMORY = """
 import os, sys, time
@@ -93,7 +93,7 @@ def _meminfo_available() -> int:
 
 def _join_accounting_cgroup() -> None:
     """In the measured child, before exec: a memory cgroup of its own with no limit, to read its peak."""
-    _memory_cgroup(1 << 60)
+    memory_cgroup(1 << 60)
 
 
 def _peak(pid: int) -> tuple[str | None, int | None]:
@@ -103,7 +103,7 @@ def _peak(pid: int) -> tuple[str | None, int | None]:
     for key, rel in ((k, r) for _, k, r in rows):
         if "rewardkit-sandbox-" not in rel:
             continue
-        points = _mount_points("cgroup2") if key == "" else _mount_points("cgroup", "memory")
+        points = mount_points("cgroup2") if key == "" else mount_points("cgroup", "memory")
         if key == "" or "memory" in key.split(","):
             return points[0] + rel, None
     return None, None
@@ -145,7 +145,7 @@ def measure(root: Path, program: str) -> dict:
     t.join()
     peak = _read_peak(cgroup) if cgroup else None
     if cgroup:
-        _remove_cgroup(cgroup)
+        remove_cgroup(cgroup)
     if r.returncode != 0:
         raise RuntimeError(r.stderr[-2000:])
     out = json.loads(r.stdout)

@@ -8,8 +8,17 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
-from rewardkit.cli._tables import print_table
+from rewardkit.cli.common import (
+    BatchTokens,
+    Device,
+    DType,
+    Threads,
+    fail,
+    judge_spec,
+    parse_pairs,
+    positive_int,
+    print_table,
+)
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -24,34 +33,6 @@ from rich.table import Table
 app = typer.Typer(help="rewardkit: reward modelling for LLM RL - score rollouts, serve judges, run evals.",
                   no_args_is_help=True, add_completion=False)
 console = Console(stderr=True)
-
-
-def _parse_options(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for p in pairs:
-        if "=" not in p:
-            raise typer.BadParameter(f"expected KEY=VALUE, got {p!r}", param_hint="--option")
-        k, v = p.split("=", 1)
-        out[k.strip().replace("-", "_")] = v
-    return out
-
-
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``error: message`` as one line on stderr (never wrapped, piped or not); return the exit."""
-    sys.stderr.write("error: " + " ".join(str(message).split()) + "\n")
-    sys.stderr.flush()
-    return typer.Exit(code)
-
-
-def _positive_int(flag: str, text: str) -> int:
-    """``text`` as a positive integer, else the one-line ``error:`` exit."""
-    try:
-        value = int(text.strip(), 10)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise _fail(f"{flag} must be a positive integer, got {text}")
-    return value
 
 
 @app.command()
@@ -77,20 +58,18 @@ def score(
     threads: Threads = None,
 ) -> None:
     """Score saved rollouts with any scorer; resumable, one output row per input group."""
+    from rewardkit.integrations.common import load_scorer
     from rewardkit.runtime.inputs import InputError
     from rewardkit.runtime.jobs import JobError, rejects_path, score_file
-    from rewardkit.scoring import get_scorer, scorer_options
 
-    batch_size = _positive_int("--batch-size", batch_size)
-    limit = None if limit is None else _positive_int("--limit", limit)
+    batch_size = positive_int("--batch-size", batch_size)
+    limit = None if limit is None else positive_int("--limit", limit)
     try:
-        opts = _parse_options(option or [])
+        opts: dict = parse_pairs(option, "--option")
         judge = judge_spec(judge, device, dtype, batch_tokens, threads)
+        sc = load_scorer(scorer, opts, judge)
         if judge is not None:
-            if "judge" not in {o.name for o in scorer_options(scorer)}:
-                raise ValueError(f"--judge: scorer {scorer!r} takes no judge")
             opts["judge"] = judge
-        sc = get_scorer(scorer, **opts)
         executor = None
         if ray_workers is not None and ray is None:
             raise ValueError("--ray-workers needs --ray")
@@ -99,7 +78,7 @@ def score(
 
             executor = ray_executor(scorer, opts, RayConfig(address=ray, workers=ray_workers))
     except (KeyError, TypeError, ValueError, ImportError, typer.BadParameter) as e:
-        raise _fail(e.args[0] if isinstance(e, KeyError) and e.args else e) from None
+        raise fail(e.args[0] if isinstance(e, KeyError) and e.args else e) from None
 
     with Progress(TextColumn(f"[bold]{scorer}[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), console=console, transient=False, disable=not console.is_terminal) as progress:
@@ -116,12 +95,12 @@ def score(
                                  executor=executor, on_start=on_start, on_batch=lambda n: progress.advance(task, n))
         except InputError as e:
             hint = "" if skip_bad or e.line is None else " (--skip-bad sets such records aside and goes on)"
-            raise _fail(f"{e}{hint}") from None
+            raise fail(f"{e}{hint}") from None
         except (JobError, FileNotFoundError) as e:
-            raise _fail(e) from None
+            raise fail(e) from None
         except OSError as e:  # unwritable or full disk: finished rows are kept
             where = e.filename or out
-            raise _fail(f"{where}: {e.strerror or e}; finished rows are kept, re-run to resume") from None
+            raise fail(f"{where}: {e.strerror or e}; finished rows are kept, re-run to resume") from None
 
     t = Table(title=f"{scorer} on {input.name}", show_header=False)
     d = summary.to_dict()

@@ -41,13 +41,18 @@ def serve(
     api_key: Annotated[Optional[str], typer.Option(envvar="REWARDKIT_REWARD_API_KEY", help="Require this key: 'Authorization: Bearer KEY' or '?api_key=KEY' in the URL.")] = None,
 ) -> None:
     """Serve POST /get_reward ({query, prompts, labels} -> {rewards, scores, extra_logs}) until interrupted."""
-    from rewardkit.cli.train import _pairs
+    from rewardkit.cli.common import fail, parse_pairs
 
+    from rewardkit.http_server import require_key_off_loopback
     from rewardkit.http_server import serve as run
     from rewardkit.integrations.common import load_scorer
     from rewardkit.integrations.openrlhf import reward_app
 
-    sc = load_scorer(scorer, _pairs(option or [], "--option"), judge)
+    try:  # before the scorer (and its judge) loads: a keyless reward server stays on this machine
+        require_key_off_loopback(host, api_key, "serve")
+    except ValueError as e:
+        raise fail(e) from None
+    sc = load_scorer(scorer, parse_pairs(option, "--option"), judge)
     app = reward_app(sc, api_key=api_key, group_size=group_size, group_timeout=group_timeout,
                      masked_reward=_masked(masked_reward), max_items=max_items, max_pending=max_pending)
     _raise_open_files(max_pending + 256)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
+from rewardkit.cli.common import BatchTokens, Device, DType, Threads, judge_spec
 
 
 def serve_judge(
@@ -32,7 +32,7 @@ def serve_judge(
     max_chars: Annotated[int, typer.Option(min=1, help="most characters over all messages of a request")] = 200_000,
 ) -> None:
     """Serve a judge at /v1/chat/completions and /v1/models (OpenAI shapes) until interrupted."""
-    from rewardkit.cli.app import _fail
+    from rewardkit.cli.common import fail
 
     from rewardkit.backends import load_backend
     from rewardkit.backends.server import JudgeLimits, JudgeServer
@@ -41,7 +41,7 @@ def serve_judge(
     try:  # before the model loads: a keyless judge stays on this machine
         require_key_off_loopback(host, api_key, "serve-judge")
     except ValueError as e:
-        raise _fail(e) from None
+        raise fail(e) from None
 
     spec = judge_spec(spec, device, dtype, batch_tokens, threads, flag="SPEC") or spec
     opts = {k: v for k, v in {"batch_size": batch_size}.items() if v is not None}

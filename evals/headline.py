@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardkit.evals.harness import _f, load_rollouts, score_groups, scorer_report
+from rewardkit.evals.harness import cell, load_rollouts, score_groups, scorer_report
 
 from rewardkit.backends.spec import redact
 
@@ -111,11 +111,11 @@ def headline_table(data: dict[str, Any]) -> str:
     for r in data["reports"]:
         v = r["verifier"]
         p, rec, f1 = (("-", "-", "-") if v is None else
-                      tuple(_f(v[k]["value"]) for k in ("precision", "recall", "f1")))
+                      tuple(cell(v[k]["value"]) for k in ("precision", "recall", "f1")))
         c = r["cost"]
         lines.append(
             f"| `{r['scorer']}`{r.get('label', r['scorer'])[len(r['scorer']):]}{' (judge)' if r['uses_judge'] else ''} | {r['groups']} | {p} | {rec} | {f1} | "
-            f"{100 * r['best_of_8']:.1f} | {_f(r['auc'])} | {_f(r['length_bias']['spearman'], '+.2f')} | "
+            f"{100 * r['best_of_8']:.1f} | {cell(r['auc'])} | {cell(r['length_bias']['spearman'], '+.2f')} | "
             f"{100 * r['nonzero_advantage_groups']:.0f}% | {c['judge_calls_per_group']:.1f} | "
             f"{c['seconds_per_group']:.2f} |")
     return "\n".join(lines) + "\n"

@@ -394,7 +394,7 @@ def reference_problem(gold: str | None) -> str | None:
     return None
 
 
-def _mv_equivalent(gold: str, pred: str) -> bool:
+def math_verify_equivalent(gold: str, pred: str) -> bool:
     """math-verify with its own (signal) timeouts off; runs in a worker process."""
     from math_verify import parse, verify
 
@@ -445,7 +445,7 @@ def _inline_equivalent(gold: str, pred: str, timeout: float) -> bool:
     old = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        return _mv_equivalent(gold, pred)
+        return math_verify_equivalent(gold, pred)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)

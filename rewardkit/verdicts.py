@@ -30,6 +30,19 @@ So a paraphrase ("Response A is better"), a negation ("not \\boxed{B}", "Answer 
 True", "Answer 2?"), an echo of the instructions ("**YES** or **NO**"), a later note ("True\\n\\nNote: this might
 be False") or a truncation is ``Status.INVALID`` with a message saying why: an unparseable judge output is never
 turned into a verdict, a tie or a 0. Parsers never raise on any string.
+
+    >>> parse_boxed_choice(r"B skips a case, A does not. \\boxed{A}").label
+    'A'
+    >>> parse_yes_no("The step adds instead of multiplying.\\n\\n**NO**\\n\\nIt computes 6 + 7.").label
+    'NO'
+    >>> parse_answer_choice("<think>...</think>\\nAnswer 2").label, parse_true_false("It checks out.\\nTrue").label
+    ('2', 'True')
+    >>> parse_expert_policy("Reads like a textbook.\\nExpert").label, parse_boxed_score(r"Final score: \\boxed{0.5}").label
+    ('Expert', '0.5')
+    >>> parse_consistency("<consistency>Correct</consistency>").label
+    'Correct'
+    >>> parse_boxed_choice(r"I answer \\boxed{A}, \\boxed{B}, or \\boxed{Tie}").status  # echoed the choices
+    <Status.INVALID: 'invalid'>
 """
 
 from __future__ import annotations

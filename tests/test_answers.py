@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 
 from rewardkit.answers import (
     AnswerChecker,
-    _mv_equivalent,
     cluster_answers,
     equivalent,
     extract_answer,
     extract_answer_span,
+    math_verify_equivalent,
     normalize_answer,
     plain_number,
 )
@@ -184,7 +184,7 @@ def test_plain_number_fast_path_agrees_with_math_verify(a, b):
     checker = AnswerChecker(mode="inline")
     fast = checker.check(a, b)
     assert fast.status is Status.OK
-    assert fast.equivalent == _mv_equivalent(a, b), (a, b, plain_number(a), plain_number(b))
+    assert fast.equivalent == math_verify_equivalent(a, b), (a, b, plain_number(a), plain_number(b))
 
 
 def test_verifier_scorer_reports_unusable_references_and_huge_answers():

@@ -39,13 +39,14 @@ from rewardkit.arena.tournaments import (
     random_opponents,
 )
 from rewardkit.backends.base import ChatRequest, VerdictRequest, cost_of
+from rewardkit.options import option
 from rewardkit.prompts.arena import (
     POINTWISE_VERDICT_PREFIX,
     TOURNAMENT_VERDICT_PREFIX,
     pointwise_prompt,
     tournament_prompt,
 )
-from rewardkit.scoring import JudgeOptions, JudgeScorer, grpo_advantages, option, reward_diversity
+from rewardkit.scoring import JudgeOptions, JudgeScorer, grpo_advantages, reward_diversity
 from rewardkit.types import Cost, Group, GroupScore, Status
 from rewardkit.verdicts import parse_boxed_choice, parse_boxed_score
 from rewardkit.verifier import VerifiedGroup, make_checker, verify_groups

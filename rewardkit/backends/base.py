@@ -9,16 +9,21 @@ verdict.
 from __future__ import annotations
 
 import math
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from rewardkit.options import Options
 from rewardkit.types import Cost, Status
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
+
+DType = Literal["auto", "float32", "bfloat16", "float16"]  # a local model's weights; auto: bf16 where the hardware has it
+DTYPES: tuple[str, ...] = typing.get_args(DType)
 
 
 @dataclass
@@ -143,8 +148,15 @@ def continuation_tokens(encode, text: str, prompt_ids: list[int], choice: str) -
 
 
 class JudgeBackend(ABC):
-    """Base class of the transformers / vLLM / HTTP / llama.cpp backends."""
+    """Base class of the transformers / vLLM / HTTP / llama.cpp backends.
 
+    A backend declares its options once, as a frozen ``Options`` dataclass (``rewardkit.options``): the
+    constructor takes them as keywords, and judge specs (``smollm2?dtype=bfloat16``) are typed from them.
+    """
+
+    Options: typing.ClassVar[type[Options]] = Options  # each backend sets its own
+    #: extra spec options not in ``Options`` are passed through with guessed types (vLLM engine arguments)
+    open_options: typing.ClassVar[bool] = False
     #: identifies the model for caching (path or hub id plus dtype/quantisation where it matters)
     model_id: str = ""
     #: the verdict mode a scorer uses with this judge when its ``mode`` option is ``auto``

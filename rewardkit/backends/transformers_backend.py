@@ -17,16 +17,18 @@ import inspect
 import os
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from itertools import groupby
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 import numpy as np
 
 from rewardkit.backends.base import (
     ChatRequest,
     Completion,
+    DType,
     HFChatTemplateMixin,
     JudgeBackend,
     TokenScoreRequest,
@@ -38,6 +40,7 @@ from rewardkit.backends.base import (
     continuation_tokens,
     distribution_stats,
 )
+from rewardkit.options import Options, option
 from rewardkit.types import Status
 
 
@@ -100,6 +103,26 @@ def resolve_threads(num_threads: int | None) -> int:
     return default_threads()
 
 
+@dataclass(frozen=True)
+class TransformersOptions(Options):
+    """The transformers backend's options (keywords of ``TransformersBackend``, or ``smollm2?dtype=...``)."""
+
+    dtype: DType = option("auto", "float32, bfloat16, float16 or auto (bf16 where the CPU/GPU supports it)")
+    device: str = option("cpu", "torch device (cpu, cuda, cuda:1)")
+    batch_tokens: int = option(4096, "token budget per forward pass (rows x padded width); generation packs rows "
+                                     "while rows x (prompt + max new tokens) stays within 4 budgets")
+    batch_size: int | None = option(None, "cap on rows per forward pass (None: the token budget alone decides)")
+    max_prompt_tokens: int | None = option(None, "longest prompt accepted (None: the model's context length)")
+    share_prefix: bool = option(True, "encode a token prefix shared by several verdict requests once (KV cache)")
+    min_shared_prefix: int = option(64, "shortest shared prefix (tokens) worth re-using")
+    num_threads: int | None = option(None, "torch CPU threads (process-wide; default $REWARDKIT_TORCH_THREADS, "
+                                           "$OMP_NUM_THREADS, else the idle cores: default_threads)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(1, "batch_tokens", "batch_size")
+
+
 def _cache_kwarg(model) -> str:
     """The forward() keyword for a KV cache: ``cache`` in current transformers (``past_key_values`` is deprecated
     there and goes in 5.40), ``past_key_values`` in the 5.x releases before the rename."""
@@ -112,35 +135,21 @@ def _cache_of(out) -> object | None:
 
 
 class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
-    """A local causal LM through transformers.
+    """A local causal LM through transformers; ``model`` is a local directory or hub id ("smollm2" = the
+    embedded SmolLM2-135M-Instruct), the other keywords are ``TransformersOptions``."""
 
-    Options:
-        model: local directory or hub id ("smollm2" = the embedded SmolLM2-135M-Instruct)
-        dtype: float32, bfloat16, float16 or auto (bf16 where the CPU/GPU supports it)
-        device: torch device ("cpu", "cuda", "cuda:1")
-        batch_tokens: token budget per forward pass (rows x padded width); generation packs rows while
-            rows x (prompt + max new tokens) stays within 4 budgets (decoding holds only the KV cache)
-        batch_size: optional cap on rows per forward pass (None: the token budget alone decides)
-        share_prefix: encode a token prefix shared by several verdict requests once (KV cache)
-        min_shared_prefix: shortest shared prefix (tokens) worth re-using
-        num_threads: torch CPU threads (process-wide; default $REWARDKIT_TORCH_THREADS, $OMP_NUM_THREADS,
-            else the idle cores: ``default_threads``)
-    """
+    Options = TransformersOptions
 
-    def __init__(self, model: str = "smollm2", *, dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto", batch_size: int | None = None,
-                 batch_tokens: int = 4096, device: str = "cpu", max_prompt_tokens: int | None = None,
-                 share_prefix: bool = True, min_shared_prefix: int = 64, num_threads: int | None = None):
+    def __init__(self, model: str = "smollm2", **options: Any):
+        o = self.options = TransformersOptions(**options)
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from rewardkit.backends.embedded import ALIASES, EMBEDDED_NAME, embedded_model_path
 
-        if int(batch_tokens) < 1:
-            raise ValueError(f"transformers backend: batch_tokens={batch_tokens!r} must be a positive number of tokens")
-        if batch_size is not None and int(batch_size) < 1:
-            raise ValueError(f"transformers backend: batch_size={batch_size!r} must be a positive number of rows")
-        if dtype not in ("auto", "float32", "bfloat16", "float16"):
-            raise ValueError(f"transformers backend: dtype={dtype!r}: expected auto, float32, bfloat16 or float16")
+        dtype, device, batch_size, batch_tokens = o.dtype, o.device, o.batch_size, o.batch_tokens
+        share_prefix, min_shared_prefix, num_threads, max_prompt_tokens = (
+            o.share_prefix, o.min_shared_prefix, o.num_threads, o.max_prompt_tokens)
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"transformers backend: device={device!r} but torch sees no CUDA device "
                              f"(torch {torch.__version__}); use device=cpu")
@@ -326,7 +335,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         for i, r in enumerate(requests):
             prompt = self.render(r.messages)
             p_ids, (ids, offsets) = self.encode(prompt), self._encode_with_offsets(prompt + r.response)
-            n = len(ids) - _lcp(p_ids, ids)  # a merge across the boundary counts as response
+            n = len(ids) - common_prefix_length(p_ids, ids)  # a merge across the boundary counts as response
             err = "empty response: no tokens to score" if n == 0 or not r.response else self._too_long(len(ids))
             if err:
                 out[i] = TokenScores(*(np.array([]),) * 3, Status.ERROR, len(p_ids), error=err)
@@ -437,7 +446,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         for i in sorted(indices, key=lambda i: prompts[i]):
             p = prompts[i]
             if cur:
-                shared = min(common, _lcp(prompts[cur[-1]], p), len(p) - 1)
+                shared = min(common, common_prefix_length(prompts[cur[-1]], p), len(p) - 1)
                 if shared >= self.min_shared_prefix and shared >= len(p) // 4:
                     cur.append(i)
                     common = shared
@@ -489,7 +498,7 @@ def token_batches(order: Sequence[int], width, budget: int, max_rows: int | None
     return out
 
 
-def _lcp(a: list[int], b: list[int]) -> int:
+def common_prefix_length(a: list[int], b: list[int]) -> int:
     """Length of the longest common prefix of two token lists."""
     n = min(len(a), len(b))
     i = 0

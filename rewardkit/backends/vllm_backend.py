@@ -20,6 +20,7 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ import numpy as np
 from rewardkit.backends.base import (
     ChatRequest,
     Completion,
+    DType,
     HFChatTemplateMixin,
     JudgeBackend,
     TokenScoreRequest,
@@ -38,6 +40,7 @@ from rewardkit.backends.base import (
     continuation_tokens,
     distribution_stats,
 )
+from rewardkit.options import Options, option
 from rewardkit.types import Status
 
 INSTALL_HINT = ("the vLLM backend needs vLLM: pip install 'rewardkit[vllm]' on a CUDA GPU, or vLLM's CPU build "
@@ -77,26 +80,36 @@ def platform_engine_defaults(on_cpu: bool) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class VLLMOptions(Options):
+    """The vLLM backend's options; other keywords (and spec options) go to ``vllm.LLM`` as engine arguments
+    (``kv_cache_memory_bytes``, ``enforce_eager``, ...)."""
+
+    dtype: DType = option("auto", "weights' dtype: auto, float32, bfloat16 or float16 (auto on the embedded model: "
+                                  "bf16 where the hardware has it, else float32, as the transformers backend)")
+    gpu_memory_utilization: float = option(0.85, "fraction of GPU memory for weights + KV cache (on CPU vLLM reads "
+                                                 "it as a fraction of RAM; this backend sets kv_cache_memory_bytes "
+                                                 "there instead, see platform_engine_defaults)")
+    max_model_len: int | None = option(None, "context length (default: the model's)")
+    enable_prefix_caching: bool = option(True, "re-use KV blocks of shared prompt prefixes")
+    tensor_parallel_size: int = option(1, "GPUs per model")
+    seed: int = option(0, "engine seed")
+
+
 class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
-    """An offline vLLM engine (CUDA GPU or vLLM's CPU build).
+    """An offline vLLM engine (CUDA GPU or vLLM's CPU build) for ``model`` (hub id, local directory, or
+    "smollm2" = the embedded SmolLM2-135M-Instruct's safetensors copy); the other keywords are ``VLLMOptions``,
+    and any further ones vLLM engine arguments."""
 
-    Options:
-        model: hub id or local directory ("smollm2" = the embedded SmolLM2-135M-Instruct's safetensors copy)
-        dtype: vLLM dtype (auto, float32, bfloat16, float16); auto on the embedded model: bf16 where the
-            hardware has it, else float32 (as the transformers backend)
-        gpu_memory_utilization: fraction of GPU memory for weights + KV cache (on CPU vLLM reads it as a
-            fraction of RAM; this backend sets ``kv_cache_memory_bytes`` there instead, see
-            ``platform_engine_defaults``)
-        max_model_len: context length (default: the model's)
-        enable_prefix_caching: re-use KV blocks of shared prompt prefixes
-        tensor_parallel_size: GPUs per model
-        seed: engine seed
-        other keywords: vLLM engine arguments (``kv_cache_memory_bytes``, ``enforce_eager``, ...)
-    """
+    Options = VLLMOptions
+    open_options = True
 
-    def __init__(self, model: str, *, dtype: str = "auto", gpu_memory_utilization: float = 0.85,
-                 max_model_len: int | None = None, enable_prefix_caching: bool = True,
-                 tensor_parallel_size: int = 1, seed: int = 0, **engine_kwargs: Any):
+    def __init__(self, model: str, **options: Any):
+        known = {f.name for f in fields(VLLMOptions)}
+        o = self.options = VLLMOptions(**{k: v for k, v in options.items() if k in known})
+        engine_kwargs = {k: v for k, v in options.items() if k not in known}
+        dtype, gpu_memory_utilization, max_model_len = o.dtype, o.gpu_memory_utilization, o.max_model_len
+        enable_prefix_caching, tensor_parallel_size, seed = o.enable_prefix_caching, o.tensor_parallel_size, o.seed
         vllm = _import_vllm()
         _refuse_in_spawned_import(model)
         from vllm.platforms import current_platform
@@ -278,14 +291,14 @@ class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
         vLLM hands these back as Python lists (``flat_logprobs``), about 8 MB per position on a 49k vocabulary
         and for the chat prompt's positions too, so requests go in engine calls of at most ``SCORE_POSITIONS``
         positions (a longer request alone)."""
-        from rewardkit.backends.transformers_backend import _lcp, token_batches
+        from rewardkit.backends.transformers_backend import common_prefix_length, token_batches
 
         out: list[TokenScores | None] = [None] * len(requests)
         rows: dict[int, tuple[list[int], int]] = {}
         for i, r in enumerate(requests):
             prompt, p_ids, err = self._prompt(r.messages)
             ids = self.encode(prompt + r.response) if not err else []
-            n = len(ids) - _lcp(p_ids, ids)  # a merge across the boundary counts as response
+            n = len(ids) - common_prefix_length(p_ids, ids)  # a merge across the boundary counts as response
             if not err:
                 err = "empty response: no tokens to score" if n == 0 or not r.response else self._too_long(len(ids))
             if err:

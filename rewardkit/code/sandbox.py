@@ -244,11 +244,11 @@ def _run(argv, stdin, limits: Limits, wd: Path, env, readonly_paths, hidden_path
     res.uid = cfg["uid"]
     cgroup = next((r["cgroup"] for r in status if r.get("cgroup")), None)
     if cgroup:
-        _remove_cgroup(cgroup)
+        remove_cgroup(cgroup)
     return res
 
 
-def _remove_cgroup(path: str, seconds: float = 5.0) -> None:
+def remove_cgroup(path: str, seconds: float = 5.0) -> None:
     """Remove a run's cgroup once the stage is gone: kill any straggler still in it, then rmdir."""
     if not os.path.basename(path).startswith("rewardkit-sandbox-"):
         return

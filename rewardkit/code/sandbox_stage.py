@@ -265,7 +265,7 @@ def _kill_children_of(me: int) -> int:
     return n
 
 
-def _mount_points(fstype: str, option: str | None = None) -> list[str]:
+def mount_points(fstype: str, option: str | None = None) -> list[str]:
     """Mount points of ``fstype`` (with ``option`` among its super options) in /proc/self/mountinfo."""
     out = []
     with open("/proc/self/mountinfo") as f:
@@ -282,7 +282,7 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
-def _memory_cgroup(limit: int) -> tuple[str | None, str]:
+def memory_cgroup(limit: int) -> tuple[str | None, str]:
     """Make a memory cgroup capped at ``limit`` bytes and move this process into it: (path, "cgroup v2"
     or "cgroup v1"), or (None, why not). Children inherit it, so it bounds the whole tree."""
     with open("/proc/self/cgroup") as f:
@@ -292,10 +292,10 @@ def _memory_cgroup(limit: int) -> tuple[str | None, str]:
     for version in ("v2", "v1"):
         try:
             if version == "v2":
-                if "" not in own or not _mount_points("cgroup2"):
+                if "" not in own or not mount_points("cgroup2"):
                     why.append("v2: no cgroup2 hierarchy")
                     continue
-                base = _mount_points("cgroup2")[0] + own[""]
+                base = mount_points("cgroup2")[0] + own[""]
                 with open(os.path.join(base, "cgroup.controllers")) as f:
                     if "memory" not in f.read().split():
                         why.append("v2: the memory controller is not delegated here")
@@ -305,7 +305,7 @@ def _memory_cgroup(limit: int) -> tuple[str | None, str]:
                         _write(os.path.join(base, "cgroup.subtree_control"), "+memory")
             else:
                 key = next((k for k in own if "memory" in k.split(",")), None)
-                points = _mount_points("cgroup", "memory")
+                points = mount_points("cgroup", "memory")
                 if key is None or not points:
                     why.append("v1: no memory hierarchy")
                     continue
@@ -387,7 +387,7 @@ def main() -> None:
     signal.signal(signal.SIGALRM, on_signal)
     cgroup = None
     if cfg.get("program_memory"):
-        cgroup, how = _memory_cgroup(int(cfg["program_memory"]))
+        cgroup, how = memory_cgroup(int(cfg["program_memory"]))
         if cgroup:  # the kernel's OOM killer picks the program, never S or C (T resets its own score)
             try:
                 _write("/proc/self/oom_score_adj", "-1000")

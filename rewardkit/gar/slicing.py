@@ -33,8 +33,6 @@ def default_min_tokens(max_tokens: int) -> int:
     return int(round(DEFAULT_MIN_FRACTION * max_tokens))
 
 
-DEFAULT_JUDGE_TOKENS = 128  # K (sec. 3)
-
 
 def whitespace_tokens(texts: Sequence[str]) -> list[int]:
     """Whitespace word counts: a tokenizer-free stand-in for tests and for backends without a tokenizer."""

@@ -34,6 +34,7 @@ from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, Verdi
 from rewardkit.gar.rewards import judgment_rewards
 from rewardkit.gar.slices import SliceItem, SliceOptions, SliceScorer
 from rewardkit.grpo.trainer import GRPOTrainer, Learner, Rollouts, set_advantages
+from rewardkit.options import Options, coerce_options, option, resolve_options
 from rewardkit.prompts.gar import discriminator_messages
 from rewardkit.raro.critic import (
     CriticItem,
@@ -44,7 +45,6 @@ from rewardkit.raro.critic import (
     expert_positions,
 )
 from rewardkit.raro.replay import CriticExample
-from rewardkit.scoring import Options, build_options, coerce_options, option
 from rewardkit.types import Group, GroupScore, Status
 from rewardkit.verdicts import parse_yes_no
 
@@ -119,7 +119,7 @@ class RaroShared:
                                                 "eps_high": 0.28, "beta": 1e-3, "overlong_filter": True}
 
     def __init__(self, options: RaroOptions | None = None, /, **fields: Any):
-        self.options: RaroOptions = build_options(RaroOptions, options, fields, "RaroShared")
+        self.options: RaroOptions = resolve_options(RaroOptions, options, fields, "RaroShared")
         self.critic: CriticScorer | None = None
 
     def attach(self, trainer: GRPOTrainer) -> None:
@@ -215,7 +215,7 @@ class GarOptions(Options):
     dis_update: Literal["grpo", "expected"] = option(
         "grpo", "grpo: GRPO on its sampled judgments (sec. 3); expected: rewardkit's variant, gradient ascent on the "
                 "expected R^dis of a bare verdict, P(YES) R(YES) + P(NO) R(NO), one forward pass per slice, no rollouts")
-    scorer: SliceOptions = option(SliceOptions(temperature=1.0), "the slice scorer's options; generate mode samples judgments at its temperature, capped at judge_tokens (K = 128)")
+    scorer: SliceOptions = option(SliceOptions(temperature=1.0), "the slice scorer's options; generate mode samples judgments at its temperature, capped at max_tokens (K = 128)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -233,7 +233,7 @@ class GarJoint:
     train_settings: ClassVar[dict[str, Any]] = {}  # the reasoner: GRPO as DeepSeekMath states it (the loss's settings)
 
     def __init__(self, options: GarOptions | None = None, /, **fields: Any):
-        self.options: GarOptions = build_options(GarOptions, options, fields, "GarJoint")
+        self.options: GarOptions = resolve_options(GarOptions, options, fields, "GarJoint")
         self.learner: Learner | None = None
 
     def attach(self, trainer: GRPOTrainer) -> None:
@@ -241,7 +241,7 @@ class GarJoint:
         # the discriminator is trained like the reasoner (the same resolved settings) but for its own
         # learning rate; its judgments are capped at K tokens on purpose, so they are never over-length filtered
         cfg = dataclasses.replace(trainer.config, model=o.discriminator, lr=o.lr, temperature=o.scorer.temperature,
-                                  max_new_tokens=o.scorer.judge_tokens, overlong_filter=False)
+                                  max_new_tokens=o.scorer.max_tokens, overlong_filter=False)
         self.learner = Learner(cfg)
         self.judge = SampledJudge(self.learner, o.dis_samples if o.dis_update == "grpo" else 1)
         self.slicer = SliceScorer(dataclasses.replace(o.scorer, judge=self.judge))
@@ -343,7 +343,7 @@ class GarJoint:
 
     def _judge(self, items: list[SliceItem], seed_key: tuple[int, int]) -> Rollouts:
         msgs = [discriminator_messages(it.problem, it.text, it.context) for it in items]
-        return self.learner.sample(msgs, self.options.dis_samples, seed_key, self.options.scorer.judge_tokens)
+        return self.learner.sample(msgs, self.options.dis_samples, seed_key, self.options.scorer.max_tokens)
 
     def state_dict(self) -> dict[str, Any]:
         if self.learner is None:

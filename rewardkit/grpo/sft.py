@@ -29,8 +29,8 @@ from typing import Any, Literal
 import numpy as np
 
 from rewardkit.gar.slices import SliceItem
+from rewardkit.options import Options, option, resolve_options
 from rewardkit.prompts.gar import discriminator_messages
-from rewardkit.scoring import Options, build_options, option
 from rewardkit.verdicts import parse_yes_no
 
 
@@ -165,7 +165,7 @@ def train_discriminator(examples: Sequence[JudgmentExample], model: Any = "smoll
     from rewardkit.backends.transformers_backend import TransformersBackend
     from rewardkit.grpo.trainer import completion_logprobs
 
-    o: SFTOptions = build_options(SFTOptions, options, fields, "train_discriminator")
+    o: SFTOptions = resolve_options(SFTOptions, options, fields, "train_discriminator")
     train = balanced(examples, o.seed) if o.balance else list(examples)
     if eval_examples is None:
         train, held = split_by_problem(train, o.eval_fraction, o.seed)

@@ -30,7 +30,8 @@ import torch
 
 from rewardkit.grpo.checkpoint import MetricsLog, latest_checkpoint, load_state, save_checkpoint
 from rewardkit.grpo.losses import mixed_loss
-from rewardkit.scoring import ADVANTAGES, Options, Scorer, diversity_stats, option
+from rewardkit.options import Options, option
+from rewardkit.scoring import ADVANTAGES, Scorer, diversity_stats
 from rewardkit.types import Cost, Group, GroupScore
 
 # The papers' settings per named method; a TrainConfig field left None takes them (see TrainConfig.resolved).
@@ -152,7 +153,7 @@ class Rollouts:
         return ["length" if t else "stop" for t in self.truncated]
 
 
-class Mode(Protocol):
+class TrainingMode(Protocol):
     """A training mode around the loop: more rollouts in the same batch, and/or work after each step.
 
     ``train_settings`` are its paper's trainer settings (``TrainConfig.resolved`` presets); a mode with an
@@ -315,7 +316,7 @@ class GRPOTrainer:
     """
 
     def __init__(self, config: TrainConfig, prompts: Sequence[Group], scorer: Scorer | None = None,
-                 modes: Sequence[Mode] = ()):
+                 modes: Sequence[TrainingMode] = ()):
         if not prompts:
             raise ValueError("GRPOTrainer: no prompts to train on")
         self.modes = list(modes)

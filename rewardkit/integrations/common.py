@@ -8,7 +8,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardkit.scoring import _REGISTRY, Scorer, get_scorer, register_scorer
+from rewardkit.scoring import Scorer, get_scorer, register_scorer, scorer_names, scorer_options
 from rewardkit.types import Group, GroupScore
 
 
@@ -22,10 +22,12 @@ def load_scorer(spec: str | Scorer, options: dict[str, Any] | None = None, judge
             raise ValueError("options and judge apply to a scorer name, not to a scorer instance")
         return spec
     opts = dict(options or {})
-    if judge is not None:
-        opts["judge"] = judge
-    if ":" in spec and spec not in _REGISTRY:
+    if ":" in spec and spec not in scorer_names():
         register_scorer(spec, spec, f"custom scorer {spec}")
+    if judge is not None:
+        if "judge" not in {o.name for o in scorer_options(spec)}:
+            raise ValueError(f"scorer {spec!r} takes no judge")
+        opts["judge"] = judge
     return get_scorer(spec, **opts)
 
 

@@ -20,7 +20,8 @@ import numpy as np
 
 from rewardkit.answers import extract_answer, response_trunk
 from rewardkit.jury.proof_gate import LLMJudgeVerifier
-from rewardkit.scoring import BaseScorer, JudgeOptions, option
+from rewardkit.options import option
+from rewardkit.scoring import BaseScorer, JudgeOptions
 from rewardkit.types import Cost, Group, GroupScore, Status
 from rewardkit.verifier import Claim, VerifyResult
 

@@ -31,7 +31,8 @@ import numpy as np
 from rewardkit.answers import extract_answer_span
 from rewardkit.backends import JudgeBackend
 from rewardkit.backends.base import TokenScoreRequest, TokenScores
-from rewardkit.scoring import JudgeScorer, Options, option
+from rewardkit.options import Options, option
+from rewardkit.scoring import JudgeScorer
 from rewardkit.types import Cost, Group, GroupScore, Status
 
 

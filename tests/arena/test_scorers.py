@@ -25,8 +25,6 @@ from rewardkit.scoring import get_scorer, scorer_options
 from rewardkit.testing import ScriptedJudge
 from rewardkit.types import Group, Status
 
-DATA = "/work/shared/data/math_rollouts_qwen25/math_cot_100.jsonl"
-
 
 def _pair(text: str):
     a = text.split("[RESPONSE A]")[1].split("[RESPONSE B]")[0]
@@ -74,8 +72,8 @@ def group(gid, qualities, labels=None, reference="7", **kw):
                  reference=reference, labels=labels, **kw)
 
 
-def real_groups(indices):
-    rows = [json.loads(line) for line in open(DATA)]
+def real_groups(path, indices):
+    rows = [json.loads(line) for line in open(path)]
     return [Group(rows[i]["id"], rows[i]["problem"], rows[i]["responses"], reference=rows[i]["answer"],
                   labels=rows[i]["correct"]) for i in indices]
 
@@ -228,10 +226,10 @@ def test_tournament_scorer_judges_every_group():
     assert arena_summary(scores)["routed_fraction"] == 1.0
 
 
-def test_real_verifier_routes_real_rollouts():
+def test_real_verifier_routes_real_rollouts(rollouts_path):
     # group 3 is all-incorrect, 6 is mixed (3/8 correct) in the shared rollouts: the math-verify
     # verifier (not the labels) must reproduce that split and route only group 3
-    groups = real_groups([3, 6])
+    groups = real_groups(rollouts_path, [3, 6])
     for g in groups:
         g.responses = [r + f" [q={k}]" for k, r in enumerate(g.responses)]
     judge = QualityJudge()

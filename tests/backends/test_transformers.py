@@ -35,7 +35,7 @@ def test_specs_parse():
     assert parse_spec("hf:Org/Name") == ("transformers", {"model": "Org/Name"})
     assert parse_spec("vllm:Qwen/Qwen3-8B") == ("vllm", {"model": "Qwen/Qwen3-8B"})
     assert parse_spec("llamacpp:/m/x.gguf") == ("llamacpp", {"model": "/m/x.gguf"})
-    assert parse_spec("http://h:1/v1#model=a/b") == ("http", {"base_url": "http://h:1/v1", "model": "a/b"})
+    assert parse_spec("http://h:1/v1?model=a/b") == ("http", {"base_url": "http://h:1/v1", "model": "a/b"})
     assert parse_spec("openai:a@b@https://h/v1") == ("http", {"base_url": "https://h/v1", "model": "a@b"})
     for bad in ("", "http://h/v1#foo=1", "openai:name", "vllm:", "llamacpp:"):
         with pytest.raises(ValueError, match="spec"):

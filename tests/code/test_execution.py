@@ -97,7 +97,7 @@ def test_runtime_error_and_compile_error_are_runtime_errors():
 
 def test_livecodebench_fixture_stdin_and_functional():
     stdin_p, func_p = (Problem.from_row(r) for r in LCB)
-    assert stdin_p.mode == "stdin" and func_p.mode == "functional" and func_p.func_name == "doubleIt"
+    assert stdin_p.kind == "stdin" and func_p.kind == "functional" and func_p.func_name == "doubleIt"
     assert stdin_p.n_tests == 1 + len(decode_lcb_tests(LCB[0]["private_test_cases"])) > 1
     ok = grade(stdin_p, "```python\na, b = map(int, input().split())\nprint(a + b)\n```")
     assert ok.passed and ok.results == [Code.PASSED] * stdin_p.n_tests
@@ -432,4 +432,4 @@ def test_rewardkit_score_cli_with_the_code_scorer(tmp_path):
     row = json.loads(out2.read_text())
     assert row["rewards"] == [pytest.approx(1 / 3)] and row["statuses"] == ["ok"]  # outputs 3, 7, 0: one of three
     res = CliRunner().invoke(app, ["score", str(lcb), "--scorer", "code", "-o", "reward=most", "--out", str(out2)])
-    assert res.exit_code == 2 and "option 'reward': 'most' is not one of all|fraction" in res.output
+    assert res.exit_code == 2 and "option 'reward': must be one of all, fraction, got 'most'" in res.output

@@ -364,7 +364,7 @@ def test_scorer_registry_options_and_fixed_segmentation():
     from rewardkit.scoring import get_scorer, scorer_options
 
     names = {o.name for o in scorer_options("slices")}
-    assert {"mode", "slice_tokens", "lambda1", "lambda2", "partial", "partial_slices", "judge_tokens"} <= names
+    assert {"mode", "slice_tokens", "lambda1", "lambda2", "partial", "partial_slices", "max_tokens"} <= names
     judge = RuleJudge()
     sc = get_scorer("slices", judge=judge, mode="logit", slice_tokens="3", segmentation="fixed", lambda1="0")
     out = sc([Group("g", "p", ["a b c d e f g"])])[0]
@@ -395,7 +395,7 @@ def test_real_model_logit_mode_end_to_end(judge_backend):
 @pytest.mark.model
 def test_real_model_generate_mode_caps_output_and_keeps_it(judge_backend):
     g = Group("g", "What is 2+3?", ["2+3=5, so the answer is \\boxed{5}."], reference="5")
-    out = SliceScorer(judge=judge_backend, judge_tokens=12, lambda1=0.0)([g])[0]
+    out = SliceScorer(judge=judge_backend, max_tokens=12, lambda1=0.0)([g])[0]
     (sl,) = out.extra["slices"][0]
     assert out.cost.completion_tokens <= 12 and sl["output"]
     assert sl["status"] in ("ok", "invalid")

@@ -200,7 +200,7 @@ def test_gar_alignment_reward_alone_follows_the_final_answer(tiny_model, tmp_pat
 
 @pytest.mark.slow
 def test_gar_joint_step_runs_and_checkpoints_the_discriminator(tiny_model, tmp_path):
-    mode = GarJoint(discriminator=tiny_model, lr=1e-2, scorer=SliceOptions(temperature=1.0, judge_tokens=4))
+    mode = GarJoint(discriminator=tiny_model, lr=1e-2, scorer=SliceOptions(temperature=1.0, max_tokens=4))
     cfg = TrainConfig(model=tiny_model, out_dir=str(tmp_path / "run"), **SETTINGS)
     trainer = GRPOTrainer(cfg, PROMPTS, modes=[mode])
     calls: list[int] = []
@@ -210,7 +210,7 @@ def test_gar_joint_step_runs_and_checkpoints_the_discriminator(tiny_model, tmp_p
     assert row["dis_slices"] >= 2 and np.isfinite(row["dis_loss"])
     after = next(mode.learner.model.parameters()).detach().clone()
     assert not torch.equal(before, after)  # the discriminator was trained
-    again = GarJoint(discriminator=tiny_model, lr=1e-2, scorer=SliceOptions(temperature=1.0, judge_tokens=4))
+    again = GarJoint(discriminator=tiny_model, lr=1e-2, scorer=SliceOptions(temperature=1.0, max_tokens=4))
     GRPOTrainer(cfg, PROMPTS, modes=[again])
     assert torch.equal(next(again.learner.model.parameters()).detach(), after)  # restored from the checkpoint
 

@@ -307,3 +307,14 @@ def test_openrlhf_client_carries_the_key_in_the_url(openrlhf):
     with BackgroundServer(reward_app(get_scorer("verifier"), api_key="s3cret")) as srv:
         outs, _ = _rollout(openrlhf, srv.url + "/get_reward?api_key=s3cret", {"2+2? ": ["\\boxed{4}"]}, {"2+2? ": "4"})
     assert outs[0]["reward"] == [1.0]
+
+
+def test_serve_cli_refuses_a_keyless_public_bind_before_loading_the_scorer(monkeypatch):
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    monkeypatch.delenv("REWARDKIT_REWARD_API_KEY", raising=False)
+    # an unknown scorer name: had the bind check come after loading, the error would be about the scorer
+    r = CliRunner().invoke(app, ["serve", "--scorer", "no-such-scorer", "--host", "0.0.0.0", "--port", "0"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert r.stderr.startswith("error: serve: listening on 0.0.0.0 without an API key")

@@ -192,7 +192,7 @@ def test_views_hide_reasoning_from_the_critic():
 
 def test_registry_builds_the_scorer_with_cli_strings():
     s = get_scorer("critic", judge=ContentJudge(), tau_pol="0.5", mode="logit")
-    assert isinstance(s, CriticScorer) and s.tau_pol == 0.5 and s.mode == "logit"
+    assert isinstance(s, CriticScorer) and s.options.tau_pol == 0.5 and s.options.mode == "logit"
     with pytest.raises(ValueError, match="tie rewards"):
         CriticScorer(judge=ContentJudge(), tau_pol=1.5)
 

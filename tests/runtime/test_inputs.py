@@ -158,7 +158,7 @@ MALFORMED = [
     ("opt.jsonl", jl(G), ["-o", "nokey"], "expected KEY=VALUE, got 'nokey'"),
     ("optname.jsonl", jl(G), ["-o", "colour=red"], "has no option(s) ['colour']"),
     ("scorer.jsonl", jl(G), ["--scorer", "nope"], "unknown scorer 'nope'"),
-    ("judge.jsonl", jl(G), ["--judge", "smollm2"], "--judge: scorer 'verifier' takes no judge"),
+    ("judge.jsonl", jl(G), ["--judge", "smollm2"], "scorer 'verifier' takes no judge"),
     ("outdir.jsonl", jl(G), ["--out", "{tmp}"], "is a directory; --out must be a file"),
     ("outfile.jsonl", jl(G), ["--out", "{tmp}/outfile.jsonl/x.jsonl"], "outfile.jsonl: File exists"),
     ("outin.jsonl", jl(G), ["--out", "{tmp}/outin.jsonl"], "--out would write over or into the input"),
