@@ -150,7 +150,7 @@ def coerce(value: str, t: Any) -> Any:
         except ValueError:
             raise ValueError(f"must be a number, got {value!r}") from None
         if not math.isfinite(v):
-            raise ValueError(f"must be a finite number, got {value}")
+            raise ValueError(f"must be a finite number, got {value!r}")
         return v
     if t in (str, Any) or t is inspect.Parameter.empty:
         return value

@@ -419,8 +419,8 @@ def test_arena_job_summary_reports_routing_not_rewards_after_the_tournament(tmp_
 @pytest.mark.parametrize("scorer, opt, msg", [
     ("verifier", "timeout=0", "option 'timeout': must be > 0, got 0.0"),
     ("verifier", "timeout=-1", "option 'timeout': must be > 0, got -1.0"),
-    ("verifier", "timeout=nan", "option 'timeout': must be a finite number, got nan"),
-    ("verifier", "timeout=inf", "option 'timeout': must be a finite number, got inf"),
+    ("verifier", "timeout=nan", "option 'timeout': must be a finite number, got 'nan'"),
+    ("verifier", "timeout=inf", "option 'timeout': must be a finite number, got 'inf'"),
     ("verifier", "workers=0", "option 'workers': must be >= 1, got 0"),
     ("majority-vote", "answer_timeout=-1", "option 'answer_timeout': must be > 0"),
     ("arena", "max_tokens=0", "option 'max_tokens': must be >= 1, got 0"),
