@@ -6,10 +6,16 @@ shared data folder as ``../shared/data/...`` (the layout ``rewardkit.evals.data`
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import platform
 import re
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +69,16 @@ def write_results(name: str, data: dict, markdown: str) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(relativize(data), indent=2) + "\n")
     (RESULTS / f"{name}.md").write_text(relativize(markdown).rstrip() + "\n")
+
+
+@contextlib.contextmanager
+def checkout(ref: str | None) -> Iterator[Path]:
+    """The repository at commit ``ref``, unpacked with ``git archive`` into a temporary folder (None: this
+    checkout), so a benchmark can run the code before a fix the same way as the code after it."""
+    if ref is None:
+        yield ROOT
+        return
+    with tempfile.TemporaryDirectory(prefix="rewardkit-ref-") as tmp:
+        archive = subprocess.run(["git", "archive", ref], cwd=ROOT, capture_output=True, check=True).stdout
+        tarfile.open(fileobj=io.BytesIO(archive)).extractall(tmp, filter="data")
+        yield Path(tmp)

@@ -13,7 +13,9 @@ p = sigma(kappa * (beta_first - beta_second) + bias) (``bias`` > 0 is a position
 Every schedule is scored by Kendall tau between the Bradley-Terry fit (eq. 10, l2 = 1, mirrored) and the
 latent strengths. Schedules: round robin (C(N,2) calls), live (best / worst / median anchors,
 1 + 2 + 3(N-3) calls), live with k random opponents (k = 1, 2, 3, 5), and our uncertainty schedule at
-several budgets (including half of round robin's calls and the live anchors' calls).
+several budgets (including half of round robin's calls and the live anchors' calls). The summary compares
+the uncertainty schedule with round robin and the live anchors in both framings: soft verdicts against hard
+ones, and like for like (soft against soft, hard against hard).
 
     PYTHONPATH=. python benchmarks/arena_simulation.py [--seeds 100] [--kappa 2.0] [--bias 0.5] [--tie 0.1] [--noise 1.0]
 """
@@ -118,26 +120,74 @@ def simulate(n: int, verdicts: str, args) -> list[dict]:
 
 
 def targets(rows: list[dict]) -> list[dict]:
-    """Issue 11's goals per N: soft uncertainty at <= half of round robin's calls vs hard round robin, and
-    soft uncertainty vs the live anchors (soft and hard) at the anchors' calls."""
+    """The uncertainty schedule at half of round robin's calls and at the live anchors' calls, in both framings:
+    soft verdicts against hard ones (issue 11's framing, which assumes a logit-mode verdict is as informative as
+    a reasoned one) and like for like (soft against soft, hard against hard)."""
     out = []
     for n in (8, 16):
         get = {(r["verdicts"], r["schedule"]): r for r in rows if r["n"] == n}
-        rr = get[("hard", "round robin")]
-        half = int(rr["calls"]) // 2
-        live = get[("soft", "live (anchors)")]
-        u_half = get[("soft", f"uncertainty B={half}")]
-        u_live = get[("soft", f"uncertainty B={int(live['calls'])}")]
-        out.append({"n": n, "hard_round_robin_tau": rr["kendall_tau"], "hard_round_robin_calls": rr["calls"],
-                    "soft_uncertainty_half_calls": half, "soft_uncertainty_half_tau": u_half["kendall_tau"],
-                    "soft_uncertainty_half_se": u_half["tau_se"],
-                    "reaches_round_robin_at_half": u_half["kendall_tau"] >= rr["kendall_tau"],
-                    "live_calls": live["calls"], "soft_live_anchors_tau": live["kendall_tau"],
-                    "hard_live_anchors_tau": get[("hard", "live (anchors)")]["kendall_tau"],
-                    "soft_uncertainty_at_live_calls_tau": u_live["kendall_tau"],
-                    "soft_uncertainty_at_live_calls_se": u_live["tau_se"],
-                    "beats_soft_live_anchors": u_live["kendall_tau"] > live["kendall_tau"]})
+        half = int(get[("hard", "round robin")]["calls"]) // 2
+        live_calls = int(get[("hard", "live (anchors)")]["calls"])
+        g: dict = {"n": n, "round_robin_calls": get[("hard", "round robin")]["calls"], "half_calls": half,
+                   "live_calls": live_calls}
+        for v in ("hard", "soft"):
+            g[f"{v}_round_robin_tau"] = get[(v, "round robin")]["kendall_tau"]
+            g[f"{v}_live_anchors_tau"] = get[(v, "live (anchors)")]["kendall_tau"]
+            g[f"{v}_uncertainty_half_tau"] = get[(v, f"uncertainty B={half}")]["kendall_tau"]
+            g[f"{v}_uncertainty_half_se"] = get[(v, f"uncertainty B={half}")]["tau_se"]
+            g[f"{v}_uncertainty_live_tau"] = get[(v, f"uncertainty B={live_calls}")]["kendall_tau"]
+            g[f"{v}_uncertainty_live_se"] = get[(v, f"uncertainty B={live_calls}")]["tau_se"]
+            g[f"{v}_live_anchors_se"] = get[(v, "live (anchors)")]["tau_se"]
+        g["soft_half_reaches_hard_round_robin"] = g["soft_uncertainty_half_tau"] >= g["hard_round_robin_tau"]
+        g["soft_half_reaches_soft_round_robin"] = g["soft_uncertainty_half_tau"] >= g["soft_round_robin_tau"]
+        g["hard_half_reaches_hard_round_robin"] = g["hard_uncertainty_half_tau"] >= g["hard_round_robin_tau"]
+        for v in ("hard", "soft"):  # a difference within two standard errors is a tie
+            diff = g[f"{v}_uncertainty_live_tau"] - g[f"{v}_live_anchors_tau"]
+            se = float(np.hypot(g[f"{v}_uncertainty_live_se"], g[f"{v}_live_anchors_se"]))
+            g[f"{v}_vs_live_anchors"] = "beats" if diff > 2 * se else "loses" if diff < -2 * se else "tie"
+        out.append(g)
     return out
+
+
+def _yes(x: bool) -> str:
+    return "yes" if x else "no"
+
+
+def targets_markdown(goals: list[dict]) -> list[str]:
+    """Both framings, and which claim the numbers support."""
+    md = ["## The uncertainty schedule at half of round robin's calls: both framings", "",
+          "| N | half the calls | soft uncertainty | vs hard round robin (issue 11) | vs soft round robin (like for like) "
+          "| hard uncertainty vs hard round robin |",
+          "|---|---|---|---|---|---|"]
+    for g in goals:
+        md.append(f"| {g['n']} | {g['half_calls']} of {g['round_robin_calls']:.0f} "
+                  f"| {g['soft_uncertainty_half_tau']:.3f} +- {g['soft_uncertainty_half_se']:.3f} "
+                  f"| {g['hard_round_robin_tau']:.3f}: {_yes(g['soft_half_reaches_hard_round_robin'])} "
+                  f"| {g['soft_round_robin_tau']:.3f}: {_yes(g['soft_half_reaches_soft_round_robin'])} "
+                  f"| {g['hard_uncertainty_half_tau']:.3f} vs {g['hard_round_robin_tau']:.3f}: "
+                  f"{_yes(g['hard_half_reaches_hard_round_robin'])} |")
+    md += ["", "## The uncertainty schedule against the live anchors at equal calls", "",
+           "| N | calls | soft: uncertainty vs anchors | result | hard: uncertainty vs anchors | result |",
+           "|---|---|---|---|---|---|"]
+    for g in goals:
+        md.append(f"| {g['n']} | {g['live_calls']} "
+                  f"| {g['soft_uncertainty_live_tau']:.3f} +- {g['soft_uncertainty_live_se']:.3f} vs "
+                  f"{g['soft_live_anchors_tau']:.3f} | {g['soft_vs_live_anchors']} "
+                  f"| {g['hard_uncertainty_live_tau']:.3f} +- {g['hard_uncertainty_live_se']:.3f} vs "
+                  f"{g['hard_live_anchors_tau']:.3f} | {g['hard_vs_live_anchors']} |")
+    like = all(g["soft_half_reaches_soft_round_robin"] and g["hard_half_reaches_hard_round_robin"] for g in goals)
+    cross = all(g["soft_half_reaches_hard_round_robin"] for g in goals)
+    md += ["", "Which claim holds. " + (
+        "Like for like, the uncertainty schedule at half the calls reaches round robin." if like else
+        "Like for like (soft against soft, hard against hard) the uncertainty schedule at half the calls does "
+        "not reach round robin at any N.") + (
+        " Soft verdicts at half the calls do reach hard round robin, but that compares two judges: it assumes a "
+        "verdict-logit reading (no reasoning) is as informative as a reasoned verdict, which RARO's 'w/o critic "
+        "reasoning' ablation contradicts (Table 7: 35.9 vs 41.3; Fig. 11: without reasoning the critic collapses "
+        "to always answering tie), so it is no evidence for the schedule." if cross else "") +
+        " What holds in both kinds of verdict: at the live anchors' calls the uncertainty schedule ranks at least "
+        "as well as the anchors (a result within two standard errors is a tie).", ""]
+    return md
 
 
 def main() -> None:
@@ -164,19 +214,9 @@ def main() -> None:
           f"Latent beta ~ N(0, 1); judge P(first wins) = sigma({args.kappa} * dbeta + {args.bias}), tie prob {args.tie},"
           f" random presentation order, BT fit l2 = 1 (mirrored). Soft verdicts (verdict-logit mode): the outcome is"
           f" the judge's probability with logit noise sd {args.noise}, tie mass split evenly. {args.seeds} seeds per N"
-          " (the same latent strengths for hard and soft). +- is one standard error.", "",
-          "## Goals (issue 11): soft verdicts with the uncertainty schedule", "",
-          "| N | hard round robin: calls, tau | soft uncertainty at half the calls | reached? "
-          "| live anchors: calls, tau soft (hard) | soft uncertainty at the same calls | beats live? |",
-          "|---|---|---|---|---|---|---|"]
-    for g in goals:
-        md.append(f"| {g['n']} | {g['hard_round_robin_calls']:.0f}, {g['hard_round_robin_tau']:.3f} "
-                  f"| {g['soft_uncertainty_half_calls']}: {g['soft_uncertainty_half_tau']:.3f} +- "
-                  f"{g['soft_uncertainty_half_se']:.3f} | {'yes' if g['reaches_round_robin_at_half'] else 'no'} "
-                  f"| {g['live_calls']:.0f}, {g['soft_live_anchors_tau']:.3f} ({g['hard_live_anchors_tau']:.3f}) "
-                  f"| {g['soft_uncertainty_at_live_calls_tau']:.3f} +- {g['soft_uncertainty_at_live_calls_se']:.3f} "
-                  f"| {'yes' if g['beats_soft_live_anchors'] else 'no'} |")
-    md += ["", "The soft result depends on the judge noise: a logit-mode judge whose probabilities carry more noise "
+          " (the same latent strengths for hard and soft). +- is one standard error.", ""]
+    md += targets_markdown(goals)
+    md += ["The soft result depends on the judge noise: a logit-mode judge whose probabilities carry more noise "
            "(`--noise`) gains less over hard verdicts.", ""]
     for verdicts in ("hard", "soft"):
         md += [f"## {verdicts.capitalize()} verdicts", "",

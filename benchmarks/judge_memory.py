@@ -39,13 +39,14 @@ def legacy_backend(**kw):
     """The pre-issue-12 backend: a separate full-logits forward per (prompt, choice) for multi-token choices."""
     import numpy as np
 
-    from rewardkit.backends.transformers_backend import TransformersBackend, _normalise
+    from rewardkit.backends.base import choice_probs
+    from rewardkit.backends.transformers_backend import TransformersBackend
     from rewardkit.types import Status
 
     class Legacy(TransformersBackend):
         def _verdict_probs(self, requests):
             torch = self.torch
-            from rewardkit.backends.base import VerdictResult
+            from rewardkit.backends.base import VerdictResult, continuation_tokens
 
             out = [None] * len(requests)
             prompts, conts = [], []
@@ -53,7 +54,7 @@ def legacy_backend(**kw):
                 text = self.render(r.messages, r.assistant_prefix)
                 p = self.encode(text)
                 prompts.append(p)
-                conts.append([self._continuation(text, p, c) for c in r.choices])
+                conts.append([continuation_tokens(self.encode, text, p, c) for c in r.choices])
             seqs = [(i, j) for i in range(len(requests)) for j in range(len(conts[i]))]
             seqs.sort(key=lambda ij: len(prompts[ij[0]]) + len(conts[ij[0]][ij[1]]))
             scores = {}
@@ -70,7 +71,7 @@ def legacy_backend(**kw):
                     scores[(i, j)] = float(sum(logp[k, start + t - 1, tok].item() for t, tok in enumerate(c)))
             for i in range(len(requests)):
                 lp = np.array([scores[(i, j)] for j in range(len(conts[i]))])
-                out[i] = VerdictResult(_normalise(lp), Status.OK, len(prompts[i]))
+                out[i] = VerdictResult(choice_probs(lp), Status.OK, len(prompts[i]))
             return out
 
     return Legacy("smollm2", **kw)

@@ -5,7 +5,7 @@ The embedded judge (SmolLM2-135M-Instruct) answers a handful of each paper's jud
 reads them. The expected verdicts in the fixture are hand-checked afterwards (``expected`` and ``why``
 fields), so a re-run only refreshes ``text`` for new rows and never overwrites a checked label:
 
-    PYTHONPATH=. python benchmarks/judge_outputs.py          # ~5 min on 2 shared cores
+    PYTHONPATH=. python benchmarks/judge_outputs.py          # ~5 min on 2 shared cores for all rows
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ def _requests() -> list[tuple[str, str, list[dict]]]:
         out.append((f"{pid}/gar.discriminator", "yes_no", gar.discriminator_messages(prob, piece)))
         user = [{"role": "user", "content": raro.critic_user_prompt(prob, a, b)}]
         out.append((f"{pid}/raro.critic", "answer_choice", user))
+        user = [{"role": "user", "content": raro.binary_critic_user_prompt(prob, (bad[-CUT:] if k % 2 else good))}]
+        out.append((f"{pid}/raro.binary_critic", "expert_policy", user))
         answer = ref if k % 2 == 0 else g["preds"][g["correct"].index(False)] if False in g["correct"] else ref + "1"
         msgs = [{"role": "system", "content": jury.LLM_JUDGE_SYSTEM},
                 {"role": "user", "content": jury.LLM_JUDGE_USER.format(problem=prob, answer=answer)}]
@@ -62,14 +64,16 @@ def _requests() -> list[tuple[str, str, list[dict]]]:
 def main() -> None:
     old = {r["id"]: r for r in json.loads(FIXTURE.read_text())["outputs"]} if FIXTURE.exists() else {}
     reqs = _requests()
-    judge = load_backend("smollm2")
-    comps = judge.generate([ChatRequest(m, max_tokens=192, temperature=0.7, seed=i)
-                            for i, (_, _, m) in enumerate(reqs)])
+    new = [(i, r) for i, r in enumerate(reqs) if old.get(r[0], {}).get("expected", "?") == "?"]
+    judge = load_backend("smollm2")  # only rows not yet checked are generated (same seeds as a full run)
+    comps = judge.generate([ChatRequest(m, max_tokens=192, temperature=0.7, seed=i) for i, (_, _, m) in new])
+    fresh = {r[0]: c for (_, r), c in zip(new, comps, strict=True)}
     rows = []
-    for (rid, parser, _), c in zip(reqs, comps, strict=True):
+    for rid, parser, _ in reqs:
         row = old.get(rid, {"id": rid, "parser": parser, "expected": "?", "why": ""})
-        if row["expected"] == "?":
-            row["text"] = c.text
+        if rid in fresh:
+            row["text"] = fresh[rid].text
+            row["finish_reason"] = fresh[rid].finish_reason()  # rows from before issue 21 have none recorded
         rows.append(row)
     FIXTURE.write_text(json.dumps({
         "source": "benchmarks/judge_outputs.py: SmolLM2-135M-Instruct (embedded judge), temperature 0.7, "

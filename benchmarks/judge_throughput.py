@@ -175,7 +175,7 @@ def main() -> None:
         t = time.perf_counter()
         ga = backend.generate(greqs)
         ta = time.perf_counter() - t
-        verdicts = [parse_boxed_choice(c.text, choices) for c in ga]
+        verdicts = [parse_boxed_choice(c.text, choices, c.finish_reason()) for c in ga]
         toks = sum(c.completion_tokens for c in ga)
         return {"seconds": round(ta, 2), "pairs_per_s": round(len(greqs) / ta, 4), "completion_tokens": toks,
                 "decode_tokens_per_s": round(toks / ta, 1), "valid_verdicts": sum(v.ok for v in verdicts),
@@ -208,7 +208,7 @@ def main() -> None:
             tl = time.perf_counter() - t
             toks = sum(c.completion_tokens for c in gl)
             out[name] = {"seconds": round(tl, 2), "pairs_per_s": round(len(greqs) / tl, 4), "completion_tokens": toks,
-                         "valid_verdicts": sum(parse_boxed_choice(c.text, choices).ok for c in gl)}
+                         "valid_verdicts": sum(parse_boxed_choice(c.text, choices, c.finish_reason()).ok for c in gl)}
         out["b_over_llamacpp_full_analysis"] = round(res["b_verdict_logits"]["pairs_per_s"]
                                                      / out["full_analysis"]["pairs_per_s"], 1)
         res["a_llamacpp"] = out

@@ -5,7 +5,7 @@ subset of LIMIT rows per split, judged twice: each labelled step as a slice ("st
 the joined steps ("reslice"). Writes benchmarks/results/<name>.json and .md.
 
     PYTHONPATH=. python benchmarks/processbench_eval.py                       # subset, CPU, minutes
-    PYTHONPATH=. python benchmarks/processbench_eval.py --limit 0 --backend deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B \
+    PYTHONPATH=. python benchmarks/processbench_eval.py --limit 0 --judge deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B \
         --device cuda --dtype bfloat16 --batch-size 64 --name processbench_full    # full run, GPU
 """
 
@@ -41,7 +41,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=4, help="rows per split (balanced); 0 = all")
     ap.add_argument("--splits", nargs="+", default=list(SPLITS))
     ap.add_argument("--units", nargs="+", default=["steps", "reslice"], choices=["steps", "reslice"])
-    ap.add_argument("--backend", default="smollm2")
+    ap.add_argument("--judge", default="smollm2", help="judge backend spec")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--batch-size", type=int, default=8)
@@ -52,9 +52,9 @@ def main() -> None:
     ap.add_argument("--name", default="processbench")
     a = ap.parse_args()
     limit = a.limit or None
-    judge = load_backend(a.backend, device=a.device, dtype=a.dtype, batch_size=a.batch_size)
+    judge = load_backend(a.judge, device=a.device, dtype=a.dtype, batch_size=a.batch_size)
     scorer = SliceScorer(judge=judge, mode=a.mode, threshold=a.threshold, context=a.context)
-    runs, md = {}, [f"# ProcessBench: GAR slice discriminator ({a.backend}, {a.mode} mode)\n"]
+    runs, md = {}, [f"# ProcessBench: GAR slice discriminator ({a.judge}, {a.mode} mode)\n"]
     for unit in a.units:
         t0 = time.perf_counter()
         summary, preds = run_processbench(scorer, a.splits, limit, unit, seed=a.seed)

@@ -111,9 +111,9 @@ def main() -> None:
     gates = [s.stats["gate"] for s in jury]
     fired = [s for s in jury if s.stats["gate"] != "verified"]
     # exact zero mean: ResZero of every group's equivalence-cluster labels, in rational arithmetic
-    from rewardkit.jury.proof_gate import _extract_and_vote, default_checker
+    from rewardkit.jury.proof_gate import default_checker, vote_groups
 
-    votes = _extract_and_vote(groups, default_checker())
+    votes = vote_groups(groups, default_checker())
     exact_sums = [sum(reszero_exact(v.labels, c=args.c)) for v, _ in votes]
     float_sums = [abs(float(s.rewards.sum())) for s in fired]
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import RESULTS, rel_path  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from _common import RESULTS, rel_path, rollouts_path  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 # (registry name, options before, options after): only the spellings issue 10 renamed differ
 CASES = [
@@ -96,7 +96,7 @@ def main() -> None:
     ap.add_argument("before", type=Path)
     ap.add_argument("after", type=Path)
     ap.add_argument("--groups", type=int, default=3)
-    ap.add_argument("--data", type=Path, default=Path("/work/shared/data/math_rollouts_qwen25/math_cot_100.jsonl"))
+    ap.add_argument("--data", type=Path, default=rollouts_path())
     ap.add_argument("--out", default=str(RESULTS / "shape_replay"))
     a = ap.parse_args()
     results = []

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, rollouts_path, write_results  # noqa: E402
 
-from rewardkit.answers import AnswerChecker, _mv_equivalent, extract_answer  # noqa: E402
+from rewardkit.answers import AnswerChecker, extract_answer, math_verify_equivalent  # noqa: E402
 from rewardkit.runtime.inputs import read_groups  # noqa: E402
 from rewardkit.verifier import VerifierScorer  # noqa: E402
 
@@ -34,7 +34,7 @@ def clear_math_verify_caches() -> None:
 
 
 def baseline(groups) -> list[bool]:
-    return [_mv_equivalent(g.reference, p) if (p := extract_answer(r)) is not None else False
+    return [math_verify_equivalent(g.reference, p) if (p := extract_answer(r)) is not None else False
             for g in groups for r in g.responses]
 
 

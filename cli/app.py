@@ -8,7 +8,17 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
+from rewardkit.cli.common import (
+    BatchTokens,
+    Device,
+    DType,
+    Threads,
+    fail,
+    judge_spec,
+    parse_pairs,
+    positive_int,
+    print_table,
+)
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -25,23 +35,6 @@ app = typer.Typer(help="rewardkit: reward modelling for LLM RL - score rollouts,
 console = Console(stderr=True)
 
 
-def _parse_options(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for p in pairs:
-        if "=" not in p:
-            raise typer.BadParameter(f"expected KEY=VALUE, got {p!r}", param_hint="--option")
-        k, v = p.split("=", 1)
-        out[k.strip().replace("-", "_")] = v
-    return out
-
-
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``error: message`` as one line on stderr (never wrapped, piped or not); return the exit."""
-    sys.stderr.write("error: " + " ".join(str(message).split()) + "\n")
-    sys.stderr.flush()
-    return typer.Exit(code)
-
-
 @app.command()
 def score(
     input: Annotated[Path, typer.Argument(help="Rollouts: grouped JSONL, per-response JSONL, Parquet or a saved HF dataset folder.")],
@@ -49,8 +42,9 @@ def score(
     out: Annotated[Path, typer.Option("--out", help="Output JSONL, one row per group; re-run to resume.")] = Path("scores.jsonl"),
     option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Scorer option KEY=VALUE (repeatable).")] = None,
     judge: Annotated[Optional[str], typer.Option(help="Judge backend spec for judge-based scorers (e.g. smollm2).")] = None,
-    batch_size: Annotated[int, typer.Option(help="Groups per scorer call (and per fsync'd write).")] = 16,
-    limit: Annotated[Optional[int], typer.Option(help="Score only the first N groups.")] = None,
+    # read as text and checked below, so a bad value is one `error:` line like every other bad option
+    batch_size: Annotated[str, typer.Option(metavar="INTEGER", help="Groups per scorer call (and per fsync'd write).")] = "16",
+    limit: Annotated[Optional[str], typer.Option(metavar="INTEGER", help="Score only the first N groups.")] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Write malformed records to OUT.rejects.jsonl and go on.")] = False,
     group_key: Annotated[Optional[str], typer.Option(help="Group key field for one-response-per-line input.")] = None,
     fmt: Annotated[Optional[str], typer.Option("--format", help="grouped or flat (default: detect).")] = None,
@@ -64,22 +58,18 @@ def score(
     threads: Threads = None,
 ) -> None:
     """Score saved rollouts with any scorer; resumable, one output row per input group."""
+    from rewardkit.integrations.common import load_scorer
     from rewardkit.runtime.inputs import InputError
     from rewardkit.runtime.jobs import JobError, rejects_path, score_file
-    from rewardkit.scoring import get_scorer, scorer_options
 
-    if batch_size < 1:
-        raise _fail(f"--batch-size must be a positive integer, got {batch_size}")
-    if limit is not None and limit < 1:
-        raise _fail(f"--limit must be a positive integer, got {limit}")
+    batch_size = positive_int("--batch-size", batch_size)
+    limit = None if limit is None else positive_int("--limit", limit)
     try:
-        opts = _parse_options(option or [])
+        opts: dict = parse_pairs(option, "--option")
         judge = judge_spec(judge, device, dtype, batch_tokens, threads)
+        sc = load_scorer(scorer, opts, judge)
         if judge is not None:
-            if "judge" not in {o.name for o in scorer_options(scorer)}:
-                raise ValueError(f"--judge: scorer {scorer!r} takes no judge")
             opts["judge"] = judge
-        sc = get_scorer(scorer, **opts)
         executor = None
         if ray_workers is not None and ray is None:
             raise ValueError("--ray-workers needs --ray")
@@ -88,7 +78,7 @@ def score(
 
             executor = ray_executor(scorer, opts, RayConfig(address=ray, workers=ray_workers))
     except (KeyError, TypeError, ValueError, ImportError, typer.BadParameter) as e:
-        raise _fail(e.args[0] if isinstance(e, KeyError) and e.args else e) from None
+        raise fail(e.args[0] if isinstance(e, KeyError) and e.args else e) from None
 
     with Progress(TextColumn(f"[bold]{scorer}[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), console=console, transient=False, disable=not console.is_terminal) as progress:
@@ -105,12 +95,12 @@ def score(
                                  executor=executor, on_start=on_start, on_batch=lambda n: progress.advance(task, n))
         except InputError as e:
             hint = "" if skip_bad or e.line is None else " (--skip-bad sets such records aside and goes on)"
-            raise _fail(f"{e}{hint}") from None
+            raise fail(f"{e}{hint}") from None
         except (JobError, FileNotFoundError) as e:
-            raise _fail(e) from None
+            raise fail(e) from None
         except OSError as e:  # unwritable or full disk: finished rows are kept
             where = e.filename or out
-            raise _fail(f"{where}: {e.strerror or e}; finished rows are kept, re-run to resume") from None
+            raise fail(f"{where}: {e.strerror or e}; finished rows are kept, re-run to resume") from None
 
     t = Table(title=f"{scorer} on {input.name}", show_header=False)
     d = summary.to_dict()
@@ -125,7 +115,7 @@ def score(
     c = d["cost"]
     t.add_row("cost", f"judge calls {c['judge_calls']}, tokens {c['prompt_tokens']}+{c['completion_tokens']}, "
                       f"verifier calls {c['verifier_calls']}, cache hits {c['cache_hits']}, {c['seconds']:.1f}s")
-    console.print(t)
+    print_table(console, t)
     if d["exceptions"]:
         console.print(f"warning: scoring raised on {d['exceptions']} group(s), written with status error; "
                       f"first: {d['first_exception']}", soft_wrap=True)
@@ -156,7 +146,7 @@ def scorers(as_json: Annotated[bool, typer.Option("--json", help="Machine-readab
         for o in r["options"]:
             default = "" if o["default"] is None else repr(o["default"])
             t.add_row(o["name"], o["type"], default, o["help"])
-        out.print(t)
+        print_table(out, t)
         out.print()
 
 

@@ -8,9 +8,18 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
+from rewardkit.cli.common import (
+    BatchTokens,
+    Device,
+    DType,
+    Threads,
+    csv,
+    fail,
+    judge_spec,
+    parse_pairs,
+    print_table,
+)
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -20,20 +29,11 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from rewardkit.backends.spec import redact
+
 app = typer.Typer(help="Evaluation harness: pass@k, verifier precision/recall, best-of-N, judge quality, tables.",
                   no_args_is_help=True)
 console = Console(stderr=True)
-
-
-def _fail(msg: str, code: int = 2) -> typer.Exit:
-    console.print(f"[red]error:[/red] {msg}", soft_wrap=True)
-    return typer.Exit(code)
-
-
-def _opts(pairs: list[str] | None) -> dict[str, str]:
-    from rewardkit.cli.app import _parse_options
-
-    return _parse_options(pairs or [])
 
 
 def _progress(label: str) -> Progress:
@@ -42,7 +42,7 @@ def _progress(label: str) -> Progress:
 
 
 def _show(md: str) -> None:
-    Console().print(Markdown(md))
+    print_table(Console(), md)
 
 
 Rollouts = Annotated[Path, typer.Argument(help="Rollouts file (grouped JSONL with responses, as `rewardkit score` reads).")]
@@ -71,7 +71,7 @@ def accuracy(
         groups = load_rollouts(rollouts, limit=limit)
         rep = accuracy_report(groups, by=grade, ks=k)  # type: ignore[arg-type]
     except (EvalError, FileNotFoundError, ValueError) as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     rep["input"] = rollouts.name
     md = accuracy_markdown(rep, f"Accuracy on {rollouts.name}")
     write_report(out, "accuracy", rep, md)
@@ -89,14 +89,14 @@ def _score_all(rollouts: Path, scorers: list[str], out: Path, options: list[str]
         groups = load_rollouts(rollouts, limit=limit)
         correct = labels_of(groups, "this evaluation")
     except (EvalError, FileNotFoundError, ValueError) as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     runs = []
     for s in scorers:
-        opts: dict = dict(_opts(options))
+        opts: dict = parse_pairs(options, "--option")
         try:
             names = {o.name for o in scorer_options(s)}
         except KeyError as e:
-            raise _fail(str(e).strip("'\"")) from None
+            raise fail(str(e).strip("'\"")) from None
         opts = {k: v for k, v in opts.items() if k in names}
         if judge is not None and "judge" in names:
             opts["judge"] = judge
@@ -107,7 +107,7 @@ def _score_all(rollouts: Path, scorers: list[str], out: Path, options: list[str]
                                          on_start=lambda t, d, task=task: prog.update(task, total=t, completed=d),
                                          on_batch=lambda n, task=task: prog.advance(task, n)))
             except (EvalError, TypeError, ValueError) as e:
-                raise _fail(f"scorer {s!r}: {e}") from None
+                raise fail(f"scorer {s!r}: {e}") from None
     return groups, correct, runs
 
 
@@ -183,7 +183,7 @@ def generate(
     try:
         problems = load_benchmark(bench, limit=limit)
     except (BenchmarkError, FileNotFoundError) as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     with _progress(f"generate {bench}") as prog:
         task = prog.add_task("gen", total=len(problems))
 
@@ -203,7 +203,7 @@ def generate(
                                   ray=ray_config,
                                   on_start=on_start, on_batch=lambda k: prog.advance(task, k))
         except (ValueError, FileNotFoundError, OSError, RuntimeError, ImportError) as e:
-            raise _fail(str(e)) from None
+            raise fail(str(e)) from None
     console.print(f"{out}: {s.generated_now} generated now, {s.skipped_done} already done, {len(s.failed)} failed")
     for f in s.failed[:5]:
         console.print(f"  failed (re-run to retry): {f}", soft_wrap=True)
@@ -243,7 +243,7 @@ def headline(
         data = run(src, work, scorers=scorer, judge=judge, judge_groups=groups,
                    logit=not generate_mode, on_scorer=lambda s, n: console.print(f"scoring {s} on {n} groups"))
     except (EvalError, FileNotFoundError) as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     cmd = "rewardkit eval headline" + "".join(f" -s {s}" for s in scorer or []) + (
         f" --judge {judge}" if judge != "smollm2" else "") + (" --all-groups" if all_groups else "") + (
         " --mixed-groups" if mixed and not all_groups else "")
@@ -265,20 +265,16 @@ def _groups():
     return JUDGE_GROUPS
 
 
-def _csv(s: str) -> list[str]:
-    return [x.strip() for x in s.split(",") if x.strip()]
-
-
 @app.command()
 def judge(
-    judge: Annotated[str, typer.Option("--judge", help="Judge backend spec.")] = "smollm2",
-    judges: Annotated[str, typer.Option(help="Pairwise judges, comma-separated: tournament, critic.")] = "tournament,critic",
+    judge: Annotated[str, typer.Option("--judge", help="Judge backend spec (the model), as in `rewardkit score --judge`.")] = "smollm2",
+    prompts: Annotated[str, typer.Option(help="Pairwise prompts, comma-separated: tournament (Reasoning Arena), critic (RARO).")] = "tournament,critic",
     modes: Annotated[str, typer.Option(help="Verdict modes, comma-separated: logit, generate.")] = "logit",
     pairs: Annotated[int, typer.Option(help="(correct, incorrect) pairs from the rollouts (one per mixed group).")] = 10,
     pb_pairs: Annotated[int, typer.Option(help="ProcessBench same-problem pairs (up to 40).")] = 4,
     injection_pairs: Annotated[int, typer.Option(help="Pairs for the prompt-injection test.")] = 2,
     kinds: Annotated[Optional[str], typer.Option(help="Injection kinds, comma-separated (default: all).")] = None,
-    injection_judges: Annotated[str, typer.Option(help="Judges for the injection test.")] = "tournament",
+    injection_prompts: Annotated[str, typer.Option(help="Pairwise prompts for the injection test.")] = "tournament",
     max_tokens: Annotated[int, typer.Option(help="Tokens per verdict in generate mode.")] = 512,
     rollouts: Annotated[Optional[Path], typer.Option(help="Labelled rollouts (default: the shared file).")] = None,
     out: Annotated[Path, typer.Option("--out", help="Folder for judge_quality.md / .json.")] = Path("eval-out"),
@@ -287,7 +283,7 @@ def judge(
     batch_tokens: BatchTokens = None,
     threads: Threads = None,
 ) -> None:
-    """Pairwise judges on real labels: accuracy in both orders, position bias, ProcessBench process-error
+    """Pairwise judge prompts on real labels: accuracy in both orders, position bias, ProcessBench process-error
     pairs, and prompt-injection flip rates with and without order debiasing."""
     import time
 
@@ -295,7 +291,7 @@ def judge(
     from rewardkit.evals.harness import EvalError, load_rollouts, write_report
     from rewardkit.evals.judge_quality import (
         INJECTIONS,
-        JUDGES,
+        PROMPTS,
         injection_flip_rates,
         judge_quality_markdown,
         pairwise_accuracy,
@@ -305,34 +301,34 @@ def judge(
 
     from rewardkit.backends import load_backend
 
-    js, ms, ij = _csv(judges), _csv(modes), _csv(injection_judges)
-    ks = _csv(kinds) if kinds else list(INJECTIONS)
-    for bad, known, what in ((set(js + ij) - set(JUDGES), JUDGES, "judge"), (set(ms) - {"logit", "generate"}, ("logit", "generate"), "mode"),
+    ps, ms, ip = csv(prompts), csv(modes), csv(injection_prompts)
+    ks = csv(kinds) if kinds else list(INJECTIONS)
+    for bad, known, what in ((set(ps + ip) - set(PROMPTS), PROMPTS, "prompt"), (set(ms) - {"logit", "generate"}, ("logit", "generate"), "mode"),
                              (set(ks) - set(INJECTIONS), tuple(INJECTIONS), "injection kind")):
         if bad:
-            raise _fail(f"unknown {what} {sorted(bad)[0]!r}; known: {', '.join(known)}")
+            raise fail(f"unknown {what} {sorted(bad)[0]!r}; known: {', '.join(known)}")
     t0 = time.perf_counter()
     try:
         rp = rollout_pairs(load_rollouts(rollouts or rollouts_path()))
         pb = processbench_pairs(limit=pb_pairs)
     except (EvalError, FileNotFoundError, ValueError) as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
     be = load_backend(judge)
-    data: dict = {"backend": getattr(be, "model_id", judge), "rollout_pairs": [], "processbench_pairs": [], "injection": []}
-    for j in js:
+    data: dict = {"backend": redact(getattr(be, "model_id", None) or judge), "rollout_pairs": [], "processbench_pairs": [], "injection": []}
+    for p in ps:
         for m in ms:
-            console.print(f"{j} / {m}: {min(pairs, len(rp))} rollout pairs, {len(pb)} ProcessBench pairs")
-            data["rollout_pairs"].append(pairwise_accuracy(rp[:pairs], be, j, m, max_tokens=max_tokens))
-            data["processbench_pairs"].append(pairwise_accuracy(pb, be, j, m, max_tokens=max_tokens))
-    for j in ij:
+            console.print(f"{p} / {m}: {min(pairs, len(rp))} rollout pairs, {len(pb)} ProcessBench pairs")
+            data["rollout_pairs"].append(pairwise_accuracy(rp[:pairs], be, p, m, max_tokens=max_tokens))
+            data["processbench_pairs"].append(pairwise_accuracy(pb, be, p, m, max_tokens=max_tokens))
+    for p in ip:
         for m in ms:
-            console.print(f"injection {j} / {m}: {injection_pairs} pairs x {len(ks)} kinds")
-            data["injection"].append(injection_flip_rates(rp[:injection_pairs], be, j, m, ks, max_tokens=max_tokens))
+            console.print(f"injection {p} / {m}: {injection_pairs} pairs x {len(ks)} kinds")
+            data["injection"].append(injection_flip_rates(rp[:injection_pairs], be, p, m, ks, max_tokens=max_tokens))
     data["seconds"] = time.perf_counter() - t0
-    data["command"] = (f"rewardkit eval judge --judge {judge} --judges {judges} --modes {modes} --pairs {pairs} "
+    data["command"] = (f"rewardkit eval judge --judge {judge} --prompts {prompts} --modes {modes} --pairs {pairs} "
                        f"--pb-pairs {pb_pairs} --injection-pairs {injection_pairs}"
-                       + (f" --kinds {kinds}" if kinds else "") + f" --injection-judges {injection_judges}")
+                       + (f" --kinds {kinds}" if kinds else "") + f" --injection-prompts {injection_prompts}")
     md = judge_quality_markdown(data)
     write_report(out, "judge_quality", data, md)
     _show(md)
@@ -355,9 +351,9 @@ def lm_eval_cmd(
 
         model = embedded_model_path()
     try:
-        res = run_lm_eval(model, _csv(tasks), limit=limit, max_gen_toks=max_gen_toks, device=device)
+        res = run_lm_eval(model, csv(tasks), limit=limit, max_gen_toks=max_gen_toks, device=device)
     except (RuntimeError, ValueError) as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     out.mkdir(parents=True, exist_ok=True)
     keep = {"results": res["results"], "n-samples": res.get("n-samples"), "config": {"model": str(model), "limit": limit},
             "samples": {t: [{"doc_id": s["doc_id"], "target": s["target"], "response": s["resps"][0][0],
@@ -391,7 +387,7 @@ def tables(
     try:
         runs = regenerate(only=only, slow=slow, run=not render_only, on_run=lambda r: console.print(f"running {r.name}: {r.command}", soft_wrap=True))
     except KeyError as e:
-        raise _fail(str(e).strip("'\"")) from None
+        raise fail(str(e).strip("'\"")) from None
     failed = [r for r in runs if r["returncode"]]
     for r in runs:
         console.print(f"{r['name']}: {r['seconds']:.0f} s" + (f" FAILED ({r['returncode']})" if r["returncode"] else ""))

@@ -8,23 +8,26 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
-from rewardkit.evals.processbench import SPLITS, format_table, predictions_to_rows, run_processbench
+from rewardkit.cli.common import BatchTokens, Device, DType, Threads, fail, judge_spec
+from rewardkit.evals.processbench import SPLITS, Unit, format_table, predictions_to_rows, run_processbench
+
+from rewardkit.backends.spec import redact
+from rewardkit.scoring import VerdictMode
 
 
 def processbench(
     split: Annotated[list[str] | None, typer.Option("--split", help=f"split(s) to run: {', '.join(SPLITS)} (default all)")] = None,
     limit: Annotated[int | None, typer.Option(help="rows per split, half erroneous / half correct (default: all)")] = None,
-    backend: Annotated[str, typer.Option("--judge", "--backend", help="judge backend spec: smollm2, a local model dir or a hub id")] = "smollm2",
+    judge: Annotated[str, typer.Option(help="judge backend spec: smollm2, a local model dir or a hub id")] = "smollm2",
     device: Device = None,
     dtype: DType = None,
     batch_tokens: BatchTokens = None,
     threads: Threads = None,
-    mode: Annotated[str, typer.Option(help="logit (P(YES), one forward pass per step) or generate (App. B, K tokens)")] = "logit",
-    unit: Annotated[str, typer.Option(help="steps (each labelled step is a slice) or reslice (GAR slicing of the joined steps)")] = "steps",
+    mode: Annotated[VerdictMode, typer.Option(help="logit (P(YES), one forward pass per step) or generate (App. B, K tokens)")] = "logit",
+    unit: Annotated[Unit, typer.Option(help="steps (each labelled step is a slice) or reslice (GAR slicing of the joined steps)")] = "steps",
     context: Annotated[bool, typer.Option(help="show the discriminator the earlier steps as context")] = False,
     threshold: Annotated[float, typer.Option(help="P(YES) below which a step is NO (logit mode)")] = 0.5,
-    judge_tokens: Annotated[int, typer.Option(help="K, max discriminator output tokens (generate mode)")] = 128,
+    max_tokens: Annotated[int, typer.Option(help="K, max discriminator output tokens (generate mode)")] = 128,
     slice_tokens: Annotated[int, typer.Option(help="L, slice token budget (reslice mode)")] = 320,
     seed: Annotated[int, typer.Option(help="seed of the balanced subset")] = 0,
     out: Annotated[Path | None, typer.Option(help="write OUT.json (summary + per-row predictions) and OUT.md")] = None,
@@ -38,19 +41,20 @@ def processbench(
     bad = [s for s in splits if s not in SPLITS]
     if bad:
         raise typer.BadParameter(f"unknown split(s) {bad}; choose from {', '.join(SPLITS)}", param_hint="--split")
-    if mode not in ("logit", "generate") or unit not in ("steps", "reslice"):
-        raise typer.BadParameter("--mode must be logit|generate and --unit steps|reslice")
-    judge = load_backend(judge_spec(backend, device, dtype, batch_tokens, threads) or backend)
-    scorer = SliceScorer(judge=judge, mode=mode, threshold=threshold, judge_tokens=judge_tokens,  # type: ignore[arg-type]
-                         slice_tokens=slice_tokens, context=context)
+    backend = load_backend(judge_spec(judge, device, dtype, batch_tokens, threads) or judge)
+    try:
+        scorer = SliceScorer(judge=backend, mode=mode, threshold=threshold, max_tokens=max_tokens,
+                             slice_tokens=slice_tokens, context=context)
+    except ValueError as e:
+        raise fail(e) from None
     t0 = time.perf_counter()
-    summary, preds = run_processbench(scorer, splits, limit, unit, seed=seed)  # type: ignore[arg-type]
+    summary, preds = run_processbench(scorer, splits, limit, unit, seed=seed)
     seconds = time.perf_counter() - t0
     table = format_table(summary)
     typer.echo(table)
     typer.echo(f"\n{sum(len(p.verdicts) for p in preds)} units judged in {seconds:.0f} s")
     if out is not None:
-        config = {"backend": judge.model_id or backend, "mode": mode, "unit": unit, "context": context,
+        config = {"backend": redact(backend.model_id or judge), "mode": mode, "unit": unit, "context": context,
                   "threshold": threshold, "limit": limit, "seed": seed, "splits": splits, "seconds": seconds}
         out.parent.mkdir(parents=True, exist_ok=True)
         out.with_suffix(".json").write_text(json.dumps(

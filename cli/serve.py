@@ -1,10 +1,30 @@
-"""``rewardkit serve``: an HTTP reward server over any scorer, speaking OpenRLHF's ``--remote_rm_url`` contract."""
+"""``rewardkit serve``: an HTTP reward server over any scorer, speaking OpenRLHF's ``--reward.remote_url`` contract."""
 
 from __future__ import annotations
 
 from typing import Annotated, Optional
 
 import typer
+
+
+def _masked(text: str) -> float | None:
+    """``--masked-reward``: a number, or ``null`` to send JSON null (clients that mask on their side)."""
+    if text.strip().lower() in ("null", "none"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise typer.BadParameter(f"expected a number or 'null', got {text!r}") from None
+
+
+def _raise_open_files(need: int) -> None:
+    """Each waiting OpenRLHF request is an open connection: lift the soft descriptor limit toward ``need``."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = need if hard == resource.RLIM_INFINITY else min(need, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
 def serve(
@@ -14,20 +34,29 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to bind (0.0.0.0 to share on the network).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0 picks a free one).")] = 5000,
     group_size: Annotated[Optional[int], typer.Option(help="Hold rows until N of one prompt arrived (OpenRLHF's n_samples_per_prompt).")] = None,
-    group_timeout: Annotated[float, typer.Option(help="Seconds to wait for a group to fill before scoring it as is.")] = 60.0,
-    masked_reward: Annotated[Optional[float], typer.Option(help="Reward sent for a masked response (default: null).")] = None,
+    group_timeout: Annotated[float, typer.Option(help="Seconds after a group's first row to score it as it stands (below OpenRLHF's 180 s client timeout, so a short group is still answered).")] = 150.0,
+    masked_reward: Annotated[str, typer.Option(help="Reward sent for a masked response (its mask: extra_logs.status_ok); 'null' sends null.")] = "0",
     max_items: Annotated[int, typer.Option(help="Most queries in one request.")] = 4096,
-    max_concurrency: Annotated[int, typer.Option(help="Most requests in flight (>= group size).")] = 256,
-    api_key: Annotated[Optional[str], typer.Option(envvar="REWARDKIT_REWARD_API_KEY", help="Require this bearer token.")] = None,
+    max_pending: Annotated[int, typer.Option(min=1, help="Most requests held at once, waiting for their group or the scorer (503 above).")] = 16384,
+    api_key: Annotated[Optional[str], typer.Option(envvar="REWARDKIT_REWARD_API_KEY", help="Require this key: 'Authorization: Bearer KEY' or '?api_key=KEY' in the URL.")] = None,
 ) -> None:
     """Serve POST /get_reward ({query, prompts, labels} -> {rewards, scores, extra_logs}) until interrupted."""
-    from rewardkit.cli.train import _pairs
+    from rewardkit.cli.common import fail, parse_pairs
 
+    from rewardkit.http_server import require_key_off_loopback
     from rewardkit.http_server import serve as run
     from rewardkit.integrations.common import load_scorer
     from rewardkit.integrations.openrlhf import reward_app
 
-    sc = load_scorer(scorer, _pairs(option or [], "--option"), judge)
+    try:  # before the scorer (and its judge) loads: a keyless reward server stays on this machine
+        require_key_off_loopback(host, api_key, "serve")
+    except ValueError as e:
+        raise fail(e) from None
+    sc = load_scorer(scorer, parse_pairs(option, "--option"), judge)
     app = reward_app(sc, api_key=api_key, group_size=group_size, group_timeout=group_timeout,
-                     masked_reward=masked_reward, max_items=max_items, max_concurrency=max_concurrency)
-    run(app, host, port, on_ready=lambda url: typer.echo(f"serving {scorer} rewards at {url}/get_reward", err=True))
+                     masked_reward=_masked(masked_reward), max_items=max_items, max_pending=max_pending)
+    _raise_open_files(max_pending + 256)
+    # a rollout batch opens thousands of connections at once: their headers are read as the loop gets to
+    # them, so the per-connection header deadline is a minute, not the default 10 s (which closed them)
+    run(app, host, port, max_connections=max_pending + 64, backlog=4096, header_timeout=60.0,
+        on_ready=lambda url: typer.echo(f"serving {scorer} rewards at {url}/get_reward", err=True))

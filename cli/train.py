@@ -7,23 +7,13 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rewardkit.cli._judge import BatchTokens, Device, DType, Threads, judge_spec
-
-
-def _pairs(items: list[str], what: str) -> dict[str, str]:
-    out = {}
-    for p in items:
-        if "=" not in p:
-            raise typer.BadParameter(f"expected KEY=VALUE, got {p!r}", param_hint=what)
-        k, v = p.split("=", 1)
-        out[k.strip().replace("-", "_")] = v
-    return out
+from rewardkit.cli.common import BatchTokens, Device, DType, Threads, judge_spec, parse_pairs
 
 
 def train_config(settings: dict[str, str], **direct: object):
     """A TrainConfig from ``KEY=VALUE`` strings (coerced to each field's type) plus direct values."""
     from rewardkit.grpo import TrainConfig
-    from rewardkit.scoring import coerce_options
+    from rewardkit.options import coerce_options
 
     try:
         kw = coerce_options(TrainConfig, settings, "rewardkit train --set")
@@ -40,7 +30,7 @@ def build_mode(name: str, options: dict[str, str]):
     try:
         return build(name, options)
     except (TypeError, ValueError) as e:
-        raise typer.BadParameter(str(e), param_hint="--mode" if "unknown mode" in str(e) else "--mode-option") from None
+        raise typer.BadParameter(str(e), param_hint="--training-mode" if "unknown mode" in str(e) else "--training-option") from None
 
 
 def _settings_help() -> str:
@@ -59,8 +49,8 @@ def train(
     steps: Annotated[Optional[int], typer.Option(help="Total optimizer steps.")] = None,
     setting: Annotated[Optional[list[str]], typer.Option("--set", "-t", help="Trainer setting KEY=VALUE (repeatable; see --help-settings).")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Use only the first N prompts.")] = None,
-    mode: Annotated[Optional[str], typer.Option(help="Training mode: raro (shared-LLM critic) or gar (joint discriminator); supplies the scorer.")] = None,
-    mode_option: Annotated[Optional[list[str]], typer.Option("--mode-option", "-m", help="Mode option KEY=VALUE (e.g. lambda_pol=0.5).")] = None,
+    training_mode: Annotated[Optional[str], typer.Option(help="Training mode: raro (shared-LLM critic) or gar (joint discriminator); supplies the scorer. (A scorer's verdict mode is its option -o mode=...)")] = None,
+    training_option: Annotated[Optional[list[str]], typer.Option("--training-option", "-m", help="Training-mode option KEY=VALUE (e.g. lambda_pol=0.5).")] = None,
     help_settings: Annotated[bool, typer.Option("--help-settings", help="List every trainer setting and exit.")] = False,
     device: Device = None,
     dtype: DType = None,
@@ -74,12 +64,13 @@ def train(
     if prompts is None:
         raise typer.BadParameter("a prompts file is required", param_hint="PROMPTS")
     from rewardkit.grpo import GRPOTrainer, read_prompts
+    from rewardkit.grpo.checkpoint import checkpoint_summary
     from rewardkit.integrations.common import load_scorer
 
-    cfg = train_config(_pairs(setting or [], "--set"), out_dir=str(out) if out else None, steps=steps)
-    modes = [build_mode(mode, _pairs(mode_option or [], "--mode-option"))] if mode else []
+    cfg = train_config(parse_pairs(setting, "--set"), out_dir=str(out) if out else None, steps=steps)
+    modes = [build_mode(training_mode, parse_pairs(training_option, "--training-option"))] if training_mode else []
     judge = judge_spec(judge, device, dtype, batch_tokens, threads)
-    sc = None if mode else load_scorer(scorer, _pairs(option or [], "--option"), judge)
+    sc = None if training_mode else load_scorer(scorer, parse_pairs(option, "--option"), judge)
     trainer = GRPOTrainer(cfg, read_prompts(prompts, limit), sc, modes)
     if trainer.step:
         typer.echo(f"resuming {cfg.out_dir} at step {trainer.step}", err=True)
@@ -89,4 +80,5 @@ def train(
                    f"length {row['response_length']:.1f} ({row['step_seconds']:.1f}s)", err=True)
 
     trainer.train(on_step=show)
-    typer.echo(f"done: {cfg.steps} steps; metrics in {Path(cfg.out_dir) / 'metrics.jsonl'}")
+    typer.echo(f"done: {cfg.steps} steps; metrics in {Path(cfg.out_dir) / 'metrics.jsonl'}; "
+               f"{checkpoint_summary(cfg.out_dir)}")

@@ -14,6 +14,8 @@ from typing import Any
 
 from rewardkit.evals.loaders import Problem
 
+from rewardkit.backends.spec import redact
+
 
 @dataclass
 class GenerateSummary:
@@ -105,7 +107,7 @@ def generate_rollouts(problems: Sequence[Problem], backend: Any, out: str | Path
             pool = RayBatchPool(functools.partial(_generator, backend), ray, uses_model=True)
             done_batches = pool.map(batches)
         for items, (model_id, completions) in done_batches:
-            model = model_id or str(backend)
+            model = redact(model_id or str(backend))
             batch = [(i, p) for i, p, _ in items]
             rows = []
             for (_, p), c in zip(batch, completions):

@@ -238,7 +238,8 @@ def scorer_report(groups: Sequence[Group], run: ScoredRun, *, correct: Sequence[
     return rep
 
 
-def _f(x: float | None, fmt: str = ".3f") -> str:
+def cell(x: float | None, fmt: str = ".3f") -> str:
+    """A table cell: ``x`` formatted, or ``-`` when there is no value."""
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
@@ -271,8 +272,8 @@ def select_markdown(reps: Sequence[dict[str, Any]], title: str, baseline: dict[s
     lines += [f"| scorer | groups | best-of-{n} (%) | AUC | within-group AUC (mixed groups) | length bias (Spearman) | "
               "non-zero-advantage groups |", "|---|---|---|---|---|---|---|"]
     for r in reps:
-        lines.append(f"| {r['scorer']} | {r['groups']} | {100 * r[f'best_of_{n}']:.1f} | {_f(r['auc'])} | "
-                     f"{_f(r['within_group_auc'])} ({r['mixed_groups']}) | {_f(r['length_bias']['spearman'])} | "
+        lines.append(f"| {r['scorer']} | {r['groups']} | {100 * r[f'best_of_{n}']:.1f} | {cell(r['auc'])} | "
+                     f"{cell(r['within_group_auc'])} ({r['mixed_groups']}) | {cell(r['length_bias']['spearman'])} | "
                      f"{100 * r['nonzero_advantage_groups']:.0f}% |")
     return "\n".join(lines) + "\n"
 

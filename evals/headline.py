@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardkit.evals.harness import _f, load_rollouts, score_groups, scorer_report
+from rewardkit.evals.harness import cell, load_rollouts, score_groups, scorer_report
+
+from rewardkit.backends.spec import redact
 
 # Two balanced mixed groups (4 of 8 correct) with the shortest responses: every judge scorer ranks real
 # correct against real incorrect responses at the lowest CPU cost.
@@ -102,10 +104,10 @@ def headline(rollouts: str | Path, work: Path, *, scorers: Sequence[str] | None 
             skipped[name] = f"{type(e).__name__}: {e}"
             continue
         rep = scorer_report(groups, run, n_boot=n_boot)
-        rep.update({"label": label, "uses_judge": uses_judge, "options": {k: str(v) for k, v in opts.items()},
+        rep.update({"label": label, "uses_judge": uses_judge, "options": {k: redact(str(v)) for k, v in opts.items()},
                     "wall_seconds_this_run": time.perf_counter() - t0})
         rows.append(rep)
-    return {"rollouts": str(rollouts), "judge": judge, "judge_groups": list(judge_groups or []),
+    return {"rollouts": str(rollouts), "judge": judge if judge is None else redact(str(judge)), "judge_groups": list(judge_groups or []),
             "reports": rows, "skipped": skipped}
 
 
@@ -116,11 +118,11 @@ def headline_table(data: dict[str, Any]) -> str:
     for r in data["reports"]:
         v = r["verifier"]
         p, rec, f1 = (("-", "-", "-") if v is None else
-                      tuple(_f(v[k]["value"]) for k in ("precision", "recall", "f1")))
+                      tuple(cell(v[k]["value"]) for k in ("precision", "recall", "f1")))
         c = r["cost"]
         lines.append(
             f"| `{r['scorer']}`{r.get('label', r['scorer'])[len(r['scorer']):]}{' (judge)' if r['uses_judge'] else ''} | {r['groups']} | {p} | {rec} | {f1} | "
-            f"{100 * r['best_of_8']:.1f} | {_f(r['auc'])} | {_f(r['length_bias']['spearman'], '+.2f')} | "
+            f"{100 * r['best_of_8']:.1f} | {cell(r['auc'])} | {cell(r['length_bias']['spearman'], '+.2f')} | "
             f"{100 * r['nonzero_advantage_groups']:.0f}% | {c['judge_calls_per_group']:.1f} | "
             f"{c['seconds_per_group']:.2f} |")
     return "\n".join(lines) + "\n"

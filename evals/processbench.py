@@ -26,6 +26,8 @@ from rewardkit.evals.data import data_path
 from rewardkit.gar.slices import SliceItem, SliceJudgment, SliceScorer
 from rewardkit.types import Status
 
+Unit = Literal["steps", "reslice"]  # what one verdict covers: a labelled step, or a GAR slice of the joined steps
+
 SPLITS = ("gsm8k", "math", "olympiadbench", "omnimath")
 STEP_SEPARATOR = "\n\n"  # how the steps of a solution are joined for the re-slicing mode
 
@@ -180,9 +182,9 @@ class PBPrediction:
     statuses: list[str]
 
 
-def _units(ex: PBExample, mode: str, scorer: SliceScorer) -> tuple[list[str], list[list[int]], list[str]]:
+def _units(ex: PBExample, unit: Unit, scorer: SliceScorer) -> tuple[list[str], list[list[int]], list[str]]:
     """The texts judged for one solution, the steps each covers, and the earlier text shown as context."""
-    if mode == "steps":
+    if unit == "steps":
         ctx = [STEP_SEPARATOR.join(ex.steps[:i]) for i in range(len(ex.steps))]
         return list(ex.steps), [[i] for i in range(len(ex.steps))], ctx
     joined = STEP_SEPARATOR.join(ex.steps)
@@ -190,15 +192,13 @@ def _units(ex: PBExample, mode: str, scorer: SliceScorer) -> tuple[list[str], li
     return [s.text for s in sl], slices_to_steps(ex.steps, [(s.start, s.end) for s in sl]), [joined[: s.start] for s in sl]
 
 
-def predict(
-    examples: Sequence[PBExample], scorer: SliceScorer, mode: Literal["steps", "reslice"] = "steps"
-) -> list[PBPrediction]:
+def predict(examples: Sequence[PBExample], scorer: SliceScorer, unit: Unit = "steps") -> list[PBPrediction]:
     """Judge every unit of every solution in ONE ``scorer.judge_slices`` call; earliest error = first NO's step."""
-    if mode not in ("steps", "reslice"):
-        raise ValueError(f"mode must be 'steps' or 'reslice', got {mode!r}")
+    if unit not in ("steps", "reslice"):
+        raise ValueError(f"unit must be 'steps' or 'reslice', got {unit!r}")
     plans, items = [], []
     for ex in examples:
-        texts, steps, ctx = _units(ex, mode, scorer)
+        texts, steps, ctx = _units(ex, unit, scorer)
         plans.append(steps)
         items += [SliceItem(ex.problem, t, c if scorer.options.context else "") for t, c in zip(texts, ctx, strict=True)]
     judged: list[SliceJudgment] = scorer.judge_slices(items)
@@ -252,13 +252,13 @@ def run_processbench(
     scorer: SliceScorer,
     splits: Sequence[str] = SPLITS,
     limit: int | None = None,
-    mode: Literal["steps", "reslice"] = "steps",
+    unit: Unit = "steps",
     root: str | Path | None = None,
     seed: int = 0,
 ) -> tuple[dict[str, Any], list[PBPrediction]]:
     """Load the splits, judge all their units in one backend call, and return (summary, predictions)."""
     examples = [ex for s in splits for ex in load_processbench(s, root, limit, seed)]
-    preds = predict(examples, scorer, mode)
+    preds = predict(examples, scorer, unit)
     return summarize(preds), preds
 
 

@@ -64,19 +64,19 @@ def _judge_table(d: dict[str, Any]) -> str:
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{100 * x:.0f}%"
 
-    lines = ["| judge | mode | pairs | accuracy | debiased | first-position bias | worst injection flip rate (single / debiased) |",
+    lines = ["| prompt | mode | pairs | accuracy | debiased | first-position bias | worst injection flip rate (single / debiased) |",
              "|---|---|---|---|---|---|---|"]
-    inj = {(i["judge"], i["mode"]): i for i in d["injection"]}
+    inj = {(i["prompt"], i["mode"]): i for i in d["injection"]}
     for key, what in (("rollout_pairs", "rollouts"), ("processbench_pairs", "ProcessBench")):
         for r in d[key]:
-            i = inj.get((r["judge"], r["mode"])) if key == "rollout_pairs" else None
+            i = inj.get((r["prompt"], r["mode"])) if key == "rollout_pairs" else None
             worst = "-"
             if i:
                 single = max((t["flip_rate"] for t in i["table"] if t["flip_rate"] is not None), default=None)
                 deb = max((t["flip_rate_debiased"] for t in i["table"] if t["flip_rate_debiased"] is not None), default=None)
                 worst = f"{pct(single)} / {pct(deb)}"
             b = r["first_position_bias"]
-            lines.append(f"| {r['judge']} ({what}) | {r['mode']} | {r['pairs']} | {pct(r['accuracy'])} | "
+            lines.append(f"| {r['prompt']} ({what}) | {r['mode']} | {r['pairs']} | {pct(r['accuracy'])} | "
                          f"{pct(r['debiased_accuracy'])} | {'-' if b is None else f'{b:+.2f}'} | {worst} |")
     return "\n".join(lines) + "\n"
 

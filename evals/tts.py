@@ -7,17 +7,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from dataclasses import asdict
+from typing import Any
 
 import numpy as np
 
 from rewardkit.backends.base import JudgeBackend
-from rewardkit.raro.tts import CachedJudge, PairwiseJudge, PromptJudge, Rule, bt_select, single_elimination
-from rewardkit.scoring import Mode
+from rewardkit.backends.spec import redact
+from rewardkit.options import resolve_options
+from rewardkit.raro.tts import (
+    CachedJudge,
+    PairwiseJudge,
+    PromptJudge,
+    TTSOptions,
+    bt_select,
+    single_elimination,
+)
 from rewardkit.types import Group
 
 # ------------------------------------------------------------------------------------- evaluation
-
 
 
 def majority_pick(answers: Sequence[str | None], cluster_ids: Sequence[int | None] | None = None) -> int:
@@ -33,42 +41,32 @@ def majority_pick(answers: Sequence[str | None], cluster_ids: Sequence[int | Non
     return int(np.flatnonzero(v.mask(v.majority))[0]) if v.majority is not None else 0
 
 
-def run_tts(problems: Sequence[Group], backend: JudgeBackend, ns: Sequence[int], *,
-            prompt: Literal["critic", "arena"] = "critic", mode: Mode = "generate",
-            order: Literal["fixed", "alternate"] = "fixed", view: str = "answer", temperature: float = 1.0,
-            max_tokens: int = 2048, seed: int = 0, k: int = 4, rule: Rule = "paper",
-            methods: Sequence[str] = ("tournament",),
-            bt_schedule: Literal["tournament", "round_robin"] = "tournament",
-            skip_uniform: bool = True) -> dict[str, Any]:
-    """Referee every problem's candidates with a prompt judge on ``backend`` and evaluate each selection
+def run_tts(problems: Sequence[Group], backend: JudgeBackend, ns: Sequence[int], options: TTSOptions | None = None,
+            /, **fields: Any) -> dict[str, Any]:
+    """Referee every problem's candidates with a ``PromptJudge`` on ``backend`` and evaluate each selection
     method at each N; the result carries the judge cost and the settings (for ``write_report``).
 
-    The defaults are RARO's Algorithm 3 setting: the critic writes its reasoning before the verdict
-    (``mode="generate"``, a 2048-token budget as in the paper's experiments), K = 4 sampled votes per match
-    in the printed order (``order="fixed"``), single-elimination. rewardkit's additions, opt-in:
-    ``mode="logit"`` (verdict probabilities, no critic reasoning: the paper's ablation without critic
-    reasoning loses several points), ``order="alternate"`` (position debiasing) and ``"bt"`` selection."""
+    ``options`` (or keyword fields) is the one ``TTSOptions``: its defaults are RARO's Algorithm 3 setting,
+    rewardkit's additions are opt-in."""
     import time
 
-    pj = PromptJudge(backend, [p.prompt for p in problems], [p.responses for p in problems], prompt=prompt,
-                     mode=mode, order=order, view=view, temperature=temperature, max_tokens=max_tokens, seed=seed)
+    o = resolve_options(TTSOptions, options, fields, "run_tts")
+    pj = PromptJudge(backend, [p.prompt for p in problems], [p.responses for p in problems], o)
     cached = CachedJudge(pj)
     t0 = time.perf_counter()
-    res = evaluate_tts(problems, ns, cached, k=k, rule=rule, methods=methods, bt_schedule=bt_schedule,
-                       skip_uniform=skip_uniform)
+    res = evaluate_tts(problems, ns, cached, o)
     res["cost"] = {**pj.cost.to_dict(), "backend_rounds": pj.calls, "cached_matches": cached.hits,
                    "seconds": round(time.perf_counter() - t0, 1)}
-    res["settings"] = {"prompt": prompt, "judge": getattr(backend, "model_id", str(backend)), "n": list(ns),
-                       "k": k, "mode": mode, "order": order, "rule": rule, "view": view, "methods": list(methods),
-                       "bt_schedule": bt_schedule, "skip_uniform": skip_uniform, "seed": seed}
+    res["settings"] = {"judge": redact(getattr(backend, "model_id", str(backend))), "n": list(ns),
+                       **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(o).items()}}
     return res
 
 
 def evaluate_tts(problems: Sequence[Group], ns: Sequence[int], judge: PairwiseJudge | None = None,
-                 k: int = 4, rule: Rule = "paper", methods: Sequence[str] = ("tournament", "bt"),
-                 bt_schedule: Literal["tournament", "round_robin"] = "tournament", skip_uniform: bool = False,
-                 extract: Callable[[str], str | None] | None = None) -> dict[str, Any]:
-    """Accuracy of each selection method at each N (candidates = the first N responses of each problem).
+                 options: TTSOptions | None = None, /, *, extract: Callable[[str], str | None] | None = None,
+                 **fields: Any) -> dict[str, Any]:
+    """Accuracy of each selection method (``options.methods``) at each N (candidates = the first N responses
+    of each problem).
 
     Baselines: ``majority`` (largest answer cluster), ``random`` (its exact expectation: the mean label of
     the pool), ``oracle`` (pass@N: any correct), ``rm`` (best reward-model score, when given). With
@@ -77,6 +75,7 @@ def evaluate_tts(problems: Sequence[Group], ns: Sequence[int], judge: PairwiseJu
     """
     from rewardkit.answers import cluster_answers, extract_answer
 
+    o = resolve_options(TTSOptions, options, fields, "evaluate_tts")
     extract = extract or extract_answer
     rows: list[dict[str, Any]] = []
     clusters = [cluster_answers([extract(r) for r in p.responses]) for p in problems]
@@ -96,17 +95,18 @@ def evaluate_tts(problems: Sequence[Group], ns: Sequence[int], judge: PairwiseJu
             rm = [int(np.argmax(p.metadata["rm_scores"][: len(pool)])) for p, pool in zip(problems, pools, strict=True)]
             acc["rm"] = float(np.mean([problems[i].labels[rm[i]] for i in range(len(problems))]))
         if judge is not None:
-            judged = [pool if not (skip_uniform and len(set(x)) == 1) else pool[:1] for pool, x in zip(pools, lab, strict=True)]
+            judged = [pool if not (o.skip_uniform and len(set(x)) == 1) else pool[:1]
+                      for pool, x in zip(pools, lab, strict=True)]
             details["skipped_uniform"][n] = sum(len(j) == 1 < len(p) for j, p in zip(judged, pools, strict=True))
             status: dict[str, int] = {}
-            if "tournament" in methods:
-                sel = single_elimination(judged, judge, k, rule)
+            if "tournament" in o.methods:
+                sel = single_elimination(judged, judge, o.k, o.rule)
                 acc["tournament"] = float(np.mean([problems[s.problem].labels[s.winner] for s in sel]))
                 for s in sel:
                     for r in s.matches:
                         status[r.status] = status.get(r.status, 0) + 1
-            if "bt" in methods:
-                sel = bt_select(judged, judge, k, bt_schedule, rule)
+            if "bt" in o.methods:
+                sel = bt_select(judged, judge, o.k, o.bt_schedule, o.rule)
                 acc["bt"] = float(np.mean([problems[s.problem].labels[s.winner] for s in sel]))
             details["match_status"][n] = status
         for method, a in acc.items():

@@ -15,7 +15,7 @@ def main() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     import math_verify  # noqa: F401  (imported before "ready": sympy's import is not part of a check's deadline)
 
-    from rewardkit.answers import _mv_equivalent
+    from rewardkit.answers import math_verify_equivalent
 
     out = sys.stdout
     out.write('{"ready": true}\n')
@@ -23,7 +23,7 @@ def main() -> None:
     for line in sys.stdin:
         gold, pred = json.loads(line)
         try:
-            reply = {"ok": _mv_equivalent(gold, pred)}
+            reply = {"ok": math_verify_equivalent(gold, pred)}
         except Exception as e:  # reported to the parent as an error status, never as False
             reply = {"error": repr(e)}
         out.write(json.dumps(reply) + "\n")

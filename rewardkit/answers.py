@@ -33,81 +33,271 @@ logging.getLogger("math_verify.parser").setLevel(logging.ERROR)
 logging.getLogger("math_verify.grader").setLevel(logging.ERROR)
 
 # ------------------------------------------------------------------------------------ extraction
+# Where a response states its answer, in math-verify's extraction priorities (math_verify/parser.py,
+# lazy_latex_regex and lazy_expr_regex), so rewardkit finds what math-verify's default parse finds:
+#   1. "final answer is X. I hope ..." (the Minerva format);
+#   2. the rightmost of the last run of boxes and "final answer ... is X";
+#   3. PRM800K's "# Answer" line (rewardkit's; math-verify has no such anchor);
+#   4. "the answer is X" / "final answer: X" (X up to the sentence's end when it is mathematics, else the first
+#      LaTeX environment or number within 50 characters, as math-verify's "answer:" anchor reads);
+#   5. a response that is one short line of mathematics, whole (rewardkit's); else the rightmost LaTeX
+#      environment, bare \frac{a}{b} or number.
+# X is a LaTeX environment ($..$, $$..$$, \(..\), \[..\]; a box inside it is read as the box), a bare
+# fraction, a number or an arithmetic expression. An equation chain "a = b = c" is read as its last side,
+# a single equation is kept whole (math-verify compares equations: 2x+4y-3=0 equals y=-x/2+3/4).
 
-_ANSWER_IS = re.compile(
-    r"(?:final answer|the answer)\s*(?:is|:|=)\s*[:\s]*(\$[^$]+\$|\\\([^)]*\\\)|[^\n.]+?)\s*(?:\.\s|\.$|\n|$)",
-    re.IGNORECASE,
-)
+Span = tuple[int, int, str]  # where the answer stands in the response (start, end) and the answer
+
 _HASH_ANSWER = re.compile(r"^#+\s*Answer\s*\n+\s*(\S[^\n]*)", re.IGNORECASE | re.MULTILINE)  # PRM800K's format
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
-_THOUSANDS = re.compile(r"-?\d{1,3}(,\d{3})+")
+# a number as math-verify's expression extractor reads one: thousands grouped by "," or a space
+# ("7,425,000", "1 000"), a decimal point or comma, a bare decimal (".4"), an integer fraction; never inside
+# a word ("AZYUK2A") or right after a LaTeX command
+_NUMBER = re.compile(r"(?<![\w.\\])-?(?:[1-9]\d{0,2}(?:[ \u2009\u202f]\d{3})+(?![\d,])(?:\.\d+)?|\d[\d,]*(?:\.\d+)?(?:/\d+)?|\.\d+)")
+_THOUSANDS = re.compile(r"-?[1-9]\d{0,2}([, \u2009\u202f]\d{3})+(?:\.\d+)?")
 _DECIMAL_COMMA = re.compile(r"-?(?:0,\d+|\d+,(?:\d{1,2}|\d{4,}))")  # "0,5", "3,14": no thousands reading
-# math-verify's answer-set rule: up to 6 boxes joined by ",", "and", "or" are one answer (a set)
-_BOX_JOIN = re.compile(r"\s*\$*\s*(?:,?\s*(?:and|or)|,)\s*\$*\s*", re.IGNORECASE)
+# math-verify's arithmetic expression: starts with a digit, holds an operator ("3*4+1", "10/9")
+_EXPR = re.compile(r"-?\(?-?\d[\d.\s+\-*×/^()÷]*[+\-*×/^÷][\d.\s+\-*×/^()÷]*\d\)?")
+_FRAC = re.compile(r"-?\\[dtc]?frac\{-?\d+(?:[.,]\d+)?\}\{-?\d+(?:[.,]\d+)?\}")
+# math-verify's answer-set rule: up to 6 boxes joined by ",", "and", "or" (also as \text{and}, between LaTeX
+# spacing and $ signs) are one answer (a set)
+_SPACING = r"(?:\s|\$|\\[,;:! ]|\\q?quad\b|~)*"
+_BOX_JOIN = re.compile(rf"{_SPACING}(?:,?{_SPACING}(?:\\(?:text|mbox|mathrm)\s*\{{\s*(?:and|or)\s*\}}|and|or)|,){_SPACING}",
+                       re.IGNORECASE)
 _MAX_SET = 6
-# LaTeX environments for a final answer in prose: $$..$$, $..$ (not \$), \(..\), \[..\]
 _TAIL = 4000  # characters of a response searched for an unmarked final answer
-_LATEX_ENV = re.compile(r"\$\$(.+?)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+# LaTeX environments, as math-verify's: display $$..$$ and \[..\] may span lines, inline $..$ and \(..\) not
+_LATEX_ENV = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<![\\\d])\$([^\n$]+?)(?<!\\)\$|\\\(([^\n]+?)\\\)|\\\[(.+?)\\\]",
+                        re.DOTALL)
+_FINAL_IS = re.compile(r"final answer is:?\s*", re.IGNORECASE)
+_FINAL = re.compile(r"final answer", re.IGNORECASE)
+_IS = re.compile(r"\s+is:?\s*")
+_I_HOPE = re.compile(r"\.?\s?I hope")
+_ANSWER_IS = re.compile(r"(?:final answer|the answer)\s*(?:is|:|=)\s*[:\s]*", re.IGNORECASE)
+_SENTENCE = re.compile(r"[^\n]*?(?=\.(?:\s|$)|\n|$)")
+# a run of three (two) or more letters that is not a LaTeX command nor a function name: prose, not mathematics
+_FUNCTIONS = r"(?!(?:sin|cos|tan|cot|sec|csc|log|ln|exp|sqrt|pi|inf|max|min|gcd|lcm|mod|deg|and|or)\b)"
+_WORD = re.compile(rf"(?<![\\A-Za-z]){_FUNCTIONS}[A-Za-z]{{3,}}")
+_WORD2 = re.compile(rf"(?<![\\A-Za-z]){_FUNCTIONS}[A-Za-z]{{2,}}")
 
 
 def _plain(num: str) -> str:
     """A number as written in prose: thousands separators dropped, an unambiguous decimal comma made a point."""
     if _THOUSANDS.fullmatch(num):
-        return num.replace(",", "")
+        return re.sub(r"[, \u2009\u202f]", "", num)
     if _DECIMAL_COMMA.fullmatch(num):
         return num.replace(",", ".")
     return num
 
 
-def _final_boxes(text: str) -> str | None:
-    """The last ``\\boxed{}``, or the answer set its run of boxes joined by ","/"and"/"or" spells."""
+def _last_side(latex: str) -> str:
+    """The last side of an equation chain "a = b = c" (math-verify reads a chain it cannot parse so; rewardkit
+    always does, so a chain ending in a unit, "V = 20 \\times 2 = 40 \\text{ cubic inches}", reads 40 ...). A
+    single equation, one holding "," or ";" ("a=1, b=2"), and "=" inside braces ("\\sum_{k=0}") stay whole."""
+    if "," in latex or ";" in latex:
+        return latex.strip()
+    cuts, depth = [], 0
+    for m in re.finditer(r"[{}]|(?<![\\<!>])=", latex):
+        depth += {"{": 1, "}": -1}.get(m.group(), 0)
+        if m.group() == "=" and depth == 0:
+            cuts.append(m.end())
+    return latex[cuts[-1]:].strip() if len(cuts) > 1 else latex.strip()
+
+
+def _enclosing_env(text: str, pos: int) -> tuple[int, int] | None:
+    """The LaTeX environment around ``pos`` (``$$..$$``, ``\\[..\\]``, ``\\(..\\)``, inline ``$..$`` on its line),
+    innermost first; None outside every environment. Counts delimiters, so it never pairs them wrongly."""
+    found = []
+    for open_, close in (("\\[", "\\]"), ("\\(", "\\)")):
+        i = text.rfind(open_, 0, pos)
+        if i >= 0 and i > text.rfind(close, 0, pos) and (j := text.find(close, pos)) >= 0:
+            found.append((i, j + 2))
+    if (text.count("$$", 0, pos) - text.count("\\$$", 0, pos)) % 2 and (j := text.find("$$", pos)) >= 0:
+        found.append((text.rfind("$$", 0, pos), j + 2))
+    line = text.rfind("\n", 0, pos) + 1
+    if "$" in text[line:pos]:
+        singles = [m.start() for m in _SINGLE_DOLLAR.finditer(text, line, pos)]
+        if len(singles) % 2 and (j := _SINGLE_DOLLAR.search(text, pos)) and "\n" not in text[pos:j.start()]:
+            found.append((singles[-1], j.end()))
+    return max(found, default=None)
+
+
+_SINGLE_DOLLAR = re.compile(r"(?<![\\$])\$(?!\$)")
+
+
+_RUN_BOXES = 64  # boxes looked at for one answer set (bounds the work on adversarial inputs)
+
+
+def _box_run(text: str) -> Span | None:
+    """The last ``\\boxed{}``, or the answer set its run spells: every box of one LaTeX environment, and boxes
+    (or environments holding them) joined by ","/"and"/"or", up to 6 (math-verify's answer-set rule)."""
     spans = boxed_spans(text)
     if not spans:
         return None
-    run = [spans[-1]]
-    for prev in reversed(spans[:-1]):
-        if len(run) == _MAX_SET or not _BOX_JOIN.fullmatch(text, prev[1], run[-1][0]):
+    groups: list[tuple[tuple[int, int], list[tuple[int, int, str]]]] = []  # (where, boxes), last first
+    for b in reversed(spans[-_RUN_BOXES:]):
+        env = _enclosing_env(text, b[0])
+        if groups and env is not None and groups[-1][0] == env:
+            groups[-1][1].append(b)
+            continue
+        where = env or (b[0], b[1])
+        if groups and (len(groups) == _MAX_SET or not _BOX_JOIN.fullmatch(text, where[1], groups[-1][0][0])):
             break
-        run.append(prev)
-    parts = unique_in_order(c.strip() for _, _, c in reversed(run))
-    return ",".join(parts) if len(parts) > 1 else parts[0]
+        groups.append((where, [b]))
+    boxes = sorted(b for _, bs in groups for b in bs)
+    parts = unique_in_order(c.strip() for _, _, c in boxes)
+    start, end = boxes[0][0], boxes[-1][1]
+    return (start + text[start:end].index("{") + 1, end - 1, ",".join(parts) if len(parts) > 1 else parts[0])
 
 
-def _last_math(text: str) -> str | None:
-    """The rightmost LaTeX environment or number of a response without a marked answer (math-verify's
-    last resort too): an environment's content (its last right-hand side when it is an equation chain),
-    else the number."""
-    text = text[-_TAIL:]  # bounds the scan (an unclosed "\\(" would make the lazy match quadratic)
-    env = max(_LATEX_ENV.finditer(text), key=lambda m: m.end(), default=None)
-    num = max(_NUMBER.finditer(text), key=lambda m: m.end(), default=None)
-    if env is not None and (num is None or env.end() >= num.end()):
-        content = next(g for g in env.groups() if g is not None).strip()
-        if "=" in content and not re.search(r"[<>]|\\[lg]e|\\neq", content):
-            content = content.rsplit("=", 1)[1].strip()
-        if content:
-            return content
-    return _plain(num.group()) if num is not None else None
+def _env_answer(text: str, m: re.Match) -> Span | None:
+    """The answer a LaTeX environment match holds: its box run if it has one, else its content's last side."""
+    g = next(i for i in range(1, 5) if m.group(i) is not None)
+    content = m.group(g)
+    box = _box_run(content)
+    if box is not None:
+        return (m.start(g) + box[0], m.start(g) + box[1], box[2].strip())
+    answer = _last_side(content)
+    if _THOUSANDS.fullmatch(answer):  # "$10,455$": grouped digits, not a pair (a decimal comma stays: "$1,2$")
+        answer = _plain(answer)
+    return (m.start(g), m.end(g), answer) if answer else None
+
+
+_LEAD = re.compile(r"\s*(?:\*\*\s*)?")
+
+
+def _math_at(text: str, pos: int) -> tuple[Span, int] | None:
+    """X right at ``pos`` (after spaces and "**"): a LaTeX environment, a box, a bare fraction, an arithmetic
+    expression or a number; its span and where its match ends."""
+    pos = _LEAD.match(text, pos).end()
+    env = _LATEX_ENV.match(text, pos)
+    if env is not None:
+        got = _env_answer(text, env)
+        return (got, env.end()) if got else None
+    if text.startswith("\\boxed", pos):
+        box = next(iter(boxed_spans(text[pos:pos + _TAIL])), None)
+        if box is not None and box[0] == 0:
+            return (pos + box[1] - 1 - len(box[2]), pos + box[1] - 1, box[2].strip()), pos + box[1]
+    for pattern in (_FRAC, _EXPR, _NUMBER):
+        m = pattern.match(text, pos)
+        if m is not None:
+            return (m.start(), m.end(), _plain(m.group().strip())), m.end()
+    return None
+
+
+def _final_answer_hope(text: str) -> Span | None:
+    """Tier 1: the rightmost "final answer is X. I hope"."""
+    best = None
+    for m in _FINAL_IS.finditer(text):
+        got = _math_at(text, m.end())
+        if got is not None and _I_HOPE.match(text, got[1]):
+            best = got[0]
+    return best
+
+
+def _final_answer_is(text: str) -> Span | None:
+    """Part of tier 2: the rightmost "final answer ... is X" (the first " is" within 100 characters that X follows)."""
+    best = None
+    for m in _FINAL.finditer(text):
+        for is_ in _IS.finditer(text, m.end(), min(len(text), m.end() + 100 + 8)):
+            if "\n" in text[m.end():is_.start()] or is_.start() - m.end() > 100:
+                break
+            got = _math_at(text, is_.end())
+            if got is not None:
+                best = got[0]
+                break
+    return best
+
+
+def _answer_anchor(text: str) -> Span | None:
+    """Tier 4: after the last "the answer is" / "final answer:", a LaTeX environment there, else the rest of the
+    sentence when it is mathematics, else the first environment or number within 50 characters."""
+    for m in reversed(list(_ANSWER_IS.finditer(text))):
+        at = _LEAD.match(text, m.end()).end()
+        env = _LATEX_ENV.match(text, at)
+        if env is not None and (got := _env_answer(text, env)) is not None:
+            return got
+        phrase = _SENTENCE.match(text, at).group().rstrip().rstrip("*").rstrip()
+        if phrase and not _WORD.search(phrase):
+            return (at, at + len(phrase), _plain(phrase))
+        hits = [h for h in (_LATEX_ENV.search(text, at, at + 50), _NUMBER.search(text, at, at + 50)) if h is not None]
+        for h in sorted(hits, key=lambda h: h.start()):
+            got = _env_answer(text, h) if h.re is _LATEX_ENV else (h.start(), h.end(), _plain(h.group()))
+            if got is not None:
+                return got
+    return None
+
+
+def _bare_math(text: str) -> Span | None:
+    """Tier 5a: a response that is nothing but one short line of mathematics without "=" ("x^2+2x+1",
+    "\\frac{1}{3}", "(r+5)^2") is its own answer (rewardkit's; math-verify reads only a number out of it)."""
+    s = text.strip().rstrip(".").rstrip()
+    if not s or len(s) > 100 or "\n" in s or "=" in s or "$" in s or _WORD2.search(s) or _LATEX_ENV.search(s):
+        return None
+    start = text.index(s)
+    return (start, start + len(s), _plain(s))
+
+
+def _last_math(text: str) -> Span | None:
+    """Tier 5: the rightmost LaTeX environment (its last side when it is an equation chain), bare fraction or
+    number of a response without a marked answer (math-verify's last resort too)."""
+    offset = max(0, len(text) - _TAIL)  # bounds the scan (an unclosed "\\(" would make the lazy match quadratic)
+    tail = text[offset:]
+    cands = [max(p.finditer(tail), key=lambda m: m.end(), default=None) for p in (_LATEX_ENV, _FRAC, _NUMBER)]
+    env, frac, num = cands
+    best = max((m for m in cands if m is not None), key=lambda m: (m.end(), m is env), default=None)
+    if best is None:
+        return None
+    if best is env:
+        got = _env_answer(tail, env)
+        if got is not None:
+            return (offset + got[0], offset + got[1], got[2])
+        best = num
+    if best is None:
+        return None
+    return (offset + best.start(), offset + best.end(), _plain(best.group()) if best is num else best.group())
+
+
+def _has_final_answer(text: str) -> bool:
+    """A cheap gate for the "final answer" tiers (most responses have no such phrase)."""
+    return "final answer" in text.lower()
+
+
+def extract_answer_span(text: str) -> Span | None:
+    """The final answer of a response and where it stands: ``(start, end, answer)`` with ``text[start:end]``
+    the characters the answer was read from (a box's content, an environment's, a number); None without one.
+    The tiers are math-verify's extraction priorities (see above)."""
+    if not text:
+        return None
+    final = _has_final_answer(text)
+    got = _final_answer_hope(text) if final else None
+    if got is None:
+        tier2 = [s for s in (_box_run(text), _final_answer_is(text) if final else None) if s is not None]
+        got = max(tier2, key=lambda s: s[1], default=None)
+    if got is None:
+        hits = list(_HASH_ANSWER.finditer(text))
+        if hits:
+            m = hits[-1]
+            ans = m.group(1).strip().strip("$").strip()
+            got = (m.start(1), m.end(1), ans) if ans else None
+    if got is None:
+        got = _answer_anchor(text)
+    if got is None:
+        got = _bare_math(text) or _last_math(text)
+    if got is None or not got[2].strip():
+        return None
+    return (got[0], got[1], got[2].strip())
 
 
 def extract_answer(text: str) -> str | None:
-    """The final answer of a response, in math-verify's order: the last ``\\boxed{}`` (with nested braces; a
-    run of boxes joined by ","/"and"/"or" is one answer set), else PRM800K's "# Answer" line, else "the
-    (final) answer is X", else the rightmost LaTeX environment or number; None when there is none."""
-    if not text:
-        return None
-    boxed = _final_boxes(text)
-    if boxed is not None:
-        return boxed.strip()
-    hits = _HASH_ANSWER.findall(text)
-    if hits:
-        return hits[-1].strip().strip("$").strip()
-    hits = _ANSWER_IS.findall(text)
-    if hits:
-        ans = hits[-1].strip().strip("$").strip()
-        ans = re.sub(r"^\\\(|\\\)$", "", ans).strip()
-        if ans:
-            return _plain(ans)
-    return _last_math(text)
+    """The final answer of a response (see ``extract_answer_span``): the last ``\\boxed{}`` (a run of boxes joined
+    by ","/"and"/"or" is one answer set) unless a "final answer is X" follows it, else PRM800K's "# Answer" line,
+    else "the answer is X", else the rightmost LaTeX environment or number; None when there is none.
+
+    >>> extract_answer(r"so \\boxed{\\frac{1}{2}} is it"), extract_answer("Final Answer: The largest $n$ is 34.")
+    ('\\\\frac{1}{2}', '34')
+    """
+    got = extract_answer_span(text)
+    return got[2] if got is not None else None
 
 
 _STRIP_CMDS = re.compile(r"\\(?:left|right|displaystyle|!|,|;|:|quad|qquad)")
@@ -140,7 +330,7 @@ def _exactly_comparable(a: str, b: str, va: Fraction, vb: Fraction) -> bool:
     return not ((dec_a and frac_b) or (dec_b and frac_a))
 
 _MAX_DIGITS = 4000
-_INT = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+|[-+]?\d+")
+_INT = re.compile(r"[-+]?[1-9]\d{0,2}(?:,\d{3})+|[-+]?\d+")  # "0,111" is a decimal comma
 _DEC = re.compile(r"[-+]?\d*\.\d{1,6}")  # math-verify rounds floats to 6 places: stay within that
 _FRAC = re.compile(r"([-+]?)\\frac\{(\d+)\}\{(\d+)\}|([-+]?\d+)/(\d+)")
 
@@ -204,7 +394,7 @@ def reference_problem(gold: str | None) -> str | None:
     return None
 
 
-def _mv_equivalent(gold: str, pred: str) -> bool:
+def math_verify_equivalent(gold: str, pred: str) -> bool:
     """math-verify with its own (signal) timeouts off; runs in a worker process."""
     from math_verify import parse, verify
 
@@ -213,6 +403,16 @@ def _mv_equivalent(gold: str, pred: str) -> bool:
     if not g or not p:
         return False
     return bool(verify(g, p, timeout_seconds=None))
+
+
+def math_verify_default(gold: str, response: str) -> bool:
+    """math-verify's documented use, the baseline rewardkit is held to: the gold as LaTeX, the whole
+    response parsed with the default extraction configs, ``verify`` (no timeouts: call it with a deadline)."""
+    from math_verify import parse, verify
+
+    g = parse(_as_latex(gold), parsing_timeout=None)
+    p = parse(response, parsing_timeout=None)
+    return bool(g and p and verify(g, p, timeout_seconds=None))
 
 
 def _as_latex(ans: str) -> str:
@@ -245,7 +445,7 @@ def _inline_equivalent(gold: str, pred: str, timeout: float) -> bool:
     old = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        return _mv_equivalent(gold, pred)
+        return math_verify_equivalent(gold, pred)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)

@@ -10,7 +10,7 @@ API::
         return {"y": req.body["x"]}                    # 200 + JSON, or return (status, dict)
 
     app = make_app([Route("POST", "/score", score), Route("GET", "/health", health, public=True)],
-                   api_key="secret", max_body=1 << 20, max_concurrency=32, request_timeout=60.0)
+                   api_key="secret", max_body=1 << 20, max_concurrency=32, request_timeout=60.0, body_timeout=30.0)
     serve(app, "127.0.0.1", 8000)                      # blocks until Ctrl-C
     with BackgroundServer(app, port=0) as srv:         # tests / notebooks: srv.url == "http://127.0.0.1:PORT"
         ...
@@ -23,18 +23,24 @@ timed-out thread cannot be interrupted and finishes in the background). Guarante
 - ``Content-Length`` above ``max_body``: 413 before reading; malformed (negative, not a number): 400;
   a chunked body is counted as it streams and cut at ``max_body``: 413; early rejections close the
   connection so an unread body is never drained;
-- more than ``max_concurrency`` requests in the app at once: 503 with ``Retry-After``;
-- ``request_timeout`` seconds per request: 408 while the body is still arriving, 504 after;
+- bodies arrive within ``body_timeout`` seconds (408), at most ``max_concurrency`` at once; when that many
+  are arriving, a new request closes the one that has been arriving longest (408), so stalled uploads
+  cannot hold the server;
+- more than ``max_concurrency`` requests at work at once (their bodies read): 503 with ``Retry-After``;
+- ``request_timeout`` seconds of work per request once its body has arrived: 504;
 - JSON bodies: at most ``max_json_depth`` nested arrays/objects (checked before parsing), no
   ``NaN``/``Infinity``/overflowing numbers, integers of at most 4,300 digits, UTF-8: 400 otherwise;
-- connections: at most ``max_connections`` open (503 and close), complete request headers within
-  ``header_timeout`` seconds of the first byte (slow-header clients are closed), idle keep-alive
-  connections closed after ``keep_alive`` seconds, request line and headers at most 16 KiB (431),
-  listen backlog 1024;
-  asyncio serves stalled connections without a thread each;
+- connections: at most ``max_connections`` open. A connection is accepted first and counted after: when
+  the cap is passed, the server closes the oldest connection that has not delivered a complete request
+  (idle, sending headers or sending a body), taken from the client address holding the most such
+  connections, so idle sockets cannot starve clients that send requests; only when every connection has a
+  request at work does a newcomer get a 503. Complete request headers within ``header_timeout`` seconds of
+  connecting (slow-header clients are closed), idle keep-alive connections closed after ``keep_alive``
+  seconds, request line and headers at most 16 KiB (431), listen backlog 1024; asyncio serves stalled
+  connections without a thread each;
 - every error is JSON in OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``, 404/405
   included; a handler crash is a 500 with the exception's message (the traceback goes to the log only).
-Binds 127.0.0.1 unless told otherwise.
+Binds 127.0.0.1 unless told otherwise; ``require_key_off_loopback`` refuses a keyless server elsewhere.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import asyncio
 import hashlib
 import hmac
 import inspect
+import ipaddress
 import json
 import logging
 import math
@@ -122,6 +129,7 @@ class Limits:
     request_timeout: float = 60.0
     max_json_depth: int = 64
     public: set[tuple[str, str]] = field(default_factory=set)
+    body_timeout: float = 30.0
 
 
 # ---------------------------------------------------------------------------------------- JSON
@@ -183,11 +191,13 @@ class _Reject(Exception):
 
 
 class _Guard:
-    """Pure ASGI middleware: key, body size, concurrency and time limits before the routed app runs."""
+    """Pure ASGI middleware: key, body size and time, concurrency and work time limits around the routed app."""
 
     def __init__(self, app: Starlette, limits: Limits):
         self.app, self.limits = app, limits
-        self.active = 0
+        self.active = 0  # requests at work (body read)
+        self.receiving: dict[asyncio.Future, None] = {}  # bodies arriving, oldest first
+        self.evicted: set[asyncio.Future] = set()
         self._key_digest = (hashlib.sha256(f"Bearer {limits.api_key}".encode()).digest()
                             if limits.api_key else None)
 
@@ -221,43 +231,64 @@ class _Guard:
                 return await _send_json(send, 413, error_body(
                     f"body of {int(length)} bytes exceeds the limit of {lim.max_body}", "invalid_request_error"),
                     close=True)
-        if self.active >= lim.max_concurrency:
+        if self.active >= lim.max_concurrency:  # busy: say so before any body byte is read
             return await _send_json(send, 503, error_body(
                 f"server busy: {lim.max_concurrency} requests in progress; retry later", "overloaded_error"),
                 close=length is not None and length != "0", extra=[(b"retry-after", b"1")])
+        try:
+            body = await self._receive_body(receive)
+        except _Reject as e:
+            return await _send_json(send, e.status, error_body(e.message, ERROR_TYPES[e.status]), close=True)
+        except _Gone:
+            return
+        if self.active >= lim.max_concurrency:  # the body is read: a 503 leaves the connection usable
+            return await _send_json(send, 503, error_body(
+                f"server busy: {lim.max_concurrency} requests in progress; retry later", "overloaded_error"),
+                extra=[(b"retry-after", b"1")])
         self.active += 1
         started = False
-        phase = "body"
 
         async def send_tracked(message: dict) -> None:
             nonlocal started
             started = started or message["type"] == "http.response.start"
             await send(message)
 
-        async def run() -> None:
-            nonlocal phase
-            body = await self._read_body(receive)
-            phase = "handler"
-            await self.app(scope, _replay(body, receive), send_tracked)
-
         try:
-            await asyncio.wait_for(run(), lim.request_timeout)
-        except _Reject as e:
-            await _send_json(send, e.status, error_body(e.message, ERROR_TYPES[e.status]), close=True)
+            await asyncio.wait_for(self.app(scope, _replay(body, receive), send_tracked), lim.request_timeout)
         except (asyncio.TimeoutError, TimeoutError):
             if not started:
-                status = 408 if phase == "body" else 504
-                what = "the request body did not arrive" if phase == "body" else "the request did not finish"
-                await _send_json(send, status, error_body(f"{what} within {lim.request_timeout:g}s",
-                                                          "timeout"), close=True)
-        except _Gone:
-            pass
+                await _send_json(send, 504, error_body(f"the request did not finish within {lim.request_timeout:g}s",
+                                                       "timeout"), close=True)
         except Exception as e:  # not from a handler (those are caught in the endpoint): still JSON, never a drop
             log.exception("%s %s failed", scope["method"], path)
             if not started:
                 await _send_json(send, 500, error_body(f"{type(e).__name__}: {e}", "server_error"), close=True)
         finally:
             self.active -= 1
+
+    async def _receive_body(self, receive: Callable) -> bytes:
+        """The whole body within ``body_timeout``; at most ``max_concurrency`` bodies arrive at once, and when
+        that many are arriving this request takes the place of the one that has been arriving longest."""
+        lim = self.limits
+        task = asyncio.ensure_future(self._read_body(receive))
+        if len(self.receiving) >= lim.max_concurrency:
+            oldest = next(iter(self.receiving))
+            self.receiving.pop(oldest)
+            self.evicted.add(oldest)
+            oldest.cancel()
+        self.receiving[task] = None
+        try:
+            return await asyncio.wait_for(task, lim.body_timeout)
+        except (asyncio.TimeoutError, TimeoutError):
+            raise _Reject(408, f"the request body did not arrive within {lim.body_timeout:g}s") from None
+        except asyncio.CancelledError:
+            if task not in self.evicted:
+                raise  # the server is stopping
+            self.evicted.discard(task)
+            raise _Reject(408, f"the request body was still arriving when {lim.max_concurrency} newer requests "
+                               "needed the server; send it faster or retry") from None
+        finally:
+            self.receiving.pop(task, None)
 
     async def _read_body(self, receive: Callable) -> bytes:
         chunks, size = [], 0
@@ -316,13 +347,16 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
 
 
 def make_app(routes: Sequence[Route], *, api_key: str | None = None, max_body: int = 1 << 20,
-             max_concurrency: int = 64, request_timeout: float = 60.0, max_json_depth: int = 64) -> _Guard:
+             max_concurrency: int = 64, request_timeout: float = 60.0, max_json_depth: int = 64,
+             body_timeout: float = 30.0) -> _Guard:
     """An ASGI app serving ``routes`` behind the key, body, concurrency, time and JSON limits."""
-    if max_body < 1 or max_concurrency < 1 or not request_timeout > 0 or max_json_depth < 1:
-        raise ValueError("make_app: max_body, max_concurrency, request_timeout and max_json_depth must be positive")
+    if (max_body < 1 or max_concurrency < 1 or not request_timeout > 0 or max_json_depth < 1
+            or not body_timeout > 0 or math.isinf(request_timeout) or math.isinf(body_timeout)):
+        raise ValueError("make_app: max_body, max_concurrency, request_timeout, body_timeout and max_json_depth "
+                         "must be positive and finite")
     norm = [Route(r.method.upper(), r.path.rstrip("/") or "/", r.handler, r.public) for r in routes]
     limits = Limits(api_key or None, max_body, max_concurrency, request_timeout, max_json_depth,
-                    {(r.method, r.path) for r in norm if r.public})
+                    {(r.method, r.path) for r in norm if r.public}, body_timeout)
     by_path: dict[str, list[Route]] = {}
     for r in norm:
         by_path.setdefault(r.path, []).append(r)
@@ -341,31 +375,86 @@ def make_app(routes: Sequence[Route], *, api_key: str | None = None, max_body: i
 
 
 # ---------------------------------------------------------------------------------------- serving
+class _Unproven:
+    """A server's connections that have not delivered a complete request, per client address, oldest first."""
+
+    def __init__(self) -> None:
+        self.by_host: dict[str, dict[H11Protocol, None]] = {}
+        self.open: set[H11Protocol] = set()  # connections not yet closed by us
+
+    def add(self, proto: H11Protocol) -> None:
+        self.by_host.setdefault(proto.client[0] if proto.client else "?", {})[proto] = None
+
+    def discard(self, proto: H11Protocol) -> None:
+        host = proto.client[0] if proto.client else "?"
+        conns = self.by_host.get(host)
+        if conns is not None:
+            conns.pop(proto, None)
+            if not conns:
+                del self.by_host[host]
+
+    def oldest(self, besides: H11Protocol) -> H11Protocol | None:
+        """The oldest unproven connection of the address holding the most of them (never ``besides``)."""
+        for _, conns in sorted(self.by_host.items(), key=lambda kv: -len(kv[1])):
+            victim = next((c for c in conns if c is not besides), None)
+            if victim is not None:
+                return victim
+        return None
+
+
 def _protocol(header_timeout: float, max_connections: int) -> type[H11Protocol]:
-    """uvicorn's h11 protocol plus a header deadline, a connection cap and JSON 400s for bad HTTP."""
+    """uvicorn's h11 protocol plus a header deadline, a connection cap that evicts unproven connections
+    rather than refuse new ones, and JSON 400s for bad HTTP."""
+    unproven = _Unproven()  # shared by this server's connections
 
     class GuardedH11(H11Protocol):
         _header_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            if len(self.connections) > max_connections:
-                self._raw_error(503, f"too many open connections (limit {max_connections})")
-                return
+            unproven.open.add(self)
+            unproven.add(self)
+            if len(unproven.open) > max_connections:  # accepted, then counted: make room if we can
+                victim = unproven.oldest(besides=self)
+                if victim is None:  # every other connection has a request at work
+                    self._raw_error(503, f"too many open connections (limit {max_connections}), all busy")
+                    return
+                victim._close()
             self._arm()
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
+            self._track()
             if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
                 self._arm()  # waiting for (the rest of) a request's headers
             elif self._header_timer is not None:
                 self._header_timer.cancel()
                 self._header_timer = None
 
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._track()  # idle on keep-alive: unproven again until its next request arrives
+
         def connection_lost(self, exc: Exception | None) -> None:
             if self._header_timer is not None:
                 self._header_timer.cancel()
+            unproven.open.discard(self)
+            unproven.discard(self)
             super().connection_lost(exc)
+
+        def _track(self) -> None:
+            """Unproven while no complete request is at work: idle, or its headers or body still arriving."""
+            busy = self.conn.their_state not in (h11.IDLE, h11.SEND_BODY) or self.conn.our_state not in (
+                h11.IDLE, h11.SEND_RESPONSE)
+            if busy or self.transport.is_closing():
+                unproven.discard(self)
+            elif self not in unproven.by_host.get(self.client[0] if self.client else "?", {}):
+                unproven.add(self)
+
+        def _close(self) -> None:
+            unproven.open.discard(self)
+            unproven.discard(self)
+            self.transport.close()
 
         def _arm(self) -> None:
             if self._header_timer is None:  # armed once per request: trickling bytes does not extend it
@@ -374,7 +463,7 @@ def _protocol(header_timeout: float, max_connections: int) -> type[H11Protocol]:
         def _headers_too_slow(self) -> None:
             self._header_timer = None
             if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                self.transport.close()  # no request to answer: a client that never finished its headers
+                self._close()  # no request to answer: a client that never finished its headers
 
         def send_400_response(self, msg: str) -> None:  # h11 rejected the bytes: answer in JSON
             self._raw_error(400, "malformed HTTP request (request line, headers or Content-Length)")
@@ -384,9 +473,25 @@ def _protocol(header_timeout: float, max_connections: int) -> type[H11Protocol]:
             reason = {400: b"Bad Request", 503: b"Service Unavailable"}[status]
             self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
                                  b"connection: close\r\n\r\n%s" % (status, reason, len(data), data))
-            self.transport.close()
+            self._close()
 
     return GuardedH11
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` names is a loopback address (127.0.0.0/8, ::1; ``localhost``)."""
+    try:
+        addrs = {info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+    except (socket.gaierror, UnicodeError):
+        return False
+    return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)
+
+
+def require_key_off_loopback(host: str, api_key: str | None, what: str) -> None:
+    """``ValueError`` when a server without a key would listen beyond this machine (anyone could use it)."""
+    if not api_key and not is_loopback(host):
+        raise ValueError(f"{what}: listening on {host} without an API key would let anyone who can reach it use "
+                         "it; set a key (--api-key, or its environment variable) or bind 127.0.0.1")
 
 
 def bind(host: str = "127.0.0.1", port: int = 8000, backlog: int = 1024) -> socket.socket:
@@ -416,7 +521,7 @@ def url_of(sock: socket.socket) -> str:
 
 
 def serve(app: Any, host: str = "127.0.0.1", port: int = 8000, *, keep_alive: int = 5,
-          header_timeout: float = 10.0, max_connections: int = 1000, backlog: int = 1024,
+          header_timeout: float = 5.0, max_connections: int = 1000, backlog: int = 1024,
           on_ready: Callable[[str], None] | None = None) -> None:
     """Serve ``app`` until interrupted (Ctrl-C / SIGTERM); ``on_ready(url)`` once listening."""
     sock = bind(host, port, backlog)
@@ -430,7 +535,7 @@ class BackgroundServer:
     """``serve`` in a daemon thread: ``start()`` returns once listening; ``url``; ``stop()``."""
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, *, keep_alive: int = 5,
-                 header_timeout: float = 10.0, max_connections: int = 1000, backlog: int = 1024):
+                 header_timeout: float = 5.0, max_connections: int = 1000, backlog: int = 1024):
         self.sock = bind(host, port, backlog)
         self.url = url_of(self.sock)
         self.server = _server(app, self.sock, keep_alive, header_timeout, max_connections, backlog)

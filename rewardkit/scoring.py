@@ -7,17 +7,15 @@ model work of the whole batch and hand it to their backend in one call.
 from __future__ import annotations
 
 import importlib
-import math
 import time
-import types
-import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
 from rewardkit.backends import JudgeBackend, load_backend
+from rewardkit.options import OptionInfo, Options, coerce_options, option, options_info, resolve_options
 from rewardkit.types import Group, GroupScore
 
 
@@ -32,49 +30,21 @@ class Scorer(Protocol):
 
 # ------------------------------------------------------------------------------------------ options
 
-
-@dataclass(frozen=True)
-class Options:
-    """Base of every scorer's options: a frozen dataclass whose fields are the scorer's whole configuration.
-
-    Each field has a type hint (``Literal`` for choices), a default and ``metadata={"help": "..."}``. The
-    registry, CLI coercion, ``rewardkit scorers`` tables and this validation all read those fields.
-    Subclasses add checks in ``__post_init__`` (call ``super().__post_init__()``) raising
-    ``ValueError("option 'x': ...")``.
-    """
-
-    def __post_init__(self) -> None:
-        hints = option_hints(type(self))
-        for f in fields(self):
-            _check_choice(f.name, getattr(self, f.name), hints.get(f.name, Any))
-            v = getattr(self, f.name)
-            if isinstance(v, float) and not math.isfinite(v):  # nan/inf never configure anything sensibly
-                raise ValueError(f"option {f.name!r}: must be a finite number, got {v}")
-
-    def _at_least(self, low: float, *names: str, strict: bool = False) -> None:
-        """Raise ``option 'x': must be >= low`` (``> low`` if ``strict``) for each named numeric field."""
-        for n in names:
-            v = getattr(self, n)
-            if v is not None and (v <= low if strict else v < low):
-                raise ValueError(f"option {n!r}: must be {'>' if strict else '>='} {low}, got {v}")
+VerdictMode = Literal["auto", "generate", "logit"]  # how a judge's verdict is read: parsed from text, from its probabilities, or auto
 
 
-def build_options(cls: type[Options], options: Options | None, fields: dict[str, Any], owner: str) -> Any:
-    """``cls(**fields)``, or ``options`` with ``fields`` replaced: how a scorer (or a training mode) takes its options."""
-    if options is None:
-        return cls(**fields)
-    if not isinstance(options, cls):
-        raise TypeError(f"{owner}: expected {cls.__qualname__} or keyword options, "
-                        f"got {type(options).__name__} (pass e.g. judge=... by name)")
-    return replace(options, **fields) if fields else options
+def resolve_mode(mode: str, judge: JudgeBackend | str) -> str:
+    """``auto`` follows the judge: the backend's ``default_mode`` (``logit`` for the embedded SmolLM2, which
+    cannot write the papers' verdict formats; ``generate``, the papers' way, for every other judge)."""
+    if mode != "auto":
+        return mode
+    if isinstance(judge, str):
+        from rewardkit.backends.embedded import ALIASES
+        from rewardkit.backends.spec import split_spec
 
-
-def option(default: Any, help: str) -> Any:
-    """A dataclass field with a default and its one-line help (the CLI and ``rewardkit scorers`` show it)."""
-    return field(default=default, metadata={"help": help})
-
-
-Mode = Literal["generate", "logit"]
+        kind, target, _ = split_spec(judge)
+        return "logit" if kind in ("transformers", "llamacpp") and target in ALIASES else "generate"
+    return getattr(judge, "default_mode", "generate")
 
 
 @dataclass(frozen=True)
@@ -82,27 +52,8 @@ class JudgeOptions(Options):
     """The two options every judge-based scorer shares: which judge, and how its verdict is read."""
 
     judge: JudgeBackend | str = option("smollm2", "judge backend spec (see rewardkit.backends) or a backend instance")
-    mode: Mode = option("generate", "generate (parse the written verdict) or logit (the judge's verdict probabilities)")
-
-
-def option_hints(cls: type) -> dict[str, Any]:
-    """Resolved type hints of an Options class (string annotations evaluated in their modules)."""
-    return typing.get_type_hints(cls)
-
-
-def _check_choice(name: str, value: Any, t: Any) -> None:
-    origin, args = typing.get_origin(t), typing.get_args(t)
-    if origin is typing.Literal and value not in args:
-        raise ValueError(f"option {name!r}: {value!r} is not one of {'|'.join(map(str, args))}")
-    if origin in (typing.Union, types.UnionType):
-        lits = [a for a in args if typing.get_origin(a) is typing.Literal]
-        if lits and not any(value in typing.get_args(a) for a in lits) and not _is_instance(value, args):
-            raise ValueError(f"option {name!r}: {value!r} is not one of {_type_name(t)}")
-
-
-def _is_instance(value: Any, args: tuple) -> bool:
-    plain = tuple(a for a in args if isinstance(a, type))
-    return bool(plain) and isinstance(value, plain)
+    mode: VerdictMode = option("auto", "generate (parse the written verdict), logit (the judge's verdict probabilities) or "
+                                        "auto (logit for the embedded SmolLM2 judge, generate for any other)")
 
 
 class BaseScorer:
@@ -117,7 +68,7 @@ class BaseScorer:
     Options: ClassVar[type[Options]] = Options
 
     def __init__(self, options: Options | None = None, /, **fields: Any) -> None:
-        self.options = build_options(self.Options, options, fields, type(self).__name__)
+        self.options = resolve_options(self.Options, options, fields, type(self).__name__)
         self._setup()
 
     def _setup(self) -> None:
@@ -156,6 +107,11 @@ class JudgeScorer(BaseScorer):
             self._judge = load_backend(self.options.judge)  # type: ignore[attr-defined]
         return self._judge
 
+    @property
+    def verdict_mode(self) -> str:
+        """``options.mode`` with ``auto`` resolved for this scorer's judge (``resolve_mode``)."""
+        return resolve_mode(self.options.mode, self.options.judge)  # type: ignore[attr-defined]
+
 
 # ----------------------------------------------------------------------------------------- registry
 
@@ -182,9 +138,9 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "proof-gate": ("rewardkit.jury.proof_gate:ProofGateScorer", "JURY-RL: majority answer verified once per group (eq. 4); ResZero when inconclusive (eq. 5)."),
     "majority-vote": ("rewardkit.jury.proof_gate:MajorityVoteScorer", "Label-free majority vote: reward 1 for responses agreeing with the plurality answer."),
     "llm-judge": ("rewardkit.jury.proof_gate:LLMJudgeScorer", "JURY-RL App. D judge, majority only: one judge call per group on the majority answer (gate, then fallback)."),
-    "self-certainty": ("rewardkit.jury.self_certainty:SelfCertaintyScorer", "JURY-RL label-free baseline: mean KL(uniform || p_t) of the policy's token distributions over the response."),
-    "entropy": ("rewardkit.jury.self_certainty:EntropyScorer", "JURY-RL label-free baseline: minus the mean token entropy of the policy over the response (low entropy rewarded)."),
-    "llm-judge-rollout": ("rewardkit.jury.rollout_judge:RolloutJudgeScorer", "JURY-RL LLM-as-a-Judge baseline: the App. D judge on every rollout's answer; reward 1 if True, 0 if False."),
+    "self-certainty": ("rewardkit.jury.self_certainty:SelfCertaintyScorer", "JURY-RL App. D label-free baseline: the policy's cumulative log-probability of the final-answer tokens (over=whole-response: Intuitor's mean KL(U || p_t))."),
+    "entropy": ("rewardkit.jury.self_certainty:EntropyScorer", "JURY-RL App. D label-free baseline: minus the policy's mean token entropy over the final-answer tokens (or the whole response)."),
+    "llm-judge-rollout": ("rewardkit.jury.rollout_judge:RolloutJudgeScorer", "JURY-RL LLM-as-a-Judge baseline: the App. D judge on every rollout (its reasoning and final answer); reward 1 if True, 0 if False."),
     # GAR
     "slices": ("rewardkit.gar.slices:SliceScorer", "GAR: discriminator judges each reasoning slice; R = l1 * exact match + l2 * slice mean."),
     "holistic": ("rewardkit.gar.holistic:HolisticScorer", "GAR Table 4 baseline: one discriminator call judges the whole trace; R = l1 * exact match + l2 * verdict."),
@@ -218,23 +174,9 @@ def scorer_class(name: str) -> type:
     return getattr(importlib.import_module(mod), cls)
 
 
-@dataclass(frozen=True)
-class OptionInfo:
-    name: str
-    type: str
-    default: Any
-    help: str
-
-
 def scorer_options(name: str) -> list[OptionInfo]:
     """The options of a registered scorer, read from the fields of its ``Options`` dataclass."""
     return options_info(scorer_class(name).Options)
-
-
-def options_info(cls: type[Options]) -> list[OptionInfo]:
-    hints = option_hints(cls)
-    return [OptionInfo(f.name, _type_name(hints.get(f.name, Any)), f.default, f.metadata.get("help", ""))
-            for f in fields(cls)]
 
 
 def describe(name: str) -> str:
@@ -242,67 +184,17 @@ def describe(name: str) -> str:
 
 
 def get_scorer(name: str, **options: Any) -> Scorer:
-    """Build a registered scorer; string option values (from the CLI) are coerced to the declared types."""
+    """Build a registered scorer; string option values (from the CLI) are coerced to the declared types.
+
+    >>> from rewardkit.types import Group
+    >>> scorer = get_scorer("verifier", timeout="2.5")
+    >>> scorer.options.timeout
+    2.5
+    >>> [s.rewards.tolist() for s in scorer.score([Group("q", "1/2 + 1/4?", [r"\\boxed{3/4}", "0.5"], reference="0.75")])]
+    [[1.0, 0.0]]
+    """
     cls = scorer_class(name)
     return cls(**coerce_options(cls.Options, options, f"scorer {name!r}"))
-
-
-def coerce_options(cls: type[Options], values: dict[str, Any], where: str = "options") -> dict[str, Any]:
-    """Check option names against the dataclass fields and turn CLI strings into the declared types."""
-    hints = option_hints(cls)
-    known = [f.name for f in fields(cls)]
-    unknown = set(values) - set(known)
-    if unknown:
-        raise TypeError(f"{where} has no option(s) {sorted(unknown)}; options: {known}")
-    out = {}
-    for k, v in values.items():
-        try:
-            out[k] = coerce(v, hints.get(k, Any)) if isinstance(v, str) else v
-        except (ValueError, TypeError) as e:
-            raise ValueError(f"option {k!r}: {e}") from None
-    return out
-
-
-def coerce(value: str, t: Any) -> Any:
-    """Turn a CLI string into the annotated type (bool, int, float, str, Optional[...], Literal[...])."""
-    origin = typing.get_origin(t)
-    args = typing.get_args(t)
-    if origin in (typing.Union, types.UnionType):
-        if value.lower() in ("none", "null") and type(None) in args:
-            return None
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return coerce(value, a)
-            except (ValueError, TypeError):
-                continue
-        raise ValueError(f"cannot read {value!r} as {_type_name(t)}")
-    if origin is typing.Literal:
-        if value not in args:
-            raise ValueError(f"{value!r} is not one of {'|'.join(map(str, args))}")
-        return value
-    if t is bool:
-        if value.lower() in ("1", "true", "yes", "on"):
-            return True
-        if value.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"cannot read {value!r} as a boolean")
-    if t in (int, float, str):
-        return t(value)
-    if t is Any:
-        return value
-    raise TypeError(f"cannot set a {_type_name(t)} from the command line")
-
-
-def _type_name(t: Any) -> str:
-    """A short readable type: ``live|round-robin`` for a Literal, ``JudgeBackend | str`` for a union."""
-    origin, args = typing.get_origin(t), typing.get_args(t)
-    if origin is typing.Literal:
-        return "|".join(str(a) for a in args)
-    if args and origin in (typing.Union, types.UnionType):
-        return " | ".join("None" if a is type(None) else _type_name(a) for a in args)
-    return getattr(t, "__name__", None) or str(t).replace("typing.", "")
 
 
 # -------------------------------------------------------------------------------------- advantages
@@ -320,6 +212,11 @@ def grpo_advantages(rewards: np.ndarray, mask: np.ndarray | None = None, eps: fl
     """GRPO (Reasoning Arena eq. 2): A_i = (R_i - mean) / (std + eps), population std, per row.
 
     ``rewards`` is [G, N] (or [N]); masked / NaN entries are left out of the statistics and get A = 0.
+
+    >>> grpo_advantages(np.array([1.0, 0.0, 1.0, 0.0]), eps=0).tolist()  # mean 1/2, std 1/2
+    [1.0, -1.0, 1.0, -1.0]
+    >>> grpo_advantages(np.array([1.0, np.nan, 0.0]), eps=0).tolist()  # NaN: masked, A = 0
+    [1.0, 0.0, -1.0]
     """
     r, m = _masked(rewards, mask)
     n = np.maximum(m.sum(-1, keepdims=True), 1)
@@ -330,7 +227,11 @@ def grpo_advantages(rewards: np.ndarray, mask: np.ndarray | None = None, eps: fl
 
 
 def dr_grpo_advantages(rewards: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-    """Dr. GRPO: A_i = R_i - mean (no std normalisation, removing its difficulty bias)."""
+    """Dr. GRPO: A_i = R_i - mean (no std normalisation, removing its difficulty bias).
+
+    >>> dr_grpo_advantages(np.array([1.0, 0.0, 0.0, 0.0])).tolist()
+    [0.75, -0.25, -0.25, -0.25]
+    """
     r, m = _masked(rewards, mask)
     n = np.maximum(m.sum(-1, keepdims=True), 1)
     mu = r.sum(-1, keepdims=True) / n
@@ -338,7 +239,11 @@ def dr_grpo_advantages(rewards: np.ndarray, mask: np.ndarray | None = None) -> n
 
 
 def rloo_advantages(rewards: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-    """RLOO: A_i = R_i - mean of the *other* valid responses (0 when a response has no peer)."""
+    """RLOO: A_i = R_i - mean of the *other* valid responses (0 when a response has no peer).
+
+    >>> rloo_advantages(np.array([1.0, 0.0, 0.0])).tolist()  # 1 - 0, 0 - 1/2, 0 - 1/2
+    [1.0, -0.5, -0.5]
+    """
     r, m = _masked(rewards, mask)
     n = m.sum(-1, keepdims=True)
     total = r.sum(-1, keepdims=True)

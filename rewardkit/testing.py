@@ -101,3 +101,27 @@ class ScriptedJudge(JudgeBackend):
 
 
 __all__ = ["ScriptedJudge", "whitespace_tokens"]
+
+
+def reward_server(args: Sequence[str], cwd: str | None = None) -> tuple[str, Any]:
+    """Start a real ``rewardkit serve ARGS --port 0`` process; ``(its /get_reward URL, the Popen)`` once it
+    listens. A thread keeps reading its stderr into ``proc.log_lines`` (an unread pipe would fill and stall
+    the server); the caller terminates it."""
+    import re
+    import subprocess
+    import sys
+    import threading
+
+    cmd = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import main; main()", "serve",
+           "--port", "0", *args]
+    proc = subprocess.Popen(cmd, cwd=cwd, stderr=subprocess.PIPE, text=True)
+    line = ""
+    while "serving" not in line:
+        line = proc.stderr.readline()
+        if not line and proc.poll() is not None:
+            raise RuntimeError(f"rewardkit serve exited with {proc.returncode} before listening")
+    proc.log_lines = []
+    proc.log_reader = threading.Thread(target=lambda: proc.log_lines.extend(iter(proc.stderr.readline, "")),
+                                       daemon=True)
+    proc.log_reader.start()
+    return re.search(r"(http://\S+/get_reward)", line).group(1), proc

@@ -153,6 +153,17 @@ class GroupScore:
         return cls(group_id, np.full(n, np.nan), [status] * n, messages=[message] * n, **kw)
 
 
+def lone_surrogate(s: Any) -> int | None:
+    """Index of the first lone surrogate in a string (text that cannot be written as UTF-8), else None."""
+    if not isinstance(s, str):
+        return None
+    try:
+        s.encode("utf-8")
+        return None
+    except UnicodeEncodeError as e:
+        return e.start
+
+
 def _jsonable(x: Any) -> Any:
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}

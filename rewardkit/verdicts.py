@@ -1,23 +1,48 @@
-"""Judge-output parsing: ``\\boxed{A|B|Tie}``, ``**YES**``/``**NO**``, ``\\boxed{1|0.5|0}``, ``Answer 1/2/tie``,
-``<consistency>Correct</consistency>`` and ``True``/``False``.
+"""Judge-output parsing: ``\\boxed{A|B|Tie}``, ``\\boxed{1|0.5|0}``, ``**YES**``/``**NO**``, ``Answer 1/2/tie``,
+``Expert``/``Policy``, ``True``/``False`` and ``<consistency>Correct|Incorrect</consistency>``.
 
-One rule for every parser: the verdict is read only where the judge's prompt asks for it, and only after
-``</think>`` when the output has one.
+One rule for every parser (docs/verdicts.md): the verdict is read only where the judge's prompt asks for it and
+only in the exact form it asks for; anything else on that line, a second verdict anywhere after it, or a
+generation that stopped for length is ``Status.INVALID``.
 
-- Reasoning Arena (App. D) "MUST end with exactly one of \\boxed{A}, \\boxed{B}, or \\boxed{Tie}" (and the
-  pointwise \\boxed{1|0.5|0}): the final verdict box (boxes holding something else, e.g. an answer, are
-  skipped).
-- GAR discriminator (App. B) "analyze ... briefly, then respond with **YES** ... or **NO** ... Finally, provide
-  a ... explanation": the first ``**YES**``/``**NO**``; the explanation after it may name the other word.
-- RARO critic (App. E, responses end ``</think>\\nAnswer 1``) and the JURY judge (App. D, "end your response
-  with your final judgment: True or False"): the last non-empty line, after a ``Final judgment:``-style
-  label when it has one; the line must begin or end with the verdict.
-- JURY consistency checker (App. C.5, "Return exactly one xml object"): every ``<consistency>`` tag.
+- Where. The end of the response for Reasoning Arena (App. D, "MUST end with exactly one of \\boxed{A}, \\boxed{B},
+  or \\boxed{Tie}"; the pointwise and RLAIF scores alike) and the JURY-RL judge (App. D, "end your response with
+  your final judgment: True or False"); the last line for the RARO critics ("on the last line, write exactly
+  one verdict"; App. E responses end ``</think>\\nAnswer 1``); the first ``**YES**``/``**NO**`` for GAR's
+  discriminator (App. B: "analyze ... briefly, then respond with '**YES**' ... or '**NO**' ... Finally, provide a
+  ... explanation"); the ``<consistency>`` tag for JURY-RL's consistency checker (App. C.5). Only text after the
+  last ``</think>`` is read; a ``<think>`` never closed means the judge was cut off.
+- Form. Only the asked-for token, with formatting around it: bold, italics, quotes, ``$``/``\\(`` math,
+  HTML tags, a trailing period, a ``\\boxed{}`` where the prompt asks for one (``\\text{}`` inside it).
+- Its line holds no other verdict, and its sentence (from the last sentence break before it) nothing else but
+  a label that introduces it ("Final judgment:", "Final Judgment (1, 2 or tie):", the rubric's "... the final
+  overall score should be:"): a phrase ending in a colon that names a judgment, verdict, decision, answer,
+  score, ... and holds no verdict and no negation. After it on its line: nothing, except where the prompt asks
+  for an explanation there (GAR), which follows a separator (". , ; : - (", a tag, a line break) or starts a
+  new sentence (a capital letter): "**NO** -- Not high quality" is NO, "**YES** is wrong" is no verdict.
+- After its line: nothing for a verdict that ends the response (nor may an earlier verdict stated alone on
+  its line disagree with it); no other verdict for GAR and the consistency tag.
+- A generation that stopped for length (``finish_reason="length"``) is invalid whatever it holds; except for
+  GAR, whose paper caps the discriminator at K = 128 tokens "preserving the verdict and truncating any
+  justification beyond that limit": there a stop inside the explanation, after the verdict, keeps the verdict.
 
-There, two different verdicts (e.g. the judge echoing "\\boxed{A}, \\boxed{B}, or \\boxed{Tie}" or "**YES** or
-**NO**", or "Answer 1 is better than Answer 2"), a negated one ("not \\boxed{B}", "It is not true."), or
-none is ``Status.INVALID`` with a message: an unparseable judge output is never turned into a verdict, a
-tie or a 0. Parsers never raise on any string.
+So a paraphrase ("Response A is better"), a negation ("not \\boxed{B}", "Answer 1 loses."), a hedge ("probably
+True", "Answer 2?"), an echo of the instructions ("**YES** or **NO**"), a later note ("True\\n\\nNote: this might
+be False") or a truncation is ``Status.INVALID`` with a message saying why: an unparseable judge output is never
+turned into a verdict, a tie or a 0. Parsers never raise on any string.
+
+    >>> parse_boxed_choice(r"B skips a case, A does not. \\boxed{A}").label
+    'A'
+    >>> parse_yes_no("The step adds instead of multiplying.\\n\\n**NO**\\n\\nIt computes 6 + 7.").label
+    'NO'
+    >>> parse_answer_choice("<think>...</think>\\nAnswer 2").label, parse_true_false("It checks out.\\nTrue").label
+    ('2', 'True')
+    >>> parse_expert_policy("Reads like a textbook.\\nExpert").label, parse_boxed_score(r"Final score: \\boxed{0.5}").label
+    ('Expert', '0.5')
+    >>> parse_consistency("<consistency>Correct</consistency>").label
+    'Correct'
+    >>> parse_boxed_choice(r"I answer \\boxed{A}, \\boxed{B}, or \\boxed{Tie}").status  # echoed the choices
+    <Status.INVALID: 'invalid'>
 """
 
 from __future__ import annotations
@@ -42,7 +67,7 @@ class Verdict:
 
 def _invalid(what: str, text: str, why: str = "no {what} verdict found") -> Verdict:
     tail = text[-120:].replace("\n", " ") if text else "<empty>"
-    return Verdict(None, Status.INVALID, f"{why.format(what=what)} in judge output (ends: {tail!r})")
+    return Verdict(None, Status.INVALID, f"{why.replace('{what}', what)} in judge output (ends: {tail!r})")
 
 
 _BOXED = re.compile(r"\\boxed\s*\{")
@@ -83,17 +108,20 @@ def boxed_contents(text: str, max_len: int | None = None) -> list[str]:
 
 # ------------------------------------------------------------------------ where the verdict is read
 _THINK_END = "</think>"
-# hits joined only by punctuation, markup and list words form one cluster ("\boxed{A}, \boxed{B}, or ...")
-_JOINER = re.compile(r"(?:[\W_]|\b(?:or|and|nor|either|vs|versus)\b)*", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"[.!?\n]")
-_CLAUSE_END = re.compile(r"[.;:!?,()\[\]\n]")
-_NEGATION = re.compile(r"\b(?:not|never|neither|nor|cannot|rather than|instead of)\b|n[’']t\b", re.IGNORECASE)
-_NEGATION_AFTER = re.compile(r"\b(?:not|never|wrong|incorrect)\b|n[’']t\b", re.IGNORECASE)
-_WORDS = 3  # a negation this many words before or after a verdict, in its clause, negates it
-_WINDOW = 80  # characters looked at on either side of a verdict
-# "Final judgment:", "Verdict:", "Final Judgment (1, 2 or tie):" open the verdict in a line
-_LABEL = re.compile(r"\b(?:final\s+)?(?:judge?ment|verdict|decision)\b[^:\n]{0,40}:", re.IGNORECASE)
-_TAG = re.compile(r"</?[A-Za-z_]\w*>")
+_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
+# formatting around a verdict: emphasis, quotes, math delimiters; before it also headings, block quotes, bullets
+_EMPHASIS = re.compile(r"\*+|_+|~+|`+|[\"'“”‘’]|\\[()\[\]]|\$+")
+_FORMAT = re.compile(_EMPHASIS.pattern + r"|^\s*#+|^\s*>|^\s*[-+•]\s")
+_NEGATION = re.compile(r"\b(?:not|never|neither|nor|no|cannot|maybe|perhaps|probably|possibly|might|unsure|uncertain)\b"
+                       r"|n[’']t\b", re.IGNORECASE)
+_PARENTHETICAL = re.compile(r"\([^()]*\)")
+# a label names what follows: "Final judgment:", "Verdict:", "... the final overall score should be:"
+_LABEL_WORD = re.compile(r"\b(?:judge?ments?|verdicts?|decisions?|answers?|scores?|conclusions?|choices?|results?"
+                         r"|ratings?|assessments?|evaluations?|grades?)\b", re.IGNORECASE)
+_SENTENCE_BREAK = re.compile(r"[.!?](?:\s+|(?=[*_\"'”’]*\s))")
+# what parts GAR's verdict from its explanation: punctuation, a dash, a tag, a line break, or a new sentence
+_SEPARATOR = re.compile(r"\s*(?:[.,;:!(\[—–-]|<|$)|\s+[A-Z]")
+_EXPLANATION_BEGUN = re.compile(r"(?:\s*(?:[.,;:!(\[—–-]|<|\n)|\s+(?=[A-Z]))[\s\S]*?\w")
 
 Hit = tuple[int, int, str]  # (start, end, canonical label)
 
@@ -112,61 +140,95 @@ def response_trunk(text: str) -> str:
     return text
 
 
-def _clusters(text: str, hits: list[Hit]) -> list[list[Hit]]:
-    """Consecutive hits in one sentence, or joined only by punctuation and list words, form one cluster:
-    "\\boxed{A}, \\boxed{B}, or \\boxed{Tie}", "'**YES**' for high quality or '**NO**' if it is not"."""
-    out: list[list[Hit]] = []
-    for h in hits:
-        if out and (h[0] <= out[-1][-1][1] or _JOINER.fullmatch(text, out[-1][-1][1], h[0])
-                    or not _SENTENCE_END.search(text, out[-1][-1][1], h[0])):
-            out[-1].append(h)
+def _bare(text: str) -> str:
+    """``text`` without formatting and HTML tags, whitespace squeezed."""
+    return " ".join(_FORMAT.sub(" ", _TAG.sub(" ", text)).split())
+
+
+def _cut_off(text: str, finish_reason: str | None) -> str | None:
+    """Why the output is a truncation (None when it is not): the backend stopped it for length, or a
+    ``<think>`` block was opened and never closed."""
+    if finish_reason == "length":
+        return "the judge stopped for length (finish_reason='length'): a cut-off output is no verdict"
+    if "<think>" in text and text.rfind("<think>") > text.rfind(_THINK_END):
+        return "the judge's reasoning was cut off (<think> never closed): a cut-off output is no verdict"
+    return None
+
+
+class _Form:
+    """How one prompt asks for its verdict: the token pattern (``hits``), where it stands (``place``: ``end`` of
+    the response, ``first`` token, or the ``tag``) and whether an explanation may follow it on its line."""
+
+    def __init__(self, what: str, hits: Callable[[str], list[Hit]], place: str, explained: bool = False):
+        self.what, self.hits, self.place, self.explained = what, hits, place, explained
+
+    def read(self, text: str, finish_reason: str | None) -> Verdict:
+        # GAR caps its discriminator at K tokens "preserving the verdict and truncating any justification beyond
+        # that limit" (App. B / Sec. 4.3): there a length stop inside the explanation keeps the verdict
+        truncated_explanation = self.explained and finish_reason == "length"
+        cut = _cut_off(text, None if truncated_explanation else finish_reason)
+        if cut is not None:
+            return _invalid(self.what, text, cut)
+        body = _after_think(text)
+        hits = self.hits(body)
+        if not hits:
+            return _invalid(self.what, text, "no {what} verdict where the prompt asks for one")
+        hit = hits[-1] if self.place == "end" else hits[0]
+        why = self._statement_problem(body, hit)
+        if why:
+            return _invalid(self.what, text, why)
+        label = hit[2]
+        if self.place == "end":
+            line_end = body.find("\n", hit[1])
+            if line_end >= 0 and _bare(body[line_end:]):
+                return _invalid(self.what, text, "the response goes on after the verdict line (the verdict must end it)")
+            # an earlier verdict stated alone on its line is a verdict too: the final one is a second verdict
+            later = sorted({h[2] for h in hits[:-1] if self._statement_problem(body, h) is None} - {label})
+            if later:
+                return _invalid(self.what, text, f"the verdict {label} follows another verdict ({'/'.join(later)}) "
+                                                 "stated alone on its line")
         else:
-            out.append([h])
-    return out
+            later = sorted({h[2] for h in hits if h[0] >= hit[1]} - {label})
+            if later:
+                return _invalid(self.what, text, f"a second verdict ({'/'.join(later)}) after the verdict {label}")
+        if truncated_explanation and not _EXPLANATION_BEGUN.match(_TAG.sub("<", _EMPHASIS.sub("", body[hit[1]:]))):
+            return _invalid(self.what, text, "the judge stopped for length (finish_reason='length') before its "
+                                             "explanation began: the verdict may not be complete")
+        return Verdict(label)
 
+    def _statement_problem(self, body: str, hit: Hit) -> str | None:
+        """Why the verdict ``hit`` is not stated alone on its line (None when it is): what precedes it there must
+        be a label, what follows it nothing (or, where an explanation is asked for, a separator)."""
+        start, end, _ = hit
+        line_end = body.find("\n", end)
+        tail = body[end:len(body) if line_end < 0 else line_end]
+        lead = body[body.rfind("\n", 0, start) + 1:start]
+        if self.hits(_PARENTHETICAL.sub(" ", lead)):  # a label's "(1, 2 or tie)" lists the choices
+            return "another verdict stands on the verdict's line"
+        why = self._lead_problem(lead)
+        if why:
+            return why
+        if self.explained:
+            if not _SEPARATOR.match(_TAG.sub("<", _EMPHASIS.sub("", tail))):
+                return "the verdict runs on into its sentence (the explanation must follow a separator or start a new sentence)"
+        elif _bare(tail) not in ("", "."):
+            return f"the verdict line goes on after the verdict ({_bare(tail)[:40]!r})"
+        return None
 
-def _negated(text: str, start: int, end: int) -> bool:
-    """A negation next to the verdict in its clause: "not \\boxed{B}", "It is not true", "Answer 1 is wrong"."""
-    before = text[max(0, start - _WINDOW) : start]
-    cut = [m.end() for m in _CLAUSE_END.finditer(before)]
-    after = text[end : end + _WINDOW]
-    stop = _CLAUSE_END.search(after)
-    near_before = " ".join(before[cut[-1] if cut else 0 :].split()[-_WORDS:])
-    near_after = " ".join(after[: stop.start() if stop else None].split()[:_WORDS])
-    return bool(_NEGATION.search(near_before) or _NEGATION_AFTER.search(near_after))
-
-
-def _decide(text: str, group: list[Hit], what: str, where: str, negation: bool = True) -> Verdict:
-    """The one verdict of ``group`` (the hits in the verdict place), or why there is none."""
-    labels = {h[2] for h in group}
-    if len(labels) > 1:
-        why = f"conflicting {{what}} verdicts {'/'.join(sorted(labels))} {where} (the judge must give exactly one)"
-        return _invalid(what, text, why)
-    if negation and any(_negated(text, s, e) for s, e, _ in group):
-        return _invalid(what, text, f"negated {{what}} verdict {where}")
-    return Verdict(group[0][2])
-
-
-def _final_line(text: str) -> str:
-    """The verdict line: the last line with a letter or digit after ``</think>``, from its last label on."""
-    lines = [ln for ln in _TAG.sub(" ", _after_think(text)).splitlines() if any(ch.isalnum() for ch in ln)]
-    if not lines:
-        return ""
-    labels = list(_LABEL.finditer(lines[-1]))
-    return lines[-1][labels[-1].end() :] if labels else lines[-1]
-
-
-def _line_verdict(text: str, pattern: re.Pattern, canon: Callable[[re.Match], str], what: str) -> Verdict:
-    line = _final_line(text)
-    hits = [(m.start(), m.end(), canon(m)) for m in pattern.finditer(line)]
-    if not hits:
-        return _invalid(what, text, "no {what} verdict found on the final line")
-    v = _decide(line, hits, what, "on the final line")
-    alnum = [i for i, ch in enumerate(line) if ch.isalnum()]
-    if v.ok and not any(s == alnum[0] or e == alnum[-1] + 1 for s, e, _ in hits):
-        # "Note: Answer 2 has a slip" mentions a verdict word; a verdict line begins or ends with it
-        return _invalid(what, text, "the final line neither begins nor ends with a {what} verdict")
-    return v
+    def _lead_problem(self, lead: str) -> str | None:
+        """Why the text before the verdict on its line (from the last sentence break) is not just a label."""
+        breaks = list(_SENTENCE_BREAK.finditer(lead))
+        lead = _bare(lead[breaks[-1].end():] if breaks else lead)
+        if not lead:
+            return None
+        plain = _PARENTHETICAL.sub(" ", lead)
+        if not lead.endswith(":") or not _LABEL_WORD.search(plain):
+            return f"the verdict is not stated alone on its line (it follows {lead[-40:]!r}, which is no label)"
+        if self.hits(plain):
+            return "the verdict's label holds a verdict itself (an echo of the choices)"
+        if _NEGATION.search(plain):
+            return f"the verdict's label negates or hedges it ({lead[-40:]!r})"
+        return None
 
 
 # ---------------------------------------------------------------------------------------- parsers
@@ -179,71 +241,76 @@ def _canon_boxed(s: str) -> str:
     return s
 
 
-def _final_box(text: str, canon: dict[str, str], what: str) -> Verdict:
-    body = _after_think(text)
-    hits = [(s, e, canon[k]) for s, e, c in boxed_spans(body, _MAX_VERDICT)
-            if (k := _canon_boxed(c).lower().replace(" ", "")) in canon]
-    if not hits:
-        return _invalid(what, text)
-    return _decide(body, _clusters(body, hits)[-1], what, "in the final box")
+def _box_hits(canon: dict[str, str]) -> Callable[[str], list[Hit]]:
+    def hits(body: str) -> list[Hit]:
+        return [(s, e, canon[k]) for s, e, c in boxed_spans(body, _MAX_VERDICT)
+                if (k := _canon_boxed(c).lower().replace(" ", "")) in canon]
+    return hits
 
 
-def parse_boxed_choice(text: str, choices: Sequence[str] = ("A", "B", "Tie")) -> Verdict:
-    """The final ``\\boxed{X}`` whose X is one of ``choices`` (case-insensitive); Reasoning Arena App. D."""
-    return _final_box(text, {c.lower().replace(" ", ""): c for c in choices}, "boxed " + "/".join(choices))
+def _word_hits(pattern: re.Pattern, canon: Callable[[re.Match], str]) -> Callable[[str], list[Hit]]:
+    def hits(body: str) -> list[Hit]:
+        # a zero-width match (a lookahead, for overlapping hits) holds its text in group 1
+        return [(*(m.span(1) if m.end() == m.start() else m.span()), canon(m)) for m in pattern.finditer(body)]
+    return hits
+
+
+def parse_boxed_choice(text: str, choices: Sequence[str] = ("A", "B", "Tie"), finish_reason: str | None = None) -> Verdict:
+    """Reasoning Arena App. D: the response ends with ``\\boxed{X}``, X one of ``choices`` (case-insensitive)."""
+    canon = {c.lower().replace(" ", ""): c for c in choices}
+    return _Form("boxed " + "/".join(choices), _box_hits(canon), "end").read(text, finish_reason)
 
 
 _SCORE_CANON = {"1": "1", "1.0": "1", "0.5": "0.5", ".5": "0.5", "1/2": "0.5", "\\frac{1}{2}": "0.5", "0": "0", "0.0": "0"}
+_SCORE = _Form("boxed 1/0.5/0", _box_hits(_SCORE_CANON), "end")
 
 
-def parse_boxed_score(text: str) -> Verdict:
-    """Pointwise rubric score (App. D): the final ``\\boxed{1}``, ``\\boxed{0.5}`` or ``\\boxed{0}``."""
-    return _final_box(text, _SCORE_CANON, "boxed 1/0.5/0")
+def parse_boxed_score(text: str, finish_reason: str | None = None) -> Verdict:
+    """Pointwise rubric score (App. D): the response ends with ``\\boxed{1}``, ``\\boxed{0.5}`` or ``\\boxed{0}``."""
+    return _SCORE.read(text, finish_reason)
 
 
 # a lookahead finds overlapping hits, so "**YES**NO**" holds both words (a conflict)
-_YES_NO = re.compile(r"(?=(\*\*[ \t]*(YES|NO)[ \t]*\*\*))", re.IGNORECASE)
+_YES_NO = _Form("**YES**/**NO**", _word_hits(re.compile(r"(?=(\*\*[ \t]*(YES|NO)[ \t]*\*\*))", re.IGNORECASE),
+                                             lambda m: m.group(2).upper()), "first", explained=True)
 
 
-def parse_yes_no(text: str) -> Verdict:
+def parse_yes_no(text: str, finish_reason: str | None = None) -> Verdict:
     """GAR discriminator (App. B): the first ``**YES**`` or ``**NO**``, which the format puts before the
-    explanation (so "**YES** ... no reason to answer **NO**" is YES)."""
-    body = _after_think(text)
-    hits = [(m.start(1), m.end(1), m.group(2).upper()) for m in _YES_NO.finditer(body)]
-    if not hits:
-        return _invalid("**YES**/**NO**", text)
-    return _decide(body, _clusters(body, hits)[0], "**YES**/**NO**", "in the first verdict")
+    explanation ("**NO** -- Not high quality" is NO); a later, different one is a second verdict."""
+    return _YES_NO.read(text, finish_reason)
 
 
-_ANSWER_CHOICE = re.compile(r"\banswer[\s_.]*([12])\b|\b(tie)\b", re.IGNORECASE)
-_CONSISTENCY = re.compile(r"<consistency>\s*\[?\s*(correct|incorrect)\s*\]?\s*</consistency>", re.I)
-_TRUE_FALSE = re.compile(r"\b(true|false)\b", re.I)
-_EXPERT_POLICY = re.compile(r"\b(expert|policy)\b", re.I)
+_ANSWER_CHOICE = _Form("Answer 1/Answer 2/tie", _word_hits(re.compile(r"\banswer\s*([12])\b|\b(tie)\b", re.IGNORECASE),
+                                                           lambda m: m.group(1) or "tie"), "end")
+_EXPERT_POLICY = _Form("Expert/Policy", _word_hits(re.compile(r"\b(expert|policy)\b", re.I),
+                                                   lambda m: m.group(1).capitalize()), "end")
+_TRUE_FALSE = _Form("True/False", _word_hits(re.compile(r"\b(true|false)\b", re.I),
+                                             lambda m: m.group(1).capitalize()), "end")
+_CONSISTENCY = _Form("<consistency>", _word_hits(
+    re.compile(r"<consistency>\s*\[?\s*(correct|incorrect)\s*\]?\s*</consistency>", re.I),
+    lambda m: m.group(1).capitalize()), "tag")
 
 
-def parse_answer_choice(text: str) -> Verdict:
-    """RARO critic: ``Answer 1``, ``Answer 2`` or ``tie`` on the final line (after ``</think>`` if present)."""
-    return _line_verdict(text, _ANSWER_CHOICE, lambda m: m.group(1) or "tie", "Answer 1/Answer 2/tie")
+def parse_answer_choice(text: str, finish_reason: str | None = None) -> Verdict:
+    """RARO critic: the last line is ``Answer 1``, ``Answer 2`` or ``tie`` (after ``</think>`` if present)."""
+    return _ANSWER_CHOICE.read(text, finish_reason)
 
 
-def parse_expert_policy(text: str) -> Verdict:
-    """RARO binary critic (Sec. 3.2): ``Expert`` or ``Policy`` on the final line (after ``</think>``)."""
-    return _line_verdict(text, _EXPERT_POLICY, lambda m: m.group(1).capitalize(), "Expert/Policy")
+def parse_expert_policy(text: str, finish_reason: str | None = None) -> Verdict:
+    """RARO binary critic (Sec. 3.2): the last line is ``Expert`` or ``Policy`` (after ``</think>``)."""
+    return _EXPERT_POLICY.read(text, finish_reason)
 
 
-def parse_true_false(text: str) -> Verdict:
-    """JURY-RL App. D judge: ``True`` or ``False`` on the final line ("end your response with ...")."""
-    return _line_verdict(text, _TRUE_FALSE, lambda m: m.group(1).capitalize(), "True/False")
+def parse_true_false(text: str, finish_reason: str | None = None) -> Verdict:
+    """JURY-RL App. D judge: the response ends with ``True`` or ``False`` ("end your response with ...")."""
+    return _TRUE_FALSE.read(text, finish_reason)
 
 
-def parse_consistency(text: str) -> Verdict:
-    """JURY-RL C.5 consistency checker: ``<consistency>Correct|Incorrect</consistency>``; tags that disagree
-    are invalid (the prompt asks for exactly one)."""
-    body = _after_think(text)
-    hits = [(m.start(), m.end(), m.group(1).capitalize()) for m in _CONSISTENCY.finditer(body)]
-    if not hits:
-        return _invalid("<consistency>", text)
-    return _decide(body, hits, "<consistency>", "in the <consistency> tags", negation=False)
+def parse_consistency(text: str, finish_reason: str | None = None) -> Verdict:
+    """JURY-RL C.5 consistency checker: the ``<consistency>Correct|Incorrect</consistency>`` tag; a later tag
+    that disagrees is a second verdict (the prompt asks for exactly one)."""
+    return _CONSISTENCY.read(text, finish_reason)
 
 
 PARSERS = {
@@ -251,6 +318,7 @@ PARSERS = {
     "score": parse_boxed_score,
     "yes_no": parse_yes_no,
     "answer_choice": parse_answer_choice,
+    "expert_policy": parse_expert_policy,
     "true_false": parse_true_false,
     "consistency": parse_consistency,
 }

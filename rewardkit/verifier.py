@@ -17,7 +17,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from rewardkit.answers import AnswerChecker, Check, default_checker, extract_answer
-from rewardkit.scoring import BaseScorer, Options, option
+from rewardkit.options import Options, option
+from rewardkit.scoring import BaseScorer
 from rewardkit.types import Cost, Group, GroupScore, Status
 
 Outcome = Literal["verified", "refuted", "inconclusive"]

@@ -1,4 +1,5 @@
-"""Shared fixtures: one loaded embedded model for the whole run, and paths to the shared data sets."""
+"""Shared fixtures: one loaded embedded model for the whole run (and one vLLM engine where vLLM is installed),
+paths to the shared data sets, and ``--no-skips`` (CI's vLLM run: a skipped test fails the run)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,52 @@ def judge_backend():
     from rewardkit.backends import load_backend
 
     return load_backend("smollm2", dtype="float32")  # fp32 on every CPU: exact comparisons between paths
+
+
+# the embedded model on vLLM (fp32, as judge_backend: exact comparisons); scorers given this spec get the same engine
+VLLM_SPEC = "vllm:smollm2?dtype=float32&max_model_len=2048"
+
+
+@pytest.fixture(scope="session")
+def vllm_spec() -> str:
+    return VLLM_SPEC
+
+
+@pytest.fixture(scope="session")
+def vllm_backend(vllm_spec):
+    """The embedded SmolLM2 on one vLLM engine (vLLM's CPU build here: scripts/vllm_cpu_env.sh), loaded once per
+    test session and shut down after it; skips where vLLM is not installed."""
+    pytest.importorskip("vllm", reason="vLLM is not installed: scripts/vllm_cpu_env.sh builds its CPU environment "
+                                       "and runs the tests marked vllm")
+    from rewardkit.backends import load_backend
+
+    backend = load_backend(vllm_spec)
+    yield backend
+    backend.close()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--no-skips", action="store_true",
+                     help="fail the run if any selected test or module skips (CI's vLLM run)")
+
+
+_SKIPPED: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped:
+        _SKIPPED.append(report.nodeid)
+
+
+def pytest_collectreport(report):
+    if report.skipped:
+        _SKIPPED.append(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if session.config.getoption("--no-skips") and _SKIPPED:
+        print(f"\n--no-skips: {len(_SKIPPED)} skipped: {', '.join(_SKIPPED[:10])}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

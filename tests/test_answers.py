@@ -1,4 +1,5 @@
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -8,10 +9,11 @@ from hypothesis import strategies as st
 
 from rewardkit.answers import (
     AnswerChecker,
-    _mv_equivalent,
     cluster_answers,
     equivalent,
     extract_answer,
+    extract_answer_span,
+    math_verify_equivalent,
     normalize_answer,
     plain_number,
 )
@@ -35,15 +37,47 @@ FIXTURES = Path(__file__).parent / "fixtures"
         (r"\boxed{1}. Later: \boxed{2}", "2"),  # boxes in different sentences: the last one
         ("The answer is 0,5", "0.5"),  # an unambiguous decimal comma
         ("we get 3,14 in the end", "3.14"),
-        ("Therefore, $\\cos \\angle RPS = -\\frac{24}{25}$.", "-\\frac{24}{25}"),  # prose, no box
+        # prose, no box: a single equation stays whole (math-verify compares it: -24/25 equals it), a chain
+        # reads as its last side
+        ("Therefore, $\\cos \\angle RPS = -\\frac{24}{25}$.", "\\cos \\angle RPS = -\\frac{24}{25}"),
+        ("so $V = 20 \\times 2 = 40$.", "40"),
         ("So the area is $\\frac{3}{4}$ square units.", "\\frac{3}{4}"),
         ("costs $5 and then $6", "6"),  # unescaped dollars are not LaTeX when a number ends the text
         ("# Answer\n\n1+2\\sqrt{3}", "1+2\\sqrt{3}"),  # PRM800K's format
         ("", None),
+        # what math-verify's default parse finds (issue 21): prose final answers without a box, bare decimals,
+        # digit grouping, a bare fraction, "final answer is X. I hope" over earlier boxes, a set of boxes
+        ("Final Answer: The volume of $ABCDEFGH$ is 120. I hope it is correct.", "120"),
+        ("Final Answer: Jane started growing Sphere 3 hours ago. I hope it is correct.", "3"),
+        (r"so \boxed{255} ... Final Answer: The final answer is $10,455$. I hope it is correct.", "10455"),
+        ("The probability is .4", ".4"),
+        ("The population is 1 000 people", "1000"),
+        ("it is 0,111", "0.111"),
+        (r"\frac{10}{9}", r"\frac{10}{9}"),
+        ("$y=-\\frac{1}{2}x+\\frac{3}{4}$", "y=-\\frac{1}{2}x+\\frac{3}{4}"),  # an equation stays an equation
+        (r"\[ \boxed{-2} \quad \text{and} \quad \boxed{1}. \]", "-2,1"),
+        (r"$$\boxed{(3, 3)} \text{ for part (a) and } \boxed{(1, 1)}$$", "(3, 3),(1, 1)"),  # boxes of one environment
+        ("$F_n = \\sum_{k=0}^{n-1} F_k$", "F_n = \\sum_{k=0}^{n-1} F_k"),  # "=" in braces is no equation side
+        ("AZYUK2A", None),  # a digit inside a word is no number
+        ("x^2 + 2*x + 1", "x^2 + 2*x + 1"),  # a response that is only mathematics is its own answer
     ],
 )
 def test_extract_answer(text, expected):
     assert extract_answer(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    r"so \boxed{\frac{1}{2}} is it", "Final Answer: The largest $n$ is 34.", "The answer is 0,5", "we get 1,250 pears",
+    r"The solutions are \boxed{(1,2)}, \boxed{(2,1)}.", "# Answer\n\n5", "$\\cos x = -\\frac{24}{25}$", "x^2+1",
+])
+def test_answer_span_points_at_the_answer(text):
+    """``extract_answer_span`` says where the answer stands (the self-certainty baseline reads those tokens)."""
+    start, end, answer = extract_answer_span(text)
+    assert answer == extract_answer(text)
+    def bare(x: str) -> str:  # digits and symbols only: "1,250" is 1250, "0,5" is 0.5, a set's boxes are joined
+        return re.sub(r"[,.\s]", "", x).replace("}\\boxed{", "")
+
+    assert bare(text[start:end]) == bare(answer)
 
 
 def test_normalize_strips_presentation_only():
@@ -150,7 +184,7 @@ def test_plain_number_fast_path_agrees_with_math_verify(a, b):
     checker = AnswerChecker(mode="inline")
     fast = checker.check(a, b)
     assert fast.status is Status.OK
-    assert fast.equivalent == _mv_equivalent(a, b), (a, b, plain_number(a), plain_number(b))
+    assert fast.equivalent == math_verify_equivalent(a, b), (a, b, plain_number(a), plain_number(b))
 
 
 def test_verifier_scorer_reports_unusable_references_and_huge_answers():

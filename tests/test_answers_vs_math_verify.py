@@ -1,7 +1,8 @@
 """rewardkit's answer verdict against math-verify's default ``parse`` + ``verify`` on the same (gold, response)
-pairs: real outputs (shared rollouts, ProcessBench solutions with a known gold, PRM800K samples) and
-math-verify's documented behaviour. rewardkit is never worse; each pair where the two differ is listed
-with its reason in ``fixtures/answer_vs_math_verify.json``."""
+pairs: real outputs (shared rollouts, ProcessBench solutions with a known gold, PRM800K samples), math-verify's
+documented behaviour, and labelled public cases (math-verify's own tests and NeMo-Skills' ``test_math_equal``,
+derived into ``fixtures/equivalence_cases.json`` by benchmarks/derive_equivalence_cases.py). rewardkit is never
+worse; each pair where the two differ is listed with its reason in ``fixtures/answer_vs_math_verify.json``."""
 
 from __future__ import annotations
 
@@ -9,52 +10,23 @@ import json
 from pathlib import Path
 
 import pytest
-from math_verify import parse, verify
-from rewardkit.evals.data import shared_dir
+from rewardkit.evals.data import answer_pairs, shared_dir
 
-from rewardkit.answers import AnswerChecker, extract_answer, reference_problem
+from rewardkit.answers import AnswerChecker, extract_answer, math_verify_default, reference_problem
 from rewardkit.types import Status
 
 FIXTURE = Path(__file__).parent / "fixtures" / "answer_vs_math_verify.json"
+CASES = Path(__file__).parent / "fixtures" / "equivalence_cases.json"
+LABELLED = ("mv:", "nemo:")  # fixture ids of the labelled public cases
 try:
     DATA = shared_dir() / "data"
 except FileNotFoundError:
     DATA = Path("/nonexistent")
 
 
-def math_verify_default(gold: str, response: str) -> bool:
-    """math-verify's documented use: the gold as LaTeX, the whole response parsed with the default configs."""
-    g = parse(f"${gold}$", parsing_timeout=None)
-    p = parse(response, parsing_timeout=None)
-    return bool(g and p and verify(g, p, timeout_seconds=None))
-
-
-def _jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.open()]
-
-
 def real_pairs() -> list[tuple[str, str, str]]:
-    """(id, gold, response) from the shared data: 800 rollouts, the ProcessBench gsm8k/math solutions whose
-    problem is in GSM8K / MATH-500 (the gold comes from there), and the PRM800K samples' chosen steps."""
-    pairs = []
-    for r in _jsonl(DATA / "math_rollouts_qwen25" / "math_cot_100.jsonl"):
-        pairs += [(f"{r['id']}#{i}", r["answer"], t) for i, t in enumerate(r["responses"])]
-    gold = {r["problem"].strip(): r["answer"] for r in _jsonl(DATA / "math500" / "test.jsonl")}
-    gold |= {r["question"].strip(): r["answer"] for r in _jsonl(DATA / "gsm8k" / "test.jsonl")}
-    for split in ("gsm8k", "math"):
-        for r in _jsonl(DATA / "processbench" / f"{split}.jsonl"):
-            if r["problem"].strip() in gold:
-                pairs.append((r["id"], gold[r["problem"].strip()], "\n\n".join(r["steps"])))
-    for r in _jsonl(DATA / "prm800k_sample" / "samples.jsonl"):
-        if r["question"].get("ground_truth_answer") is None:
-            continue
-        steps = []
-        for s in r["label"]["steps"]:
-            c = s["chosen_completion"]
-            t = s["completions"][c]["text"] if c is not None else (s.get("human_completion") or {}).get("text")
-            steps += [t] if t else []
-        pairs.append((r["id"], r["question"]["ground_truth_answer"], "\n\n".join(steps)))
-    return pairs
+    """(id, gold, response) of the shared data's real answer pairs (``rewardkit.evals.data.answer_pairs``)."""
+    return [(pid, gold, text) for pid, gold, text, _ in answer_pairs()]
 
 
 # math-verify's documented behaviour (its README and parser: answer sets of boxes joined by ","/"and"/"or",
@@ -117,12 +89,29 @@ def test_real_outputs_never_worse_than_math_verify():
     pairs = real_pairs()
     assert len(pairs) == 1317
     diff = _disagreements(pairs)
-    fixture = {k: v for k, v in _fixture().items() if not k.startswith("doc-")}
+    fixture = {k: v for k, v in _fixture().items() if not k.startswith(("doc-", *LABELLED))}
     assert set(diff) == set(fixture)
+    labels = {pid: label for pid, _, _, label in answer_pairs()}
     for pid, (ours, mv) in diff.items():
         row = fixture[pid]
         assert (ours, mv) == (row["rewardkit"], row["math_verify"]) and row["reason"]
         assert ours and not mv, f"{pid}: rewardkit rejects what math-verify accepts"
+        assert labels[pid] in (None, ours), f"{pid}: rewardkit differs from math-verify and from the label"
+
+
+def test_labelled_public_cases_never_worse_than_math_verify():
+    """math-verify's own tests and NeMo-Skills' pairs, labelled: wherever math-verify's default agrees with the
+    label, rewardkit does too, and every case where the two differ is listed with its reason (in each, rewardkit
+    agrees with the label). Cases labelled under non-default equality settings are left out."""
+    cases = [c for c in json.loads(CASES.read_text())["cases"] if not c["settings"]]
+    assert len(cases) >= 300
+    diff = _disagreements([(c["id"], c["gold"], c["response"]) for c in cases])
+    fixture = {k: v for k, v in _fixture().items() if k.startswith(LABELLED)}
+    assert set(diff) == set(fixture)
+    label = {c["id"]: c["label"] for c in cases}
+    for pid, (ours, mv) in diff.items():
+        assert (ours, mv) == (fixture[pid]["rewardkit"], fixture[pid]["math_verify"]) and fixture[pid]["reason"]
+        assert ours == label[pid], f"{pid}: rewardkit differs from math-verify and is wrong"
 
 
 @pytest.mark.parametrize("gold", ["NaN", "nan", "Infinity", "-inf", "1e999", "true", "False", "null", "", "  "])

@@ -176,7 +176,7 @@ def test_handler_errors_are_json_never_a_dropped_connection(srv):
 
 
 def test_request_timeout_is_a_504_and_a_slow_body_a_408():
-    with BackgroundServer(_app(request_timeout=0.5)) as s:
+    with BackgroundServer(_app(request_timeout=0.5, body_timeout=0.5)) as s:
         r = httpx.get(s.url + "/sleep?s=3", headers=KEY, timeout=10)
         assert r.status_code == 504 and r.json()["error"]["type"] == "timeout"
         c = _raw(s.url, b"POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n"
@@ -237,19 +237,80 @@ def test_stalled_connections_are_bounded_and_closed():
         assert httpx.get(s.url + "/health").json() == {"status": "ok"}  # still serving
 
 
-def test_over_the_connection_cap_gets_a_json_503():
-    with BackgroundServer(_app(), header_timeout=5.0, max_connections=3) as s:
-        held = [socket.create_connection(("127.0.0.1", _port(s.url)), timeout=5) for _ in range(3)]
+def _idle(url: str, source: str = "127.0.0.1") -> socket.socket:
+    """A connection that sends nothing, from a given loopback source address."""
+    return socket.create_connection(("127.0.0.1", _port(url)), timeout=5, source_address=(source, 0))
+
+
+def test_idle_connections_at_the_cap_do_not_starve_a_client_with_a_request():
+    # before: the cap counted idle sockets too, so 20 of them made every request a 503 until they timed out
+    with BackgroundServer(_app(), header_timeout=30.0, max_connections=20) as s:
+        idle = [_idle(s.url) for _ in range(20)]
         time.sleep(0.2)
+        for _ in range(3):
+            r = httpx.post(s.url + "/echo", json={"a": 1}, headers=KEY, timeout=10)
+            assert r.status_code == 200 and r.json()["got"] == {"a": 1}
+        assert _closed_by_server(idle[0], 5.0)  # the oldest idle sockets made room
+        assert not _closed_by_server(idle[-1], 0.2)
+        for c in idle:
+            c.close()
+
+
+def test_the_address_holding_most_idle_connections_gives_one_up_first():
+    with BackgroundServer(_app(), header_timeout=30.0, max_connections=10) as s:
+        early = [_idle(s.url, "127.0.0.2") for _ in range(3)]  # the oldest, from a quiet address
+        flood = [_idle(s.url, "127.0.0.3") for _ in range(7)]
+        time.sleep(0.2)
+        c = _raw(s.url, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _read_response(c) == (200, {"status": "ok"})
+        assert _closed_by_server(flood[0], 5.0)
+        assert not any(_closed_by_server(e, 0.1) for e in early)
+        for x in early + flood + [c]:
+            x.close()
+
+
+def test_over_the_connection_cap_with_every_connection_at_work_gets_a_json_503():
+    with BackgroundServer(_app(), header_timeout=5.0, max_connections=3) as s:
+        busy = [_raw(s.url, b"GET /sleep?s=3 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n\r\n")
+                for _ in range(3)]
+        time.sleep(0.5)
         c = _raw(s.url, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         status, body = _read_response(c)
         assert status == 503 and "connections" in body["error"]["message"]
-        for h in held + [c]:
+        assert [_read_response(b)[0] for b in busy] == [200, 200, 200]  # the work was not cut
+        for h in busy + [c]:
             h.close()
 
 
+STALLED = b"POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nContent-Length: 100\r\n\r\n{\"a\":"
+
+
+def test_body_time_is_bounded_apart_from_work_time():
+    # before: one request_timeout (here 600 s) covered the body too, so a stalled body held its slot 600 s
+    with BackgroundServer(_app(request_timeout=600.0, body_timeout=0.5)) as s:
+        c = _raw(s.url, STALLED, timeout=30)
+        status, body = _read_response(c)
+        assert status == 408 and "body did not arrive within 0.5s" in body["error"]["message"]
+        c.close()
+
+
+def test_stalled_bodies_do_not_hold_the_work_slots():
+    # before: 2 requests with complete headers and a stalled body took both slots: every other request a 503
+    with BackgroundServer(_app(max_concurrency=2, request_timeout=600.0, body_timeout=600.0)) as s:
+        stalled = [_raw(s.url, STALLED, timeout=30) for _ in range(2)]
+        time.sleep(0.3)
+        r = httpx.post(s.url + "/echo", json={"b": 2}, headers=KEY, timeout=10)
+        assert r.status_code == 200 and r.json()["got"] == {"b": 2}
+        status, body = _read_response(stalled[0])  # the longest-stalled upload gave its place
+        assert status == 408 and "still arriving" in body["error"]["message"]
+        assert not _closed_by_server(stalled[1], 0.2)
+        for c in stalled:
+            c.close()
+
+
 def test_make_app_rejects_nonsense_limits():
-    for bad in ({"max_body": 0}, {"max_concurrency": 0}, {"request_timeout": 0}, {"request_timeout": float("nan")}):
+    for bad in ({"max_body": 0}, {"max_concurrency": 0}, {"request_timeout": 0}, {"request_timeout": float("nan")},
+                {"body_timeout": 0}, {"body_timeout": float("inf")}):
         with pytest.raises(ValueError, match="positive"):
             make_app([], **bad)
 

@@ -5,7 +5,6 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from rewardkit.scoring import (
-    coerce,
     diversity_stats,
     dr_grpo_advantages,
     get_scorer,
@@ -70,13 +69,3 @@ def test_registry_lists_and_builds_verifier():
         get_scorer("verifier", bogus="1")
     with pytest.raises(KeyError, match="unknown scorer"):
         get_scorer("nope")
-
-
-def test_coerce_types():
-    from typing import Literal, Optional
-
-    assert coerce("true", bool) is True and coerce("3", int) == 3 and coerce("0.5", float) == 0.5
-    assert coerce("none", Optional[int]) is None and coerce("4", Optional[int]) == 4
-    assert coerce("live", Literal["live", "round_robin"]) == "live"
-    with pytest.raises(ValueError):
-        coerce("maybe", bool)

@@ -1,5 +1,6 @@
-"""Verdict parsing: regression tables (hand-written and real judge outputs), where-the-prompt-asks properties,
-conflict/echo/negation properties and a fuzz test."""
+"""Verdict parsing under the one rule (docs/verdicts.md): regression tables (hand-written and real judge outputs),
+property tests that generate the asked-for form, paraphrases, negations, hedges, later verdicts and truncations
+for every parser, and a fuzz test."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from rewardkit.types import Status
@@ -18,31 +19,40 @@ from rewardkit.verdicts import (
     parse_boxed_choice,
     parse_boxed_score,
     parse_consistency,
+    parse_expert_policy,
     parse_true_false,
     parse_yes_no,
 )
 
 FIXTURE = Path(__file__).parent / "fixtures" / "judge_outputs.json"
 
-# (parser, judge output, expected label or None for invalid); outputs written the way judges write them
+# (parser, judge output, expected label or None for invalid); outputs written the way judges write them.
+# "was X": what the parser before issue 21 read.
 TABLE = [
+    # Reasoning Arena App. D: "Your response MUST end with exactly one of: \boxed{A}, \boxed{B}, or \boxed{Tie}"
     (parse_boxed_choice, "Response A is right. Final verdict: $\\boxed{A}$", "A"),
     (parse_boxed_choice, "Both reach 420.\n\n\\boxed{Tie}", "Tie"),
     (parse_boxed_choice, "\\boxed{tie}", "Tie"),
     (parse_boxed_choice, "\\boxed{ B }", "B"),
     (parse_boxed_choice, "\\boxed{\\text{B}}", "B"),
     (parse_boxed_choice, "\\boxed {A}", "A"),
-    (parse_boxed_choice, "At first \\boxed{A}. On reflection, \\boxed{B}", "B"),
-    (parse_boxed_choice, "At first \\boxed{A}, but on reflection \\boxed{B}", None),  # one sentence, two verdicts
-    (parse_boxed_choice, "definitely not \\boxed{B}", None),  # used to read as B
+    (parse_boxed_choice, "**Final verdict:** \\(\\boxed{B}\\).", "B"),
+    (parse_boxed_choice, "At first \\boxed{A}.\n\nOn reflection:\n\\boxed{B}", "B"),  # earlier lines are reasoning
+    (parse_boxed_choice, "At first \\boxed{A}. On reflection, \\boxed{B}", None),  # a lead-in that is no label (was B)
+    (parse_boxed_choice, "At first \\boxed{A}, but on reflection \\boxed{B}", None),
+    (parse_boxed_choice, "Therefore, the better response is \\boxed{A}.", None),  # anything else on the line
+    (parse_boxed_choice, "definitely not \\boxed{B}", None),
     (parse_boxed_choice, "A is right, so not $\\boxed{B}$", None),
     (parse_boxed_choice, "\\boxed{B} is wrong", None),
+    (parse_boxed_choice, "\\boxed{A}?", None),  # a hedge
+    (parse_boxed_choice, "\\boxed{A}\n\nNote: B might be better.", None),  # the verdict does not end the response
     (parse_boxed_choice, "must end with exactly one of: \\boxed{A}, \\boxed{B}, or \\boxed{Tie}.", None),  # echo
     (parse_boxed_choice, "\\boxed{A}\\boxed{B}", None),
     (parse_boxed_choice, "one of \\boxed{A}, \\boxed{B}, or \\boxed{Tie}.\n\nA errs in step 2. \\boxed{B}", "B"),
     (parse_boxed_choice, "A is right, B is not. \\boxed{A}", "A"),  # a negation in another sentence
     (parse_boxed_choice, "<think>\\boxed{A}</think>Final verdict: \\boxed{B}", "B"),
-    (parse_boxed_choice, "\\boxed{B} and the answer is \\boxed{420}", "B"),  # non-verdict boxes skipped
+    (parse_boxed_choice, "\\boxed{B} and the answer is \\boxed{420}", None),  # does not end with a verdict (was B)
+    (parse_boxed_choice, "<think>Comparing the two: A computes 24 which", None),  # cut off mid-reasoning
     (parse_boxed_choice, "Response A is better.", None),  # no box: never guessed from prose
     (parse_boxed_choice, "\\boxed{C}", None),
     (parse_boxed_choice, "\\boxed{A or B}", None),
@@ -53,61 +63,87 @@ TABLE = [
     (parse_boxed_score, "\\boxed{1}", "1"),
     (parse_boxed_score, "\\boxed{1.0}", "1"),
     (parse_boxed_score, "\\boxed{0}", "0"),
-    (parse_boxed_score, "wrong: \\boxed{0} ... actually fine \\boxed{1}", "1"),
+    (parse_boxed_score, "wrong: \\boxed{0} ... actually fine \\boxed{1}", None),  # was 1
     (parse_boxed_score, "\\boxed{0.7}", None),
     (parse_boxed_score, "Score it as \\boxed{1}, \\boxed{0.5}, or \\boxed{0}", None),  # echo: never the last, 0
     (parse_boxed_score, "the final overall score should be: \\boxed{0.5}", "0.5"),  # RLAIF rubric ending
+    (parse_boxed_score, "Based on my evaluation, the final overall score should be: \\boxed{1}.", "1"),
+    (parse_boxed_score, "score: 1", None),
+    # JURY-RL App. D: "end your response with your final judgment: True or False"
     (parse_true_false, "Final judgment: False.", "False"),  # JURY-RL App. D example
     (parse_true_false, "This value does not match 1152. Therefore, the given answer is incorrect.\n\nFinal judgment: False.",
      "False"),
-    (parse_true_false, "so it is true... Final judgment: False.", "False"),  # read after the label
-    (parse_true_false, "It is not true.", None),  # used to read as True
-    (parse_true_false, "True or False", None),  # echo: never the last, False
+    (parse_true_false, "so it is true... Final judgment: False.", None),  # two verdicts on one line (was False)
+    (parse_true_false, "**Final judgment:** **True**", "True"),
     (parse_true_false, "The answer matches the question, so: True", "True"),
+    (parse_true_false, "True\nNote: this might be False", None),  # a note after the verdict (was False)
+    (parse_true_false, "True\n\nNote: False", None),  # "Note:" is no label
+    (parse_true_false, "It is not true.", None),
+    (parse_true_false, "Final judgment: probably True", None),
+    (parse_true_false, "True or False", None),  # echo: never the last, False
     (parse_true_false, "False\n\nExplanation: the sum is 12.", None),  # the verdict must end the response
     (parse_true_false, "no idea", None),
+    # JURY-RL App. C.5: "Return exactly one xml object ... <consistency>[Correct/Incorrect]</consistency>"
     (parse_consistency, "<comments>...</comments>\n<consistency>Incorrect</consistency>", "Incorrect"),
-    (parse_consistency, "x <consistency>[Correct]</consistency>", "Correct"),
+    (parse_consistency, "<consistency>[Correct]</consistency>\n```", "Correct"),
+    (parse_consistency, "x <consistency>[Correct]</consistency>", None),  # something else on its line (was Correct)
     (parse_consistency, "The statement is not exact.\n<consistency>Incorrect</consistency>", "Incorrect"),
     (parse_consistency, "<consistency>[Correct/Incorrect]</consistency>", None),  # echo of the format
     (parse_consistency, "<consistency>Correct</consistency> or <consistency>Incorrect</consistency>", None),
+    (parse_consistency, "<consistency>Correct</consistency>\nOn reflection:\n<consistency>Incorrect</consistency>", None),
     (parse_consistency, "<think><consistency>Correct</consistency></think><consistency>Incorrect</consistency>",
      "Incorrect"),
     (parse_consistency, "Correct", None),
-    (parse_boxed_score, "score: 1", None),
+    # GAR App. B: "analyze ... briefly, then respond with '**YES**' ... or '**NO**' ... Finally, provide a ... explanation"
     (parse_yes_no, "The slice is sound. **YES**", "YES"),
     (parse_yes_no, "**no**", "NO"),
-    # GAR App. B puts the verdict first, then the explanation (which may name the other word)
-    (parse_yes_no, "**YES** ... no reason to answer **NO**", "YES"),
-    (parse_yes_no, "**YES**, since there is no reason to answer **NO**", None),  # one sentence, both words
-    (parse_yes_no, "**YES** ... wait, step 2 divides by zero. **NO**", "YES"),
-    (parse_yes_no, "Step 2 divides by zero.\n\n**NO**\n\nThe division is invalid, so **YES** is wrong.", "NO"),
+    (parse_yes_no, "**NO** -- Not high quality", "NO"),  # the verdict, then the explanation (was invalid)
+    (parse_yes_no, "Verdict: **NO** (division by zero in step 2)", "NO"),
+    (parse_yes_no, "**YES** The steps follow from the equation.", "YES"),  # the explanation starts a new sentence
     (parse_yes_no, "<p><b>**YES**</b></p> <p>The thinking process enumerates all permutations</p>", "YES"),  # App. B
+    (parse_yes_no, "**YES** is wrong here", None),  # the verdict runs on into a sentence
+    (parse_yes_no, "**YES** ... no reason to answer **NO**", None),  # a second verdict after it (was YES)
+    (parse_yes_no, "**YES**, since there is no reason to answer **NO**", None),
+    (parse_yes_no, "**YES** ... wait, step 2 divides by zero. **NO**", None),  # was YES
+    (parse_yes_no, "Step 2 divides by zero.\n\n**NO**\n\nThe division is invalid, so **YES** is wrong.", None),  # was NO
     (parse_yes_no, "**YES**NO**", None),  # overlapping markup holds both words
     (parse_yes_no, "I will answer **YES** or **NO**.", None),  # echo of the instructions
     (parse_yes_no, "**YES**/**NO**", None),
     (parse_yes_no, "The step is not **YES**", None),  # negated
     (parse_yes_no, "<think>**NO**</think>**YES**", "YES"),
+    (parse_yes_no, "<think>The slice divides by", None),  # cut off
     (parse_yes_no, "YES", None),
     (parse_yes_no, "**MAYBE**", None),
+    # RARO critic (App. E responses end "</think>\nAnswer 1"; our instruction: "on the last line, write exactly one verdict")
     (parse_answer_choice, "<think>Answer 1 looks off</think>Answer 2", "2"),
-    (parse_answer_choice, "Both are equivalent, so: tie", "tie"),
-    (parse_answer_choice, "I prefer Answer_1.", "1"),
+    (parse_answer_choice, "Final answer: tie", "tie"),
+    (parse_answer_choice, "Both are equivalent, so: tie", None),  # "so:" is no label (was tie)
+    (parse_answer_choice, "**Answer 2**", "2"),
+    (parse_answer_choice, '"Answer 1".', "1"),
+    (parse_answer_choice, "Answer 1 loses.", None),  # a predicate after the verdict (was 1)
+    (parse_answer_choice, "I prefer Answer_1.", None),  # not the asked-for form, and a lead-in (was 1)
     (parse_answer_choice, "Answer 2 ... no, Answer 1", None),  # two verdicts on the verdict line
-    (parse_answer_choice, "Answer 1 is better than Answer 2.", None),  # used to read as 2
-    (parse_answer_choice, "Answer 2 (they do not tie)", None),  # used to read as tie
-    (parse_answer_choice, "Answer 2 wins; it is not a tie.", None),  # used to read as tie
+    (parse_answer_choice, "Answer 1 is better than Answer 2.", None),
+    (parse_answer_choice, "Answer 2 (they do not tie)", None),
+    (parse_answer_choice, "Answer 2 wins; it is not a tie.", None),
     (parse_answer_choice, "definitely not Answer 2", None),
     (parse_answer_choice, "Answer 1 is not correct.", None),
     (parse_answer_choice, "Answer 1 is correct.\nAnswer 2 is incorrect.\n</think>\n Answer 1", "1"),  # App. E
     (parse_answer_choice, "Answer 1 is wrong\n\nAnswer 2", "2"),  # earlier lines are reasoning
     (parse_answer_choice, "Answer 1\n\nNote: Answer 2 has an arithmetic slip.", None),  # last line is not a verdict
-    (parse_answer_choice, "Final Judgment (1, 2 or tie): Answer 2", "2"),  # a label line holding an echo
+    (parse_answer_choice, "Final Judgment (1, 2 or tie): Answer 2", "2"),  # a label holding the choices in brackets
     (parse_answer_choice, '"Answer 1" if the first answer is better, "Answer 2" if the second, or "tie"', None),
     (parse_answer_choice, "Both are correct, neither is better. tie", "tie"),
     (parse_answer_choice, "<think>Answer 1</think>no idea", None),  # only the part after </think> counts
+    (parse_answer_choice, "<think>Answer 1 computes 24 which", None),  # the issue's cut-off critic (was 1)
     (parse_answer_choice, "Answer 12", None),
     (parse_answer_choice, "entire", None),  # "tie" inside a word is not a verdict
+    # RARO binary critic (Sec. 3.2; our instruction: "on the last line, write exactly one verdict")
+    (parse_expert_policy, "The derivation is idiomatic.\nExpert", "Expert"),
+    (parse_expert_policy, "Final Judgment (Expert or Policy): Policy", "Policy"),
+    (parse_expert_policy, "Expert or Policy", None),
+    (parse_expert_policy, "Policy, I think", None),
+    (parse_expert_policy, "Expert\n\nNote: it could be the Policy", None),
 ]
 
 
@@ -117,9 +153,33 @@ def test_regression_table(parser, text, label):
     assert v.label == label
     assert v.status is (Status.OK if label is not None else Status.INVALID)
     if label is None:
-        assert v.message and any(w in v.message for w in ("no ", "conflicting", "negated", "neither begins"))  # says why
+        assert v.message and "in judge output" in v.message  # says why and shows the output's end
     else:
         assert v.message is None
+
+
+@pytest.mark.parametrize("parser", PARSERS.values())
+def test_a_generation_stopped_for_length_is_invalid(parser):
+    """The backends return finish_reason; a judge that hit its token budget has given no verdict (for GAR: not
+    when the budget ends the output at the verdict itself)."""
+    texts = ("\\boxed{A}", "\\boxed{1}", "**YES**", "Answer 1", "Expert", "True", "<consistency>Correct</consistency>")
+    valid = [t for t in texts if parser(t, finish_reason="stop").ok]
+    assert len(valid) == 1  # each parser reads exactly its own form
+    for text in texts:
+        v = parser(text, finish_reason="length")
+        assert v.status is Status.INVALID and (text not in valid or "length" in v.message)
+        assert parser(text, finish_reason="stop").status is parser(text).status
+
+
+def test_gar_keeps_a_verdict_whose_explanation_was_cut_at_k():
+    """GAR caps the discriminator at K = 128 tokens, "preserving the verdict and truncating any justification
+    beyond that limit" (Sec. 4.3): a stop inside the explanation keeps the verdict, a stop before it does not."""
+    assert parse_yes_no("Brief analysis.\n**NO** -- the division in step 2 is by ze", finish_reason="length").label == "NO"
+    assert parse_yes_no("<p><b>**YES**</b></p> <p>The thinking process enum", finish_reason="length").label == "YES"
+    for cut in ("The step divides by", "**YES**", "**YES** is wr", "I answer **YES** or"):
+        assert parse_yes_no(cut, finish_reason="length").status is Status.INVALID, cut
+    for cut in ("**YES** -- the step is fine", "\\boxed{A}", "Answer 1", "Final judgment: True"):  # the others: never
+        assert all(p(cut, finish_reason="length").status is Status.INVALID for n, p in PARSERS.items() if n != "yes_no")
 
 
 def _fixture_rows():
@@ -129,7 +189,7 @@ def _fixture_rows():
 @pytest.mark.parametrize("row", _fixture_rows(), ids=lambda r: r["id"])
 def test_real_judge_outputs(row):
     """Raw SmolLM2 judge outputs (benchmarks/judge_outputs.py) with hand-checked verdicts."""
-    v = PARSERS[row["parser"]](row["text"])
+    v = PARSERS[row["parser"]](row["text"], finish_reason=row.get("finish_reason"))
     assert v.label == row["expected"], row["why"]
     assert v.ok is (row["expected"] is not None)
 
@@ -155,7 +215,7 @@ def test_adversarial_unclosed_boxes():
     """50k nested boxes (a quadratic scan would run for minutes) stay invalid; a later closed one wins."""
     text = "\\boxed{" * 50_000
     assert parse_boxed_choice(text).status is Status.INVALID
-    assert parse_boxed_choice(text + "\\boxed{B}").label == "B"
+    assert parse_boxed_choice(text + "\n\\boxed{B}").label == "B"
     assert parse_boxed_score(text + "}" * 50_000).status is Status.INVALID
 
 
@@ -165,10 +225,20 @@ TOKENS = [
     "**", "YES", "NO", "yes", "Answer", "answer", " ", "\n", "_", ".", "$", "\\text{", "</think>", "<think>",
     "\\", "é", "\x00", "\U0001f600", "Answer 1", "Answer 2", "**YES**", "**NO**", "\\boxed{A}", "\\boxed{B}",
     "True", "false", "not ", " or ", ", ", "Final judgment:", "<consistency>", "</consistency>", "Correct",
-    "Incorrect", "<consistency>Correct</consistency>", "\r\n",
+    "Incorrect", "<consistency>Correct</consistency>", "\r\n", "Expert", "Policy", ":", "<b>", "</p>",
 ]
 adversarial = st.lists(st.sampled_from(TOKENS), max_size=60).map("".join)
 anything = st.one_of(st.text(max_size=400), adversarial)
+
+ALLOWED = {
+    "ab_tie": {"A", "B", "Tie"},
+    "score": {"1", "0.5", "0"},
+    "yes_no": {"YES", "NO"},
+    "answer_choice": {"1", "2", "tie"},
+    "expert_policy": {"Expert", "Policy"},
+    "true_false": {"True", "False"},
+    "consistency": {"Correct", "Incorrect"},
+}
 
 
 def _check_verdict(v, allowed):
@@ -179,138 +249,143 @@ def _check_verdict(v, allowed):
         assert v.label is None and isinstance(v.message, str)
 
 
-ALLOWED = {
-    "ab_tie": {"A", "B", "Tie"},
-    "score": {"1", "0.5", "0"},
-    "yes_no": {"YES", "NO"},
-    "answer_choice": {"1", "2", "tie"},
-    "true_false": {"True", "False"},
-    "consistency": {"Correct", "Incorrect"},
-}
-
-
 def test_every_parser_is_fuzzed():
     assert set(PARSERS) == set(ALLOWED)
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(anything)
-def test_fuzz_parsers_never_raise(text):
+@given(anything, st.sampled_from([None, "stop", "length", ""]))
+def test_fuzz_parsers_never_raise(text, reason):
     for name, parser in PARSERS.items():
-        _check_verdict(parser(text), ALLOWED[name])
+        _check_verdict(parser(text, finish_reason=reason), ALLOWED[name])
+
+
+# ------------------------------------------------- generated judge outputs, one family per parser
+# Each parser: its verdict tokens in the asked-for form, a label the prompt (or the logit prefix) uses, where
+# the verdict stands (end of the response, or first with an explanation after it), and paraphrases: the
+# verdict said in words the prompt did not ask for.
+FORMS = {
+    "ab_tie": dict(parser=parse_boxed_choice, place="end", labels={"A": "A", "B": "B", "Tie": "Tie"},
+                   token=lambda x: f"\\boxed{{{x}}}", label="Final verdict:",
+                   paraphrase=["Response A is better.", "I choose B", "The verdict is A", "It is a tie.", "A"]),
+    "score": dict(parser=parse_boxed_score, place="end", labels={"1": "1", "0.5": "0.5", "0": "0"},
+                  token=lambda x: f"\\boxed{{{x}}}", label="Based on my evaluation, the final overall score should be:",
+                  paraphrase=["Score: 1", "I would give it 0.5", "completely correct", "0"]),
+    "yes_no": dict(parser=parse_yes_no, place="first", labels={"YES": "YES", "NO": "NO"},
+                   token=lambda x: f"**{x}**", label="Verdict:",
+                   paraphrase=["YES", "Yes, high quality.", "The reasoning is sound.", "NO", "*NO*"]),
+    "answer_choice": dict(parser=parse_answer_choice, place="end", labels={"Answer 1": "1", "Answer 2": "2", "tie": "tie"},
+                          token=lambda x: x, label="Final Judgment (1, 2 or tie):",
+                          paraphrase=["The first answer is better.", "Answer one", "I pick 2", "They are equal.", "1"]),
+    "expert_policy": dict(parser=parse_expert_policy, place="end", labels={"Expert": "Expert", "Policy": "Policy"},
+                          token=lambda x: x, label="Final Judgment (Expert or Policy):",
+                          paraphrase=["An expert wrote it.", "The model generated this.", "human", "machine"]),
+    "true_false": dict(parser=parse_true_false, place="end", labels={"True": "True", "False": "False"},
+                       token=lambda x: x, label="Final judgment:",
+                       paraphrase=["Correct", "The answer matches the question.", "Yes", "It is wrong."]),
+    "consistency": dict(parser=parse_consistency, place="first", labels={"Correct": "Correct", "Incorrect": "Incorrect"},
+                        token=lambda x: f"<consistency>{x}</consistency>", label="",
+                        paraphrase=["Correct", "The formalization is incorrect.", "<consistency>yes</consistency>",
+                                    "<consistency>Correct-ish</consistency>"]),
+}
 
 
 def _without(text: str, *parts: str) -> str:
     """``text`` with every occurrence of ``parts`` gone (repeated, since removal can join new ones)."""
-    while any(p in text for p in parts):
-        for p in parts:
-            text = text.replace(p, "")
+    low = [p.lower() for p in parts]
+    while any(p in text.lower() for p in low):
+        for p in low:
+            i = text.lower().find(p)
+            while i >= 0:
+                text = text[:i] + text[i + len(p):]
+                i = text.lower().find(p)
     return text
 
 
-# one line of filler: no line breaks, no label colon, no verdict words
-line_filler = st.text(st.characters(blacklist_categories=("Cc", "Zl", "Zp", "Cs"), blacklist_characters=":\x1c\x1d\x1e\x85"),
-                      max_size=30).map(lambda t: " " + _without(t, "answer", "Answer", "tie", "true", "false") + " ")
-joiner = st.sampled_from(["", " ", ", ", " or ", ", or ", "/", " and ", "\n", " | ", "$ or $", ". "])
-negation = st.sampled_from(["not ", "definitely not ", "It is not ", "never ", "certainly isn't "])
-
-BOXED = {"ab_tie": (parse_boxed_choice, ["A", "B", "Tie"]), "score": (parse_boxed_score, ["1", "0.5", "0"])}
-LINE = {"answer_choice": (parse_answer_choice, ["Answer 1", "Answer 2", "tie"]),
-        "true_false": (parse_true_false, ["True", "False"])}
-
-
-# ------------------------------------------------- the verdict where the prompt asks for it is read
-@settings(max_examples=200, deadline=None)
-@given(anything, st.sampled_from(["A", "B", "Tie"]))
-def test_final_boxed_verdict_is_read(text, choice):
-    assert parse_boxed_choice(text + "\n\nFinal verdict: \\boxed{" + choice + "}").label == choice
+# reasoning a judge writes before its verdict: any text free of verdict words, think tags and boxes
+VERDICT_WORDS = ("boxed", "answer", "tie", "yes", "no", "true", "false", "expert", "policy", "correct",
+                 "consistency", "think", "**")
+reasoning = st.text(st.characters(blacklist_categories=("Cs",)), max_size=200).map(
+    lambda t: _without(t, *VERDICT_WORDS).strip())
+formatting = st.sampled_from([("", ""), ("**", "**"), ("*", "*"), ('"', '"'), ("`", "`"), ("<b>", "</b>"),
+                              ("$", "$"), ("\\(", "\\)")])
+names = st.sampled_from(sorted(FORMS))
 
 
-@settings(max_examples=200, deadline=None)
-@given(anything, st.sampled_from(["1", "0.5", "0"]))
-def test_final_boxed_score_is_read(text, score):
-    assert parse_boxed_score(text + "\n\nthe final overall score should be: \\boxed{" + score + "}").label == score
+def _rendered(form: dict, verdict: str, fmt: tuple[str, str], labelled: bool, period: bool) -> str:
+    line = f"{fmt[0]}{form['token'](verdict)}{fmt[1]}{'.' if period else ''}"
+    return f"{form['label']} {line}" if labelled and form["label"] else line
 
 
-@settings(max_examples=200, deadline=None)
-@given(anything, st.sampled_from(["YES", "NO"]))
-def test_first_yes_no_is_read(text, word):
-    """GAR puts the verdict before the explanation: whatever the explanation says, the first verdict counts."""
-    assert parse_yes_no("The step is short.\n**" + word + "**\n\nExplanation: " + _without(text, "</think>")).label == word
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(names, st.data(), reasoning, formatting, st.booleans(), st.booleans(), st.booleans(), reasoning)
+def test_the_asked_for_form_is_read(name, data, before, fmt, labelled, period, think, after):
+    """The verdict in the asked-for form, where the prompt asks for it, with formatting, a label, a trailing
+    period, reasoning before it (in a think block or not), and for GAR an explanation after it, is read."""
+    form = FORMS[name]
+    verdict = data.draw(st.sampled_from(sorted(form["labels"])))
+    line = _rendered(form, verdict, fmt, labelled, period)
+    text = (f"<think>{before}</think>\n" if think else f"{before}\n\n") + line
+    if name == "yes_no":
+        text += f" - {after}" if after else ""
+    elif name == "consistency":
+        text += f"\n{after}" if after else ""
+    assert form["parser"](text).label == form["labels"][verdict], text
+    assert form["parser"](text, finish_reason="stop").label == form["labels"][verdict]
 
 
-@settings(max_examples=200, deadline=None)
-@given(anything, st.sampled_from(["Answer 1", "Answer 2", "tie"]))
-def test_answer_choice_after_think_is_read(text, tail):
-    expected = {"Answer 1": "1", "Answer 2": "2", "tie": "tie"}[tail]
-    assert parse_answer_choice(text + "\n</think>\n" + tail).label == expected
+@settings(max_examples=300, deadline=None)
+@given(names, st.data(), reasoning)
+def test_paraphrases_are_invalid(name, data, before):
+    """The verdict said in words the prompt did not ask for is never read."""
+    form = FORMS[name]
+    text = f"{before}\n\n{data.draw(st.sampled_from(form['paraphrase']))}"
+    assert form["parser"](text).status is Status.INVALID, text
 
 
-@settings(max_examples=200, deadline=None)
-@given(anything, st.sampled_from(["True", "False"]))
-def test_final_judgment_is_read(text, word):
-    assert parse_true_false(text + "\nFinal judgment: " + word + ".").label == word
+NEGATIONS = [("not ", ""), ("It is not ", "."), ("never ", ""), ("", " is wrong."), ("", " loses."),
+             ("definitely not ", "."), ("", " (not really)")]
+HEDGES = [("probably ", ""), ("maybe ", "."), ("", "?"), ("", ", I think."), ("I guess ", ""), ("", " (I am unsure)"),
+          ("Perhaps: ", "")]
 
 
-@settings(max_examples=200, deadline=None)
-@given(anything, st.sampled_from(["Correct", "Incorrect"]))
-def test_consistency_tag_is_read(text, word):
-    body = _without(text, "</think>", "<consistency>")
-    assert parse_consistency(body + "<consistency>" + word + "</consistency>").label == word
+@settings(max_examples=300, deadline=None)
+@given(names, st.data(), reasoning, st.sampled_from(NEGATIONS + HEDGES))
+def test_negations_and_hedges_are_invalid(name, data, before, wrap):
+    """A verdict negated or hedged on its line ("not \\boxed{B}", "Answer 1 loses.", "probably True",
+    "Answer 2?") is no verdict. For GAR, text after a separator is the explanation the prompt asks for, so its
+    hedges and negations are generated before the verdict or glued to it."""
+    form = FORMS[name]
+    pre, post = wrap
+    assume(name != "yes_no" or pre or not post.startswith((",", " (")))  # there: the explanation
+    verdict = data.draw(st.sampled_from(sorted(form["labels"])))
+    text = f"{before}\n\n{pre}{form['token'](verdict)}{post}"
+    assert form["parser"](text).status is Status.INVALID, text
 
 
-# ----------------------------------------- conflicting, echoed or negated verdicts are never definite
-@settings(max_examples=200, deadline=None)
-@given(st.sampled_from(sorted(BOXED)), anything, st.data(), joiner, st.text(max_size=40))
-def test_conflicting_final_boxes_are_invalid(name, prefix, data, join, suffix):
-    parser, choices = BOXED[name]
-    x, y = data.draw(st.permutations(choices))[:2]
-    text = prefix + "\n" + f"\\boxed{{{x}}}{join}\\boxed{{{y}}}" + _without(suffix, "\\boxed")
-    assert parser(text).status is Status.INVALID
+@settings(max_examples=300, deadline=None)
+@given(names, st.data(), reasoning, reasoning, st.sampled_from(["\n\nNote: ", "\n\nOn second thought, ", " ... wait, ",
+                                                                  "\n\nP.S. it might be "]))
+def test_a_second_verdict_after_it_is_invalid(name, data, before, between, note):
+    """A different verdict anywhere after the verdict ("True" then "Note: this might be False")."""
+    form = FORMS[name]
+    first, second = data.draw(st.permutations(sorted(form["labels"])))[:2]
+    text = f"{before}\n\n{_rendered(form, first, ('', ''), False, False)}{note}{between} {form['token'](second)}"
+    assert form["parser"](text).status is Status.INVALID, text
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.sampled_from(sorted(BOXED)), anything, st.data(), negation)
-def test_negated_final_box_is_invalid(name, prefix, data, neg):
-    parser, choices = BOXED[name]
-    assert parser(prefix + "\n" + neg + "\\boxed{" + data.draw(st.sampled_from(choices)) + "}").status is Status.INVALID
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.text(max_size=200), st.permutations(["YES", "NO"]), joiner, anything)
-def test_conflicting_first_yes_no_is_invalid(prefix, words, join, rest):
-    text = _without(prefix, "*", "</think>") + "\n" + f"**{words[0]}**{join}**{words[1]}**" + _without(rest, "</think>")
-    assert parse_yes_no(text).status is Status.INVALID
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.text(max_size=200), st.sampled_from(["YES", "NO"]), negation, anything)
-def test_negated_first_yes_no_is_invalid(prefix, word, neg, rest):
-    text = _without(prefix, "*", "</think>") + "\n" + neg + f"**{word}**" + _without(rest, "</think>")
-    assert parse_yes_no(text).status is Status.INVALID
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.sampled_from(sorted(LINE)), anything, st.data(), line_filler, line_filler, line_filler)
-def test_conflicting_final_line_is_invalid(name, prefix, data, f1, f2, f3):
-    parser, tokens = LINE[name]
-    x, y = data.draw(st.permutations(tokens))[:2]
-    assert parser(prefix + "\n</think>\n" + f1 + x + f2 + y + f3).status is Status.INVALID
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.sampled_from(sorted(LINE)), anything, st.data(), negation, line_filler)
-def test_negated_final_line_is_invalid(name, prefix, data, neg, filler):
-    parser, tokens = LINE[name]
-    assert parser(prefix + "\n</think>\n" + filler + neg + data.draw(st.sampled_from(tokens))).status is Status.INVALID
-
-
-@settings(max_examples=200, deadline=None)
-@given(anything, anything, anything, st.permutations(["Correct", "Incorrect"]))
-def test_conflicting_consistency_tags_are_invalid(a, b, c, words):
-    a, b, c = (_without(t, "</think>") for t in (a, b, c))
-    text = f"{a}<consistency>{words[0]}</consistency>{b}<consistency>{words[1]}</consistency>{c}"
-    assert parse_consistency(text).status is Status.INVALID
+@settings(max_examples=300, deadline=None)
+@given(names, st.data(), reasoning, st.integers(0, 10_000), st.booleans())
+def test_truncations_are_invalid(name, data, before, cut, think):
+    """A judge cut off by its token budget: the backend says finish_reason="length" (whatever the text holds),
+    or the text stops inside an unclosed <think> block."""
+    form = FORMS[name]
+    verdict = data.draw(st.sampled_from(sorted(form["labels"])))
+    full = f"{before}\n\n{_rendered(form, verdict, ('', ''), False, False)}"
+    prefix = full[: cut % (len(full) + 1)]
+    assert form["parser"](prefix, finish_reason="length").status is Status.INVALID
+    if think:
+        assert form["parser"](f"<think>{prefix}").status is Status.INVALID
 
 
 # echoes of each prompt's own format instructions (rewardkit/prompts) are never a verdict
@@ -323,6 +398,8 @@ ECHOES = [
     (parse_yes_no, "respond with '**YES**' for high quality or '**NO**' if it is not."),
     (parse_answer_choice, 'Then, on the last line, write exactly one verdict: "Answer 1" if the first answer is better, '
                           '"Answer 2" if the second answer is better, or "tie" if they are equally good.'),
+    (parse_expert_policy, 'Then, on the last line, write exactly one verdict: "Expert" if an expert wrote the answer, or '
+                          '"Policy" if the model generated it.'),
     (parse_true_false, "First explain your reasoning, then end your response with your final judgment: True or False."),
     (parse_consistency, "<consistency>[Correct/Incorrect]</consistency>"),
 ]
@@ -344,3 +421,45 @@ def test_fuzz_boxed_contents_are_balanced(text):
             depth += {"{": 1, "}": -1}.get(ch, 0)
             assert depth >= 0
         assert depth == 0
+
+
+# ------------------------------------------------- every judge scorer reads the backend's finish_reason
+JUDGE_SCORERS = ["tournament", "arena", "pointwise", "adaptive-pointwise", "slices", "holistic", "critic",
+                 "critic-binary", "llm-judge", "llm-judge-rollout"]
+
+
+def _verdict_for(prompt: str) -> str:
+    """A well-formed verdict for whichever paper prompt the scorer sent."""
+    if "[RESPONSE A]" in prompt:
+        return "Final verdict: \\boxed{A}"
+    if "[RESPONSE]" in prompt:
+        return "\\boxed{1}"
+    if "Reasoning to evaluate" in prompt:
+        return "The slice restates the problem. **YES**"  # a stop for length here is before any explanation
+    if "<answer_1>" in prompt:
+        return "Answer 1"
+    if "<answer>" in prompt:
+        return "Expert"
+    return "Final judgment: True"
+
+
+@pytest.mark.parametrize("name", JUDGE_SCORERS)
+def test_every_judge_scorer_masks_a_judgment_cut_off_for_length(name):
+    """The same well-formed verdict is read when the judge stopped on its own and is invalid when it stopped
+    for length (before issue 21 no scorer looked at finish_reasons; GAR's ends at its verdict, so a length stop
+    there leaves the verdict unfinished)."""
+    from rewardkit.backends.base import Completion
+    from rewardkit.scoring import get_scorer
+    from rewardkit.testing import ScriptedJudge
+    from rewardkit.types import Group
+
+    group = Group("g", "What is 2 + 2?", ["2 + 2 = 4, so \\boxed{4}", "so the answer is \\boxed{4}"],
+                  reference="4", expert="2 + 2 = \\boxed{4}")
+    statuses = {}
+    for reason in ("stop", "length"):
+        judge = ScriptedJudge(reply=lambda p, r=reason: Completion([_verdict_for(p)], finish_reasons=[r]))
+        (score,) = get_scorer(name, judge=judge, mode="generate").score([group])
+        assert judge.requests, f"{name}: the judge was not asked"
+        statuses[reason] = score.statuses
+    assert all(s is Status.OK for s in statuses["stop"]), statuses
+    assert all(s is Status.INVALID for s in statuses["length"]), statuses

@@ -2,8 +2,8 @@
 
 Style follows choix: functions are named ``<algorithm>_<data>`` and take ``(n_items, data, ...)``; data
 are matches ``(i, j, o_ij)`` where ``o_ij`` in [0, 1] is the soft outcome for item ``i`` (eq. 7).
-Numpy in, numpy out. ``bradley_terry(matches, n_items)`` is the issue's public spelling of
-``opt_soft_pairwise``. The tournament schedules that produce the matches live in ``rewardkit.arena.tournaments``
+Numpy in, numpy out. ``bradley_terry(n_items, data)`` is the public name of ``opt_soft_pairwise``
+(the same arguments). The tournament schedules that produce the matches live in ``rewardkit.arena.tournaments``
 (their names stay importable from here).
 
 A note on mirroring (eq. 10): the mirrored match ``(j, i, 1 - o)`` contributes exactly the same
@@ -161,10 +161,17 @@ def opt_soft_pairwise(
 
 
 def bradley_terry(
-    matches: Sequence[Sequence[float]] | np.ndarray, n_items: int, *, l2: float = 1.0, mirror: bool = True
+    n_items: int, data: Sequence[Sequence[float]] | np.ndarray, *, l2: float = 1.0, mirror: bool = True
 ) -> np.ndarray:
-    """Log-strengths beta of ``n_items`` from soft matches ``(i, j, o_ij)`` (eq. 9-10), via L-BFGS-B."""
-    return opt_soft_pairwise(n_items, matches, l2=l2, mirror=mirror)
+    """Log-strengths beta of ``n_items`` from soft matches ``(i, j, o_ij)`` (eq. 9-10), via L-BFGS-B.
+
+    Item 0 beat item 1 in three of four matches, item 1 beat item 2 twice out of two:
+
+    >>> beta = bradley_terry(3, [(0, 1, 1), (0, 1, 1), (0, 1, 1), (0, 1, 0), (1, 2, 1), (1, 2, 1)])
+    >>> [int(i) for i in np.argsort(-beta)]
+    [0, 1, 2]
+    """
+    return opt_soft_pairwise(n_items, data, l2=l2, mirror=mirror)
 
 
 def newton_soft_pairwise_batched(

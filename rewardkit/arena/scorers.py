@@ -39,13 +39,14 @@ from rewardkit.arena.tournaments import (
     random_opponents,
 )
 from rewardkit.backends.base import ChatRequest, VerdictRequest, cost_of
+from rewardkit.options import option
 from rewardkit.prompts.arena import (
     POINTWISE_VERDICT_PREFIX,
     TOURNAMENT_VERDICT_PREFIX,
     pointwise_prompt,
     tournament_prompt,
 )
-from rewardkit.scoring import JudgeOptions, JudgeScorer, grpo_advantages, option, reward_diversity
+from rewardkit.scoring import JudgeOptions, JudgeScorer, grpo_advantages, reward_diversity
 from rewardkit.types import Cost, Group, GroupScore, Status
 from rewardkit.verdicts import parse_boxed_choice, parse_boxed_score
 from rewardkit.verifier import VerifiedGroup, make_checker, verify_groups
@@ -157,7 +158,7 @@ class _ArenaJudge(JudgeScorer):
         o = self.options
         msgs = [[{"role": "user", "content": p}] for p in prompts]
         out: list[_Outcome] = []
-        if o.mode == "logit":
+        if self.verdict_mode == "logit":
             choices = ("A", "B", "Tie") if kind == "pair" else ("1", "0.5", "0")
             prefix = TOURNAMENT_VERDICT_PREFIX if kind == "pair" else POINTWISE_VERDICT_PREFIX
             results = self.judge.verdict_probs([VerdictRequest(m, choices, prefix) for m in msgs])
@@ -177,7 +178,8 @@ class _ArenaJudge(JudgeScorer):
                 if r.status is not Status.OK:
                     out.append(_Outcome(None, r.status, r.error or f"judge call failed ({r.status})"))
                     continue
-                v = parse_boxed_choice(r.text) if kind == "pair" else parse_boxed_score(r.text)
+                v = (parse_boxed_choice(r.text, finish_reason=r.finish_reason()) if kind == "pair"
+                     else parse_boxed_score(r.text, finish_reason=r.finish_reason()))
                 if not v.ok:
                     out.append(_Outcome(None, v.status, v.message))
                 elif kind == "pair":

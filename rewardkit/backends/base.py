@@ -9,16 +9,21 @@ verdict.
 from __future__ import annotations
 
 import math
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from rewardkit.options import Options
 from rewardkit.types import Cost, Status
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
+
+DType = Literal["auto", "float32", "bfloat16", "float16"]  # a local model's weights; auto: bf16 where the hardware has it
+DTYPES: tuple[str, ...] = typing.get_args(DType)
 
 
 @dataclass
@@ -50,6 +55,10 @@ class Completion:
     @property
     def text(self) -> str:
         return self.texts[0] if self.texts else ""
+
+    def finish_reason(self, i: int = 0) -> str | None:
+        """Why sample ``i`` stopped ("stop", "length", ...); None when the backend did not say."""
+        return self.finish_reasons[i] if i < len(self.finish_reasons) and self.finish_reasons[i] else None
 
 
 @dataclass
@@ -98,7 +107,9 @@ class TokenScoreRequest:
 @dataclass
 class TokenScores:
     """Per response token t: log p(y_t), the entropy H(p_t) and KL(U || p_t) of the model's full next-token
-    distribution p_t at that position (the self-certainty / entropy baselines' inputs); empty on failure."""
+    distribution p_t at that position (the self-certainty / entropy baselines' inputs), and where the token
+    stands in the response (``offsets[t] = (start, end)`` characters; None when the tokenizer cannot say);
+    empty on failure."""
 
     logprobs: np.ndarray
     entropy: np.ndarray
@@ -108,6 +119,7 @@ class TokenScores:
     vocab_size: int = 0
     error: str | None = None
     cached: bool = False
+    offsets: np.ndarray | None = None  # [T, 2] character spans of the response tokens in the response
 
 
 def distribution_stats(logp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -120,11 +132,35 @@ def distribution_stats(logp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return entropy, kl_uniform
 
 
-class JudgeBackend(ABC):
-    """Base class of the transformers / vLLM / HTTP / llama.cpp backends."""
+def choice_probs(logp: np.ndarray) -> np.ndarray:
+    """The choices' log-probabilities renormalised over the choices (a softmax; verdict_probs' result)."""
+    p = np.exp(logp - logp.max())
+    return p / p.sum()
 
+
+def continuation_tokens(encode, text: str, prompt_ids: list[int], choice: str) -> list[int]:
+    """The tokens ``choice`` adds after the prompt ``text`` (token ids ``prompt_ids``), as the model reads it;
+    when tokenisation merges across the boundary, the choice tokenised alone."""
+    full = encode(text + choice)
+    if full[: len(prompt_ids)] == prompt_ids and len(full) > len(prompt_ids):
+        return full[len(prompt_ids):]
+    return encode(choice)
+
+
+class JudgeBackend(ABC):
+    """Base class of the transformers / vLLM / HTTP / llama.cpp backends.
+
+    A backend declares its options once, as a frozen ``Options`` dataclass (``rewardkit.options``): the
+    constructor takes them as keywords, and judge specs (``smollm2?dtype=bfloat16``) are typed from them.
+    """
+
+    Options: typing.ClassVar[type[Options]] = Options  # each backend sets its own
+    #: extra spec options not in ``Options`` are passed through with guessed types (vLLM engine arguments)
+    open_options: typing.ClassVar[bool] = False
     #: identifies the model for caching (path or hub id plus dtype/quantisation where it matters)
     model_id: str = ""
+    #: the verdict mode a scorer uses with this judge when its ``mode`` option is ``auto``
+    default_mode: str = "generate"
 
     @abstractmethod
     def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
@@ -152,7 +188,7 @@ class JudgeBackend(ABC):
         raise NotImplementedError(
             f"{type(self).__name__} cannot score response tokens: the self-certainty and entropy scorers need the "
             "full next-token distribution at every response position; use the transformers backend (e.g. judge=smollm2 "
-            "or transformers:<model>)")
+            "or transformers:<model>) or vllm:<model>")
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release model memory, processes or connections."""

@@ -141,6 +141,7 @@ class CachedBackend(JudgeBackend):
         self.inner = inner
         self.cache = cache if isinstance(cache, JudgeCache) else JudgeCache(cache)
         self.model_id = inner.model_id
+        self.default_mode = inner.default_mode
         self.bypassed = 0  # calls run without the cache because the served model could not be identified
 
     def __getattr__(self, name: str) -> Any:  # backend-specific extras (e.g. prefix scoring) pass through

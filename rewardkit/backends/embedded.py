@@ -20,6 +20,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from rewardkit.backends.base import DTYPES
+
 EMBEDDED_NAME = "smollm2-135m-instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ALIASES = {"smollm2", "embedded", "default", EMBEDDED_NAME}
@@ -47,8 +49,8 @@ def gguf_dir() -> Path:
 def embedded_model_path(dtype: str = "float32") -> Path:
     """A directory with a safetensors copy of the embedded model in ``dtype`` (float32, bfloat16 or
     float16), converting it once if needed (half precision from the float32 copy)."""
-    if dtype not in ("float32", "bfloat16", "float16"):
-        raise ValueError(f"embedded model: dtype={dtype!r}: expected float32, bfloat16 or float16")
+    if dtype not in DTYPES or dtype == "auto":  # a stored copy has a concrete dtype (resolve "auto" first)
+        raise ValueError(f"embedded model: dtype={dtype!r}: expected one of {', '.join(d for d in DTYPES if d != 'auto')}")
     name = EMBEDDED_NAME if dtype == "float32" else f"{EMBEDDED_NAME}-{dtype}"
     target = cache_root() / "models" / name
     if (target / "model.safetensors").exists():

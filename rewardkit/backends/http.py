@@ -23,11 +23,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 
 from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
+from rewardkit.backends.spec import redact
+from rewardkit.options import Options, option
 from rewardkit.types import Status
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
@@ -73,50 +75,59 @@ def run_sync(coro):
     return box["value"]
 
 
+@dataclass(frozen=True)
+class HTTPOptions(Options):
+    """The HTTP backend's options (keywords of ``HTTPBackend``, or ``http://HOST/v1?timeout=30&retries=3``)."""
+
+    model: str | None = option(None, "model name; default: the first id from GET /v1/models")
+    api_key_env: str | None = option(None, "name of an environment variable holding the bearer token for this server")
+    concurrency: int = option(16, "requests in flight at once")
+    timeout: float = option(120.0, "wall-clock seconds per attempt")
+    retries: int = option(3, "extra attempts after the first")
+    backoff: float = option(0.5, "base seconds of the exponential backoff (with full jitter)")
+    max_backoff: float = option(8.0, "cap on one backoff sleep")
+    deadline: float | None = option(None, "overall seconds for one generate/verdict_probs call (None: no limit)")
+    top_logprobs: int = option(20, "how many next-token alternatives verdict_probs asks for (OpenAI allows <= 20)")
+    seed: int | None = option(None, "seed of the backoff jitter")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(1, "concurrency", "top_logprobs")
+        self._at_least(0, "retries", "backoff", "max_backoff")
+        self._at_least(0, "timeout", "deadline", strict=True)
+        if self.top_logprobs > 20:
+            raise ValueError(f"option 'top_logprobs': must be <= 20 (the OpenAI API's limit), got {self.top_logprobs}")
+
+
 class HTTPBackend(JudgeBackend):
-    """A judge behind an OpenAI-compatible ``/v1/chat/completions`` endpoint.
+    """A judge behind an OpenAI-compatible ``/v1/chat/completions`` endpoint at ``base_url`` (the server root
+    ending in /v1, e.g. http://127.0.0.1:8000/v1); the other keywords are ``HTTPOptions``.
 
-    Options:
-        base_url: server root ending in /v1 (e.g. http://127.0.0.1:8000/v1)
-        model: model name; default: the first id from GET /v1/models
-        api_key: bearer token, sent to this server whatever its scheme (you configured it for it)
-        api_key_env: name of an environment variable holding the bearer token for this server
-        concurrency: requests in flight at once
-        timeout: wall-clock seconds per attempt
-        retries: extra attempts after the first
-        backoff: base seconds of the exponential backoff (with full jitter)
-        max_backoff: cap on one backoff sleep
-        deadline: overall seconds for one generate/verdict_probs call (None: no limit)
-        top_logprobs: how many next-token alternatives verdict_probs asks for (OpenAI allows <= 20)
-
-    Without ``api_key``/``api_key_env``, ``$OPENAI_API_KEY`` is sent only to hosts on the allow-list
+    ``api_key`` is a bearer token, sent to this server whatever its scheme (you configured it for it); it is
+    a constructor argument, never an option, so it stays out of specs, reprs and manifests. Without
+    ``api_key``/``api_key_env``, ``$OPENAI_API_KEY`` is sent only to hosts on the allow-list
     (``api.openai.com`` plus ``$REWARDKIT_API_KEY_HOSTS``; see ``key_for``), never to another host.
     """
 
-    def __init__(self, base_url: str, model: str | None = None, *, api_key: str | None = None,
-                 api_key_env: str | None = None, concurrency: int = 16, timeout: float = 120.0,
-                 retries: int = 3, backoff: float = 0.5, max_backoff: float = 8.0,
-                 deadline: float | None = None, top_logprobs: int = 20, seed: int | None = None):
-        checks = {"concurrency": concurrency >= 1, "timeout": timeout > 0, "retries": retries >= 0,
-                  "backoff": backoff >= 0, "max_backoff": max_backoff >= 0,
-                  "deadline": deadline is None or deadline > 0, "top_logprobs": 1 <= top_logprobs <= 20}
-        for name, ok in checks.items():
-            value = locals()[name]
-            if not ok or (isinstance(value, float) and not math.isfinite(value)):
-                raise ValueError(f"option '{name}': invalid value {value!r} (see HTTPBackend's options)")
+    Options = HTTPOptions
+
+    def __init__(self, base_url: str, *, api_key: str | None = None, **options: Any):
+        o = self.options = HTTPOptions(**options)
+        model, api_key_env = o.model, o.api_key_env
         if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"option 'base_url': expected http(s)://HOST[:PORT]/v1, got {base_url!r}")
-        self.base_url = base_url.rstrip("/")
+            raise ValueError(f"option 'base_url': expected http(s)://HOST[:PORT]/v1, got {redact(base_url)!r}")
+        # credentials in the URL become Basic auth; base_url (in every message and model id) never holds them
+        self.base_url, self._auth = _split_credentials(base_url.rstrip("/"))
         self.model = model
         self.api_key = key_for(self.base_url, api_key, api_key_env)
-        self.concurrency = concurrency
-        self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self.deadline = deadline
-        self.top_k = top_logprobs
-        self._rng = random.Random(seed)
+        self.concurrency = o.concurrency
+        self.timeout = o.timeout
+        self.retries = o.retries
+        self.backoff = o.backoff
+        self.max_backoff = o.max_backoff
+        self.deadline = o.deadline
+        self.top_k = o.top_logprobs
+        self._rng = random.Random(o.seed)
         self.model_id = f"http:{model or '?'}@{self.base_url}"
 
     # ------------------------------------------------------------------------------ public calls
@@ -191,7 +202,7 @@ class HTTPBackend(JudgeBackend):
         import httpx
 
         limit = min(self.timeout, 30.0)
-        async with httpx.AsyncClient(timeout=limit, headers=self._headers()) as client:
+        async with httpx.AsyncClient(timeout=limit, headers=self._headers(), auth=self._auth) as client:
             r = await asyncio.wait_for(client.get(f"{self.base_url}/models"), limit)
             r.raise_for_status()
             return _model_entries(r.content)
@@ -204,7 +215,8 @@ class HTTPBackend(JudgeBackend):
         end = time.monotonic() + self.deadline if self.deadline else math.inf
         limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
         sem = asyncio.Semaphore(self.concurrency)
-        async with httpx.AsyncClient(timeout=self.timeout, limits=limits, headers=self._headers()) as client:
+        async with httpx.AsyncClient(timeout=self.timeout, limits=limits, headers=self._headers(),
+                                     auth=self._auth) as client:
             if self.model is None:  # discovered with the same retries (a server may still be starting)
                 found = await self._with_retries(client, None, end)
                 try:
@@ -384,6 +396,15 @@ def _top_entry(t: Any) -> tuple[str, float]:
     if isinstance(lp, bool) or not isinstance(lp, (int, float)) or math.isnan(lp) or lp > 1e-3:
         raise ValueError(f"log-probability {lp!r} of token {t['token']!r} is not a number <= 0")
     return t["token"], float(lp)
+
+
+def _split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
+    """(``url`` without its ``user:password@``, the percent-decoded (user, password) or None)."""
+    u = urlsplit(url)
+    if u.username is None and u.password is None:
+        return url, None
+    host = u.netloc.rpartition("@")[2]
+    return urlunsplit(u._replace(netloc=host)), (unquote(u.username or ""), unquote(u.password or ""))
 
 
 def key_for(base_url: str, api_key: str | None = None, api_key_env: str | None = None) -> str | None:

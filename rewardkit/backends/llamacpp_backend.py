@@ -10,10 +10,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
+from rewardkit.backends.base import (
+    ChatRequest,
+    Completion,
+    JudgeBackend,
+    VerdictRequest,
+    VerdictResult,
+    choice_probs,
+    continuation_tokens,
+)
+from rewardkit.options import Options, option
 from rewardkit.types import Status
 
 INSTALL_HINT = ("the llama.cpp backend needs llama-cpp-python: pip install 'rewardkit[llamacpp]' "
@@ -34,24 +45,37 @@ class _MinTokens:
         return scores
 
 
+@dataclass(frozen=True)
+class LlamaCppOptions(Options):
+    """The llama.cpp backend's options (keywords of ``LlamaCppBackend``, or ``llamacpp:X.gguf?n_ctx=4096``)."""
+
+    n_ctx: int = option(8192, "context length")
+    n_threads: int | None = option(None, "CPU threads (default: all)")
+    seed: int = option(0, "sampling seed")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(1, "n_ctx", "n_threads")
+
+
 class LlamaCppBackend(JudgeBackend):
-    """A GGUF model through llama-cpp-python.
+    """A GGUF model through llama-cpp-python: ``model`` is a .gguf path ("smollm2" = the embedded
+    SmolLM2-135M-Instruct GGUF); the other keywords are ``LlamaCppOptions``."""
 
-    Options:
-        model: path to a .gguf file ("smollm2" = the embedded SmolLM2-135M-Instruct GGUF)
-        n_ctx: context length
-        n_threads: CPU threads (default: all)
-    """
+    Options = LlamaCppOptions
 
-    def __init__(self, model: str, *, n_ctx: int = 8192, n_threads: int | None = None, seed: int = 0):
+    def __init__(self, model: str, **options: Any):
+        o = self.options = LlamaCppOptions(**options)
+        n_ctx, n_threads, seed = o.n_ctx, o.n_threads, o.seed
         try:
             from llama_cpp import Llama, LogitsProcessorList
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError as e:
             raise ImportError(f"{INSTALL_HINT} ({e})") from e
-        if model in ("smollm2", "embedded"):
-            from rewardkit.backends.embedded import GGUF_FILE, gguf_dir
+        from rewardkit.backends.embedded import ALIASES, GGUF_FILE, gguf_dir
 
+        self.default_mode = "logit" if model in ALIASES else "generate"  # as scoring.resolve_mode reads the spec
+        if model in ALIASES:
             model = str(gguf_dir() / GGUF_FILE)
         if not os.path.exists(model):
             raise FileNotFoundError(f"llamacpp:{model}: no such GGUF file")
@@ -125,22 +149,15 @@ class LlamaCppBackend(JudgeBackend):
                 res[i] = VerdictResult(np.array([]), Status.ERROR, len(p),
                                        error=f"prompt has {len(p)} tokens; n_ctx is {self.llm.n_ctx()}")
                 continue
-            conts = [self._continuation(text, p, c) for c in r.choices]
+            conts = [continuation_tokens(self.encode, text, p, c) for c in r.choices]
             lp0 = self._next_logprobs(p)
             if len({c[0] for c in conts}) == len(conts):
                 lp = np.array([lp0[c[0]] for c in conts])
             else:  # choices share a first token: score each continuation token by token
                 lp = np.array([lp0[c[0]] + sum(self._next_logprobs(p + c[:t])[c[t]] for t in range(1, len(c)))
                                for c in conts])
-            e = np.exp(lp - lp.max())
-            res[i] = VerdictResult(e / e.sum(), Status.OK, len(p))
+            res[i] = VerdictResult(choice_probs(lp), Status.OK, len(p))
         return [res[i] for i in range(len(requests))]
-
-    def _continuation(self, text: str, prompt_ids: list[int], choice: str) -> list[int]:
-        ids = self.encode(text + choice)
-        if ids[: len(prompt_ids)] == prompt_ids and len(ids) > len(prompt_ids):
-            return ids[len(prompt_ids):]
-        return self.encode(choice)
 
     def close(self) -> None:
         self.llm.close()

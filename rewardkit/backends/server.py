@@ -30,9 +30,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.backends.base import ChatRequest, JudgeBackend, TopLogprobs, VerdictRequest
-from rewardkit.http_server import BackgroundServer, HTTPError, JSONRequest, Route, error_body, make_app
+from rewardkit.http_server import (
+    BackgroundServer,
+    HTTPError,
+    JSONRequest,
+    Route,
+    error_body,
+    make_app,
+    require_key_off_loopback,
+)
 from rewardkit.http_server import serve as serve_app
-from rewardkit.types import Status
+from rewardkit.types import Status, lone_surrogate
 
 #: next-token alternatives always computed (OpenAI's maximum), so cached results do not depend on a batch's k
 TOP_K = 20
@@ -141,7 +149,11 @@ def parse_chat_request(body: Any, limits: JudgeLimits = JudgeLimits()) -> tuple[
         if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "developer"):
             raise BadRequest("each message needs a role of system, developer, user or assistant")
         role = "system" if m["role"] == "developer" else m["role"]
-        messages.append({"role": role, "content": _text_content(m.get("content"))})
+        content = _text_content(m.get("content"))
+        if (k := lone_surrogate(content)) is not None:  # a tokenizer would raise on it: a 500 otherwise
+            raise BadRequest(f"message {len(messages)}: content is not valid Unicode text (a lone surrogate "
+                             f"at character {k})")
+        messages.append({"role": role, "content": content})
     chars = sum(len(m["content"]) for m in messages)
     if chars > limits.max_chars:
         raise BadRequest(f"messages hold {chars} characters; this server accepts at most {limits.max_chars}")
@@ -162,8 +174,10 @@ def parse_chat_request(body: Any, limits: JudgeLimits = JudgeLimits()) -> tuple[
     if isinstance(stop, str):
         stop = [stop]
     if stop is not None and (not isinstance(stop, list) or len(stop) > 16
-                             or not all(isinstance(s, str) and len(s) <= 256 for s in stop)):
-        raise BadRequest("'stop' must be a string or a list of at most 16 strings of at most 256 characters")
+                             or not all(isinstance(s, str) and len(s) <= 256 and lone_surrogate(s) is None
+                                        for s in stop)):
+        raise BadRequest("'stop' must be a string or a list of at most 16 strings of at most 256 characters "
+                         "of valid Unicode text")
     params = {
         "max_tokens": num("max_tokens", min(256, limits.max_tokens), int, 1, limits.max_tokens,
                           body.get("max_completion_tokens")),
@@ -189,15 +203,17 @@ def parse_chat_request(body: Any, limits: JudgeLimits = JudgeLimits()) -> tuple[
 class JudgeServer:
     """An OpenAI-compatible chat-completions server over one backend (uvicorn, in a thread or blocking).
 
-    ``max_body`` (bytes), ``max_concurrency`` (requests in progress), ``request_timeout`` (seconds,
-    queueing included) and ``limits`` (per-request work) bound what one client can ask for.
+    ``max_body`` (bytes), ``body_timeout`` (seconds for a body to arrive), ``max_concurrency`` (requests at
+    work), ``request_timeout`` (seconds of work, queueing included) and ``limits`` (per-request work) bound
+    what one client can ask for.
     """
 
     def __init__(self, backend: JudgeBackend, host: str = "127.0.0.1", port: int = 8000,
                  model_name: str | None = None, max_batch: int = 32, batch_wait: float = 0.01,
                  api_key: str | None = None, *, max_body: int = 2 << 20, max_concurrency: int = 256,
                  request_timeout: float = 600.0, limits: JudgeLimits = JudgeLimits(),
-                 header_timeout: float = 10.0, max_connections: int = 1000):
+                 header_timeout: float = 5.0, max_connections: int = 1000, body_timeout: float = 30.0):
+        require_key_off_loopback(host, api_key, "serve-judge")
         self.backend = backend
         self.model_name = model_name or backend.model_id or "judge"
         # what the HTTP client's cache keys on: changes whenever the served model (id, dtype, ...) changes
@@ -210,7 +226,7 @@ class JudgeServer:
                              Route("GET", "/v1/models", self._models_route),
                              Route("GET", "/health", self._health, public=True)],
                             api_key=api_key, max_body=max_body, max_concurrency=max_concurrency,
-                            request_timeout=request_timeout)
+                            request_timeout=request_timeout, body_timeout=body_timeout)
         self.host, self.port = host, port
         self._net = {"header_timeout": header_timeout, "max_connections": max_connections}
         self._bg: BackgroundServer | None = None

@@ -13,19 +13,22 @@ score only the suffixes against its KV cache.
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from itertools import groupby
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 import numpy as np
 
 from rewardkit.backends.base import (
     ChatRequest,
     Completion,
+    DType,
     HFChatTemplateMixin,
     JudgeBackend,
     TokenScoreRequest,
@@ -33,8 +36,11 @@ from rewardkit.backends.base import (
     TopLogprobs,
     VerdictRequest,
     VerdictResult,
+    choice_probs,
+    continuation_tokens,
     distribution_stats,
 )
+from rewardkit.options import Options, option
 from rewardkit.types import Status
 
 
@@ -97,36 +103,53 @@ def resolve_threads(num_threads: int | None) -> int:
     return default_threads()
 
 
+@dataclass(frozen=True)
+class TransformersOptions(Options):
+    """The transformers backend's options (keywords of ``TransformersBackend``, or ``smollm2?dtype=...``)."""
+
+    dtype: DType = option("auto", "float32, bfloat16, float16 or auto (bf16 where the CPU/GPU supports it)")
+    device: str = option("cpu", "torch device (cpu, cuda, cuda:1)")
+    batch_tokens: int = option(4096, "token budget per forward pass (rows x padded width); generation packs rows "
+                                     "while rows x (prompt + max new tokens) stays within 4 budgets")
+    batch_size: int | None = option(None, "cap on rows per forward pass (None: the token budget alone decides)")
+    max_prompt_tokens: int | None = option(None, "longest prompt accepted (None: the model's context length)")
+    share_prefix: bool = option(True, "encode a token prefix shared by several verdict requests once (KV cache)")
+    min_shared_prefix: int = option(64, "shortest shared prefix (tokens) worth re-using")
+    num_threads: int | None = option(None, "torch CPU threads (process-wide; default $REWARDKIT_TORCH_THREADS, "
+                                           "$OMP_NUM_THREADS, else the idle cores: default_threads)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(1, "batch_tokens", "batch_size")
+
+
+def _cache_kwarg(model) -> str:
+    """The forward() keyword for a KV cache: ``cache`` in current transformers (``past_key_values`` is deprecated
+    there and goes in 5.40), ``past_key_values`` in the 5.x releases before the rename."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _cache_of(out) -> object | None:
+    """A forward() output's KV cache under either name, without touching the deprecated alias."""
+    return out.cache if "cache" in getattr(out, "__dataclass_fields__", {}) else out.past_key_values
+
+
 class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
-    """A local causal LM through transformers.
+    """A local causal LM through transformers; ``model`` is a local directory or hub id ("smollm2" = the
+    embedded SmolLM2-135M-Instruct), the other keywords are ``TransformersOptions``."""
 
-    Options:
-        model: local directory or hub id ("smollm2" = the embedded SmolLM2-135M-Instruct)
-        dtype: float32, bfloat16, float16 or auto (bf16 where the CPU/GPU supports it)
-        device: torch device ("cpu", "cuda", "cuda:1")
-        batch_tokens: token budget per forward pass (rows x padded width); generation packs rows while
-            rows x (prompt + max new tokens) stays within 4 budgets (decoding holds only the KV cache)
-        batch_size: optional cap on rows per forward pass (None: the token budget alone decides)
-        share_prefix: encode a token prefix shared by several verdict requests once (KV cache)
-        min_shared_prefix: shortest shared prefix (tokens) worth re-using
-        num_threads: torch CPU threads (process-wide; default $REWARDKIT_TORCH_THREADS, $OMP_NUM_THREADS,
-            else the idle cores: ``default_threads``)
-    """
+    Options = TransformersOptions
 
-    def __init__(self, model: str = "smollm2", *, dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto", batch_size: int | None = None,
-                 batch_tokens: int = 4096, device: str = "cpu", max_prompt_tokens: int | None = None,
-                 share_prefix: bool = True, min_shared_prefix: int = 64, num_threads: int | None = None):
+    def __init__(self, model: str = "smollm2", **options: Any):
+        o = self.options = TransformersOptions(**options)
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from rewardkit.backends.embedded import ALIASES, EMBEDDED_NAME, embedded_model_path
 
-        if int(batch_tokens) < 1:
-            raise ValueError(f"transformers backend: batch_tokens={batch_tokens!r} must be a positive number of tokens")
-        if batch_size is not None and int(batch_size) < 1:
-            raise ValueError(f"transformers backend: batch_size={batch_size!r} must be a positive number of rows")
-        if dtype not in ("auto", "float32", "bfloat16", "float16"):
-            raise ValueError(f"transformers backend: dtype={dtype!r}: expected auto, float32, bfloat16 or float16")
+        dtype, device, batch_size, batch_tokens = o.dtype, o.device, o.batch_size, o.batch_tokens
+        share_prefix, min_shared_prefix, num_threads, max_prompt_tokens = (
+            o.share_prefix, o.min_shared_prefix, o.num_threads, o.max_prompt_tokens)
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"transformers backend: device={device!r} but torch sees no CUDA device "
                              f"(torch {torch.__version__}); use device=cpu")
@@ -143,6 +166,9 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         self.min_shared_prefix = min_shared_prefix
         self.lock = threading.RLock()  # one forward at a time when called from several threads (serve-judge)
         self.model_id = f"{EMBEDDED_NAME if model in ALIASES else model}@{dtype}"
+        # the embedded 135M model does not write the papers' verdict formats (every generate-mode verdict
+        # came back invalid); its verdict probabilities are usable, so mode=auto reads those
+        self.default_mode = "logit" if model in ALIASES else "generate"
         self.torch = torch
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.tokenizer.padding_side = "left"
@@ -261,7 +287,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
             text = self.render(r.messages, r.assistant_prefix)
             p = self.encode(text)
             prompts.append(p)
-            conts.append([self._continuation(text, p, c) for c in r.choices])
+            conts.append([continuation_tokens(self.encode, text, p, c) for c in r.choices])
             err = self._too_long(len(p) + max(len(c) for c in conts[-1]))
             if err:
                 out[i] = VerdictResult(np.array([]), Status.ERROR, len(p), error=err)
@@ -272,7 +298,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
             lp = np.array([logp[c[0]].item() for c in conts[i]])
             if tail is not None:
                 lp = lp + np.array(tail)
-            out[i] = VerdictResult(_normalise(lp), Status.OK, len(prompts[i]))
+            out[i] = VerdictResult(choice_probs(lp), Status.OK, len(prompts[i]))
 
         self._each_last_logprobs(prompts, valid, consume, tails)
         return out  # type: ignore[return-value]
@@ -305,15 +331,17 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         torch = self.torch
         out: list[TokenScores | None] = [None] * len(requests)
         rows: dict[int, tuple[list[int], int]] = {}  # i -> (prompt + response ids, response length)
+        spans: dict[int, np.ndarray | None] = {}  # i -> [n, 2] character spans of the response tokens
         for i, r in enumerate(requests):
             prompt = self.render(r.messages)
-            p_ids, ids = self.encode(prompt), self.encode(prompt + r.response)
-            n = len(ids) - _lcp(p_ids, ids)  # a merge across the boundary counts as response
+            p_ids, (ids, offsets) = self.encode(prompt), self._encode_with_offsets(prompt + r.response)
+            n = len(ids) - common_prefix_length(p_ids, ids)  # a merge across the boundary counts as response
             err = "empty response: no tokens to score" if n == 0 or not r.response else self._too_long(len(ids))
             if err:
                 out[i] = TokenScores(*(np.array([]),) * 3, Status.ERROR, len(p_ids), error=err)
             else:
                 rows[i] = (ids, n)
+                spans[i] = None if offsets is None else np.clip(np.asarray(offsets[-n:]) - len(prompt), 0, None)
         with self.lock:
             for batch in self._batches(sorted(rows, key=lambda i: len(rows[i][0])), lambda i: len(rows[i][0])):
                 ids, mask, pos = self._pad([rows[i][0] for i in batch])
@@ -325,8 +353,15 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
                     logp = torch.log_softmax(logits[k, -n - 1:-1].float(), dim=-1).cpu().numpy()
                     entropy, kl = distribution_stats(logp)
                     lp = logp[np.arange(n), np.asarray(full[-n:])]
-                    out[i] = TokenScores(lp, entropy, kl, Status.OK, len(full) - n, logp.shape[-1])
+                    out[i] = TokenScores(lp, entropy, kl, Status.OK, len(full) - n, logp.shape[-1], offsets=spans[i])
         return out  # type: ignore[return-value]
+
+    def _encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]] | None]:
+        """Token ids of ``text`` and each token's character span (fast tokenizers; None from slow ones)."""
+        if not getattr(self.tokenizer, "is_fast", False):
+            return self.encode(text), None
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return enc.input_ids, [tuple(o) for o in enc.offset_mapping]
 
     # ---------------------------------------------------------------- next-token log-probs, batched
     def _each_last_logprobs(self, prompts: list[list[int]], indices: list[int], consume,
@@ -356,8 +391,9 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         """Hand each row's last-position log-probs (and its tails' scores) to ``consume``."""
         logp = self.torch.log_softmax(res.logits[:, -1, :].float(), -1)
         scored = {}
-        if res.past_key_values is not None and any(i in tails for i in batch):
-            scored = self._score_tails(batch, res.past_key_values, mask, pos, tails)
+        cache = _cache_of(res)
+        if cache is not None and any(i in tails for i in batch):
+            scored = self._score_tails(batch, cache, mask, pos, tails)
         for k, i in enumerate(batch):
             consume(i, logp[k], scored.get(i))
 
@@ -382,7 +418,8 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         ids, tmask = ids.to(mask.device), tmask.to(mask.device)
         full_mask = torch.cat([mask.index_select(0, sel), tmask], 1)
         tpos = pos.index_select(0, sel)[:, -1:] + 1 + torch.arange(width, device=mask.device)
-        logits = self.model(input_ids=ids, attention_mask=full_mask, position_ids=tpos, past_key_values=cache).logits
+        logits = self.model(input_ids=ids, attention_mask=full_mask, position_ids=tpos,
+                            **{_cache_kwarg(self.model): cache}).logits
         logp = torch.log_softmax(logits.float(), -1)
         for r, (_, i, j) in enumerate(long):
             c = tails[i][j]
@@ -409,7 +446,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         for i in sorted(indices, key=lambda i: prompts[i]):
             p = prompts[i]
             if cur:
-                shared = min(common, _lcp(prompts[cur[-1]], p), len(p) - 1)
+                shared = min(common, common_prefix_length(prompts[cur[-1]], p), len(p) - 1)
                 if shared >= self.min_shared_prefix and shared >= len(p) // 4:
                     cur.append(i)
                     common = shared
@@ -425,7 +462,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         torch = self.torch
         with torch.inference_mode():
             prefix = torch.tensor([prompts[members[0]][:plen]], device=self.device)
-            base = self.model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
+            base = _cache_of(self.model(input_ids=prefix, use_cache=True, logits_to_keep=1))
             order = sorted(members, key=lambda i: len(prompts[i]))
             for batch in self._batches(order, lambda i: len(prompts[i])):  # rows x (prefix + suffix) cached
                 ids, smask, _ = self._pad([prompts[i][plen:] for i in batch])  # suffixes, left-padded
@@ -435,15 +472,9 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
                 cache = copy.deepcopy(base)
                 if n > 1:
                     cache.batch_repeat_interleave(n)
-                res = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
-                                 logits_to_keep=1)
+                res = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1,
+                                 **{_cache_kwarg(self.model): cache})
                 self._emit(batch, res, mask, pos, consume, tails)
-
-    def _continuation(self, text: str, prompt_ids: list[int], choice: str) -> list[int]:
-        full = self.encode(text + choice)
-        if full[: len(prompt_ids)] == prompt_ids and len(full) > len(prompt_ids):
-            return full[len(prompt_ids):]
-        return self.encode(choice)  # tokenisation merged across the boundary: score the choice alone
 
     def close(self) -> None:
         del self.model
@@ -467,7 +498,7 @@ def token_batches(order: Sequence[int], width, budget: int, max_rows: int | None
     return out
 
 
-def _lcp(a: list[int], b: list[int]) -> int:
+def common_prefix_length(a: list[int], b: list[int]) -> int:
     """Length of the longest common prefix of two token lists."""
     n = min(len(a), len(b))
     i = 0
@@ -475,7 +506,3 @@ def _lcp(a: list[int], b: list[int]) -> int:
         i += 1
     return i
 
-
-def _normalise(logp: np.ndarray) -> np.ndarray:
-    p = np.exp(logp - logp.max())
-    return p / p.sum()

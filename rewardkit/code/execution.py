@@ -25,10 +25,11 @@ import numpy as np
 from rewardkit.code import harness as _harness_module
 from rewardkit.code.livecodebench import decode_lcb_tests, functional_equal, stdout_equal
 from rewardkit.code.sandbox import Isolation, Limits, SandboxResult, python_paths, run_sandboxed
-from rewardkit.scoring import BaseScorer, Options, option
+from rewardkit.options import Options, option
+from rewardkit.scoring import BaseScorer
 from rewardkit.types import Cost, Group, GroupScore, Status
 
-Mode = Literal["humaneval", "stdin", "functional"]
+TestKind = Literal["humaneval", "stdin", "functional"]  # how a problem's tests run
 _HARNESS = Path(_harness_module.__file__).read_bytes()
 
 # LiveCodeBench's ``import_string``: every program it grades starts with these imports.
@@ -64,7 +65,7 @@ class Problem:
     """One problem: HumanEval (``prompt``, ``test``, ``entry_point``) or LiveCodeBench (``tests``)."""
 
     id: str
-    mode: Mode
+    kind: TestKind
     prompt: str = ""
     test: str = ""
     entry_point: str = ""
@@ -72,16 +73,16 @@ class Problem:
     func_name: str | None = None
 
     def __post_init__(self) -> None:
-        if self.mode == "humaneval" and not (self.test and self.entry_point):
+        if self.kind == "humaneval" and not (self.test and self.entry_point):
             raise ValueError(f"problem {self.id!r}: HumanEval problems need 'test' and 'entry_point'")
-        if self.mode != "humaneval" and not self.tests:
+        if self.kind != "humaneval" and not self.tests:
             raise ValueError(f"problem {self.id!r}: no test cases")
-        if self.mode == "functional" and not self.func_name:
+        if self.kind == "functional" and not self.func_name:
             raise ValueError(f"problem {self.id!r}: functional tests need metadata.func_name")
 
     @property
     def n_tests(self) -> int:
-        return 1 if self.mode == "humaneval" else len(self.tests)
+        return 1 if self.kind == "humaneval" else len(self.tests)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any], *, tests: Literal["all", "public"] = "all") -> Problem:
@@ -109,9 +110,9 @@ class Problem:
         types = {t.get("testtype", "stdin") for t in raw}
         if len(types) != 1 or not types <= {"stdin", "functional"}:
             raise ValueError(f"problem {pid!r}: test types {sorted(types)}; expected all 'stdin' or all 'functional'")
-        mode = types.pop()
-        return cls(pid, mode, tests=tuple(TestCase(str(t["input"]), str(t["output"])) for t in raw),
-                   func_name=meta.get("func_name") if mode == "functional" else None)
+        kind = types.pop()
+        return cls(pid, kind, tests=tuple(TestCase(str(t["input"]), str(t["output"])) for t in raw),
+                   func_name=meta.get("func_name") if kind == "functional" else None)
 
 
 @dataclass
@@ -144,12 +145,19 @@ class CodeResult:
         return Code.RUNNER_ERROR in self.results
 
 
+# numeric libraries start a thread (and a buffer) per core otherwise: programs are graded one core each
+SINGLE_THREADED = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")}
+
+
 @dataclass(frozen=True)
 class GradeConfig:
     """How programs are run: the per-test time limit, memory, and the sandbox's isolation."""
 
     timeout: float = 6.0  # seconds per test (LiveCodeBench's default); the whole check() for HumanEval
-    memory_bytes: int = 1 << 30
+    memory_bytes: int = 512 << 20  # address space per process (RLIMIT_AS)
+    program_memory_bytes: int = 1 << 30  # all processes of one program together (memory cgroup, where possible)
+    processes: int = 16  # processes + threads; without a cgroup a program may use processes x memory_bytes
+    disk_bytes: int = 64 << 20  # all files the program writes, together (tmpfs, with namespaces)
     stop_at_first_failure: bool = True
     isolation: Isolation = "auto"
     max_output_bytes: int = 1 << 20  # per stdin test
@@ -169,7 +177,7 @@ def build_program(problem: Problem, response: str) -> str:
     """HumanEval: a full program (defines the entry point) gets what precedes the prompt's stub before it;
     a completion is appended to the prompt. LiveCodeBench: the extracted code."""
     code = extract_code(response)
-    if problem.mode != "humaneval":
+    if problem.kind != "humaneval":
         return code
     if _stub(problem.entry_point).search(code):
         return _helpers(problem) + code  # the prompt's imports and helpers, not its stub
@@ -190,22 +198,24 @@ def grade(problem: Problem, response: str, config: GradeConfig = GradeConfig()) 
     """Run one response against one problem's tests in a fresh sandbox."""
     source = build_program(problem, response)
     nonce = secrets.token_hex(16)
-    prog = {"mode": problem.mode, "source": source, "function": problem.func_name or problem.entry_point,
-            "prelude": "" if problem.mode == "humaneval" else LCB_PRELUDE}
+    prog = {"kind": problem.kind, "source": source, "function": problem.func_name or problem.entry_point,
+            "prelude": "" if problem.kind == "humaneval" else LCB_PRELUDE}
     tests: dict[str, Any] = {"timeout": config.timeout, "stop": config.stop_at_first_failure,
                              "max_output": config.max_output_bytes}
-    if problem.mode == "humaneval":
+    if problem.kind == "humaneval":
         tests.update(prompt=_helpers(problem), test=problem.test)
     else:
         tests["inputs"] = [t.input for t in problem.tests]
     stdin = _frame(prog) + _frame(tests) + nonce.encode() + b"\n"
     budget = config.timeout * problem.n_tests
     limits = Limits(cpu_seconds=budget + 5, wall_seconds=budget + 10, memory_bytes=config.memory_bytes,
-                    output_bytes=4 << 20 if problem.mode != "stdin" else max(4 << 20, 2 * config.max_output_bytes),
-                    processes=64)
+                    output_bytes=4 << 20 if problem.kind != "stdin" else max(4 << 20, 2 * config.max_output_bytes),
+                    processes=config.processes, program_memory_bytes=config.program_memory_bytes,
+                    disk_bytes=config.disk_bytes)
     argv = [sys.executable, "-I", "-B"] + ([] if config.site_packages else ["-S"]) + ["harness.py"]
     res = run_sandboxed(argv, stdin=stdin, files={"harness.py": _HARNESS}, limits=limits,
-                        env={"PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8"}, readonly_paths=python_paths(),
+                        env={"PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8", **SINGLE_THREADED},
+                        readonly_paths=python_paths(),
                         isolation=config.isolation)
     return _verdict(problem, res, nonce, config)
 
@@ -237,6 +247,9 @@ def _verdict(problem: Problem, res: SandboxResult, nonce: str, config: GradeConf
     if record is None or res.returncode != 0:
         if res.timed_out or res.cpu_exceeded:
             return CodeResult([Code.TIME_LIMIT], n, "time limit exceeded (the whole run)", **base)
+        if res.memory_exceeded:
+            return CodeResult([Code.RUNTIME_ERROR], n, f"memory limit exceeded (all processes together, "
+                              f"{config.program_memory_bytes >> 20} MiB)", **base)
         if res.output_truncated:
             return CodeResult([Code.RUNTIME_ERROR], n, "output limit exceeded", **base)
         tail = res.stderr.decode("utf-8", "replace")[-500:]
@@ -276,7 +289,7 @@ def _judge(problem: Problem, i: int, r: dict) -> tuple[int, str | None]:
     if i >= len(problem.tests):
         return Code.RUNNER_ERROR, f"result for test {i} of {len(problem.tests)}"
     expected = problem.tests[i].output
-    if problem.mode == "stdin":
+    if problem.kind == "stdin":
         ok, why = stdout_equal(str(r.get("stdout", "")), expected)
         return (Code.PASSED, None) if ok else (Code.WRONG_ANSWER, why)
     try:
@@ -303,7 +316,9 @@ class CodeOptions(Options):
     workers: int = option(2, "programs graded at once, each in its own sandbox")
     reward: Literal["all", "fraction"] = option("all", "1 when every test passes, or the fraction of test cases passed")
     tests: Literal["all", "public"] = option("all", "LiveCodeBench: public and private test cases, or public ones only")
-    memory_mb: int = option(1024, "address-space limit per process, in MiB")
+    memory_mb: int = option(512, "address-space limit per process, in MiB")
+    program_memory_mb: int = option(1024, "memory of all processes of one program together, in MiB (a memory cgroup, "
+                                          "where one can be made; else processes x memory_mb bounds it)")
     isolation: Literal["auto", "namespaces", "none"] = option(
         "auto", "namespaces where permitted (auto warns when not), required, or never")
 
@@ -312,9 +327,11 @@ class CodeOptions(Options):
         self._at_least(0, "timeout", strict=True)
         self._at_least(1, "workers")
         self._at_least(64, "memory_mb")
+        self._at_least(64, "program_memory_mb")
 
     def grade_config(self) -> GradeConfig:
         return GradeConfig(timeout=self.timeout, memory_bytes=self.memory_mb << 20,
+                           program_memory_bytes=self.program_memory_mb << 20,
                            stop_at_first_failure=self.reward == "all", isolation=self.isolation)
 
 

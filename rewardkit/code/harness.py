@@ -266,7 +266,7 @@ def _resolve(ns: dict, name: str):
     return ns[name]
 
 
-# ------------------------------------------------------------------------------------------- modes
+# ------------------------------------------------------------------------------------------- test kinds
 
 
 def run_humaneval(prog: dict, server: Server, tests: dict) -> list[dict]:
@@ -413,12 +413,12 @@ def _one_stdin(code, raw: str, timeout: float, max_output: int) -> dict:
 def main() -> None:
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0: same-uid processes cannot inspect us
     prog = _read_part(0)
-    server = Server(prog) if prog["mode"] in ("humaneval", "functional") else None
+    server = Server(prog) if prog["kind"] in ("humaneval", "functional") else None
     tests = _read_part(0)
     try:
-        if prog["mode"] == "humaneval":
+        if prog["kind"] == "humaneval":
             results = run_humaneval(prog, server, tests)
-        elif prog["mode"] == "functional":
+        elif prog["kind"] == "functional":
             results = run_functional(prog, server, tests)
         else:
             results = run_stdin(prog, tests)

@@ -3,11 +3,13 @@
 Every run: its own session and process group, a fresh temporary working directory (deleted after), a clean
 environment (only what the caller passes plus a minimal PATH), RLIMIT_CPU/AS/FSIZE/NPROC/NOFILE/CORE, a
 wall-clock deadline that kills everything the program started, and a cap on captured output (read as it
-comes; the run is killed on a flood). With namespaces (the default where the kernel allows them) the
-program also runs as pid 2 of its own PID namespace, with no network, a read-only file system except its
-working directory, /tmp, /home, /root, /run and the caller's home hidden behind empty read-only tmpfs, and
-(when the caller is root) an unprivileged uid of its own. See the README's "Sandbox" section for what this
-does not promise.
+comes; the run is killed on a flood). The whole program's memory (every process it starts, together) is
+capped by a memory cgroup where one can be made (root, or a delegated cgroup v2 subtree): ``memory_bound``
+says which bound held. With namespaces (the default where the kernel allows them) the program also runs as
+pid 2 of its own PID namespace, with no network, a read-only file system except its working directory (a
+tmpfs of ``Limits.disk_bytes``: all its files together), /tmp, /home, /root, /run and the caller's home
+hidden behind empty read-only tmpfs, and (when the caller is root) an unprivileged uid of its own. See the
+README's "Sandbox" section for what this does not promise.
 """
 
 from __future__ import annotations
@@ -56,10 +58,12 @@ class Limits:
     processes: int = 64  # RLIMIT_NPROC: processes + threads of the run's own uid
     open_files: int = 256  # RLIMIT_NOFILE
     output_bytes: int = 4 << 20  # stdout + stderr captured; more kills the run
+    program_memory_bytes: int = 2 << 30  # memory cgroup: every process of the run together (where one can be made)
+    disk_bytes: int = 64 << 20  # tmpfs under the working directory: all files together (with namespaces)
 
     def __post_init__(self) -> None:
         for name in ("cpu_seconds", "wall_seconds", "memory_bytes", "file_bytes", "processes", "open_files",
-                     "output_bytes"):
+                     "output_bytes", "program_memory_bytes", "disk_bytes"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"Limits.{name} must be > 0, got {getattr(self, name)!r}")
 
@@ -91,11 +95,16 @@ class SandboxResult:
     notes: list[str] = field(default_factory=list)
     uid: int | None = None  # the run's own uid (when the caller is root), to audit that nothing of it is left
 
+    memory_bound: str = "rlimit"  # "cgroup v2" / "cgroup v1": the whole tree; "rlimit": per process only
+    disk_bound: str = "file"  # "tmpfs": all files together (disk_bytes); "file": per file only (RLIMIT_FSIZE)
+    memory_exceeded: bool = False  # the cgroup's OOM killer ended a process of the run
+    peak_memory_bytes: int = 0  # the whole tree's peak (cgroup), else 0
+
     @property
     def ok(self) -> bool:
         """Exited by itself with status 0, within every limit, and the sandbox worked."""
         return (self.error is None and self.returncode == 0 and not self.timed_out and not self.cpu_exceeded
-                and not self.output_truncated)
+                and not self.output_truncated and not self.memory_exceeded)
 
 
 @functools.lru_cache(maxsize=1)
@@ -156,7 +165,7 @@ def run_sandboxed(
     uid = _UID_BASE + secrets.randbelow(_UID_SPAN) if os.geteuid() == 0 else None
     try:
         _prepare_dir(wd, files or {}, uid)
-        res = _run(argv, stdin, limits, wd, env or {}, readonly_paths, hidden_paths, network, use_ns, uid)
+        res = _run(argv, stdin, limits, wd, env or {}, readonly_paths, hidden_paths, network, use_ns, uid, own_dir)
         if use_ns and res.error and res.error.startswith("unshare: "):
             reason = res.error
             if isolation == "namespaces":
@@ -164,7 +173,7 @@ def run_sandboxed(
             with _lock:
                 _ns_state["refused"] = reason
             _warn_no_namespaces(reason)
-            res = _run(argv, stdin, limits, wd, env or {}, readonly_paths, hidden_paths, network, False, uid)
+            res = _run(argv, stdin, limits, wd, env or {}, readonly_paths, hidden_paths, network, False, uid, own_dir)
         elif use_ns and isolation == "auto":
             _ns_state.setdefault("refused", None)
         return res
@@ -198,7 +207,7 @@ def _chown_tree(top: Path, uid: int, gid: int) -> None:
 
 
 def _run(argv, stdin, limits: Limits, wd: Path, env, readonly_paths, hidden_paths, network: bool, use_ns: bool,
-         uid: int | None) -> SandboxResult:
+         uid: int | None, own_dir: bool = True) -> SandboxResult:
     user_ns = use_ns and os.geteuid() != 0
     rl = limits.rlimits()
     if uid is None:  # RLIMIT_NPROC counts all processes of our own uid: allow for the ones already running
@@ -213,6 +222,8 @@ def _run(argv, stdin, limits: Limits, wd: Path, env, readonly_paths, hidden_path
         "workdir": str(wd), "uid": None if user_ns else uid, "rlimits": rl, "wall_seconds": limits.wall_seconds,
         "namespaces": use_ns, "user_ns": user_ns, "network": network, "status_fd": write_fd,
         "hide": hide, "readonly": [os.path.realpath(p) for p in readonly_paths],
+        "program_memory": limits.program_memory_bytes,
+        "disk_bytes": limits.disk_bytes if own_dir else None,  # a caller's directory keeps what is written
     }
     stdin_f = _stdin_file(stdin)
     t0 = time.perf_counter()
@@ -231,7 +242,37 @@ def _run(argv, stdin, limits: Limits, wd: Path, env, readonly_paths, hidden_path
     seconds = time.perf_counter() - t0
     res = _result(status, out, err, truncated, seconds, use_ns, limits, proc.returncode)
     res.uid = cfg["uid"]
+    cgroup = next((r["cgroup"] for r in status if r.get("cgroup")), None)
+    if cgroup:
+        remove_cgroup(cgroup)
     return res
+
+
+def remove_cgroup(path: str, seconds: float = 5.0) -> None:
+    """Remove a run's cgroup once the stage is gone: kill any straggler still in it, then rmdir."""
+    if not os.path.basename(path).startswith("rewardkit-sandbox-"):
+        return
+    end = time.monotonic() + seconds
+    while True:
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > end:
+                log.warning("sandbox cgroup %s could not be removed (still in use)", path)
+                return
+        try:
+            with open(os.path.join(path, "cgroup.procs")) as f:
+                for pid in f.read().split():
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError, ValueError):
+                        pass
+        except OSError:
+            pass
+        time.sleep(0.01)
 
 
 def _stdin_file(data: bytes | None):
@@ -324,7 +365,10 @@ def _result(status: list[dict], out: bytes, err: bytes, truncated: bool, seconds
         returncode=rc, signal=sig, stdout=out, stderr=err, timed_out=bool(merged.get("timed_out")),
         cpu_exceeded=cpu_exceeded, output_truncated=truncated, seconds=seconds,
         isolation_used="namespaces" if use_ns else "none", cpu_seconds=cpu,
-        max_rss_bytes=int(merged.get("max_rss_bytes", 0)), error=error, notes=notes)
+        max_rss_bytes=int(merged.get("max_rss_bytes", 0)), error=error, notes=notes,
+        memory_bound=str(merged.get("memory_bound", "rlimit")), disk_bound=str(merged.get("disk_bound", "file")),
+        memory_exceeded=bool(merged.get("memory_exceeded")),
+        peak_memory_bytes=int(merged.get("peak_memory_bytes", 0)))
 
 
 def _count_tasks(uid: int) -> int:

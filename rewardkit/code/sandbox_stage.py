@@ -9,6 +9,13 @@ Process tree (namespace mode)::
 S enforces the wall-clock deadline and kills C on it (or on SIGTERM); the kernel then kills every process
 of the namespace, daemons included. Without namespaces S forks T itself and, as a child subreaper,
 collects and kills whatever T leaves behind. C and S report on the status fd as JSON lines.
+
+The whole tree's memory: before anything else S makes a memory cgroup of its own (cgroup v2 where the
+memory controller is delegated to us, else the v1 memory hierarchy; both need write access, i.e. root or a
+delegated subtree), sets its limit and moves itself in, so C, T and everything T starts are counted
+together; S reports the cgroup's path and the parent removes it. Where no cgroup can be made, S says why
+and memory stays bounded per process only (RLIMIT_AS). The working directory: C mounts a tmpfs of
+``disk_bytes`` over it (its prepared files copied in), so the program's files together cannot exceed it.
 """
 
 from __future__ import annotations
@@ -71,11 +78,42 @@ def _remount_ro(point: str, keep: int) -> None:
     _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | keep)
 
 
+def _snapshot(top: str) -> list[tuple[str, bytes | None, int]]:
+    """(relative path, contents or None for a directory, mode) of everything under ``top``, links skipped."""
+    out = []
+    for root, dirs, names in os.walk(top):
+        for d in dirs:
+            p = os.path.join(root, d)
+            if not os.path.islink(p):
+                out.append((os.path.relpath(p, top), None, os.stat(p).st_mode & 0o7777))
+        for n in names:
+            p = os.path.join(root, n)
+            if os.path.isfile(p) and not os.path.islink(p):
+                with open(p, "rb") as f:
+                    out.append((os.path.relpath(p, top), f.read(), os.stat(p).st_mode & 0o7777))
+    return out
+
+
+def _restore(top: str, files: list[tuple[str, bytes | None, int]], uid: int | None) -> None:
+    for rel, data, mode in files:
+        p = os.path.join(top, rel)
+        if data is None:
+            os.makedirs(p, mode=mode, exist_ok=True)
+        else:
+            with open(p, "wb") as f:
+                f.write(data)
+            os.chmod(p, mode)
+        if uid is not None:
+            os.lchown(p, uid, uid)
+
+
 def _setup_mounts(cfg: dict) -> list[str]:
-    """Everything read-only, hidden dirs under empty read-only tmpfs, the working directory read-write."""
+    """Everything read-only, hidden dirs under empty read-only tmpfs, the working directory read-write (on a
+    tmpfs of ``disk_bytes`` when the sandbox owns it)."""
     notes = []
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     work = cfg["workdir"]
+    prepared = _snapshot(work) if cfg.get("disk_bytes") else None
     keep_fds = {work: os.open(work, os.O_PATH | os.O_DIRECTORY)}
     for p in cfg["readonly"]:
         if os.path.exists(p):
@@ -100,6 +138,11 @@ def _setup_mounts(cfg: dict) -> list[str]:
         os.makedirs(path if is_dir else os.path.dirname(path), exist_ok=True)
         if not is_dir and not os.path.exists(path):
             open(path, "w").close()
+        if path == work and prepared is not None:  # a fresh tmpfs of disk_bytes: all files together bounded
+            owner = "" if cfg["uid"] is None else f",uid={cfg['uid']},gid={cfg['uid']}"
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(cfg['disk_bytes'])},mode=700{owner}")
+            _restore(path, prepared, cfg["uid"])
+            continue
         _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
         if path == work:  # a bind copies the source mount's (now read-only) flags: make this one writable
             _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
@@ -115,6 +158,10 @@ def _setup_mounts(cfg: dict) -> list[str]:
 def _exec_program(cfg: dict, status_fd: int) -> None:
     """In T: drop to the sandbox uid, apply rlimits, close every other fd, exec. Never returns."""
     try:
+        try:
+            _write("/proc/self/oom_score_adj", "0")  # raising it needs no privilege
+        except OSError:
+            pass
         os.chdir(cfg["workdir"])
         uid = cfg["uid"]
         if uid is not None:
@@ -183,6 +230,8 @@ def _init_main(cfg: dict, fd: int) -> None:
         os._exit(3)
     if notes:
         _report(fd, notes=notes)
+    if cfg.get("disk_bytes"):
+        _report(fd, disk_bound="tmpfs")
     t = os.fork()
     if t == 0:
         _exec_program(cfg, fd)
@@ -216,6 +265,103 @@ def _kill_children_of(me: int) -> int:
     return n
 
 
+def mount_points(fstype: str, option: str | None = None) -> list[str]:
+    """Mount points of ``fstype`` (with ``option`` among its super options) in /proc/self/mountinfo."""
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields, rfields = left.split(), right.split()
+            if rfields and rfields[0] == fstype and (option is None or option in rfields[-1].split(",")):
+                out.append(fields[4].encode().decode("unicode_escape"))
+    return out
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def memory_cgroup(limit: int) -> tuple[str | None, str]:
+    """Make a memory cgroup capped at ``limit`` bytes and move this process into it: (path, "cgroup v2"
+    or "cgroup v1"), or (None, why not). Children inherit it, so it bounds the whole tree."""
+    with open("/proc/self/cgroup") as f:
+        own = dict((parts[1], parts[2]) for parts in (ln.rstrip("\n").split(":", 2) for ln in f) if len(parts) == 3)
+    name = f"rewardkit-sandbox-{os.getpid()}"
+    why = []
+    for version in ("v2", "v1"):
+        try:
+            if version == "v2":
+                if "" not in own or not mount_points("cgroup2"):
+                    why.append("v2: no cgroup2 hierarchy")
+                    continue
+                base = mount_points("cgroup2")[0] + own[""]
+                with open(os.path.join(base, "cgroup.controllers")) as f:
+                    if "memory" not in f.read().split():
+                        why.append("v2: the memory controller is not delegated here")
+                        continue
+                with open(os.path.join(base, "cgroup.subtree_control")) as f:
+                    if "memory" not in f.read().split():
+                        _write(os.path.join(base, "cgroup.subtree_control"), "+memory")
+            else:
+                key = next((k for k in own if "memory" in k.split(",")), None)
+                points = mount_points("cgroup", "memory")
+                if key is None or not points:
+                    why.append("v1: no memory hierarchy")
+                    continue
+                base = points[0] + own[key]
+            _sweep(base)
+            path = os.path.join(base, name)
+            os.mkdir(path, 0o755)
+            try:
+                if version == "v2":
+                    _write(os.path.join(path, "memory.max"), str(limit))
+                    for fname, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
+                        if os.path.exists(os.path.join(path, fname)):
+                            _write(os.path.join(path, fname), value)
+                else:
+                    _write(os.path.join(path, "memory.limit_in_bytes"), str(limit))
+                    if os.path.exists(os.path.join(path, "memory.memsw.limit_in_bytes")):
+                        _write(os.path.join(path, "memory.memsw.limit_in_bytes"), str(limit))
+                _write(os.path.join(path, "cgroup.procs"), str(os.getpid()))
+            except OSError:
+                os.rmdir(path)
+                raise
+            return path, f"cgroup {version}"
+        except OSError as e:
+            why.append(f"{version}: {e.strerror or e}")
+    return None, "; ".join(why)
+
+
+def _sweep(base: str) -> None:
+    """Remove empty cgroups that killed sandbox stages left behind (rmdir refuses one still in use)."""
+    try:
+        names = [n for n in os.listdir(base) if n.startswith("rewardkit-sandbox-")]
+    except OSError:
+        return
+    for n in names:
+        try:
+            os.rmdir(os.path.join(base, n))
+        except OSError:
+            pass
+
+
+def _cgroup_report(path: str) -> dict:
+    """Whether the kernel killed a process of the cgroup for memory, and its peak usage."""
+    def read(name: str) -> str:
+        try:
+            with open(os.path.join(path, name)) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    events = dict(ln.split() for ln in (read("memory.events") or read("memory.oom_control")).splitlines()
+                  if len(ln.split()) == 2)
+    peak = read("memory.peak") or read("memory.max_usage_in_bytes")
+    return {"memory_exceeded": int(events.get("oom_kill", "0")) > 0 or int(events.get("oom", "0")) > 0,
+            "peak_memory_bytes": int(peak) if peak.strip().isdigit() else 0}
+
+
 class _Deadline(Exception):
     pass
 
@@ -239,6 +385,16 @@ def main() -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGALRM, on_signal)
+    cgroup = None
+    if cfg.get("program_memory"):
+        cgroup, how = memory_cgroup(int(cfg["program_memory"]))
+        if cgroup:  # the kernel's OOM killer picks the program, never S or C (T resets its own score)
+            try:
+                _write("/proc/self/oom_score_adj", "-1000")
+            except OSError:
+                pass
+        _report(fd, memory_bound=how if cgroup else "rlimit", cgroup=cgroup,
+                **({} if cgroup else {"notes": [f"no memory cgroup ({how}): memory bounded per process only"]}))
     if cfg["namespaces"]:
         flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
         if not cfg["network"]:
@@ -292,7 +448,10 @@ def main() -> None:
             except ChildProcessError:
                 break
             time.sleep(0.001)
-    elif os.WIFSIGNALED(st) and not reason:
+    mem = _cgroup_report(cgroup) if cgroup else {}
+    if mem:
+        _report(fd, **mem)
+    if cfg["namespaces"] and os.WIFSIGNALED(st) and not reason and not mem.get("memory_exceeded"):
         _report(fd, stage_error=f"sandbox init died by signal {os.WTERMSIG(st)}")
     os._exit(0)
 

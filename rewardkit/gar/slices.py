@@ -29,15 +29,10 @@ from rewardkit.gar.rewards import (
     reasoner_reward,
     slice_mean,
 )
-from rewardkit.gar.slicing import (
-    DEFAULT_JUDGE_TOKENS,
-    DEFAULT_SLICE_TOKENS,
-    Slice,
-    make_slices,
-    whitespace_tokens,
-)
+from rewardkit.gar.slicing import DEFAULT_SLICE_TOKENS, Slice, make_slices, whitespace_tokens
+from rewardkit.options import option
 from rewardkit.prompts.gar import VERDICT_CHOICES, VERDICT_PREFIX, discriminator_messages
-from rewardkit.scoring import JudgeOptions, JudgeScorer, option
+from rewardkit.scoring import JudgeOptions, JudgeScorer, VerdictMode
 from rewardkit.types import Cost, Group, GroupScore, Status
 from rewardkit.verdicts import parse_yes_no
 from rewardkit.verifier import make_checker, verify_groups
@@ -88,9 +83,9 @@ class SliceItem:
 class DiscriminatorOptions(JudgeOptions):
     """The options of every GAR discriminator scorer: the verdict, and how it combines with exact match."""
 
-    mode: Literal["generate", "logit"] = option(
-        "generate", "generate (App. B analysis, **YES**/**NO**, rationale; capped at judge_tokens) or logit (P(YES))")
-    judge_tokens: int = option(DEFAULT_JUDGE_TOKENS, "K, the cap on the discriminator's output tokens in generate mode")
+    mode: VerdictMode = option(
+        "generate", "generate (App. B analysis, **YES**/**NO**, rationale; capped at max_tokens) or logit (P(YES))")
+    max_tokens: int = option(128, "K = 128 (sec. 3), the cap on the discriminator's output tokens in generate mode")
     temperature: float = option(0.0, "discriminator sampling temperature in generate mode")
     lambda1: float = option(1.0, "weight of the exact-match reward R^m (0 turns the verifier off)")
     lambda2: float = option(1.0, "weight of the slice reward R^s")
@@ -102,7 +97,7 @@ class DiscriminatorOptions(JudgeOptions):
         super().__post_init__()
         if self.lambda1 < 0 or self.lambda2 < 0:
             raise ValueError(f"option 'lambda1'/'lambda2': must be >= 0, got {self.lambda1}, {self.lambda2}")
-        self._at_least(1, "judge_tokens")
+        self._at_least(1, "max_tokens")
         self._at_least(0, "temperature")
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"option 'threshold': must lie in [0, 1], got {self.threshold}")
@@ -111,7 +106,7 @@ class DiscriminatorOptions(JudgeOptions):
 @dataclass(frozen=True)
 class SliceOptions(DiscriminatorOptions):
     slice_tokens: int = option(DEFAULT_SLICE_TOKENS, "slice token budget L (counted with the backend's tokenizer)")
-    min_slice_tokens: int | None = option(None, "a slice closes at a clear new beginning only once it holds this many tokens (default 3/4 of slice_tokens: slices near L, App. D.2)")
+    min_slice_tokens: int | None = option(None, "a slice closes at a clear new beginning only once it holds this many tokens (default 3/4 of slice_tokens, rewardkit's threshold: the paper gives none; keeps slices near L, App. D.2)")
     segmentation: Literal["delimiters", "fixed"] = option(
         "delimiters", "delimiters (the paper's slicing) or fixed (fixed-length windows ablation)")
     partial: bool = option(False, "judge only the first partial_slices slices and drop R^m (paper Table 5)")
@@ -126,16 +121,13 @@ class SliceOptions(DiscriminatorOptions):
         self._at_least(0, "min_slice_tokens")
 
 
-class SliceScorer(JudgeScorer):
-    """GAR reasoner reward: R^rea = lambda1 * R^m + lambda2 * R^s with R^s the discriminator's mean slice score."""
+class DiscriminatorScorer(JudgeScorer):
+    """What GAR's discriminator scorers share (``slices`` and ``holistic``): R^rea = lambda1 * R^m + lambda2 *
+    R^s, with R^s the mean score of the judged pieces of a trace, every piece of a batch in ONE backend call.
+    A subclass says what one judgment covers (``slices``)."""
 
-    name = "slices"
-    Options = SliceOptions
-    options: SliceOptions
-
-    def _setup(self) -> None:
-        o = self.options
-        self._partial, self._partial_slices, self._context = o.partial, o.partial_slices, o.context
+    Options = DiscriminatorOptions
+    options: DiscriminatorOptions
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """The discriminator's token counts (whitespace words when the backend has no tokenizer)."""
@@ -144,10 +136,17 @@ class SliceScorer(JudgeScorer):
         except NotImplementedError:
             return whitespace_tokens(texts)
 
-    def slices(self, text: str) -> list[Slice]:
-        """Slice one trace with this scorer's segmentation and budget."""
-        o = self.options
-        return make_slices(text, o.segmentation, o.slice_tokens, self.count_tokens, o.min_slice_tokens)
+    def slices(self, text: str) -> list[Slice]:  # pragma: no cover - interface
+        """The pieces of one trace the discriminator judges."""
+        raise NotImplementedError
+
+    def judged(self, text: str) -> list[tuple[Slice, str]]:
+        """The pieces of one trace judged for its reward, each with the context shown before it."""
+        return [(s, "") for s in self.slices(text)]
+
+    def uses_exact_match(self) -> bool:
+        """Whether R^m enters the reward (lambda1 > 0)."""
+        return self.options.lambda1 > 0
 
     def judge_slices(self, items: Sequence[SliceItem]) -> list[SliceJudgment]:
         """Judge every slice with ONE backend call (generate: App. B prompt, K tokens; logit: P(YES))."""
@@ -156,7 +155,7 @@ class SliceScorer(JudgeScorer):
         msgs = [discriminator_messages(it.problem, it.text, it.context) for it in items]
         o = self.options
         out: list[SliceJudgment] = []
-        if o.mode == "logit":
+        if self.verdict_mode == "logit":
             vres = self.judge.verdict_probs(
                 [VerdictRequest(m, VERDICT_CHOICES, VERDICT_PREFIX) for m in msgs]
             )
@@ -171,7 +170,7 @@ class SliceScorer(JudgeScorer):
                 p = float(r.probs[0])
                 out.append(SliceJudgment(Status.OK, "YES" if p >= o.threshold else "NO", p, cost=c))
             return out
-        reqs = [ChatRequest(m, max_tokens=o.judge_tokens, temperature=o.temperature) for m in msgs]
+        reqs = [ChatRequest(m, max_tokens=o.max_tokens, temperature=o.temperature) for m in msgs]
         comps = self.judge.generate(reqs)
         if len(comps) != len(items):
             raise RuntimeError(f"backend returned {len(comps)} completions for {len(items)} slices")
@@ -180,27 +179,23 @@ class SliceScorer(JudgeScorer):
             if comp.status is not Status.OK:
                 out.append(SliceJudgment(comp.status, message=comp.error or f"judge call {comp.status}", cost=c))
                 continue
-            v = parse_yes_no(comp.text)  # invalid output -> invalid slice, never a NO
+            v = parse_yes_no(comp.text, comp.finish_reason())  # invalid output -> invalid slice, never a NO
             out.append(SliceJudgment(v.status, v.label, None, comp.text, v.message, cost=c))
         return out
 
     # -- scoring
     def _score(self, groups: list[Group]) -> list[GroupScore]:
         o = self.options
-        use_m = o.lambda1 > 0 and not self._partial
+        use_m = self.uses_exact_match()
         # 1. slice every response of every group
         plan: list[list[list[Slice]]] = []
         items: list[SliceItem] = []
         for g in groups:
             per_resp = []
             for r in g.responses:
-                sl = self.slices(r)
-                if self._partial:
-                    sl = sl[: self._partial_slices]
-                per_resp.append(sl)
-                for j, s in enumerate(sl):
-                    ctx = r[: s.start] if self._context and j else ""
-                    items.append(SliceItem(g.prompt, s.text, ctx))
+                units = self.judged(r)
+                per_resp.append([s for s, _ in units])
+                items += [SliceItem(g.prompt, s.text, ctx) for s, ctx in units]
             plan.append(per_resp)
         # 2. one backend call for all slices of the batch; one verifier call for all responses (R^m)
         judgments = iter(self.judge_slices(items))
@@ -296,3 +291,27 @@ class SliceScorer(JudgeScorer):
             "p_real": p, "is_reference": is_ref, "gan_terms": gan_slice_terms(p, is_ref).tolist(),
             "statuses": [j.status.value for j in judged], "cost": Cost.total(j.cost for j in judged),
         }
+
+
+class SliceScorer(DiscriminatorScorer):
+    """GAR reasoner reward: R^rea = lambda1 * R^m + lambda2 * R^s with R^s the discriminator's mean slice score."""
+
+    name = "slices"
+    Options = SliceOptions
+    options: SliceOptions
+
+    def slices(self, text: str) -> list[Slice]:
+        """Slice one trace with this scorer's segmentation and budget."""
+        o = self.options
+        return make_slices(text, o.segmentation, o.slice_tokens, self.count_tokens, o.min_slice_tokens)
+
+    def judged(self, text: str) -> list[tuple[Slice, str]]:
+        """The slices judged for the reward: the first ``partial_slices`` in partial-trace mode (Table 5),
+        each with the trace before it as context when ``context`` is set."""
+        o = self.options
+        sl = self.slices(text)[: o.partial_slices] if o.partial else self.slices(text)
+        return [(s, text[: s.start] if o.context and j else "") for j, s in enumerate(sl)]
+
+    def uses_exact_match(self) -> bool:
+        """Partial-trace mode drops R^m (Table 5)."""
+        return self.options.lambda1 > 0 and not self.options.partial

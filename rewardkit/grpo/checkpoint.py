@@ -5,6 +5,10 @@ A checkpoint is a folder ``ckpt-<step>`` written under a temporary name and rena
 new checkpoint complete, never a half-written one. The metrics log is JSONL, one fsync'd row per step;
 on resume it is cut back to the steps the checkpoint holds (and the checkpoint's own last row restored),
 so no step is lost or counted twice.
+
+Only the newest checkpoint carries the optimizer state (``trainer.pt``) that resuming needs; older kept
+ones are cut to weights only. For SmolLM2-135M in fp32 that is 1.6 GB for the newest (0.54 GB weights +
+1.08 GB AdamW moments) and 0.54 GB for each older one: ``checkpoint_summary`` says what a run holds.
 """
 
 from __future__ import annotations
@@ -67,9 +71,27 @@ def save_checkpoint(out_dir: str | Path, step: int, model: Any, tokenizer: Any, 
     done = sorted(p for p in out.glob("ckpt-*") if p.is_dir())
     for old in done[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
+    for older in done[-keep:-1] if keep > 1 else []:  # resuming reads only the newest: weights-only here
+        (older / "trainer.pt").unlink(missing_ok=True)
     for stale in out.glob(".ckpt-*.tmp"):
         shutil.rmtree(stale, ignore_errors=True)
     return final
+
+
+def checkpoint_summary(out_dir: str | Path) -> str:
+    """One line: how many checkpoints a run folder keeps and their sizes (newest: weights + optimizer)."""
+    done = sorted(p for p in Path(out_dir).glob("ckpt-*") if p.is_dir())
+    if not done:
+        return "no checkpoint"
+
+    def gb(paths: list[Path]) -> float:
+        return sum(f.stat().st_size for p in paths for f in (p.rglob("*") if p.is_dir() else [p]) if f.is_file()) / 1e9
+
+    new = done[-1]
+    opt = gb([new / "trainer.pt"]) if (new / "trainer.pt").exists() else 0.0
+    total = gb(done)
+    return (f"{len(done)} checkpoint(s), {total:.2f} GB: newest {new.name} {gb([new]):.2f} GB "
+            f"(optimizer state {opt:.2f} GB, needed to resume); older ones are weights only")
 
 
 def latest_checkpoint(out_dir: str | Path) -> Path | None:

@@ -34,6 +34,7 @@ from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, Verdi
 from rewardkit.gar.rewards import judgment_rewards
 from rewardkit.gar.slices import SliceItem, SliceOptions, SliceScorer
 from rewardkit.grpo.trainer import GRPOTrainer, Learner, Rollouts, set_advantages
+from rewardkit.options import Options, coerce_options, option, resolve_options
 from rewardkit.prompts.gar import discriminator_messages
 from rewardkit.raro.critic import (
     CriticItem,
@@ -44,7 +45,6 @@ from rewardkit.raro.critic import (
     expert_positions,
 )
 from rewardkit.raro.replay import CriticExample
-from rewardkit.scoring import Options, build_options, coerce_options, option
 from rewardkit.types import Group, GroupScore, Status
 from rewardkit.verdicts import parse_yes_no
 
@@ -85,7 +85,7 @@ def critic_rollouts(learner: Learner, items: Sequence[CriticItem], samples: int,
     rewarded R_crit (line 15; unparseable ones masked), with advantages from the learner's settings."""
     r = learner.sample([it.messages for it in items], samples, seed_key=seed_key, max_new_tokens=max_tokens)
     rewards, statuses, _ = critic_rollout_rewards(r.texts, [it.expert_position for it in items for _ in range(samples)],
-                                                  tau_crit)
+                                                  tau_crit, r.finish_reasons())  # a cut-off critic is invalid
     ok = np.array([s is Status.OK for s in statuses]).reshape(len(items), samples)  # [C, K]
     set_advantages(r, rewards.reshape(len(items), samples), ok, learner.config)  # over-length filtered if set
     kept = rewards[r.valid]
@@ -119,7 +119,7 @@ class RaroShared:
                                                 "eps_high": 0.28, "beta": 1e-3, "overlong_filter": True}
 
     def __init__(self, options: RaroOptions | None = None, /, **fields: Any):
-        self.options: RaroOptions = build_options(RaroOptions, options, fields, "RaroShared")
+        self.options: RaroOptions = resolve_options(RaroOptions, options, fields, "RaroShared")
         self.critic: CriticScorer | None = None
 
     def attach(self, trainer: GRPOTrainer) -> None:
@@ -188,7 +188,7 @@ class SampledJudge(JudgeBackend):
         n = self.n
         return [Completion(r.texts[i * n:(i + 1) * n], prompt_tokens=len(r.prompt_ids[i * n]),
                            completion_tokens=sum(len(c) for c in r.completion_ids[i * n:(i + 1) * n]),
-                           finish_reasons=["length" if t else "stop" for t in r.truncated[i * n:(i + 1) * n]])
+                           finish_reasons=r.finish_reasons()[i * n:(i + 1) * n])
                 for i in range(len(requests))]
 
     def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
@@ -215,7 +215,7 @@ class GarOptions(Options):
     dis_update: Literal["grpo", "expected"] = option(
         "grpo", "grpo: GRPO on its sampled judgments (sec. 3); expected: rewardkit's variant, gradient ascent on the "
                 "expected R^dis of a bare verdict, P(YES) R(YES) + P(NO) R(NO), one forward pass per slice, no rollouts")
-    scorer: SliceOptions = option(SliceOptions(temperature=1.0), "the slice scorer's options; generate mode samples judgments at its temperature, capped at judge_tokens (K = 128)")
+    scorer: SliceOptions = option(SliceOptions(temperature=1.0), "the slice scorer's options; generate mode samples judgments at its temperature, capped at max_tokens (K = 128)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -233,7 +233,7 @@ class GarJoint:
     train_settings: ClassVar[dict[str, Any]] = {}  # the reasoner: GRPO as DeepSeekMath states it (the loss's settings)
 
     def __init__(self, options: GarOptions | None = None, /, **fields: Any):
-        self.options: GarOptions = build_options(GarOptions, options, fields, "GarJoint")
+        self.options: GarOptions = resolve_options(GarOptions, options, fields, "GarJoint")
         self.learner: Learner | None = None
 
     def attach(self, trainer: GRPOTrainer) -> None:
@@ -241,7 +241,7 @@ class GarJoint:
         # the discriminator is trained like the reasoner (the same resolved settings) but for its own
         # learning rate; its judgments are capped at K tokens on purpose, so they are never over-length filtered
         cfg = dataclasses.replace(trainer.config, model=o.discriminator, lr=o.lr, temperature=o.scorer.temperature,
-                                  max_new_tokens=o.scorer.judge_tokens, overlong_filter=False)
+                                  max_new_tokens=o.scorer.max_tokens, overlong_filter=False)
         self.learner = Learner(cfg)
         self.judge = SampledJudge(self.learner, o.dis_samples if o.dis_update == "grpo" else 1)
         self.slicer = SliceScorer(dataclasses.replace(o.scorer, judge=self.judge))
@@ -267,7 +267,7 @@ class GarJoint:
         ref_roll = self._judge(ref, (step, 4))
         metrics: dict[str, float] = {}
         for roll, is_ref, labels, name in ((ref_roll, True, [None] * len(ref), "ref"), (gen_roll, False, correct, "gen")):
-            verdicts = [parse_yes_no(t) for t in roll.texts]
+            verdicts = [parse_yes_no(t, f) for t, f in zip(roll.texts, roll.finish_reasons(), strict=True)]
             r_s = [(1.0 if v.label == "YES" else 0.0) if v.ok else None for v in verdicts]  # binary r^s per judgment
             rewards = judgment_rewards(r_s, [is_ref] * len(r_s), [c for c in labels for _ in range(k)], o.lambda3, o.lambda4)
             ok = np.isfinite(rewards).reshape(-1, k)  # [S, G] unparseable judgments are masked
@@ -343,7 +343,7 @@ class GarJoint:
 
     def _judge(self, items: list[SliceItem], seed_key: tuple[int, int]) -> Rollouts:
         msgs = [discriminator_messages(it.problem, it.text, it.context) for it in items]
-        return self.learner.sample(msgs, self.options.dis_samples, seed_key, self.options.scorer.judge_tokens)
+        return self.learner.sample(msgs, self.options.dis_samples, seed_key, self.options.scorer.max_tokens)
 
     def state_dict(self) -> dict[str, Any]:
         if self.learner is None:

@@ -30,8 +30,8 @@ from typing import Any, Literal
 import numpy as np
 
 from rewardkit.gar.slices import SliceItem
+from rewardkit.options import Options, option, resolve_options
 from rewardkit.prompts.gar import discriminator_messages
-from rewardkit.scoring import Options, build_options, option
 from rewardkit.verdicts import parse_yes_no
 
 
@@ -160,7 +160,7 @@ def train_discriminator(examples: Sequence[JudgmentExample], model: Any = "smoll
     every ``eval_every`` steps; training stops after ``patience`` validations without improvement, and the
     best weights are kept. With ``out_dir`` the model and tokenizer are saved there (``save_pretrained``).
     """
-    o: SFTOptions = build_options(SFTOptions, options, fields, "train_discriminator")
+    o: SFTOptions = resolve_options(SFTOptions, options, fields, "train_discriminator")
     train = balanced(examples, o.seed) if o.balance else list(examples)
     if eval_examples is None:
         train, held = split_by_problem(train, o.eval_fraction, o.seed)
@@ -190,7 +190,7 @@ def train_sft(examples: Sequence[tuple[list[dict[str, str]], str]], model: Any =
     from rewardkit.backends.transformers_backend import TransformersBackend
     from rewardkit.grpo.trainer import completion_logprobs
 
-    o: SFTOptions = build_options(SFTOptions, options, fields, "train_sft")
+    o: SFTOptions = resolve_options(SFTOptions, options, fields, "train_sft")
     train, held = list(examples), list(eval_examples)
     if not train or not held:
         raise ValueError(f"train_sft: {len(train)} training and {len(held)} validation examples (both sets need examples)")

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rewardkit.scoring import BaseScorer, Options, option
+from rewardkit.options import Options, option
+from rewardkit.scoring import BaseScorer
 from rewardkit.types import Group, GroupScore, Status
 
 

@@ -8,7 +8,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardkit.scoring import _REGISTRY, Scorer, get_scorer, register_scorer
+from rewardkit.scoring import Scorer, get_scorer, register_scorer, scorer_names, scorer_options
 from rewardkit.types import Group, GroupScore
 
 
@@ -22,10 +22,12 @@ def load_scorer(spec: str | Scorer, options: dict[str, Any] | None = None, judge
             raise ValueError("options and judge apply to a scorer name, not to a scorer instance")
         return spec
     opts = dict(options or {})
-    if judge is not None:
-        opts["judge"] = judge
-    if ":" in spec and spec not in _REGISTRY:
+    if ":" in spec and spec not in scorer_names():
         register_scorer(spec, spec, f"custom scorer {spec}")
+    if judge is not None:
+        if "judge" not in {o.name for o in scorer_options(spec)}:
+            raise ValueError(f"scorer {spec!r} takes no judge")
+        opts["judge"] = judge
     return get_scorer(spec, **opts)
 
 
@@ -75,70 +77,136 @@ def _str(x: Any) -> str | None:
 
 @dataclass
 class _Pending:
-    group: Group
-    futures: list[asyncio.Future] = field(default_factory=list)
+    """An open group: its rows (response, the waiting caller's future) and the timer that closes it short."""
+
+    key: Hashable
+    prompt: str
+    reference: str | None
+    expert: str | None
+    rows: list[tuple[str, asyncio.Future]] = field(default_factory=list)
+    timer: asyncio.TimerHandle | None = None
+
+
+@dataclass
+class _Job:
+    groups: list[Group]
+    done: asyncio.Future
 
 
 class GroupGatherer:
     """Collects rows that arrive one by one (concurrent requests or tasks) into whole groups.
 
     ``await add(key, prompt, response, reference, expert)`` waits until ``group_size`` rows share ``key``,
-    scores that group in ONE ``scorer`` call (in a worker thread; one call at a time) and returns
-    ``(GroupScore, row index, partial)``. A group still short after ``timeout`` seconds is scored as it
-    stands (``partial`` True). A scorer failure reaches every waiting row; none gets a reward.
+    then returns ``(GroupScore, row index, partial)``. A group still short ``timeout`` seconds after its
+    first row is scored as it stands (``partial`` True). A waiting row holds no thread and no lock: only
+    its future. Closed groups queue for ONE scorer worker that scores everything queued in one call (in a
+    worker thread), so a judge batches across groups; a failing call is retried group by group, so one
+    bad group fails only its own rows. A cancelled caller's row leaves its still-open group.
+    All calls must come from one event loop.
     """
 
-    def __init__(self, scorer: Scorer, group_size: int, timeout: float = 60.0):
+    def __init__(self, scorer: Scorer, group_size: int, timeout: float = 60.0, max_batch: int = 1024):
         if group_size < 1:
             raise ValueError(f"option 'group_size': must be >= 1, got {group_size}")
         if not timeout > 0:
             raise ValueError(f"option 'group_timeout': must be > 0, got {timeout}")
-        self.scorer, self.group_size, self.timeout = scorer, group_size, timeout
+        self.scorer, self.group_size, self.timeout, self.max_batch = scorer, group_size, timeout, max_batch
         self._open: dict[Hashable, _Pending] = {}
-        self._lock = asyncio.Lock()
-        self._score_lock = asyncio.Lock()
+        self._queue: list[_Job] = []
+        self._worker: asyncio.Task | None = None
         self._count = 0
+        self.counts = {"rows": 0, "groups": 0, "partial_groups": 0, "scorer_calls": 0}
+
+    @property
+    def waiting(self) -> int:
+        """Rows held for groups that are not full yet."""
+        return sum(len(p.rows) for p in self._open.values())
 
     async def score(self, groups: list[Group]) -> list[GroupScore]:
-        async with self._score_lock:
-            return await asyncio.to_thread(self.scorer.score, groups)
+        """Score whole groups through the shared scorer worker (batched with whatever else is queued)."""
+        fut = asyncio.get_running_loop().create_future()
+        self._submit(_Job(groups, fut))
+        return await fut
 
     async def add(self, key: Hashable, prompt: str, response: str, reference: str | None = None,
                   expert: str | None = None) -> tuple[GroupScore, int, bool]:
-        fut = asyncio.get_running_loop().create_future()
-        async with self._lock:
-            pend = self._open.get(key)
-            if pend is None:
-                self._count += 1
-                pend = self._open[key] = _Pending(Group(f"g{self._count}", prompt, [], reference, expert))
-            index = len(pend.group.responses)
-            pend.group.responses.append(response)
-            pend.futures.append(fut)
-            full = len(pend.futures) >= self.group_size
-            if full:
-                del self._open[key]
-        if full:
-            await self._finish(pend, partial=False)
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        pend = self._open.get(key)
+        if pend is None:
+            pend = self._open[key] = _Pending(key, prompt, reference, expert)
+            pend.timer = loop.call_later(self.timeout, self._close, pend, True)
+        row = (response, fut)
+        pend.rows.append(row)
+        self.counts["rows"] += 1
+        if len(pend.rows) >= self.group_size:
+            self._close(pend, False)
         try:
-            s, partial = await asyncio.wait_for(asyncio.shield(fut), self.timeout)
-        except asyncio.TimeoutError:
-            async with self._lock:
-                mine = self._open.get(key) is pend
-                if mine:
-                    del self._open[key]
-            if mine:
-                await self._finish(pend, partial=True)
-            s, partial = await fut
-        return s, index, partial
+            return await fut
+        except asyncio.CancelledError:
+            if self._open.get(key) is pend and row in pend.rows:
+                pend.rows.remove(row)
+                if not pend.rows:
+                    self._close(pend, True)
+            raise
 
-    async def _finish(self, pend: _Pending, partial: bool) -> None:
-        try:
-            (s,) = await self.score([pend.group])
-        except Exception as e:  # noqa: BLE001 - handed to every waiter
-            for f in pend.futures:
-                if not f.done():
-                    f.set_exception(e)
+    def _close(self, pend: _Pending, partial: bool) -> None:
+        if self._open.get(pend.key) is not pend:
             return
-        for f in pend.futures:
-            if not f.done():
-                f.set_result((s, partial))
+        del self._open[pend.key]
+        if pend.timer is not None:
+            pend.timer.cancel()
+        rows = [r for r in pend.rows if not r[1].done()]
+        if not rows:
+            return
+        self._count += 1
+        self.counts["groups"] += 1
+        self.counts["partial_groups"] += partial
+        group = Group(f"g{self._count}", pend.prompt, [r for r, _ in rows], pend.reference, pend.expert)
+        done = asyncio.get_running_loop().create_future()
+
+        def answer(d: asyncio.Future) -> None:
+            for i, (_, f) in enumerate(rows):
+                if f.done():
+                    continue
+                if d.exception() is not None:
+                    f.set_exception(d.exception())
+                else:
+                    f.set_result((d.result()[0], i, partial))
+
+        done.add_done_callback(answer)
+        self._submit(_Job([group], done))
+
+    def _submit(self, job: _Job) -> None:
+        self._queue.append(job)
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while self._queue:
+            jobs, n = [], 0
+            while self._queue and (not jobs or n + len(self._queue[0].groups) <= self.max_batch):
+                jobs.append(self._queue.pop(0))
+                n += len(jobs[-1].groups)
+            await self._run(jobs)
+
+    async def _run(self, jobs: list[_Job]) -> None:
+        groups = [g for j in jobs for g in j.groups]
+        try:
+            self.counts["scorer_calls"] += 1
+            scores = await asyncio.to_thread(self.scorer.score, groups)
+            if len(scores) != len(groups):
+                raise RuntimeError(f"scorer returned {len(scores)} scores for {len(groups)} groups")
+        except Exception as e:  # noqa: BLE001 - handed to the waiting rows
+            if len(jobs) > 1:  # isolate the failing group: the others still get their rewards
+                for j in jobs:
+                    await self._run([j])
+                return
+            if not jobs[0].done.done():
+                jobs[0].done.set_exception(e)
+            return
+        k = 0
+        for j in jobs:
+            if not j.done.done():
+                j.done.set_result(scores[k:k + len(j.groups)])
+            k += len(j.groups)

@@ -1,14 +1,14 @@
-"""verl reward managers that score whole groups (rows sharing ``uid``) with any rewardkit scorer (verl 0.9.1).
+"""A verl 0.9.1 reward-loop manager that scores whole groups (rows sharing ``uid``) with any rewardkit scorer.
 
-verl 0.9 has two reward-manager interfaces; both are provided, registered under the name ``rewardkit``:
-
-- ``RewardkitRewardManager`` (``verl.workers.reward_manager``): ``__call__(data, return_dict)`` sees the
-  whole batch, groups rows by ``non_tensor_batch["uid"]`` and scores every group in ONE scorer call.
-- ``RewardkitLoopManager`` (``verl.experimental.reward_loop``, verl 0.9's default path): verl calls
-  ``run_single`` once per row, concurrently; rows are held until ``group_size`` rows of a ``uid`` arrived
-  (default: ``actor_rollout_ref.rollout.n``) and scored together. A group split across reward-loop
-  workers cannot fill: it is scored short after ``group_timeout`` seconds and flagged
-  (``rewardkit_partial``); run one reward-loop worker, or batch sizes per worker that are multiples of n.
+verl 0.9's trainer computes rewards only through its reward loop (``verl.experimental.reward_loop``):
+``RewardLoopWorker`` Ray actors (``reward.num_workers``, default 8) call ``run_single`` once per row. With no
+reward model, the agent loop sends each finished sample to ``random.choice(reward_loop_workers)``, so one
+``uid``'s rows land on different workers. ``RewardkitLoopManager`` therefore forwards every row to ONE
+group assembler per job (a named Ray actor, ``rewardkit.integrations.assembler``), which holds rows until
+``group_size`` (default ``actor_rollout_ref.rollout.n``) of a ``uid`` arrived, scores that group once and
+answers every row, whichever worker it came through. Outside Ray (a plain event loop) the manager
+assembles in its own process. A group still short after ``group_timeout`` seconds is scored as it stands
+and flagged ``rewardkit_partial = 1``.
 
 verl's reward tensor has no mask: a masked response (non-ok status) gets ``masked_reward`` (0.0 unless
 set) and is flagged ``rewardkit_ok = 0`` in ``reward_extra_info``, so it is never silently a 0.
@@ -21,35 +21,46 @@ The scorer comes from ``$REWARDKIT_SCORER`` (a name or ``module:Class``) and ``$
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
-from collections import defaultdict
 from typing import Any
 
-from rewardkit.integrations.common import GroupGatherer, load_scorer, score_rows
+from rewardkit.integrations.assembler import GroupAssembler, shared_assembler
+from rewardkit.integrations.common import load_scorer
 from rewardkit.scoring import Scorer
 from rewardkit.types import Group
 
 # scorers whose reward of a response depends on its group peers: never per response
 GROUP_RELATIVE = {"arena", "tournament", "adaptive-pointwise", "proof-gate", "majority-vote", "llm-judge"}
 _SCORERS: dict[str, Scorer] = {}
+log = logging.getLogger(__name__)
 
 
-def env_scorer() -> Scorer:
-    """The scorer named by ``$REWARDKIT_SCORER`` (options: ``$REWARDKIT_SCORER_OPTIONS`` JSON), built once."""
+def env_scorer_spec() -> tuple[str, dict[str, Any]]:
+    """``$REWARDKIT_SCORER`` (a name or module:Class) and its options (``$REWARDKIT_SCORER_OPTIONS``, JSON)."""
     name = os.environ.get("REWARDKIT_SCORER")
     if not name:
         raise RuntimeError("rewardkit verl adapter: set REWARDKIT_SCORER (a scorer name or module:Class), "
                            "or build the manager with reward_manager_for(scorer)")
-    raw = os.environ.get("REWARDKIT_SCORER_OPTIONS", "{}")
-    key = f"{name}|{raw}"
+    return name, json.loads(os.environ.get("REWARDKIT_SCORER_OPTIONS", "{}"))
+
+
+def env_scorer() -> Scorer:
+    """The scorer named by ``$REWARDKIT_SCORER`` (options: ``$REWARDKIT_SCORER_OPTIONS`` JSON), built once."""
+    name, options = env_scorer_spec()
+    key = f"{name}|{json.dumps(options, sort_keys=True)}"
     if key not in _SCORERS:
-        _SCORERS[key] = load_scorer(name, json.loads(raw))
+        _SCORERS[key] = load_scorer(name, options)
     return _SCORERS[key]
 
 
 def _ground_truth(item_nt: dict[str, Any]) -> str | None:
+    """``reward_model.ground_truth`` as text; a ``reward_model`` that is not verl's dict is an error, not an abstain."""
     rm = item_nt.get("reward_model")
+    if rm is not None and not isinstance(rm, dict):
+        raise ValueError(f"rewardkit verl adapter: reward_model must be a dict with 'ground_truth' (verl's shape), "
+                         f"got {type(rm).__name__} {str(rm)[:60]!r}")
     gt = rm.get("ground_truth") if isinstance(rm, dict) else None
     return None if gt is None else str(gt)
 
@@ -69,49 +80,11 @@ def _decode_rows(data: Any, tokenizer: Any) -> tuple[list[str], list[str], list[
     return p_txt, r_txt, last
 
 
-try:  # verl is optional: without it the classes still work standalone (their contract is tested either way)
-    from verl.workers.reward_manager import register as _legacy_register
-    from verl.workers.reward_manager.abstract import AbstractRewardManager as _LegacyBase
-except ImportError:
-    _LegacyBase, _legacy_register = object, None  # type: ignore[assignment, misc]
-try:
+try:  # verl is optional: without it the manager still works standalone (its contract is tested either way)
     from verl.experimental.reward_loop.reward_manager import register as _loop_register
     from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase as _LoopBase
 except ImportError:
     _LoopBase, _loop_register = object, None  # type: ignore[assignment, misc]
-
-
-class RewardkitRewardManager(_LegacyBase):  # type: ignore[misc, valid-type]
-    """Batch reward manager: group rows by ``uid``, one scorer call for the batch, reward at the last token."""
-
-    scorer: Scorer | None = None
-
-    def __init__(self, tokenizer: Any, num_examine: int = 0, compute_score: Any = None,
-                 reward_fn_key: str = "data_source", masked_reward: float = 0.0, **kwargs: Any):
-        self.tokenizer, self.masked_reward = tokenizer, masked_reward
-        self._scorer = type(self).scorer or env_scorer()
-
-    def __call__(self, data: Any, return_dict: bool = False) -> Any:
-        import torch
-
-        p_txt, r_txt, last = _decode_rows(data, self.tokenizer)
-        nt = data.non_tensor_batch
-        uids = [str(u) for u in nt["uid"]]
-        refs = [_ground_truth({"reward_model": rm}) for rm in nt.get("reward_model", [None] * len(data))]
-        rewards, scores, idx = score_rows(self._scorer, p_txt, r_txt, uids, refs)
-        tensor = torch.zeros_like(data.batch["responses"], dtype=torch.float32)
-        info: dict[str, list[Any]] = defaultdict(list)
-        for i, r in enumerate(rewards):
-            tensor[i, last[i]] = self.masked_reward if r is None else r
-        status = [""] * len(data)
-        for rows, s in zip(idx, scores, strict=True):
-            for j, i in enumerate(rows):
-                status[i] = s.statuses[j].value
-        info["rewardkit_ok"] = [1.0 if r is not None else 0.0 for r in rewards]
-        info["rewardkit_status"] = status
-        if return_dict:
-            return {"reward_tensor": tensor, "reward_extra_info": dict(info)}
-        return tensor
 
 
 def _register(register: Any, cls: type) -> None:
@@ -124,32 +97,65 @@ def _register(register: Any, cls: type) -> None:
             pass
 
 
-_register(_legacy_register, RewardkitRewardManager)
-
-
 class RewardkitLoopManager(_LoopBase):  # type: ignore[misc, valid-type]
-    """verl 0.9 reward-loop manager: ``run_single`` per row, rows gathered into whole ``uid`` groups."""
+    """verl 0.9 reward-loop manager: ``run_single`` per row; rows of a ``uid`` are scored together, once.
+
+    ``assembler``: ``"auto"`` (the job's shared Ray actor when running under Ray, else this process),
+    ``"ray"`` or ``"local"``.
+    """
 
     scorer: Scorer | None = None
 
     def __init__(self, config: Any, tokenizer: Any, compute_score: Any = None, group_size: int | None = None,
-                 group_timeout: float = 300.0, masked_reward: float = 0.0, **kwargs: Any):
+                 group_timeout: float = 300.0, masked_reward: float = 0.0, assembler: str = "auto", **kwargs: Any):
         if _LoopBase is not object:
             super().__init__(config, tokenizer, compute_score)
         self.tokenizer, self.masked_reward = tokenizer, masked_reward
-        n = group_size or _rollout_n(config)
-        self.gatherer = GroupGatherer(type(self).scorer or env_scorer(), n, group_timeout)
+        self.group_size, self.group_timeout = group_size or _rollout_n(config), group_timeout
+        if assembler not in ("auto", "ray", "local"):
+            raise ValueError(f"option 'assembler': expected auto, ray or local, got {assembler!r}")
+        self._mode, self._add = assembler, None
+        _warn_on_validation_groups(config, self.group_size)
+
+    def _adder(self) -> Any:
+        """``add(key, prompt, response, reference)`` -> awaitable RowScore, on the shared or a local assembler."""
+        if self._add is None:
+            bound = type(self).scorer
+            scorer, options = (bound, None) if bound is not None else env_scorer_spec()
+            if self._mode == "ray" or (self._mode == "auto" and _ray_running()):
+                self._add = shared_assembler(scorer, self.group_size, self.group_timeout, options=options).add.remote
+            else:
+                self._add = GroupAssembler(scorer, self.group_size, self.group_timeout, options).add
+        return self._add
 
     async def run_single(self, data: Any) -> dict[str, Any]:
         p_txt, r_txt, _ = _decode_rows(data[-1:], self.tokenizer)
-        item = data[-1]
-        nt = item.non_tensor_batch
-        s, j, partial = await self.gatherer.add(str(nt["uid"]), p_txt[0], r_txt[0], _ground_truth(nt))
-        v = float(s.rewards[j])
-        ok = not math.isnan(v)
-        return {"reward_score": v if ok else self.masked_reward,
-                "reward_extra_info": {"rewardkit_ok": float(ok), "rewardkit_partial": float(partial),
-                                      "rewardkit_group_size": float(len(s.rewards))}}
+        nt = data[-1].non_tensor_batch
+        row = await self._adder()(str(nt["uid"]), p_txt[0], r_txt[0], _ground_truth(nt))
+        ok = row.reward is not None
+        return {"reward_score": row.reward if ok else self.masked_reward,
+                "reward_extra_info": {"rewardkit_ok": float(ok), "rewardkit_partial": float(row.partial),
+                                      "rewardkit_group_size": float(row.group_size)}}
+
+
+def _ray_running() -> bool:
+    try:
+        import ray
+    except ImportError:
+        return False
+    return ray.is_initialized()
+
+
+def _warn_on_validation_groups(config: Any, n: int) -> None:
+    """verl's validation sends ``val_kwargs.n`` rows per uid, indistinguishable from training rows here."""
+    try:
+        val_n = int(config.actor_rollout_ref.rollout.val_kwargs.n)
+    except (AttributeError, KeyError, TypeError):
+        return
+    if val_n != n:
+        log.warning("rewardkit verl adapter: validation sends actor_rollout_ref.rollout.val_kwargs.n=%d rows per "
+                    "uid but groups are %d rows, so each validation group waits group_timeout and is scored short "
+                    "(rewardkit_partial=1); set val_kwargs.n=%d, or validate without the reward loop", val_n, n, n)
 
 
 def _rollout_n(config: Any) -> int:
@@ -162,11 +168,14 @@ def _rollout_n(config: Any) -> int:
 _register(_loop_register, RewardkitLoopManager)
 
 
-def reward_manager_for(scorer: Scorer | str, loop: bool = False, **options: Any) -> type:
-    """A manager class bound to ``scorer`` (verl instantiates classes; register it under your own name)."""
+def reward_manager_for(scorer: Scorer | str, **options: Any) -> type:
+    """A manager class bound to ``scorer`` (verl instantiates classes; register it under your own name).
+
+    Under Ray the instance is pickled to the job's group assembler, which does all the scoring.
+    """
     sc = load_scorer(scorer, options or None)
-    base = RewardkitLoopManager if loop else RewardkitRewardManager
-    return type(f"{base.__name__}_{getattr(sc, 'name', 'custom')}".replace("-", "_"), (base,), {"scorer": sc})
+    name = f"RewardkitLoopManager_{getattr(sc, 'name', 'custom')}".replace("-", "_")
+    return type(name, (RewardkitLoopManager,), {"scorer": sc})
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None,
@@ -179,7 +188,7 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     sc = env_scorer()
     if getattr(sc, "name", "") in GROUP_RELATIVE:
         raise ValueError(f"scorer {sc.name!r} rewards a response relative to its group; compute_score sees one "
-                         "response at a time: use reward_manager.name=rewardkit instead")
+                         "response at a time: use the reward manager RewardkitLoopManager instead")
     prompt = str((extra_info or {}).get("question") or (extra_info or {}).get("prompt") or "")
     (s,) = sc.score([Group(f"{data_source}", prompt, [solution_str],
                            reference=None if ground_truth is None else str(ground_truth))])
@@ -188,4 +197,4 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     return {"score": v if ok else float(os.environ.get("REWARDKIT_MASKED_REWARD", 0.0)), "rewardkit_ok": float(ok)}
 
 
-__all__ = ["RewardkitLoopManager", "RewardkitRewardManager", "compute_score", "env_scorer", "reward_manager_for"]
+__all__ = ["RewardkitLoopManager", "compute_score", "env_scorer", "env_scorer_spec", "reward_manager_for"]

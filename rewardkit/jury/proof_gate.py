@@ -23,8 +23,9 @@ from rewardkit.answers import AnswerChecker, default_checker, extract_answer
 from rewardkit.backends import JudgeBackend, load_backend
 from rewardkit.jury.reszero import reszero_rewards
 from rewardkit.jury.vote import Vote, majority_vote, vote
+from rewardkit.options import Options, option
 from rewardkit.prompts import get_prompt, render
-from rewardkit.scoring import BaseScorer, JudgeOptions, Mode, Options, option
+from rewardkit.scoring import BaseScorer, JudgeOptions, VerdictMode, resolve_mode
 from rewardkit.types import Cost, Group, GroupScore, Status
 from rewardkit.verdicts import parse_true_false
 from rewardkit.verifier import (
@@ -75,7 +76,8 @@ def proof_gate_rewards(
 # ------------------------------------------------------------------------------------------ scorers
 
 
-def _extract_and_vote(groups: list[Group], checker: AnswerChecker) -> list[tuple[Vote, list[str | None]]]:
+def vote_groups(groups: list[Group], checker: AnswerChecker) -> list[tuple[Vote, list[str | None]]]:
+    """Each group's JURY-RL vote over its extracted answers, with each cluster's representative answer."""
     return [majority_vote([extract_answer(r) for r in g.responses], checker=checker) for g in groups]
 
 
@@ -101,7 +103,7 @@ class MajorityVoteScorer(BaseScorer):
 
     def _score(self, groups: list[Group]) -> list[GroupScore]:
         out = []
-        for g, (v, reps) in zip(groups, _extract_and_vote(groups, self.checker), strict=True):
+        for g, (v, reps) in zip(groups, vote_groups(groups, self.checker), strict=True):
             maj = v.majority
             out.append(GroupScore(
                 g.id, v.mask(maj).astype(np.float64), [Status.OK] * len(g),
@@ -148,9 +150,7 @@ class ProofGateScorer(BaseScorer):
     mask_failures = False  # judge baselines: an unusable verdict masks the group (never a silent 0)
 
     def _setup(self) -> None:
-        o = self.options
-        self.fallback, self.c, self.top_k = o.fallback, o.c, o.top_k
-        self.rng = _random.Random(o.seed)
+        self.rng = _random.Random(self.options.seed)
         self.checker = default_checker()
         self.verifier = self._verifier()
 
@@ -179,11 +179,11 @@ class ProofGateScorer(BaseScorer):
         return getattr(self.verifier, "name", "") or type(self.verifier).__name__
 
     def _score(self, groups: list[Group]) -> list[GroupScore]:
-        votes = _extract_and_vote(groups, self.checker)
+        votes = vote_groups(groups, self.checker)
         costs = [Cost() for _ in groups]
         tried: list[list[dict[str, Any]]] = [[] for _ in groups]
         verified: list[Hashable | None] = [None] * len(groups)
-        for k in range(self.top_k):  # one batched verifier call per round (top-k, App. G.3)
+        for k in range(self.options.top_k):  # one batched verifier call per round (top-k, App. G.3)
             todo = [gi for gi, (v, _) in enumerate(votes) if verified[gi] is None and len(v.candidates) > k]
             if not todo:
                 break
@@ -208,14 +208,14 @@ class ProofGateScorer(BaseScorer):
                                              stats={"verifier": self.verifier_name},
                                              extra={"verifications": tried[gi]}))
                 continue
-            rewards = proof_gate_rewards(v.labels, verified[gi], fallback=self.fallback, c=self.c, rng=self.rng)
+            rewards = proof_gate_rewards(v.labels, verified[gi], fallback=self.options.fallback, c=self.options.c, rng=self.rng)
             outcomes = [t["outcome"] for t in tried[gi]]
             gate = "verified" if verified[gi] is not None else ("refuted" if "refuted" in outcomes else "inconclusive")
             maj = v.majority
             out.append(GroupScore(
                 g.id, rewards, [Status.OK] * len(g),
                 stats={"verifier": self.verifier_name, "gate": gate,
-                       "fallback": None if verified[gi] is not None else self.fallback,
+                       "fallback": None if verified[gi] is not None else self.options.fallback,
                        "majority_share": v.share,
                        "majority_answer": reps[maj] if maj is not None else None,  # type: ignore[index]
                        "verified_answer": reps[verified[gi]] if verified[gi] is not None else None},  # type: ignore[index]
@@ -235,9 +235,10 @@ class LLMJudgeVerifier(BaseVerifier):
 
     name = "llm-judge"
 
-    def __init__(self, judge: JudgeBackend | str, *, mode: Mode = "generate", samples: int = 1,
+    def __init__(self, judge: JudgeBackend | str, *, mode: VerdictMode = "generate", samples: int = 1,
                  max_tokens: int = 512, temperature: float = 0.0):
-        self.backend, self.mode, self.samples = load_backend(judge), mode, samples
+        self.backend, self.samples = load_backend(judge), samples
+        self.mode = resolve_mode(mode, self.backend)
         self.max_tokens, self.temperature = max_tokens, temperature
 
     def _messages(self, c: Claim) -> list[dict[str, str]]:
@@ -273,7 +274,7 @@ class LLMJudgeVerifier(BaseVerifier):
                 out.append(VerifyResult("inconclusive", f"judge {comp.status}: {comp.error}", cost,
                                         detail={"status": comp.status.value}))
                 continue
-            verdicts = [parse_true_false(t) for t in comp.texts]
+            verdicts = [parse_true_false(t, comp.finish_reason(i)) for i, t in enumerate(comp.texts)]
             ok = [v.label for v in verdicts if v.ok]
             if not ok:
                 out.append(VerifyResult("inconclusive", verdicts[0].message or "invalid judgment", cost,

@@ -1,9 +1,11 @@
 """JURY-RL's LLM-as-a-Judge baseline judging every rollout (App. D), beside the majority-only ``llm-judge``.
 
-Each response's final answer goes to the App. D judge ("is this answer to this question correct? True or
-False") in one batched call for the whole batch: reward 1 for True, 0 for False. This is the per-rollout
-judge reward of the paper's LLM-as-a-Judge baseline; ``llm-judge`` (``rewardkit.jury.proof_gate``) instead asks
-the judge once per group about the majority answer. The judging itself is ``LLMJudgeVerifier``, shared.
+The App. D judge "assesses the reasoning process and the final answer of each rollout": each response's
+trunk (the response without a ``<think>`` block: its written reasoning and its final answer) goes to the
+judge ("... whether a given mathematical question and answer are correctly matched ... True or False") in
+one batched call for the whole batch: reward 1 for True, 0 for False. This is the per-rollout judge reward
+of the paper's LLM-as-a-Judge baseline; ``llm-judge`` (``rewardkit.jury.proof_gate``) instead asks the judge
+once per group about the majority answer alone. The judging itself is ``LLMJudgeVerifier``, shared.
 
 A response without a final answer is not sent and gets 0 (the policy gave no answer). A judge failure,
 an unparseable judgment or an even split of ``samples`` judgments masks that response with its status.
@@ -16,9 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rewardkit.answers import extract_answer
+from rewardkit.answers import extract_answer, response_trunk
 from rewardkit.jury.proof_gate import LLMJudgeVerifier
-from rewardkit.scoring import BaseScorer, JudgeOptions, option
+from rewardkit.options import option
+from rewardkit.scoring import BaseScorer, JudgeOptions
 from rewardkit.types import Cost, Group, GroupScore, Status
 from rewardkit.verifier import Claim, VerifyResult
 
@@ -59,7 +62,9 @@ class RolloutJudgeScorer(BaseScorer):
 
     def _score(self, groups: list[Group]) -> list[GroupScore]:
         answers = [[extract_answer(r) for r in g.responses] for g in groups]
-        claims = [Claim(g.prompt, a) for g, ans in zip(groups, answers, strict=True) for a in ans if a is not None]
+        # App. D: the judge sees the reasoning and the final answer, not the extracted answer alone
+        claims = [Claim(g.prompt, response_trunk(r)) for g, ans in zip(groups, answers, strict=True)
+                  for r, a in zip(g.responses, ans, strict=True) if a is not None]
         judged = iter(self.verifier.verify_many(claims))  # one backend call for the whole batch
         out = []
         for g, ans in zip(groups, answers, strict=True):

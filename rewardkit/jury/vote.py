@@ -39,7 +39,12 @@ class Vote:
 
 def vote(labels: Sequence[Hashable | None]) -> Vote:
     """Plurality vote a-hat = argmax_a sum_i 1[a_i = a] (Sec. 4.1) with a fixed tie-break: among answers
-    with the most votes, the one that appears first wins (App. A.2 edge case (i))."""
+    with the most votes, the one that appears first wins (App. A.2 edge case (i)).
+
+    >>> v = vote(["11", "11", "4", None, "4", "7"])
+    >>> v.majority, v.counts, v.share  # 11 and 4 tie at 2 votes: 11 came first; None never counts
+    ('11', (2, 2, 1), 0.3333333333333333)
+    """
     counts: dict[Hashable, int] = {}
     first: dict[Hashable, int] = {}
     for i, lab in enumerate(labels):

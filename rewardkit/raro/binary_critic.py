@@ -6,7 +6,7 @@ answer as written by the ``expert`` or by the ``policy``. Rewards (Sec. 3.2):
     R_policy = 1[l = expert] - 1[l = policy]            (the policy is rewarded for passing as the expert)
     R_critic = 1[l is correct] - 1[l is incorrect]      (for a policy answer: -R_policy)
 
-It shares the relativistic critic's machinery (``CriticScorer``: options, answer views, one seeded backend
+It shares the relativistic critic's machinery (``CriticJudge``: options, answer views, one seeded backend
 call per batch); only the prompt, the verdicts and the rewards differ. Unparseable output is ``invalid``.
 """
 
@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from rewardkit.backends.base import Message, cost_of
+from rewardkit.options import option
 from rewardkit.prompts.raro import BINARY_VERDICT_CHOICES, BINARY_VERDICT_PREFIX, binary_critic_user_prompt
-from rewardkit.raro.critic import CriticBaseOptions, CriticScorer, answer_view
-from rewardkit.scoring import Mode, option
+from rewardkit.raro.critic import CriticBaseOptions, CriticJudge, answer_view
+from rewardkit.scoring import VerdictMode
 from rewardkit.types import Group, GroupScore, Status
 from rewardkit.verdicts import parse_expert_policy
 
@@ -47,27 +48,21 @@ def binary_critic_messages(question: str, answer: str, template: str = "math") -
 
 @dataclass(frozen=True)
 class BinaryCriticOptions(CriticBaseOptions):
-    mode: Mode = option("generate", "generate samples the critic's reasoning and parses Expert/Policy; logit reads "
+    mode: VerdictMode = option("generate", "generate samples the critic's reasoning and parses Expert/Policy; logit reads "
                                     "P(Expert), P(Policy) in one forward pass and returns the expected reward")
 
 
-class BinaryCriticScorer(CriticScorer):
+class BinaryCriticScorer(CriticJudge):
     """RARO binary critic (Sec. 3.2): each response alone is labelled expert (+1) or policy (-1); no tie."""
 
     name = "critic-binary"
-    Options = BinaryCriticOptions  # type: ignore[assignment]
-    options: BinaryCriticOptions  # type: ignore[assignment]
+    Options = BinaryCriticOptions
+    options: BinaryCriticOptions
     verdict_choices = BINARY_VERDICT_CHOICES
     verdict_prefix = BINARY_VERDICT_PREFIX
 
-    def _setup(self) -> None:
-        o = self.options
-        self.mode, self.max_tokens, self.temperature = o.mode, int(o.max_tokens), float(o.temperature)
-        self.view, self.template, self.seed = o.view, o.template, int(o.seed)
-        self._batches = 0
-
     def _score(self, groups: list[Group]) -> list[GroupScore]:
-        flat = [binary_critic_messages(g.prompt, answer_view(r, self.view), self.template)
+        flat = [binary_critic_messages(g.prompt, answer_view(r, self.options.view), self.options.template)
                 for g in groups for r in g.responses]
         results = self._ask(flat) if flat else []  # one backend call for the whole batch
         out, k = [], 0
@@ -88,7 +83,7 @@ class BinaryCriticScorer(CriticScorer):
                 statuses.append(r.status)
                 messages.append(f"critic backend: {r.error or r.status.value}")
                 detail.append(None)
-            elif self.mode == "logit":
+            elif self.verdict_mode == "logit":
                 pr = np.asarray(r.probs, dtype=float)
                 rewards[i] = expected_binary_reward(pr)
                 label = ("expert", "policy")[int(np.argmax(pr))]
@@ -97,7 +92,7 @@ class BinaryCriticScorer(CriticScorer):
                 detail.append(pr.tolist())
             else:
                 detail.append(r.text)
-                v = parse_expert_policy(r.text)
+                v = parse_expert_policy(r.text, r.finish_reason())
                 if v.ok:
                     label = v.label.lower()  # type: ignore[union-attr]
                     rewards[i] = binary_policy_reward(label)
@@ -107,13 +102,5 @@ class BinaryCriticScorer(CriticScorer):
         ok = [lab for lab in labels if lab is not None]
         components = {"critic_label": labels, "critic_reward": -rewards}  # R_critic = -R_policy on policy answers
         stats = {"fooled_rate": (sum(lab == "expert" for lab in ok) / len(ok)) if ok else math.nan}
-        extra = {"critic_probs": detail} if self.mode == "logit" else {"critic_outputs": detail}
+        extra = {"critic_probs": detail} if self.verdict_mode == "logit" else {"critic_outputs": detail}
         return GroupScore(g.id, rewards, statuses, components, cost_of(res), messages, extra, stats)
-
-    def critic_batch(self, groups: Sequence[Group], size: int, step: int = 0) -> Any:
-        raise NotImplementedError("critic-binary: critic training batches are implemented for the relativistic "
-                                  "critic only (CriticScorer.critic_batch)")
-
-    def critic_rewards(self, items: Any, texts: Sequence[str]) -> Any:
-        raise NotImplementedError("critic-binary: critic training rewards are implemented for the relativistic "
-                                  "critic only (CriticScorer.critic_rewards)")

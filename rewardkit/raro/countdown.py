@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from rewardkit.scoring import BaseScorer, Options
+from rewardkit.options import Options
+from rewardkit.scoring import BaseScorer
 from rewardkit.types import Cost, Group, GroupScore, Status
 from rewardkit.verdicts import boxed_contents
 

@@ -22,9 +22,10 @@ import numpy as np
 
 from rewardkit.answers import response_trunk
 from rewardkit.backends.base import ChatRequest, Message, VerdictRequest, cost_of
+from rewardkit.options import option
 from rewardkit.prompts.raro import VERDICT_CHOICES, VERDICT_PREFIX, critic_user_prompt
 from rewardkit.raro.replay import CriticExample, ReplayBuffer, mix_critic_batch
-from rewardkit.scoring import JudgeOptions, JudgeScorer, Mode, option
+from rewardkit.scoring import JudgeOptions, JudgeScorer, VerdictMode
 from rewardkit.types import Group, GroupScore, Status
 from rewardkit.verdicts import boxed_contents, parse_answer_choice
 
@@ -112,14 +113,17 @@ class CriticItem:
     source: Literal["current", "replay"]
 
 
-def critic_rollout_rewards(texts: Sequence[str], expert_positions: Sequence[int],
-                           tau_crit: float = TAU_CRIT) -> tuple[np.ndarray, list[Status], list[str | None]]:
-    """R_crit of sampled critic rollouts (Algorithm 2 line 15); unparseable ones are NaN with status invalid."""
+def critic_rollout_rewards(texts: Sequence[str], expert_positions: Sequence[int], tau_crit: float = TAU_CRIT,
+                           finish_reasons: Sequence[str | None] | None = None
+                           ) -> tuple[np.ndarray, list[Status], list[str | None]]:
+    """R_crit of sampled critic rollouts (Algorithm 2 line 15); unparseable ones, and ones cut off for length
+    (``finish_reasons``), are NaN with status invalid."""
     if len(texts) != len(expert_positions):
         raise ValueError(f"{len(texts)} critic texts for {len(expert_positions)} expert positions")
+    reasons = list(finish_reasons) if finish_reasons is not None else [None] * len(texts)
     rewards, statuses, messages = [], [], []
-    for text, pos in zip(texts, expert_positions, strict=True):
-        v = parse_answer_choice(text)
+    for text, pos, reason in zip(texts, expert_positions, reasons, strict=True):
+        v = parse_answer_choice(text, reason)
         if not v.ok:
             rewards.append(math.nan)
             statuses.append(v.status)
@@ -152,7 +156,7 @@ class CriticBaseOptions(JudgeOptions):
 
 @dataclass(frozen=True)
 class CriticOptions(CriticBaseOptions):
-    mode: Mode = option("generate", "generate samples the critic's reasoning and parses Answer 1/2/tie; logit scores the "
+    mode: VerdictMode = option("generate", "generate samples the critic's reasoning and parses Answer 1/2/tie; logit scores the "
                                     "three verdicts in one forward pass and returns the expected reward")
     tau_pol: float = option(TAU_POL, "tie reward of the policy (Table 5: 0.6)")
     tau_crit: float = option(TAU_CRIT, "tie reward of the critic, reported as the critic_reward component (Table 5: 0.55)")
@@ -167,40 +171,58 @@ class CriticOptions(CriticBaseOptions):
         self._at_least(1, "replay_capacity")
 
 
-class CriticScorer(JudgeScorer):
+class CriticJudge(JudgeScorer):
+    """What both RARO critics share (``critic`` and ``critic-binary``): the options of ``CriticBaseOptions``
+    and one seeded backend call for every critic query of a batch, sampled (generate) or scored (logit)."""
+
+    Options = CriticBaseOptions
+    options: CriticBaseOptions
+    verdict_choices: tuple[str, ...] = VERDICT_CHOICES  # logit mode: the verdicts scored after verdict_prefix
+    verdict_prefix: str = VERDICT_PREFIX
+    _batches = 0  # generate-mode batches asked so far (seeds each batch)
+
+    def _ask(self, flat: list[list[Message]]) -> list[Any]:
+        """One backend call for every query of the batch."""
+        o = self.options
+        if self.verdict_mode == "logit":
+            reqs = [VerdictRequest(m, self.verdict_choices, self.verdict_prefix) for m in flat]
+            return self.judge.verdict_probs(reqs)
+        self._batches += 1
+        # one seed per batch (not per request) so the backend can pack the whole batch together
+        seed = o.seed * 1_000_003 + self._batches
+        reqs = [ChatRequest(m, max_tokens=o.max_tokens, temperature=o.temperature, seed=seed) for m in flat]
+        return self.judge.generate(reqs)
+
+
+class CriticScorer(CriticJudge):
     """RARO relativistic critic: each response is compared with the group's expert answer; R_pol per response."""
 
     name = "critic"
     Options = CriticOptions
     options: CriticOptions
-    verdict_choices: tuple[str, ...] = VERDICT_CHOICES  # logit mode: the verdicts scored after verdict_prefix
-    verdict_prefix: str = VERDICT_PREFIX
 
     def _setup(self) -> None:
         o = self.options
-        self.tau_pol, self.tau_crit = float(o.tau_pol), float(o.tau_crit)
-        self.mode, self.max_tokens, self.temperature = o.mode, int(o.max_tokens), float(o.temperature)
-        self.view, self.template, self.seed = o.view, o.template, int(o.seed)
         self.replay = ReplayBuffer.open(o.replay_path, o.replay_capacity, o.seed) if o.replay_path else \
             ReplayBuffer(o.replay_capacity, o.seed)
-        self._batches = 0
 
     # ---- policy rewards
 
     def _score(self, groups: list[Group]) -> list[GroupScore]:
+        o = self.options
         plans: list[tuple[Group, list[int], list[list[Message]]] | None] = []
         flat: list[list[Message]] = []
         for g in groups:
             if g.expert is None or not str(g.expert).strip():
                 plans.append(None)
                 continue
-            pos = expert_positions(len(g), self.seed, g.id)
-            expert = answer_view(g.expert, self.view)
+            pos = expert_positions(len(g), o.seed, g.id)
+            expert = answer_view(g.expert, o.view)
             msgs = []
             for r, p in zip(g.responses, pos, strict=True):
-                pol = answer_view(r, self.view)
+                pol = answer_view(r, o.view)
                 a1, a2 = (expert, pol) if p == 1 else (pol, expert)
-                msgs.append(critic_messages(g.prompt, a1, a2, self.template))
+                msgs.append(critic_messages(g.prompt, a1, a2, o.template))
             plans.append((g, pos, msgs))
             flat.extend(msgs)
 
@@ -221,18 +243,8 @@ class CriticScorer(JudgeScorer):
             out.append(self._group_score(g, pos, res))
         return out
 
-    def _ask(self, flat: list[list[Message]]) -> list[Any]:
-        """One backend call for every pair of the batch."""
-        if self.mode == "logit":
-            reqs = [VerdictRequest(m, self.verdict_choices, self.verdict_prefix) for m in flat]
-            return self.judge.verdict_probs(reqs)
-        self._batches += 1
-        # one seed per batch (not per request) so the backend can pack the whole batch together
-        seed = self.seed * 1_000_003 + self._batches
-        reqs = [ChatRequest(m, max_tokens=self.max_tokens, temperature=self.temperature, seed=seed) for m in flat]
-        return self.judge.generate(reqs)
-
     def _group_score(self, g: Group, pos: list[int], res: list[Any]) -> GroupScore:
+        o = self.options
         n = len(g)
         rewards, r_crit = np.full(n, np.nan), np.full(n, np.nan)
         statuses: list[Status] = []
@@ -247,9 +259,9 @@ class CriticScorer(JudgeScorer):
                 messages.append(f"critic backend: {r.error or r.status.value}")
                 probs.append(None)
                 raw.append(None)
-            elif self.mode == "logit":
+            elif self.verdict_mode == "logit":
                 pr = np.asarray(r.probs, dtype=float)
-                rewards[i], r_crit[i] = expected_rewards(pr, p, self.tau_pol, self.tau_crit)
+                rewards[i], r_crit[i] = expected_rewards(pr, p, o.tau_pol, o.tau_crit)
                 label = resolve_choice(("1", "2", "tie")[int(np.argmax(pr))], p)
                 statuses.append(Status.OK)
                 messages.append(None)
@@ -258,14 +270,14 @@ class CriticScorer(JudgeScorer):
             else:
                 raw.append(r.text)
                 probs.append(None)
-                v = parse_answer_choice(r.text)
+                v = parse_answer_choice(r.text, r.finish_reason())
                 if not v.ok:
                     statuses.append(v.status)
                     messages.append(v.message)
                 else:
                     label = resolve_choice(v.label, p)
-                    rewards[i] = policy_reward(label, self.tau_pol)
-                    r_crit[i] = critic_reward(label, self.tau_crit)
+                    rewards[i] = policy_reward(label, o.tau_pol)
+                    r_crit[i] = critic_reward(label, o.tau_crit)
                     statuses.append(Status.OK)
                     messages.append(None)
             labels.append(label)
@@ -279,7 +291,7 @@ class CriticScorer(JudgeScorer):
             "tie_rate": (sum(lab == "tie" for lab in ok) / len(ok)) if ok else math.nan,
             "fooled_rate": (sum(lab == "policy" for lab in ok) / len(ok)) if ok else math.nan,
         }
-        extra: dict[str, Any] = {"critic_probs": probs} if self.mode == "logit" else {"critic_outputs": raw}
+        extra: dict[str, Any] = {"critic_probs": probs} if self.verdict_mode == "logit" else {"critic_outputs": raw}
         return GroupScore(g.id, rewards, statuses, components, cost_of(res), messages, extra, stats)
 
     # ---- critic training batches (Algorithm 2 lines 9-12)
@@ -290,20 +302,22 @@ class CriticScorer(JudgeScorer):
         R_new are the (question, expert, policy answer) triples of ``groups`` (groups without an expert are
         skipped); the draw is seeded by (seed, step); the expert slot of each prompt is seeded too.
         """
-        current = [CriticExample(g.prompt, answer_view(g.expert, self.view), answer_view(r, self.view))
+        o = self.options
+        current = [CriticExample(g.prompt, answer_view(g.expert, o.view), answer_view(r, o.view))
                    for g in groups if g.expert for r in g.responses]
-        mixed = mix_critic_batch(current, self.replay, size, seed=self.seed * 1_000_003 + step)
-        pos = expert_positions(len(mixed), self.seed, f"critic-batch-{step}")
+        mixed = mix_critic_batch(current, self.replay, size, seed=o.seed * 1_000_003 + step)
+        pos = expert_positions(len(mixed), o.seed, f"critic-batch-{step}")
         items = []
         for (ex, src), p in zip(mixed, pos, strict=True):
             a1, a2 = (ex.expert, ex.policy) if p == 1 else (ex.policy, ex.expert)
-            items.append(CriticItem(ex, p, critic_messages(ex.question, a1, a2, self.template), src))
+            items.append(CriticItem(ex, p, critic_messages(ex.question, a1, a2, o.template), src))
         self.replay.add(current)
         if self.replay.path is not None:
             self.replay.save()
         return items
 
-    def critic_rewards(self, items: Sequence[CriticItem], texts: Sequence[str]) -> tuple[np.ndarray, list[Status]]:
-        """R_crit of the critic's rollouts on ``items`` (invalid outputs NaN and masked)."""
-        r, s, _ = critic_rollout_rewards(texts, [it.expert_position for it in items], self.tau_crit)
+    def critic_rewards(self, items: Sequence[CriticItem], texts: Sequence[str],
+                       finish_reasons: Sequence[str | None] | None = None) -> tuple[np.ndarray, list[Status]]:
+        """R_crit of the critic's rollouts on ``items`` (invalid outputs, and ones cut off for length, NaN and masked)."""
+        r, s, _ = critic_rollout_rewards(texts, [it.expert_position for it in items], self.options.tau_crit, finish_reasons)
         return r, s

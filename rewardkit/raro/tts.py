@@ -4,7 +4,9 @@ a Bradley-Terry selection fit on the matches played, and the baselines (majority
 The selection logic is pure and works over any *pairwise judge*: a callable that takes a batch of matches
 and returns K votes ("A", "B", "tie", or None for an unparseable vote) per match. Every round of every
 problem is handed to the judge at once, so a model backend sees one batch per tournament round.
-Model judges (the RARO critic, the Reasoning Arena prompt) are built by :class:`PromptJudge`.
+Model judges (the RARO critic prompt, the Reasoning Arena tournament prompt) are built by :class:`PromptJudge`.
+:class:`TTSOptions` is the one configuration of the judge, the selection and its evaluation
+(``rewardkit.evals.tts``, ``rewardkit tts``); its defaults are the paper's.
 """
 
 from __future__ import annotations
@@ -12,20 +14,66 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
 from rewardkit.backends.base import ChatRequest, JudgeBackend, Message, VerdictRequest, cost_of
+from rewardkit.options import Options, option, resolve_options
 from rewardkit.prompts import arena as arena_prompts
 from rewardkit.prompts.raro import VERDICT_CHOICES, VERDICT_PREFIX
-from rewardkit.raro.critic import answer_view, critic_messages
-from rewardkit.scoring import Mode
+from rewardkit.raro.critic import View, answer_view, critic_messages
+from rewardkit.scoring import VerdictMode, resolve_mode
 from rewardkit.types import Cost
 from rewardkit.verdicts import parse_answer_choice, parse_boxed_choice
 
 Ballot = Literal["A", "B", "tie"] | None  # one judge vote; None: the output could not be parsed (or the call failed)
 Rule = Literal["paper", "plurality"]
+PairwisePrompt = Literal["critic", "tournament"]  # RARO's critic prompt; Reasoning Arena's App. D tournament prompt
+Order = Literal["fixed", "alternate"]
+Method = Literal["tournament", "bt"]
+BTSchedule = Literal["tournament", "round_robin"]
+
+
+@dataclass(frozen=True)
+class TTSOptions(Options):
+    """Test-time selection with a pairwise judge, and its evaluation.
+
+    The defaults are RARO's Algorithm 3 setting (App. C.5 and the paper's experiments): the critic writes
+    its reasoning before the verdict (``mode="generate"``, a 2048-token budget), K = 4 sampled votes per
+    match, the pair shown in the printed order (``order="fixed"``), the paper's match rule, single
+    elimination. rewardkit's additions are opt-in and say so in their help: ``mode="logit"``,
+    ``order="alternate"``, ``rule="plurality"`` and ``"bt"`` selection.
+    """
+
+    prompt: PairwisePrompt = option("critic", "pairwise prompt: critic (RARO App. E) or tournament (Reasoning Arena "
+                                              "App. D, without its reference block: a selector sees no label)")
+    mode: VerdictMode = option("generate", "generate: the judge reasons, then votes (Algorithm 3); logit (rewardkit's "
+                                           "addition): K votes drawn from the verdict probabilities, no reasoning; "
+                                           "auto: logit for the embedded SmolLM2 judge, generate for any other")
+    max_tokens: int = option(2048, "judge generation budget in generate mode (2048, as in the paper's experiments)")
+    temperature: float = option(1.0, "judge sampling temperature in generate mode (the K votes are samples)")
+    k: int = option(4, "K, votes per match (Algorithm 3; the paper uses 4)")
+    order: Order = option("fixed", "fixed: (y_A, y_B) as Algorithm 3 prints it; alternate (rewardkit's addition): "
+                                   "the pair swapped for odd votes, to cancel a judge's position bias")
+    rule: Rule = option("paper", "match rule: paper (A wins iff v_A > K/2, else B: Algorithm 3 line 8) or plurality "
+                                 "(rewardkit's addition: more votes wins, equal keeps A)")
+    methods: tuple[Method, ...] = option(("tournament",), "selectors: tournament (Algorithm 3, single elimination); "
+                                                          "bt (rewardkit's addition: Bradley-Terry on the votes)")
+    bt_schedule: BTSchedule = option("tournament", "bt: fit on the tournament's matches or play a round_robin")
+    view: View = option("answer", "what the judge sees of a response: answer (no <think>), final (the boxed "
+                                  "answer) or full")
+    template: str = option("math", "critic prompt template: math (the paper's) or general")
+    seed: int = option(0, "seed of the judge's sampling (generate) or of the vote draws (logit)")
+    skip_uniform: bool = option(True, "do not judge pools whose labels are all equal (every pick has the same "
+                                      "correctness, so accuracy is unchanged)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(1, "k", "max_tokens")
+        self._at_least(0, "temperature")
+        if not self.methods:
+            raise ValueError("option 'methods': name at least one selector (tournament, bt)")
 
 
 @dataclass(frozen=True)
@@ -168,7 +216,7 @@ def bt_select(pools: Sequence[Sequence[int]], judge: PairwiseJudge, k: int = 4,
     out = []
     for i, (pool, ms) in enumerate(zip(pools, played, strict=True)):
         data = vote_matches(ms, pool)
-        s = bradley_terry(data, len(pool), l2=l2, mirror=False) if len(pool) > 1 else np.zeros(1)
+        s = bradley_terry(len(pool), data, l2=l2, mirror=False) if len(pool) > 1 else np.zeros(1)
         best = int(np.flatnonzero(s >= s.max() - 1e-9)[0])
         out.append(Selection(i, pool[best], ms, s.tolist()))
     return out
@@ -194,69 +242,67 @@ class CachedJudge:
         return [list(self.cache[(m.problem, m.a, m.b, k)]) for m in matches]
 
 
-def _arena_messages(question: str, a: str, b: str, reference: str | None) -> list[Message]:
+def _tournament_messages(question: str, a: str, b: str, reference: str | None) -> list[Message]:
     """The Reasoning Arena App. D tournament prompt; a test-time selector passes no reference (the label)."""
     return [{"role": "user", "content": arena_prompts.tournament_prompt(question, reference, a, b)}]
 
 
-def _critic_vote(text: str) -> Ballot:
-    v = parse_answer_choice(text)
+def _critic_vote(text: str, finish_reason: str | None = None) -> Ballot:
+    v = parse_answer_choice(text, finish_reason)
     return None if not v.ok else {"1": "A", "2": "B", "tie": "tie"}[v.label]
 
 
-def _arena_vote(text: str) -> Ballot:
-    v = parse_boxed_choice(text, ("A", "B", "Tie"))
+def _tournament_vote(text: str, finish_reason: str | None = None) -> Ballot:
+    v = parse_boxed_choice(text, ("A", "B", "Tie"), finish_reason)
     return None if not v.ok else {"A": "A", "B": "B", "Tie": "tie"}[v.label]
 
 
 class PromptJudge:
-    """A pairwise judge from a backend and a prompt: ``prompt="critic"`` (RARO, App. E input format) or
-    ``prompt="arena"`` (Reasoning Arena App. D prompt).
+    """A pairwise judge from a backend and a prompt (``TTSOptions.prompt``): the RARO critic (App. E input
+    format) or the Reasoning Arena App. D tournament prompt.
 
     ``mode="generate"`` samples K judge outputs per match and parses each; ``mode="logit"`` scores the
     verdicts in one forward pass per orientation and draws the K votes from those probabilities with a
     seeded RNG (sampling the verdict at temperature 1, without the reasoning). ``order="alternate"`` shows
     the pair as (a, b) for even votes and (b, a) for odd ones and maps the votes back, to cancel a judge's
-    position bias; ``"fixed"`` is Algorithm 3 as printed (always (y_A, y_B)).
+    position bias; ``"fixed"`` is Algorithm 3 as printed (always (y_A, y_B)). ``PromptJudge(..., options)``,
+    ``PromptJudge(..., mode="logit")`` or both, as for scorers.
     """
 
     def __init__(self, backend: JudgeBackend, questions: Sequence[str], candidates: Sequence[Sequence[str]],
-                 prompt: Literal["critic", "arena"] = "critic", mode: Mode = "logit",
-                 order: Literal["fixed", "alternate"] = "alternate", view: str = "final",
-                 template: str = "math", temperature: float = 1.0, max_tokens: int = 256, seed: int = 0,
-                 references: Sequence[str | None] | None = None):
-        if prompt not in ("critic", "arena") or mode not in ("generate", "logit") or order not in ("fixed", "alternate"):
-            raise ValueError(f"PromptJudge: bad prompt/mode/order {prompt!r}/{mode!r}/{order!r}")
+                 options: TTSOptions | None = None, /, *, references: Sequence[str | None] | None = None,
+                 **fields: Any):
+        self.options = resolve_options(TTSOptions, options, fields, "PromptJudge")
         self.backend, self.questions, self.candidates = backend, list(questions), [list(c) for c in candidates]
-        self.kind, self.mode, self.order, self.view, self.template = prompt, mode, order, view, template
-        self.temperature, self.max_tokens, self.seed = temperature, max_tokens, seed
         self.references = list(references) if references is not None else None
         self.cost = Cost()
         self.calls = 0  # backend calls (one per round)
 
     def _messages(self, problem: int, first: int, second: int) -> list[Message]:
+        o = self.options
         q = self.questions[problem]
-        x = answer_view(self.candidates[problem][first], self.view)  # type: ignore[arg-type]
-        y = answer_view(self.candidates[problem][second], self.view)  # type: ignore[arg-type]
-        if self.kind == "critic":
-            return critic_messages(q, x, y, self.template)
+        x = answer_view(self.candidates[problem][first], o.view)
+        y = answer_view(self.candidates[problem][second], o.view)
+        if o.prompt == "critic":
+            return critic_messages(q, x, y, o.template)
         ref = self.references[problem] if self.references else None
-        return _arena_messages(q, x, y, ref)
+        return _tournament_messages(q, x, y, ref)
 
     def _orientations(self, k: int) -> list[tuple[bool, int]]:
         """(swapped, number of votes) per orientation of one match."""
-        if self.order == "fixed":
+        if self.options.order == "fixed":
             return [(False, k)]
         return [(s, n) for s, n in ((False, (k + 1) // 2), (True, k // 2)) if n > 0]
 
     def __call__(self, matches: Sequence[Pairing], k: int) -> list[list[Ballot]]:
+        o = self.options
         plan = [(m, sw, n) for m in matches for sw, n in self._orientations(k)]
         msgs = [self._messages(m.problem, m.b, m.a) if sw else self._messages(m.problem, m.a, m.b)
                 for m, sw, _ in plan]
         self.calls += 1
         votes: dict[Pairing, list[Ballot]] = {m: [] for m in matches}
-        if self.mode == "logit":
-            if self.kind == "critic":
+        if resolve_mode(o.mode, self.backend) == "logit":
+            if o.prompt == "critic":
                 choices, prefix, labels = VERDICT_CHOICES, VERDICT_PREFIX, ("A", "B", "tie")
             else:
                 choices, prefix, labels = ("A", "B", "Tie"), "\\boxed{", ("A", "B", "tie")
@@ -265,22 +311,22 @@ class PromptJudge:
                 if r.status.value != "ok":
                     votes[m].extend([None] * n)
                     continue
-                rng = np.random.default_rng([self.seed, m.problem, m.a, m.b, int(sw)])
+                rng = np.random.default_rng([o.seed, m.problem, m.a, m.b, int(sw)])
                 draws = rng.choice(3, size=n, p=np.asarray(r.probs, float) / np.sum(r.probs))
                 votes[m].extend(_swap(labels[d], sw) for d in draws)
         else:
-            parse = _critic_vote if self.kind == "critic" else _arena_vote
+            parse = _critic_vote if o.prompt == "critic" else _tournament_vote
             # one seed per round (not per request) so the backend can pack the round into few batches
-            seed = _seed(self.seed, self.calls)
-            reqs = [ChatRequest(x, max_tokens=self.max_tokens, temperature=self.temperature, n=n, seed=seed)
+            seed = _seed(o.seed, self.calls)
+            reqs = [ChatRequest(x, max_tokens=o.max_tokens, temperature=o.temperature, n=n, seed=seed)
                     for x, (_, _, n) in zip(msgs, plan, strict=True)]
             res = self.backend.generate(reqs)
             for (m, sw, n), r in zip(plan, res, strict=True):
                 texts = r.texts if r.status.value == "ok" else []
-                got = [_swap(parse(t), sw) for t in texts[:n]]
+                got = [_swap(parse(t, r.finish_reason(i)), sw) for i, t in enumerate(texts[:n])]
                 votes[m].extend(got + [None] * (n - len(got)))
         self.cost += cost_of(res)
-        return [_interleave(votes[m], k, self.order) for m in matches]
+        return [_interleave(votes[m], k, o.order) for m in matches]
 
 
 def _seed(seed: int, call: int) -> int:

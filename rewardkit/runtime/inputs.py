@@ -11,8 +11,10 @@ or, with ``skip_bad=True``, comes out as a ``BadRecord`` so a job can log it and
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,29 +53,58 @@ class BadRecord:
 
 
 def read_groups(path: str | Path, *, skip_bad: bool = False, group_key: str | None = None,
-                fmt: str | None = None) -> Iterator[Group | BadRecord]:
+                fmt: str | None = None, source: str | Path | None = None) -> Iterator[Group | BadRecord]:
     """Yield the groups of a file or dataset directory in order (``BadRecord`` for rejects if ``skip_bad``).
 
     ``fmt``: ``grouped`` (one group per line, ``responses`` list), ``flat`` (one response per line with a
     group key), or None to detect from the first record. Parquet and saved HF datasets take either shape.
+    ``source``: read the bytes from there instead (a spooled pipe, see ``spool_stream``); messages and
+    default ids still name ``path``.
     """
+    for _, item in read_numbered(path, skip_bad=skip_bad, group_key=group_key, fmt=fmt, source=source):
+        yield item
+
+
+def read_numbered(path: str | Path, *, skip_bad: bool = False, group_key: str | None = None,
+                  fmt: str | None = None, source: str | Path | None = None
+                  ) -> Iterator[tuple[int | None, Group | BadRecord]]:
+    """``read_groups`` with the line (or row) each group starts at."""
     p = Path(path)
+    src = Path(source) if source is not None else p
     if fmt not in (None, "grouped", "flat"):
         raise InputError(p, None, None, f"unknown format {fmt!r} (expected grouped or flat)")
-    if not p.exists():
+    if not src.exists():
         raise FileNotFoundError(f"{p}: no such file or directory")
-    if p.is_dir():
-        records = _dataset_records(p)
+    if src.is_dir():
+        records = _dataset_records(src, p)
     elif p.suffix == ".parquet":
-        records = _parquet_records(p)
+        records = _parquet_records(src, p)
     else:
-        records = _jsonl_records(p)
+        records = _jsonl_records(src, p)
     yield from _to_groups(p, records, skip_bad=skip_bad, group_key=group_key, fmt=fmt)
 
 
-def _jsonl_records(p: Path) -> Iterator[tuple[int, dict | BadRecord]]:
-    with open(p, "rb") as f:
+def spool_stream(path: str | Path, into: str | Path) -> str:
+    """Copy what a pipe (``<(cmd)``, a FIFO) carries into the file ``into``, hashing it as it is read (a
+    stream can be read only once); return its SHA-256. A FIFO with no writer reads as empty, never hangs."""
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO without a writer would block
+    try:
+        os.set_blocking(fd, True)  # no writer: the first read is end-of-file
+        with open(into, "wb") as out:
+            while chunk := os.read(fd, 1 << 20):
+                h.update(chunk)
+                out.write(chunk)
+    finally:
+        os.close(fd)
+    return h.hexdigest()
+
+
+def _jsonl_records(src: Path, p: Path) -> Iterator[tuple[int, dict | BadRecord]]:
+    with open(src, "rb") as f:
         for n, raw in enumerate(f, 1):
+            if n == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark (Windows editors)
+                raw = raw[3:]
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -85,7 +116,8 @@ def _jsonl_records(p: Path) -> Iterator[tuple[int, dict | BadRecord]]:
             try:
                 obj = json.loads(text)
             except json.JSONDecodeError as e:
-                yield n, BadRecord(str(p), n, None, f"malformed JSON ({e.msg} at column {e.colno})", text[:500])
+                msg = e.msg.removesuffix(" at")  # "Unterminated string starting at" + " at column 3"
+                yield n, BadRecord(str(p), n, None, f"malformed JSON ({msg} at column {e.colno})", text[:500])
                 continue
             except RecursionError:
                 yield n, BadRecord(str(p), n, None, "JSON nested too deeply", text[:500])
@@ -94,17 +126,17 @@ def _jsonl_records(p: Path) -> Iterator[tuple[int, dict | BadRecord]]:
                 yield n, BadRecord(str(p), n, None, f"unreadable JSON value ({str(e).split(';')[0]})", text[:500])
                 continue
             if not isinstance(obj, dict):
-                yield n, BadRecord(str(p), n, None, f"expected a JSON object, got {type(obj).__name__}", text[:500])
+                yield n, BadRecord(str(p), n, None, f"expected a JSON object, got {_kind(obj)}", text[:500])
                 continue
             yield n, obj
 
 
-def _parquet_records(p: Path) -> Iterator[tuple[int, dict | BadRecord]]:
+def _parquet_records(src: Path, p: Path) -> Iterator[tuple[int, dict | BadRecord]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(p)
+        pf = pq.ParquetFile(src)
         n = 0
         for batch in pf.iter_batches(batch_size=1024):
             for row in batch.to_pylist():
@@ -114,11 +146,11 @@ def _parquet_records(p: Path) -> Iterator[tuple[int, dict | BadRecord]]:
         raise InputError(p, None, None, f"not a readable Parquet file ({_one_line(e)})") from None
 
 
-def _dataset_records(p: Path) -> Iterator[tuple[int, dict | BadRecord]]:
+def _dataset_records(src: Path, p: Path) -> Iterator[tuple[int, dict | BadRecord]]:
     from datasets import load_from_disk
 
     try:
-        ds = load_from_disk(str(p))
+        ds = load_from_disk(str(src))
     except Exception as e:  # datasets raises FileNotFoundError, ValueError or arrow errors for a wrong folder
         raise InputError(p, None, None, f"not a saved Hugging Face dataset folder ({_one_line(e)})") from None
     if hasattr(ds, "keys"):  # a DatasetDict: take the only split, or refuse to guess
@@ -191,8 +223,11 @@ def _reference(path: Path, n: int, field: str, v: Any) -> str:
 def _find_reference(path: Path, n: int, obj: dict) -> tuple[str | None, str | None]:
     """The reference from a top-level key, else verl's ``reward_model.ground_truth``."""
     fkey, ref = _first(obj, REFERENCE_KEYS)
-    if fkey is None and isinstance(obj.get("reward_model"), dict) and obj["reward_model"].get("ground_truth") is not None:
-        fkey, ref = "reward_model.ground_truth", obj["reward_model"]["ground_truth"]
+    rm = obj.get("reward_model")
+    if fkey is None and rm is not None and not isinstance(rm, dict):  # verl: {"style": ..., "ground_truth": ...}
+        raise InputError(path, n, "reward_model", f"expected an object with 'ground_truth' (verl's shape), got {_kind(rm)}")
+    if fkey is None and rm is not None and rm.get("ground_truth") is not None:
+        fkey, ref = "reward_model.ground_truth", rm["ground_truth"]
     return fkey, None if fkey is None else _reference(path, n, fkey, ref)
 
 
@@ -250,34 +285,35 @@ def group_from_record(obj: dict, path: str | Path = "<record>", line: int = 1) -
 
 
 def _to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, skip_bad: bool,
-               group_key: str | None, fmt: str | None) -> Iterator[Group | BadRecord]:
+               group_key: str | None, fmt: str | None) -> Iterator[tuple[int | None, Group | BadRecord]]:
     flat: dict[str, dict[str, Any]] = {}  # group key -> accumulated group (flat format)
     for n, obj in records:
         if isinstance(obj, BadRecord):
             if skip_bad:
-                yield obj
+                yield n, obj
                 continue
             raise InputError(obj.path, obj.line, obj.field, obj.message)
         if fmt is None:
             fmt = "grouped" if _first(obj, RESPONSE_LIST_KEYS)[0] else "flat" if _first(obj, RESPONSE_KEYS)[0] else "grouped"
         try:
             if fmt == "grouped":
-                yield parse_grouped(path, n, obj)
+                yield n, parse_grouped(path, n, obj)
             else:
                 _add_flat(path, n, obj, flat, group_key)
         except InputError as e:
             if not skip_bad:
                 raise
-            yield BadRecord(e.path, e.line, e.field, e.detail, _raw(obj))
+            yield n, BadRecord(e.path, e.line, e.field, e.detail, _raw(obj))
     for gid, acc in flat.items():
         labels = acc["labels"]
         if labels is not None and len(labels) != len(acc["responses"]):
             e = InputError(path, acc["line"], "correct", "labels given for only some responses of the group")
             if not skip_bad:
                 raise e
-            yield BadRecord(e.path, e.line, e.field, e.detail)
+            yield acc["line"], BadRecord(e.path, e.line, e.field, e.detail)
             continue
-        yield Group(acc.get("id", gid), acc["prompt"], acc["responses"], acc["reference"], acc["expert"], labels, acc["meta"])
+        yield acc["line"], Group(acc.get("id", gid), acc["prompt"], acc["responses"], acc["reference"], acc["expert"],
+                                 labels, acc["meta"])
 
 
 def _raw(obj: Any) -> str:

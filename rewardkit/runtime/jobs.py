@@ -1,15 +1,21 @@
 """Resumable offline scoring jobs: groups in, one JSONL row per group out, safe to kill at any moment.
 
-A job owns its output ``OUT`` through three side files (``rewardkit.runtime.output``): ``OUT.manifest.json`` (what produced the rows:
-scorer, options, judge spec, input path and SHA-256, rewardkit version; written atomically before the
-first row), ``OUT.lock`` (an exclusive ``flock`` held while the job runs, so a second job on the same
-``OUT`` fails at once) and ``OUT.rejects.jsonl`` (malformed input records with ``--skip-bad``).
+A job owns its output ``OUT`` through side files (``rewardkit.runtime.output``): ``OUT.manifest.json`` (what
+produced the rows: scorer, options, judge spec, input path and SHA-256, rewardkit version; written
+atomically before the first row), ``OUT.lock`` (an exclusive ``flock`` held while the job runs, so a second
+job on the same ``OUT`` fails at once), ``OUT.rejects.jsonl`` (malformed input records with ``--skip-bad``)
+and ``OUT.retry.jsonl`` (the journal of a ``--retry-failed`` run).
 
 Rows are appended batch by batch with flush + fsync. On restart the manifest is compared first: a file
-without one (not ours) or with another job's is refused and left byte for byte as it was. Only then is
-a half-written last line cut off; finished groups are skipped and the job continues, so no row is lost
-or duplicated whatever the moment of the kill. ``retry_failed`` re-scores the groups whose last row has
-an ``error``/``timeout`` response; the file is then rewritten atomically with one row per group.
+without one (not ours: empty, a device, a FIFO, a link) or with another job's is refused and left byte for
+byte as it was. Only then is a half-written last line cut off; finished groups are skipped and the job
+continues, so no row is lost or duplicated whatever the moment of the kill. ``retry_failed`` re-scores
+the groups whose last row has an ``error``/``timeout`` response into the journal, never into ``OUT``;
+the journal is merged into ``OUT`` by one atomic rename at the end (or by the next run after a kill), so
+``OUT`` holds one row per group at every moment.
+
+An input that is a pipe (``<(cmd)``, a FIFO) is read once into a private spool, hashed as it is read;
+devices and sockets are refused.
 
 Scoring goes through an executor: a function from an iterator of batches to an iterator of
 ``(batch, scores)`` in input order (``local_executor`` by default; a distributed one plugs in here).
@@ -19,17 +25,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tempfile
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rewardkit.runtime.inputs import BadRecord, InputError, read_groups
+from rewardkit.runtime.inputs import BadRecord, InputError, read_numbered, spool_stream
 from rewardkit.runtime.output import (  # noqa: F401  (JobError, rejects_path, repair_jsonl, ... re-exported)
     JobError,
     OutputLock,
@@ -37,19 +43,23 @@ from rewardkit.runtime.output import (  # noqa: F401  (JobError, rejects_path, r
     check_not_input,
     check_output,
     dump_row,
+    file_kind,
     input_digest,
     job_manifest,
     lock_path,
     manifest_path,
     rejects_path,
     repair_jsonl,
+    retry_path,
     scorer_config,
+    stale_temp_files,
     write_atomic,
 )
 from rewardkit.scoring import Scorer, reward_diversity
-from rewardkit.types import Cost, Group, GroupScore, Status
+from rewardkit.types import Cost, Group, GroupScore, Status, lone_surrogate
 
 FAILED = ("error", "timeout")  # statuses that --retry-failed re-scores
+PIPE = "named pipe (FIFO)"  # an input that can be read once only (``<(cmd)``, a FIFO): spooled
 
 Batch = list[Group]
 Executor = Callable[[Iterator[Batch]], Iterator[tuple[Batch, list[GroupScore]]]]
@@ -76,17 +86,6 @@ class JobSummary:
 
 
 # ------------------------------------------------------------------------------------ scoring
-
-
-def _bad_text(s: Any) -> int | None:
-    """Index of the first lone surrogate in a string (text that cannot be written as UTF-8), else None."""
-    if not isinstance(s, str):
-        return None
-    try:
-        s.encode("utf-8")
-        return None
-    except UnicodeEncodeError as e:
-        return e.start
 
 
 def _failure(g: Group, e: BaseException) -> GroupScore:
@@ -119,14 +118,14 @@ def score_batch(scorer: Scorer, batch: Batch) -> list[GroupScore]:
     send: list[Group] = []
     for k, g in enumerate(batch):
         fields = {"id": g.id, "prompt": g.prompt, "reference": g.reference, "expert": g.expert}
-        bad = [(f, i) for f, v in fields.items() if (i := _bad_text(v)) is not None]
+        bad = [(f, i) for f, v in fields.items() if (i := lone_surrogate(v)) is not None]
         if bad:
             f, i = bad[0]
             pre[k] = GroupScore.failed(g.id, len(g), Status.ERROR, f"field {f!r} is not valid Unicode text "
                                        f"(lone surrogate at character {i})")
             continue
         resp = {j: f"response is not valid Unicode text (lone surrogate at character {i})"
-                for j, r in enumerate(g.responses) if (i := _bad_text(r)) is not None}
+                for j, r in enumerate(g.responses) if (i := lone_surrogate(r)) is not None}
         if resp:
             bad_resp[k] = resp
             g = dataclasses.replace(g, responses=[r.encode("utf-8", "replace").decode("utf-8") if j in resp else r
@@ -180,22 +179,25 @@ def output_row(g: Group, s: GroupScore, scorer_name: str) -> dict[str, Any]:
 
 
 def load_groups(path: str | Path, *, skip_bad: bool = False, group_key: str | None = None,
-                fmt: str | None = None, limit: int | None = None) -> tuple[list[Group], list[BadRecord]]:
-    """All groups of an input (up to ``limit``) and the rejected records; duplicate ids are an error."""
+                fmt: str | None = None, limit: int | None = None,
+                source: str | Path | None = None) -> tuple[list[Group], list[BadRecord]]:
+    """All groups of an input (up to ``limit``) and the rejected records; duplicate ids are an error
+    naming both lines. ``source``: see ``read_groups``."""
     groups: list[Group] = []
     bad: list[BadRecord] = []
-    seen: set[str] = set()
-    for item in read_groups(path, skip_bad=skip_bad, group_key=group_key, fmt=fmt):
+    seen: dict[str, int | None] = {}
+    for line, item in read_numbered(path, skip_bad=skip_bad, group_key=group_key, fmt=fmt, source=source):
         if isinstance(item, BadRecord):
             bad.append(item)
             continue
         if item.id in seen:
-            e = InputError(path, None, "id", f"duplicate group id {item.id!r}")
+            first = f" (first at line {seen[item.id]})" if seen[item.id] is not None else ""
+            e = InputError(path, line, "id", f"duplicate group id {item.id!r}{first}")
             if not skip_bad:
                 raise e
-            bad.append(BadRecord(str(path), None, "id", e.detail))
+            bad.append(BadRecord(str(path), line, "id", e.detail))
             continue
-        seen.add(item.id)
+        seen[item.id] = line
         groups.append(item)
         if limit is not None and len(groups) >= limit:
             break
@@ -223,18 +225,25 @@ def score_file(inp: str | Path, scorer: Scorer, out: str | Path, *, batch_size: 
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise JobError(f"--limit must be a positive integer, got {limit}")
     inp, out = Path(inp), Path(out)
-    if not inp.exists():
+    kind = file_kind(inp, follow=True)
+    if kind is None:
         raise FileNotFoundError(f"{inp}: no such file or directory")
-    if out.is_dir():
+    if kind not in ("regular file", "directory", PIPE):
+        raise JobError(f"{inp}: is a {kind}, not a file of rows; save them to a file and score that")
+    if out.is_dir() and not out.is_symlink():
         raise JobError(f"{out}: is a directory; --out must be a file")
     check_not_input(inp, out)  # before any file is created
     name = getattr(scorer, "name", type(scorer).__name__)
     state = {"scoring": False}
+    kw = dict(batch_size=batch_size, skip_bad=skip_bad, group_key=group_key, fmt=fmt, limit=limit, restart=restart,
+              retry_failed=retry_failed, options=options, executor=executor, on_start=on_start, on_batch=on_batch)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        return _run_job(inp, scorer, out, name, state, batch_size=batch_size, skip_bad=skip_bad,
-                        group_key=group_key, fmt=fmt, limit=limit, restart=restart, retry_failed=retry_failed,
-                        options=options, executor=executor, on_start=on_start, on_batch=on_batch)
+        if kind != PIPE:
+            return _run_job(inp, scorer, out, name, state, **kw)
+        with tempfile.TemporaryDirectory(prefix="rewardkit-input-") as d:  # a pipe is read once: spool it
+            spooled = Path(d) / "rows"
+            return _run_job(inp, scorer, out, name, state, source=(spooled, spool_stream(inp, spooled)), **kw)
     except OSError as e:  # unwritable folder, full disk, ...: one clear line, finished rows stay
         hint = "; rows written so far are kept, re-run to resume" if state["scoring"] else ""
         raise JobError(f"{e.filename or out}: {e.strerror or e}{hint}") from None
@@ -243,27 +252,36 @@ def score_file(inp: str | Path, scorer: Scorer, out: str | Path, *, batch_size: 
 def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, batch_size: int, skip_bad: bool,
              group_key: str | None, fmt: str | None, limit: int | None, restart: bool, retry_failed: bool,
              options: dict[str, Any] | None, executor: Executor | None,
-             on_start: Callable[[int, int], None] | None, on_batch: Callable[[int], None] | None) -> JobSummary:
+             on_start: Callable[[int, int], None] | None, on_batch: Callable[[int], None] | None,
+             source: tuple[Path, str] | None = None) -> JobSummary:
+    """The job under the lock. ``source``: (spooled copy, SHA-256) of an input that was a pipe."""
     with OutputLock(out):
-        for base in (out.name, manifest_path(out).name):  # temp files of a rewrite killed before its rename
-            for tmp in out.parent.glob(f".{glob_escape(base)}.*.tmp"):
+        for base in (out, manifest_path(out)):  # staging files of a rewrite killed before its rename
+            for tmp in stale_temp_files(base):
                 tmp.unlink(missing_ok=True)
-        manifest = job_manifest(scorer, inp, options=options, fmt=fmt, group_key=group_key)
-        fresh = check_output(inp, out, manifest, restart)
-        groups, bad = load_groups(inp, skip_bad=skip_bad, group_key=group_key, fmt=fmt, limit=limit)
+        manifest = job_manifest(scorer, inp, options=options, fmt=fmt, group_key=group_key,
+                                digest=source[1] if source else None)
+        fresh = check_output(inp, out, manifest, restart)  # refuses anything that is not ours, untouched
+        groups, bad = load_groups(inp, skip_bad=skip_bad, group_key=group_key, fmt=fmt, limit=limit,
+                                  source=source[0] if source else None)
         if not groups:
-            what = f"all {len(bad)} records were rejected (see {rejects_path(out)})" if bad else "it holds no records"
             if bad:
-                append_lines(rejects_path(out), [dump_row(b.to_row()) for b in bad])
+                what = f"all {len(bad)} records were rejected (the first: {InputError(*_where(bad[0]))})"
+            else:
+                what = "it holds no records" + (" (a pipe: was its writer open?)" if source else "")
             raise JobError(f"{inp}: no groups to score: {what}")
-        if fresh:
-            for p in (out, rejects_path(out), manifest_path(out)):
+        if fresh:  # check_output found a manifest beside them, or none of them exists: ours to remove
+            for p in (out, rejects_path(out), retry_path(out), manifest_path(out)):
                 p.unlink(missing_ok=True)
         if not manifest_path(out).exists():
             write_atomic(manifest_path(out), (json.dumps(manifest, indent=1) + "\n").encode())
         last: dict[str, dict] = {}
         rows = repair_jsonl(out)
         for r in rows:
+            last[r.get("id")] = r
+        journal = retry_path(out)  # rows of a --retry-failed run not yet merged into OUT
+        journaled = repair_jsonl(journal)
+        for r in journaled:
             last[r.get("id")] = r
         if bad:
             rp = rejects_path(out)
@@ -277,6 +295,8 @@ def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, ba
                              rejected=len(bad))
         batches = (todo[i:i + batch_size] for i in range(0, len(todo), batch_size))
         run = executor or local_executor(scorer)
+        # a retry never appends to OUT: its rows go to the journal, so OUT holds one row per group at every moment
+        target = journal if retry or journaled else out
         state["scoring"] = True
         expected = iter(range(0, len(todo), batch_size))
         for batch, scores in run(batches):
@@ -288,8 +308,9 @@ def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, ba
                 if r.get("exception"):
                     summary.exceptions += 1
                     summary.first_exception = summary.first_exception or f"group {g.id!r}: {r['messages'][0]}"
-            append_lines(out, [dump_row(r) for r in new])
-            rows.extend(new)
+            append_lines(target, [dump_row(r) for r in new])
+            if target is out:
+                rows.extend(new)
             for r in new:
                 last[r["id"]] = r
             summary.scored_now += len(batch)
@@ -300,11 +321,16 @@ def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, ba
         ids = [g.id for g in groups]
         known = set(ids)
         order = [gid for gid in ids if gid in last] + [gid for gid in last if gid not in known]
-        if [r.get("id") for r in rows] != order:  # retried rows appended: one row per group, input order
+        if journal.exists() or [r.get("id") for r in rows] != order:  # one row per group, input order
             final = [last[gid] for gid in order]
-            write_atomic(out, b"".join(dump_row(r) for r in final))
+            write_atomic(out, b"".join(dump_row(r) for r in final))  # the journal's rows merged in one rename
             rows = final
+        journal.unlink(missing_ok=True)
     return summarize(rows, summary)
+
+
+def _where(b: BadRecord) -> tuple[str, int | None, str | None, str]:
+    return b.path, b.line, b.field, b.message
 
 
 # ------------------------------------------------------------------------------------ summary

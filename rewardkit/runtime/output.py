@@ -2,21 +2,29 @@
 
 ``OUT.manifest.json`` records what produced the rows (scorer, options, judge spec, input path and SHA-256,
 rewardkit version) and is written atomically before the first row; ``OUT.lock`` carries an exclusive
-``flock`` for the life of a job; ``OUT.rejects.jsonl`` holds rejected input records. An output without a
-manifest is not ours and is never touched; one with another job's manifest is refused unless restarted.
+``flock`` for the life of a job; ``OUT.rejects.jsonl`` holds rejected input records; ``OUT.retry.jsonl``
+journals the rows of a ``--retry-failed`` run until they are merged into ``OUT`` in one atomic rename.
+
+A file is rewardkit's only if rewardkit made it: ``OUT`` and its side files only when a rewardkit manifest
+lies beside them, ``OUT.lock`` only when it holds a rewardkit lock record. Anything else (a file without a
+manifest, an empty one, a device, a FIFO, a symbolic link) is refused and never touched.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import math
 import os
+import re
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from rewardkit.backends.spec import redact
 from rewardkit.scoring import Scorer
 
 try:
@@ -50,6 +58,32 @@ def lock_path(out: str | Path) -> Path:
     return out.with_name(out.name + ".lock")
 
 
+def retry_path(out: str | Path) -> Path:
+    """The journal of a ``--retry-failed`` run: its new rows, merged into ``OUT`` atomically at the end."""
+    out = Path(out)
+    return out.with_name(out.name + ".retry.jsonl")
+
+
+def side_files(out: str | Path) -> tuple[Path, ...]:
+    """The files a job keeps beside ``OUT`` (besides the lock): rejects, retry journal, manifest."""
+    return rejects_path(out), retry_path(out), manifest_path(out)
+
+
+_KINDS = ((stat.S_ISLNK, "symbolic link"), (stat.S_ISFIFO, "named pipe (FIFO)"), (stat.S_ISCHR, "character device"),
+          (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"), (stat.S_ISDIR, "directory"),
+          (stat.S_ISREG, "regular file"))
+
+
+def file_kind(path: str | Path, follow: bool = False) -> str | None:
+    """What is at ``path`` (``"regular file"``, ``"symbolic link"``, ``"named pipe (FIFO)"``, a device, ...),
+    or None when nothing is; links are not followed unless ``follow``."""
+    try:
+        mode = (os.stat if follow else os.lstat)(path).st_mode
+    except FileNotFoundError:
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "special file")
+
+
 def _fsync_dir(d: Path) -> None:
     try:
         fd = os.open(d, os.O_RDONLY)
@@ -61,9 +95,23 @@ def _fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
+def temp_path(path: Path) -> Path:
+    """Where ``write_atomic`` stages ``path`` (a name only rewardkit makes; see ``stale_temp_files``)."""
+    return path.with_name(f".{path.name}.rewardkit-{os.getpid()}.tmp")
+
+
+def stale_temp_files(path: Path) -> list[Path]:
+    """Staging files of ``write_atomic(path)`` left by a killed rewrite (this name pattern, nothing else)."""
+    pat = re.compile(rf"\.{re.escape(path.name)}\.(?:rewardkit-)?\d+\.tmp")  # older releases: .NAME.PID.tmp
+    try:
+        return [p for p in path.parent.iterdir() if pat.fullmatch(p.name) and file_kind(p) == "regular file"]
+    except FileNotFoundError:
+        return []
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` by ``data`` all at once: temp file in the same folder, fsync, rename, fsync dir."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temp_path(path)
     try:
         with open(tmp, "wb") as f:
             f.write(data)
@@ -139,8 +187,11 @@ def input_digest(path: str | Path) -> str:
 
 
 def _plain(v: Any) -> Any:
-    """A JSON-able, comparable form of an option value (a backend instance by its spec or class)."""
-    if v is None or isinstance(v, (bool, int, str)):
+    """A JSON-able, comparable form of an option value (a backend instance by its spec or class), with the
+    credentials of any URL in it masked (the manifest is stored, and world-readable)."""
+    if isinstance(v, str):
+        return redact(v)
+    if v is None or isinstance(v, (bool, int)):
         return v
     if isinstance(v, float):
         return v if math.isfinite(v) else str(v)
@@ -150,9 +201,9 @@ def _plain(v: Any) -> Any:
         return {str(k): _plain(x) for k, x in v.items()}
     spec = getattr(v, "spec", None)
     if isinstance(spec, str):
-        return spec
+        return redact(spec)
     model = getattr(v, "model_id", None)  # a backend instance: its class and the model it serves
-    return f"{type(v).__module__}.{type(v).__qualname__}" + (f":{model}" if model else "")
+    return f"{type(v).__module__}.{type(v).__qualname__}" + (f":{redact(model)}" if model else "")
 
 
 def scorer_config(scorer: Scorer, options: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -166,14 +217,18 @@ def scorer_config(scorer: Scorer, options: dict[str, Any] | None = None) -> dict
 
 
 def job_manifest(scorer: Scorer, inp: str | Path, *, options: dict[str, Any] | None = None,
-                 fmt: str | None = None, group_key: str | None = None) -> dict[str, Any]:
-    """What a job's rows depend on; a resumed job must match it field for field (the path is informative)."""
+                 fmt: str | None = None, group_key: str | None = None, digest: str | None = None) -> dict[str, Any]:
+    """What a job's rows depend on; a resumed job must match it field for field (the path is informative).
+
+    ``digest``: the input's SHA-256 when already known (a pipe is hashed as it is read, once)."""
     from rewardkit import __version__
 
     opts = scorer_config(scorer, options)
+    sha = digest or input_digest(inp)
+    where = Path(inp).resolve() if file_kind(inp, follow=True) in ("regular file", "directory") else inp
     return {"rewardkit_output": MANIFEST_FORMAT, "rewardkit_version": __version__,
             "scorer": getattr(scorer, "name", type(scorer).__name__), "options": opts,
-            "judge": opts.get("judge"), "input": {"path": str(Path(inp).resolve()), "sha256": input_digest(inp)},
+            "judge": opts.get("judge"), "input": {"path": str(where), "sha256": sha},
             "format": fmt, "group_key": group_key}
 
 
@@ -215,14 +270,26 @@ def check_not_input(inp: Path, out: Path) -> None:
 
 
 def check_output(inp: Path, out: Path, manifest: dict, restart: bool) -> bool:
-    """Refuse an output that is not ours or another job's; True if it must be started over."""
+    """Refuse an output that is not ours or another job's; True if it must be started over.
+
+    Ours means a regular file (or nothing yet) with a rewardkit manifest beside it. Without a manifest,
+    an existing ``OUT`` (empty or not, a device, a FIFO, a link) and existing side files are foreign.
+    """
+    for p in (out, *side_files(out)):
+        kind = file_kind(p)
+        if kind not in (None, "regular file"):
+            raise JobError(f"{p}: is a {kind}, not a regular file; left as it is: choose another --out")
     old = _read_manifest(out)
-    empty = not out.exists() or out.stat().st_size == 0
     if old is None:
-        if not empty:
+        if out.exists():
             raise JobError(f"{out}: exists and is not a rewardkit output (no {manifest_path(out).name}); "
                            "left as it is: move it away or choose another --out")
-        return True  # nothing there (an empty file, a stale rejects file): a fresh job
+        for p in side_files(out):
+            if p.exists():
+                raise JobError(f"{p}: exists but {out.name} has no rewardkit manifest, so it is not this job's; "
+                               "left as it is: move it away or choose another --out")
+        return True  # nothing there: a fresh job
+    empty = not out.exists() or out.stat().st_size == 0
     diff = _mismatch(old, manifest)
     if diff and empty:
         return True
@@ -232,26 +299,65 @@ def check_output(inp: Path, out: Path, manifest: dict, restart: bool) -> bool:
     return restart
 
 
+LOCK_RECORD = b"rewardkit lock, pid %10d\n"  # fixed width: rewritten in place by one pwrite
+_LOCK_RE = re.compile(rb"rewardkit lock, pid +(\d+)\n|(\d+)")  # the second form: older releases
+
+
 class OutputLock:
-    """An exclusive, non-blocking flock on ``OUT.lock`` for the life of a job."""
+    """An exclusive, non-blocking flock on ``OUT.lock`` for the life of a job.
+
+    The lock file is created whole (written aside, then linked into place), so it always holds a lock
+    record; an ``OUT.lock`` without one (another program's file, an empty file, a link, a FIFO) is refused
+    and left as it is.
+    """
 
     def __init__(self, out: Path):
         self.path = lock_path(out)
         self.fd: int | None = None
 
+    def _open(self) -> int:
+        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        for _ in range(2):
+            try:
+                return os.open(self.path, flags)
+            except FileNotFoundError:
+                tmp = temp_path(self.path)
+                try:
+                    tmp.write_bytes(LOCK_RECORD % os.getpid())
+                    os.link(tmp, self.path)  # fails if another job created it meanwhile: then open that one
+                except FileExistsError:
+                    pass
+                finally:
+                    tmp.unlink(missing_ok=True)
+            except OSError as e:
+                if e.errno != errno.ELOOP:
+                    raise
+                break
+        raise JobError(f"{self.path}: is a {file_kind(self.path) or 'file that vanished'}, not rewardkit's lock; "
+                       "left as it is: move it away or choose another --out")
+
     def __enter__(self) -> OutputLock:
         if fcntl is None:  # pragma: no cover
             return self
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._open()
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            other = os.pread(self.fd, 64, 0).decode("ascii", "replace").strip() or "?"
-            os.close(self.fd)
-            raise JobError(f"{self.path.with_suffix('')}: another rewardkit job (pid {other}) is writing it; "
-                           "wait for it or choose another --out") from None
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, str(os.getpid()).encode(), 0)
+            kind = next((name for test, name in _KINDS if test(os.fstat(fd).st_mode)), "special file")
+            record = os.pread(fd, 64, 0) if kind == "regular file" else b""
+            if kind != "regular file" or not _LOCK_RE.fullmatch(record):
+                raise JobError(f"{self.path}: exists and is not a rewardkit lock ({kind}, "
+                               f"{len(record)} bytes); left as it is: move it away or choose another --out")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                m = _LOCK_RE.fullmatch(os.pread(fd, 64, 0))
+                other = (m.group(1) or m.group(2)).decode() if m else "?"
+                raise JobError(f"{self.path.with_suffix('')}: another rewardkit job (pid {other}) is writing it; "
+                               "wait for it or choose another --out") from None
+            os.pwrite(fd, LOCK_RECORD % os.getpid(), 0)  # same length as any record: never half empty
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -32,14 +32,14 @@ def random_matches(rng, n, m):
 def test_two_items_closed_form():
     # one match with outcome o: the MLE satisfies sigma(b0 - b1) = o, i.e. b0 - b1 = logit(o)
     for o in (0.2, 0.6, 0.9):
-        b = bradley_terry([(0, 1, o)], 2, l2=0.0)
+        b = bradley_terry(2, [(0, 1, o)], l2=0.0)
         assert b[0] - b[1] == pytest.approx(logit(o), abs=1e-6)
         assert b.sum() == pytest.approx(0.0, abs=1e-9)  # centred
 
 
 def test_mle_recovers_generating_strengths():
     beta = np.array([1.5, -0.3, 0.0, 0.8, -2.0, 0.4])
-    fit = bradley_terry(round_robin_expected(beta), 6, l2=0.0)
+    fit = bradley_terry(6, round_robin_expected(beta), l2=0.0)
     np.testing.assert_allclose(fit, beta - beta.mean(), atol=1e-5)
 
 
@@ -56,58 +56,58 @@ def test_gradient_is_analytic_derivative():
 def test_l2_shrinks_and_ties_give_zero():
     beta = np.array([2.0, 0.0, -2.0])
     m = round_robin_expected(beta)
-    norms = [np.linalg.norm(bradley_terry(m, 3, l2=l2)) for l2 in (0.0, 0.1, 1.0, 10.0)]
+    norms = [np.linalg.norm(bradley_terry(3, m, l2=l2)) for l2 in (0.0, 0.1, 1.0, 10.0)]
     assert np.all(np.diff(norms) < 0)
-    np.testing.assert_allclose(bradley_terry([(0, 1, 0.5), (1, 2, 0.5), (2, 0, 0.5)], 3), 0.0, atol=1e-8)
+    np.testing.assert_allclose(bradley_terry(3, [(0, 1, 0.5), (1, 2, 0.5), (2, 0, 0.5)]), 0.0, atol=1e-8)
 
 
 def test_mirror_equals_doubling_data_weight():
     # eq. 10's mirrored match repeats the same cross-entropy term: mirror with l2 == no mirror with l2/2
     rng = np.random.default_rng(2)
     arr = random_matches(rng, 5, 9)
-    np.testing.assert_allclose(bradley_terry(arr, 5, l2=1.0, mirror=True),
-                               bradley_terry(arr, 5, l2=0.5, mirror=False), atol=1e-6)
+    np.testing.assert_allclose(bradley_terry(5, arr, l2=1.0, mirror=True),
+                               bradley_terry(5, arr, l2=0.5, mirror=False), atol=1e-6)
 
 
 def test_presentation_order_does_not_matter_and_items_are_exchangeable():
     rng = np.random.default_rng(3)
     arr = random_matches(rng, 6, 12)
     flipped = np.stack([arr[:, 1], arr[:, 0], 1 - arr[:, 2]], 1)
-    np.testing.assert_allclose(bradley_terry(arr, 6), bradley_terry(flipped, 6), atol=1e-7)
+    np.testing.assert_allclose(bradley_terry(6, arr), bradley_terry(6, flipped), atol=1e-7)
     perm = rng.permutation(6)
     relabelled = arr.copy()
     relabelled[:, 0], relabelled[:, 1] = perm[arr[:, 0].astype(int)], perm[arr[:, 1].astype(int)]
-    np.testing.assert_allclose(bradley_terry(relabelled, 6)[perm], bradley_terry(arr, 6), atol=1e-7)
+    np.testing.assert_allclose(bradley_terry(6, relabelled)[perm], bradley_terry(6, arr), atol=1e-7)
 
 
 def test_mle_nonexistence_is_named():
     only_wins = [(0, 1, 1.0), (0, 2, 1.0), (1, 2, 0.5)]
     assert "only win" in mle_problem(3, only_wins)
     with pytest.raises(NoMLEError, match="only win"):
-        bradley_terry(only_wins, 3, l2=0.0)
+        bradley_terry(3, only_wins, l2=0.0)
     disconnected = [(0, 1, 0.7), (2, 3, 0.4)]
     with pytest.raises(NoMLEError, match="disconnected"):
-        bradley_terry(disconnected, 4, l2=0.0)
+        bradley_terry(4, disconnected, l2=0.0)
     with pytest.raises(NoMLEError, match="no match"):
-        bradley_terry([(0, 1, 0.6)], 3, l2=0.0)
+        bradley_terry(3, [(0, 1, 0.6)], l2=0.0)
     # {0,1} beat {2,3} in every cross match: connected but not strongly connected
     dominated = [(0, 1, 0.5), (2, 3, 0.5), (0, 2, 1.0), (1, 3, 1.0)]
     assert "strongly connected" in mle_problem(4, dominated)
     # with a ridge every case has a finite answer, ordered as the data say
-    b = bradley_terry(only_wins, 3, l2=1.0)
+    b = bradley_terry(3, only_wins, l2=1.0)
     assert np.all(np.isfinite(b)) and b[0] > b[1] and b[0] > b[2]
     assert mle_problem(3, [(0, 1, 0.7), (1, 2, 0.6), (0, 2, 0.8)]) is None
 
 
 def test_bad_input_is_rejected():
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        bradley_terry([(0, 1, 1.2)], 2)
+        bradley_terry(2, [(0, 1, 1.2)])
     with pytest.raises(ValueError, match="out of range"):
-        bradley_terry([(0, 5, 0.5)], 3)
+        bradley_terry(3, [(0, 5, 0.5)])
     with pytest.raises(ValueError, match="itself"):
-        bradley_terry([(1, 1, 0.5)], 3)
+        bradley_terry(3, [(1, 1, 0.5)])
     with pytest.raises(ValueError, match="NaN"):
-        bradley_terry([(0, 1, float("nan"))], 2)
+        bradley_terry(2, [(0, 1, float("nan"))])
 
 
 def test_batched_reaches_scipy_optimum_with_padding():

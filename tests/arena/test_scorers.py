@@ -25,8 +25,6 @@ from rewardkit.scoring import get_scorer, scorer_options
 from rewardkit.testing import ScriptedJudge
 from rewardkit.types import Group, Status
 
-DATA = "/work/shared/data/math_rollouts_qwen25/math_cot_100.jsonl"
-
 
 def _pair(text: str):
     a = text.split("[RESPONSE A]")[1].split("[RESPONSE B]")[0]
@@ -74,8 +72,8 @@ def group(gid, qualities, labels=None, reference="7", **kw):
                  reference=reference, labels=labels, **kw)
 
 
-def real_groups(indices):
-    rows = [json.loads(line) for line in open(DATA)]
+def real_groups(path, indices):
+    rows = [json.loads(line) for line in open(path)]
     return [Group(rows[i]["id"], rows[i]["problem"], rows[i]["responses"], reference=rows[i]["answer"],
                   labels=rows[i]["correct"]) for i in indices]
 
@@ -228,10 +226,10 @@ def test_tournament_scorer_judges_every_group():
     assert arena_summary(scores)["routed_fraction"] == 1.0
 
 
-def test_real_verifier_routes_real_rollouts():
+def test_real_verifier_routes_real_rollouts(rollouts_path):
     # group 3 is all-incorrect, 6 is mixed (3/8 correct) in the shared rollouts: the math-verify
     # verifier (not the labels) must reproduce that split and route only group 3
-    groups = real_groups([3, 6])
+    groups = real_groups(rollouts_path, [3, 6])
     for g in groups:
         g.responses = [r + f" [q={k}]" for k, r in enumerate(g.responses)]
     judge = QualityJudge()
@@ -311,7 +309,7 @@ def test_arena_live_logit_with_embedded_model(judge_backend):
 @pytest.mark.model
 def test_tournament_generate_with_embedded_model(judge_backend):
     g = Group("tiny", "What is 2 + 3?", TINY[:2], reference="5")
-    s = TournamentScorer(judge=judge_backend, max_tokens=8).score([g])[0]
+    s = TournamentScorer(judge=judge_backend, mode="generate", max_tokens=8).score([g])[0]
     assert s.stats["judge_calls"] == 1 and s.cost.completion_tokens > 0
     # an 8-token reply rarely ends in a boxed verdict: the pair is either a valid match or a dropped one,
     # and a dropped one leaves both traces invalid (no made-up reward)
@@ -339,7 +337,7 @@ def test_judge_reads_the_response_trunk_unless_told_to_keep_the_reasoning():
     from rewardkit.testing import ScriptedJudge
     from rewardkit.types import Group
 
-    resp = ["<think>SECRET-REASONING-%d</think>\nSo the answer is \\boxed{2}." % i for i in range(3)]
+    resp = [f"<think>SECRET-REASONING-{i}</think>\nSo the answer is \\boxed{{2}}." for i in range(3)]
     g = Group("t", "What is 1+1?", resp, reference="2")
     for cls in (ArenaScorer, PointwiseScorer):
         judge = ScriptedJudge(probs=lambda prompt, choices: [1.0 / len(choices)] * len(choices))
@@ -352,3 +350,32 @@ def test_judge_reads_the_response_trunk_unless_told_to_keep_the_reasoning():
     assert response_trunk("<think>unfinished reasoning") == ""
     assert response_trunk("no tags at all") == "no tags at all"
     assert response_trunk("<think>a</think>b</think> final") == "final"
+
+
+def test_auto_mode_follows_the_judge():
+    from rewardkit.scoring import resolve_mode
+
+    assert resolve_mode("auto", "smollm2") == "logit" and resolve_mode("auto", "embedded?dtype=float32") == "logit"
+    assert resolve_mode("auto", "http://127.0.0.1:8000/v1") == "generate"
+    assert resolve_mode("auto", "vllm:Qwen/Qwen2.5-7B-Instruct") == "generate"
+    assert resolve_mode("generate", "smollm2") == "generate"
+    assert resolve_mode("auto", ScriptedJudge(probs=lambda prompt, choices: [1 / 3] * 3)) == "generate"
+
+
+@pytest.mark.model
+def test_score_arena_with_its_defaults_gives_verdicts_from_the_embedded_judge(tmp_path, judge_backend):
+    """`rewardkit score --scorer arena` with no options: the embedded judge, mode auto (-> logit here)."""
+    import json
+
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    rows = tmp_path / "rows.jsonl"  # all correct: not diverse, so Reasoning Arena routes the group to the judge
+    rows.write_text(json.dumps({"problem": "What is 2+3?", "answer": "5",
+                                "responses": [r"2+3 = \boxed{5}", r"Adding, \boxed{5}", r"It is \boxed{5}."]}) + "\n")
+    out = tmp_path / "out.jsonl"
+    res = CliRunner().invoke(app, ["score", str(rows), "--scorer", "arena", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    row = json.loads(out.read_text().splitlines()[0])
+    assert row["statuses"] == ["ok"] * 3 and all(r is not None for r in row["rewards"])
+    assert row["cost"]["judge_calls"] > 0  # the judge really ran

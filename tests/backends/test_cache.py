@@ -126,9 +126,9 @@ def test_failures_and_unseeded_samples_are_not_cached(tmp_path):
 
 
 def test_load_backend_cache_option(tmp_path):
-    b = load_backend("http://127.0.0.1:9/v1#model=j", cache=tmp_path / "c.sqlite3")
+    b = load_backend("http://127.0.0.1:9/v1?model=j", cache=tmp_path / "c.sqlite3")
     assert isinstance(b, CachedBackend) and b.model_id == "http:j@http://127.0.0.1:9/v1"
-    assert load_backend("http://127.0.0.1:9/v1#model=j") is b.inner  # one underlying backend
+    assert load_backend("http://127.0.0.1:9/v1?model=j") is b.inner  # one underlying backend
 
 
 WORKER = r"""

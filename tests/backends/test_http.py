@@ -314,9 +314,9 @@ def test_verdict_probs_without_logprobs_is_a_clear_error():
 
 
 def test_load_backend_http_specs():
-    b = load_backend("http://127.0.0.1:9/v1#model=judge", retries=0)
+    b = load_backend("http://127.0.0.1:9/v1?model=judge", retries=0)
     assert isinstance(b, HTTPBackend) and b.model == "judge" and b.base_url == "http://127.0.0.1:9/v1"
-    assert load_backend("http://127.0.0.1:9/v1#model=judge", retries=0) is b
+    assert load_backend("http://127.0.0.1:9/v1?model=judge", retries=0) is b
     c = load_backend("openai:gpt-x@https://example.invalid/v1")
     assert isinstance(c, HTTPBackend) and c.model == "gpt-x"
 

@@ -188,3 +188,30 @@ def test_verdict_logits_through_serve_judge_with_the_cache(tmp_path):
         assert inner.top_calls == [1]  # the second request was served from the cache
         [c] = client.generate([ChatRequest(MSG, max_tokens=3)])
         assert c.texts == ["Say"]
+
+
+@pytest.mark.parametrize("content", [b'"a\\ud800b"', b'[{"type": "text", "text": "\\udfff"}]'])
+def test_a_lone_surrogate_in_a_message_is_a_400_with_the_reason(srv, content):
+    # before: it reached the backend, whose tokenizer raised: an HTTP 500
+    body = b'{"messages": [{"role": "system", "content": "ok"}, {"role": "user", "content": ' + content + b"}]}"
+    r = httpx.post(srv.url + "/chat/completions", content=body, headers=KEY, timeout=10)
+    assert r.status_code == 400, r.text
+    assert "message 1: content is not valid Unicode text (a lone surrogate at character" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.1"])
+def test_a_keyless_judge_may_not_listen_beyond_loopback(host):
+    with pytest.raises(ValueError, match=f"listening on {host} without an API key"):
+        JudgeServer(Echo(), host=host, port=0)
+    JudgeServer(Echo(), host=host, port=0, api_key="k").stop()  # with a key it may (not started here)
+    JudgeServer(Echo(), host="localhost", port=0).stop()
+
+
+def test_serve_judge_cli_refuses_a_keyless_public_bind_before_loading_the_model(monkeypatch):
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    monkeypatch.delenv("REWARDKIT_JUDGE_API_KEY", raising=False)
+    r = CliRunner().invoke(app, ["serve-judge", "smollm2", "--host", "0.0.0.0", "--port", "0"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert r.stderr.startswith("error: serve-judge: listening on 0.0.0.0 without an API key")

@@ -6,7 +6,7 @@ import pytest
 
 from rewardkit.backends import load_backend, parse_spec
 from rewardkit.backends.http import HTTPBackend
-from rewardkit.backends.spec import coerce, split_spec
+from rewardkit.backends.spec import split_spec
 
 
 def test_http_timeouts_retries_and_deadline_from_the_spec():
@@ -17,11 +17,9 @@ def test_http_timeouts_retries_and_deadline_from_the_spec():
     assert type(kw["retries"]) is int and type(kw["timeout"]) is float
     assert parse_spec("http://h:1/v1?deadline=none")[1]["deadline"] is None
     assert parse_spec("http://h:1/v1?model=a%26b")[1]["model"] == "a&b"  # percent-decoded
-    # the model-first form and the older fragment take the same options
+    # the model-first form takes the same options
     assert parse_spec("openai:gpt-4o-mini@https://api.example.com/v1?timeout=5") == (
         "http", {"base_url": "https://api.example.com/v1", "model": "gpt-4o-mini", "timeout": 5.0})
-    assert parse_spec("http://h:1/v1?retries=0#model=m") == ("http", {"base_url": "http://h:1/v1", "model": "m",
-                                                                     "retries": 0})
 
 
 def test_local_backends_take_options_through_the_same_grammar():
@@ -44,7 +42,9 @@ def test_local_backends_take_options_through_the_same_grammar():
     ("http://h:1/v1?timeout", "expected 'option=value'"),
     ("http://h:1/v1?timeout=", "expected 'option=value'"),
     ("http://h:1/v1?api_key=sk-123", "must not carry 'api_key'"),
-    ("http://h:1/v1#timeout=3", "fragment may only be '#model=NAME'"),
+    ("http://h:1/v1#model=m", "a spec has no '#' part; name the model with '?model=NAME'"),  # legacy spelling, gone
+    ("http://h:1/v1?timeout=0", "option 'timeout': must be > 0"),  # the backend's option checks, no model load
+    ("smollm2?dtype=fp8", "option 'dtype': must be one of auto, float32, bfloat16, float16, got 'fp8'"),
     ("smollm2?batch_size=four", "option 'batch_size': must be an integer"),
     ("smollm2?share_prefix=maybe", "option 'share_prefix': must be true or false"),
     ("smollm2?model=other", "'model=' is for URLs"),
@@ -66,15 +66,99 @@ def test_options_reach_the_backend_and_are_validated():
         load_backend("http://127.0.0.1:9/v1?model=j&retries=0", retries=2)
 
 
-def test_coerce_literal_and_optional():
-    from typing import Literal
-
-    assert coerce("logit", Literal["generate", "logit"], "x") == "logit"
-    with pytest.raises(ValueError, match="one of generate, logit"):
-        coerce("logits", Literal["generate", "logit"], "x")
-    assert coerce("3", int | None, "x") == 3 and coerce("null", float | None, "x") is None
-
-
 def test_split_spec_keeps_paths_and_names():
     assert split_spec("/models/judge") == ("transformers", "/models/judge", {})
     assert split_spec("openai:a@b@https://h/v1") == ("http", "https://h/v1", {"model": "a@b"})
+
+
+# ------------------------------------------------------------------ credentials are used, never shown or stored
+
+import base64  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import httpx  # noqa: E402
+
+from rewardkit.backends.spec import redact  # noqa: E402
+from rewardkit.http_server import BackgroundServer, Route, make_app  # noqa: E402
+
+MARKER = "S3cretMarker42"
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import main; main()"]
+
+
+def test_redact_masks_url_passwords_tokens_and_key_parameters():
+    assert redact(f"http://user:{MARKER}@h:8/v1?model=m") == "http://user:***@h:8/v1?model=m"
+    assert redact(f"judge at https://{MARKER}@h/v1 failed") == "judge at https://***@h/v1 failed"
+    assert redact(f"http://h/v1?timeout=3&api_key={MARKER}&x=1") == "http://h/v1?timeout=3&api_key=***&x=1"
+    assert redact(f"openai:gpt@http://u:{MARKER}@h/v1") == "openai:gpt@http://u:***@h/v1"
+    for plain in ("smollm2?dtype=bfloat16", "http:judge@http://127.0.0.1:8000/v1", "vllm:Org/Model"):
+        assert redact(plain) == plain
+
+
+def _upstream(seen):
+    """An OpenAI-compatible judge that records the Authorization header of every request."""
+
+    def models(req):
+        seen.append(req.headers.get("authorization"))
+        return {"object": "list", "data": [{"id": "upstream-judge", "object": "model"}]}
+
+    def chat(req):
+        seen.append(req.headers.get("authorization"))
+        return {"id": "x", "object": "chat.completion", "model": "upstream-judge",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "Score: \\boxed{7}"},
+                             "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+
+    return make_app([Route("GET", "/v1/models", models), Route("POST", "/v1/chat/completions", chat)])
+
+
+def _everything_under(folder: Path) -> str:
+    return "\n".join(p.read_bytes().decode("utf-8", "replace") for p in sorted(folder.rglob("*")) if p.is_file())
+
+
+def test_a_password_in_a_judge_url_is_sent_as_auth_and_appears_in_no_output(tmp_path):
+    """Before: written to OUT.manifest.json, printed by serve-judge at start-up, returned in /v1/models and in
+    every completion's `model`; an `api_key=` refused in a spec was printed in the refusal."""
+    seen: list = []
+    with BackgroundServer(_upstream(seen)) as up:
+        spec = f"http://judge:{MARKER}@127.0.0.1:{up.url.rsplit(':', 1)[1]}/v1?retries=0&timeout=20"
+        inp = tmp_path / "in.jsonl"
+        inp.write_text(json.dumps({"id": "g", "problem": "1+1?", "answer": "2", "responses": ["2", "3"]}) + "\n")
+        out = tmp_path / "out" / "scores.jsonl"
+        shown = []
+        r = subprocess.run([*CLI, "score", str(inp), "--scorer", "pointwise", "--judge", spec, "--out", str(out)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        shown += [r.stdout, r.stderr]
+        rows = [json.loads(x) for x in out.read_text().splitlines()]
+        assert set(rows[0]["statuses"]) <= {"ok", "invalid"}  # the judge was reached and answered (no error)
+        assert "judge:***@127.0.0.1" in json.loads((out.parent / "scores.jsonl.manifest.json").read_text())["judge"]
+
+        proc = subprocess.Popen([*CLI, "serve-judge", spec, "--port", "0"], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        try:
+            first = proc.stdout.readline()
+            shown.append(first)
+            url = re.findall(r"http://127\.0\.0\.1:\d+/v1", first)[-1]  # the served URL ends the line
+            models = httpx.get(url + "/models", timeout=30)
+            chat = httpx.post(url + "/chat/completions", timeout=60,
+                              json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+            assert models.status_code == 200 and chat.status_code == 200, chat.text
+            shown += [models.text, chat.text, json.dumps(dict(models.headers)), json.dumps(dict(chat.headers))]
+        finally:
+            proc.terminate()
+            shown.append(proc.communicate(timeout=30)[0])
+
+        refused = subprocess.run([*CLI, "score", str(inp), "--scorer", "pointwise", "--out", str(tmp_path / "o2.jsonl"),
+                                  "--judge", f"http://127.0.0.1:9/v1?api_key={MARKER}"], cwd=ROOT,
+                                 capture_output=True, text=True, timeout=300)
+        assert "must not carry 'api_key'" in refused.stderr  # refused (each group's row says so too)
+        shown += [refused.stdout, refused.stderr]
+
+    basic = "Basic " + base64.b64encode(f"judge:{MARKER}".encode()).decode()
+    assert seen and set(seen) == {basic}  # the credential still reaches the judge it belongs to
+    assert MARKER not in "\n".join(shown)
+    assert MARKER not in _everything_under(tmp_path)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from rewardkit.backends import ChatRequest, VerdictRequest, load_backend, parse_spec
+from rewardkit.backends.base import continuation_tokens
 from rewardkit.backends.transformers_backend import (
     TransformersBackend,
     cpu_supports_bf16,
@@ -34,7 +35,7 @@ def test_specs_parse():
     assert parse_spec("hf:Org/Name") == ("transformers", {"model": "Org/Name"})
     assert parse_spec("vllm:Qwen/Qwen3-8B") == ("vllm", {"model": "Qwen/Qwen3-8B"})
     assert parse_spec("llamacpp:/m/x.gguf") == ("llamacpp", {"model": "/m/x.gguf"})
-    assert parse_spec("http://h:1/v1#model=a/b") == ("http", {"base_url": "http://h:1/v1", "model": "a/b"})
+    assert parse_spec("http://h:1/v1?model=a/b") == ("http", {"base_url": "http://h:1/v1", "model": "a/b"})
     assert parse_spec("openai:a@b@https://h/v1") == ("http", {"base_url": "https://h/v1", "model": "a@b"})
     for bad in ("", "http://h/v1#foo=1", "openai:name", "vllm:", "llamacpp:"):
         with pytest.raises(ValueError, match="spec"):
@@ -170,12 +171,32 @@ def test_multi_token_choices_from_the_kv_cache_equal_full_forwards(judge_backend
         p = b.encode(text)
         lps = []
         for c in r.choices:
-            cont = b._continuation(text, p, c)
+            cont = continuation_tokens(b.encode, text, p, c)
             ids = torch.tensor([p + cont])
             with torch.inference_mode():
                 logp = torch.log_softmax(b.model(input_ids=ids).logits.float(), -1)[0]
             lps.append(sum(logp[len(p) + t - 1, tok].item() for t, tok in enumerate(cont)))
         want = np.exp(np.array(lps) - max(lps))
         assert g.status is Status.OK
-        assert len({len(b._continuation(text, p, c)) for c in r.choices}) > 1  # really multi-token choices
+        assert len({len(continuation_tokens(b.encode, text, p, c)) for c in r.choices}) > 1  # really multi-token choices
         np.testing.assert_allclose(g.probs, want / want.sum(), atol=2e-5)
+
+
+@pytest.mark.model
+def test_rewardkit_calls_raise_no_deprecation_warning(judge_backend):
+    """Every forward path (shared prefix + KV cache, multi-token choices from the cache, generation) with
+    FutureWarning and DeprecationWarning turned into errors: rewardkit uses transformers' current cache API."""
+    import warnings
+
+    from rewardkit.backends.base import ChatRequest
+
+    b = judge_backend
+    shared = "Judge two answers to one long shared problem statement. " * 8
+    reqs = [VerdictRequest([{"role": "user", "content": shared + tail}], ["1", "0.5", "0"], "Score: \\boxed{")
+            for tail in ("Answer: 42.", "Answer: 41, since 6*7 is 41.")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error", DeprecationWarning)
+        got = b.verdict_probs(reqs) + b.verdict_probs([rubric("42")])  # prefix path, then the plain one
+        out = b.generate([ChatRequest([{"role": "user", "content": "Say yes."}], max_tokens=2)])
+    assert [g.status for g in got] == [Status.OK] * 3 and out[0].status is Status.OK

@@ -26,7 +26,7 @@ from rewardkit.code.execution import (
     grade_many,
 )
 from rewardkit.code.livecodebench import decode_lcb_tests, functional_equal, stdout_equal
-from rewardkit.code.sandbox import namespaces_available
+from rewardkit.code.sandbox import namespaces_available, run_sandboxed
 
 HUMANEVAL = [json.loads(line) for line in open(data_path("humaneval") / "test.jsonl")]
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "livecodebench_lite.jsonl"
@@ -97,7 +97,7 @@ def test_runtime_error_and_compile_error_are_runtime_errors():
 
 def test_livecodebench_fixture_stdin_and_functional():
     stdin_p, func_p = (Problem.from_row(r) for r in LCB)
-    assert stdin_p.mode == "stdin" and func_p.mode == "functional" and func_p.func_name == "doubleIt"
+    assert stdin_p.kind == "stdin" and func_p.kind == "functional" and func_p.func_name == "doubleIt"
     assert stdin_p.n_tests == 1 + len(decode_lcb_tests(LCB[0]["private_test_cases"])) > 1
     ok = grade(stdin_p, "```python\na, b = map(int, input().split())\nprint(a + b)\n```")
     assert ok.passed and ok.results == [Code.PASSED] * stdin_p.n_tests
@@ -199,7 +199,19 @@ HOSTILE = {
     """, Code.TIME_LIMIT),
     "memory bomb": ("""
         def add(a, b):
-            x = b'x' * (8 << 30)  # far past the 1 GiB address-space limit: refused at once, not after paging
+            x = b'x' * (8 << 30)  # far past the address-space limit: refused at once, not after paging
+            return a + b
+    """, Code.RUNTIME_ERROR),
+    "many processes of memory": ("""
+        import os, time
+        def add(a, b):
+            for _ in range(8):  # 8 x 200 MiB, each process under its own limit: the whole tree is over 1 GiB
+                if os.fork() == 0:
+                    hog = b'x' * (200 << 20)
+                    time.sleep(0.5)
+                    os._exit(0)
+            if not all(os.wait()[1] == 0 for _ in range(8)):
+                raise MemoryError("a process was killed")
             return a + b
     """, Code.RUNTIME_ERROR),
     "recursion bomb": ("def add(a, b):\n    return add(a, b) + 1\n", Code.RUNTIME_ERROR),
@@ -334,10 +346,12 @@ HOSTILE = {
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_hostile_program_is_contained_and_fails(name, planted):
     program, expected = HOSTILE[name]
+    if name == "many processes of memory" and not run_sandboxed(["/bin/true"]).memory_bound.startswith("cgroup"):
+        pytest.skip("no memory cgroup here: memory is bounded per process (x the process cap), as the README states")
     program = textwrap.dedent(program).format(file=planted["file"], dir=planted["dir"], port=planted["port"],
                                               host_pid=os.getpid())
     t0 = time.monotonic()
-    r = grade(ADD, program, GradeConfig(timeout=2))
+    r = grade(ADD, program, GradeConfig(timeout=10 if name == "many processes of memory" else 2))  # OOM is slow
     assert r.results == [expected], (r.results, r.reason)
     assert not r.passed and time.monotonic() - t0 < 30
     time.sleep(0.1)
@@ -418,4 +432,4 @@ def test_rewardkit_score_cli_with_the_code_scorer(tmp_path):
     row = json.loads(out2.read_text())
     assert row["rewards"] == [pytest.approx(1 / 3)] and row["statuses"] == ["ok"]  # outputs 3, 7, 0: one of three
     res = CliRunner().invoke(app, ["score", str(lcb), "--scorer", "code", "-o", "reward=most", "--out", str(out2)])
-    assert res.exit_code == 2 and "option 'reward': 'most' is not one of all|fraction" in res.output
+    assert res.exit_code == 2 and "option 'reward': must be one of all, fraction, got 'most'" in res.output

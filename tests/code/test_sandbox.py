@@ -298,3 +298,74 @@ def test_a_callers_working_directory_is_used_and_handed_back(tmp_path):
     assert (work / "answer.txt").read_text() == "42\n"  # the caller's directory is kept, with what was written
     me = (os.getuid(), os.getgid())
     assert {(p.lstat().st_uid, p.lstat().st_gid) for p in [work, *work.rglob("*")]} == {me}
+
+
+# ------------------------------------------------------------------ the whole program is bounded, not each process
+
+_probe = run_sandboxed(["/bin/true"])
+needs_cgroup = pytest.mark.skipif(not _probe.memory_bound.startswith("cgroup"),
+                                  reason=f"no memory cgroup can be made here ({_probe.notes}): memory is bounded "
+                                         "per process only, as the README states")
+
+SIX_HOGS = """
+    import os, sys, time
+    pids = []
+    for _ in range(6):
+        pid = os.fork()
+        if pid == 0:
+            hog = b"x" * (100 << 20)  # 100 MiB really written: well under the per-process limit
+            time.sleep(1.0)  # all six alive at once
+            os._exit(0)
+        pids.append(pid)
+    failed = [p for p in pids if os.waitpid(p, 0)[1] != 0]
+    print(len(failed), "of 6 killed")
+    sys.exit(1 if failed else 0)
+"""
+
+
+@needs_cgroup
+def test_memory_is_bounded_for_the_whole_process_tree():
+    # before: 6 x 100 MiB passed (each process under RLIMIT_AS); 600 MiB reached the host
+    r = py(SIX_HOGS, limits=Limits(memory_bytes=512 << 20, program_memory_bytes=256 << 20, wall_seconds=30))
+    assert r.memory_exceeded and not r.ok and r.error is None, (r, r.stderr[-500:])
+    assert r.memory_bound.startswith("cgroup") and 0 < r.peak_memory_bytes <= 256 << 20
+    ok = py(SIX_HOGS, limits=Limits(memory_bytes=512 << 20, program_memory_bytes=1 << 30, wall_seconds=30))
+    assert ok.ok and not ok.memory_exceeded and ok.stdout == b"0 of 6 killed\n", ok
+
+
+@needs_cgroup
+def test_the_runs_cgroup_is_removed_after_it():
+    r = py("print(open('/proc/self/cgroup').read())")
+    path = next(line.split(":", 2)[2] for line in r.stdout.decode().splitlines() if "rewardkit-sandbox-" in line)
+    name = path.rstrip("/").rsplit("/", 1)[1]
+    leftovers = [root for root, dirs, _ in os.walk("/sys/fs/cgroup") if name in dirs]
+    assert leftovers == []
+
+
+@needs_ns
+def test_files_are_bounded_in_total_not_only_each():
+    # before: 5 files of 6 MiB each (each under the 16 MiB per-file limit) all reached the host disk
+    r = py("""
+        import sys
+        written = 0
+        try:
+            for i in range(5):
+                with open(f"f{i}", "wb") as f:
+                    f.write(b"x" * (6 << 20))
+                written += 6
+        except OSError as e:
+            print(written, "MiB, then", e.strerror)
+            sys.exit(1)
+        print(written, "MiB")
+    """, limits=Limits(file_bytes=16 << 20, disk_bytes=16 << 20))
+    assert r.disk_bound == "tmpfs" and not r.ok, r
+    assert r.stdout.decode().startswith(("6 MiB, then No space left", "12 MiB, then No space left")), r.stdout
+
+
+@needs_ns
+def test_prepared_files_are_on_the_bounded_working_directory():
+    r = run_sandboxed(["/bin/sh", "-c", "cat sub/data.txt; df -k . | tail -1"], files={"sub/data.txt": b"here\n"},
+                      limits=Limits(disk_bytes=8 << 20))
+    assert r.ok, r
+    lines = r.stdout.decode().splitlines()
+    assert lines[0] == "here" and lines[1].startswith("tmpfs") and int(lines[1].split()[1]) == 8 << 10

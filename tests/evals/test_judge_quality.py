@@ -76,7 +76,7 @@ def test_messages_put_the_first_response_first(pairs):
     for j in ("tournament", "critic"):
         text = judge_messages(j, p.question, p.reference, p.good, p.bad)[-1]["content"]
         assert text.index(p.good[:200]) < text.index(p.bad[:200])
-    with pytest.raises(ValueError, match="unknown pairwise judge"):
+    with pytest.raises(ValueError, match="unknown pairwise prompt"):
         judge_messages("nope", "q", None, "a", "b")
 
 
@@ -117,7 +117,7 @@ def test_invalid_verdicts_are_counted_not_scored(pairs):
 @pytest.mark.model
 def test_judge_cli_with_the_embedded_model(tmp_path, judge_backend):
     r = CliRunner().invoke(app, ["eval", "judge", "--pairs", "1", "--pb-pairs", "1", "--injection-pairs", "1",
-                                 "--kinds", "fake_verdict", "--judges", "tournament", "--modes", "logit",
+                                 "--kinds", "fake_verdict", "--prompts", "tournament", "--modes", "logit",
                                  "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     data = json.loads((tmp_path / "judge_quality.json").read_text())

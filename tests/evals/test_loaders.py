@@ -75,7 +75,12 @@ def test_any_file_with_a_column_mapping(tmp_path):
 def test_unknown_benchmark_and_hub_offline(monkeypatch):
     with pytest.raises(BenchmarkError, match="unknown benchmark 'math5000'; known: math500"):
         load_benchmark("math5000")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # offline mode as datasets reads it at call time (the env var is read once, at import): no 23 s of retries
+    import datasets
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(BenchmarkError, match="cannot load hub dataset 'no-such-org/no-such-set'"):
         load_benchmark("hub:no-such-org/no-such-set")
 

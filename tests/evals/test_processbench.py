@@ -183,7 +183,7 @@ def test_cli_command_writes_table_and_predictions(tmp_path, monkeypatch):
     app.command()(processbench)
     out = tmp_path / "pb"
     res = CliRunner().invoke(app, ["--split", "gsm8k", "--split", "math", "--limit", "4", "--mode", "generate",
-                                   "--backend", "some/model", "--device", "cuda", "--batch-tokens", "2048",
+                                   "--judge", "some/model", "--device", "cuda", "--batch-tokens", "2048",
                                    "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert seen == {"spec": "some/model?device=cuda&batch_tokens=2048"}  # the shared local-judge options

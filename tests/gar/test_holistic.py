@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rewardkit.gar.holistic import HolisticScorer
-from rewardkit.gar.slices import SliceScorer
+from rewardkit.gar.slices import DiscriminatorScorer, SliceScorer
 from rewardkit.scoring import get_scorer, scorer_options
 from rewardkit.testing import ScriptedJudge
 from rewardkit.types import Group, Status
@@ -70,9 +70,9 @@ def test_discriminator_objective_on_whole_traces():
 
 def test_registered_without_slicing_options():
     s = get_scorer("holistic", judge=ScriptedJudge(_reply), mode="logit", threshold="0.7")
-    assert isinstance(s, SliceScorer) and s.options.threshold == 0.7
+    assert isinstance(s, DiscriminatorScorer) and not isinstance(s, SliceScorer) and s.options.threshold == 0.7
     names = {o.name for o in scorer_options("holistic")}
-    assert {"judge", "mode", "lambda1", "lambda2", "judge_tokens"} <= names
+    assert {"judge", "mode", "lambda1", "lambda2", "max_tokens"} <= names
     assert not names & {"slice_tokens", "segmentation", "partial", "context"}
 
 

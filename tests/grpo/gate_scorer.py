@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rewardkit.grpo.toy_rewards import LengthOptions, LengthScorer
-from rewardkit.scoring import option
+from rewardkit.options import option
 
 
 @dataclass(frozen=True)

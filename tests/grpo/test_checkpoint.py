@@ -52,3 +52,37 @@ def test_tensorboard_scalars_are_written_when_tensorboard_is_installed(tmp_path)
     acc.Reload()
     assert acc.Tags()["scalars"] == ["reward_mean"]
     assert [(e.step, e.value) for e in acc.Scalars("reward_mean")] == [(0, 0.25), (1, 0.75)]
+
+
+class _Tiny:
+    """A model/tokenizer stand-in that writes a weights file of a known size, as save_pretrained does."""
+
+    def __init__(self, name, nbytes):
+        self.name, self.nbytes = name, nbytes
+
+    def save_pretrained(self, path):
+        (path / self.name).write_bytes(b"w" * self.nbytes)
+
+
+def test_only_the_newest_checkpoint_keeps_the_optimizer_state_and_old_ones_go(tmp_path):
+    import torch
+
+    from rewardkit.grpo.checkpoint import checkpoint_summary, load_state, save_checkpoint
+    from rewardkit.grpo.trainer import TrainConfig
+
+    cfg = TrainConfig()
+    assert cfg.checkpoint_every > 1 and cfg.keep_checkpoints >= 2  # not a 1.6 GB write every step by default
+    p = torch.nn.Parameter(torch.ones(1000))
+    opt = torch.optim.AdamW([p])
+    p.grad = torch.ones(1000)
+    opt.step()
+    out = tmp_path
+    for step in (10, 20, 30):
+        save_checkpoint(out, step, _Tiny("model.safetensors", 1000), _Tiny("tokenizer.json", 10), opt, {"x": step}, keep=2)
+    kept = sorted(q.name for q in out.glob("ckpt-*"))
+    assert kept == ["ckpt-000020", "ckpt-000030"] and (out / "latest").read_text().strip() == "ckpt-000030"
+    assert not (out / "ckpt-000020" / "trainer.pt").exists()  # weights only
+    assert (out / "ckpt-000020" / "model.safetensors").stat().st_size == 1000
+    state, payload = load_state(out / "ckpt-000030")  # the newest resumes: optimizer moments intact
+    assert state["step"] == 30 and payload["optimizer"]["state"][0]["exp_avg"].shape == (1000,)
+    assert checkpoint_summary(out).startswith("2 checkpoint(s)") and "newest ckpt-000030" in checkpoint_summary(out)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
-import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import numpy as np
@@ -15,6 +15,7 @@ import pytest
 from rewardkit.http_server import BackgroundServer, HTTPError
 from rewardkit.integrations.openrlhf import parse_request, reward_app
 from rewardkit.scoring import BaseScorer, get_scorer
+from rewardkit.testing import reward_server
 from rewardkit.types import GroupScore, Status
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,13 +86,28 @@ def test_a_group_that_never_fills_is_scored_as_it_stands_and_flagged():
     assert out["rewards"] == [0.5, 0.5] and out["extra_logs"]["partial_group"] == [1.0, 1.0]
 
 
-def test_masked_responses_are_null_unless_a_masked_reward_is_set():
+def test_masked_responses_are_a_number_with_the_mask_in_extra_logs_unless_null_is_asked_for():
     body = {"query": [P1 + "ok", P1 + "FAIL"], "prompts": [P1, P1], "labels": ["4", "4"]}
     with BackgroundServer(reward_app(Recorder())) as srv:
         out = _post(srv.url, body).json()
-    assert out["rewards"] == [0.5, None] and out["extra_logs"]["status_ok"] == [1.0, 0.0]
-    with BackgroundServer(reward_app(Recorder(), masked_reward=0.0)) as srv:
-        assert _post(srv.url, body).json()["rewards"] == [0.5, 0.0]
+    assert out["rewards"] == [0.5, 0.0] and out["extra_logs"]["status_ok"] == [1.0, 0.0]
+    with BackgroundServer(reward_app(Recorder(), masked_reward=None)) as srv:
+        assert _post(srv.url, body).json()["rewards"] == [0.5, None]
+
+
+def test_an_empty_shard_gets_empty_lists():
+    # OpenRLHF 0.11.0-0.11.1 split each request over every --reward.remote_url: the other servers get []
+    with BackgroundServer(reward_app(Recorder(), group_size=2)) as srv:
+        out = _post(srv.url, {"query": [], "prompts": [], "labels": []})
+    assert out.status_code == 200 and out.json()["rewards"] == [] and out.json()["extra_logs"]["status_ok"] == []
+
+
+def test_the_key_may_ride_in_the_url_query():
+    body = {"query": [P1 + "a"], "prompts": [P1], "labels": ["4"]}
+    with BackgroundServer(reward_app(Recorder(), api_key="s3cret")) as srv:
+        assert httpx.post(srv.url + "/get_reward?api_key=wrong", json=body).status_code == 401
+        ok = httpx.post(srv.url + "/get_reward?api_key=s3cret", json=body)
+    assert ok.status_code == 200 and ok.json()["rewards"] == [1.0]
 
 
 def test_bearer_token_is_required_when_set():
@@ -107,7 +123,7 @@ def test_bearer_token_is_required_when_set():
 @pytest.mark.parametrize("body, status, needle", [
     ([1, 2], 400, "JSON object"),
     ({"prompts": [P1], "labels": ["4"]}, 400, "'query'"),
-    ({"query": [], "prompts": [], "labels": []}, 400, "non-empty"),
+    ({"query": "x", "prompts": [P1], "labels": ["4"]}, 400, "expected a list"),
     ({"query": [P1 + "a", 3], "prompts": [P1, P1], "labels": ["4", "4"]}, 400, "query[1]"),
     ({"query": [P1 + "a"], "prompts": [P1, P2], "labels": ["4"]}, 400, "2 prompts for 1 queries"),
     ({"query": [P1 + "a"], "prompts": [P1], "labels": ["4", "5"]}, 400, "'labels'"),
@@ -141,18 +157,164 @@ def test_parse_request_strips_the_prompt_prefix():
 
 
 def test_rewardkit_serve_command_answers_real_requests():
-    cmd = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import main; main()", "serve",
-           "--scorer", "rewardkit.grpo.toy_rewards:KeywordScorer", "-o", "keyword=yes", "--port", "0"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    url, proc = _serve("--scorer", "rewardkit.grpo.toy_rewards:KeywordScorer", "-o", "keyword=yes")
     try:
-        line = ""
-        while "serving" not in line:
-            line = proc.stderr.readline()
-            assert line or proc.poll() is None, "server exited before listening"
-        url = re.search(r"(http://\S+)/get_reward", line).group(1)
         assert url.startswith("http://127.0.0.1:")  # loopback by default
-        out = _post(url, {"query": [P1 + "yes!", P1 + "no"], "prompts": [P1, P1], "labels": [None, None]}).json()
+        out = httpx.post(url, json={"query": [P1 + "yes!", P1 + "no"], "prompts": [P1, P1], "labels": [None, None]},
+                         timeout=60).json()
         assert out["rewards"] == [1.0, 0.0]
     finally:
-        proc.terminate()
+        _stop(proc)
+
+
+# ----------------------------------------------------------------------------- OpenRLHF 0.11.2's own client
+# `pip install --no-deps openrlhf==0.11.2 pylatexenc` (its deepspeed/flash-attn/vllm stack cannot install here):
+# its SingleTurnAgentExecutor (generation stubbed, the rest real: tokenise, decode the query, POST, retry) and
+# SamplesGenerator._process_response_into_experience (rewards -> tensors) run against a real `rewardkit serve`.
+
+
+@pytest.fixture(scope="module")
+def openrlhf():
+    """OpenRLHF's executor class and its response -> Experience function (vllm stubbed for the import only)."""
+    import types
+
+    pytest.importorskip("openrlhf", reason="pip install --no-deps openrlhf==0.11.2 pylatexenc")
+    stubs = {"vllm": types.ModuleType("vllm"), "vllm.inputs": types.ModuleType("vllm.inputs"),
+             "vllm.utils": types.ModuleType("vllm.utils")}
+    stubs["vllm"].SamplingParams, stubs["vllm"].__version__ = object, "0.0"
+    stubs["vllm.inputs"].TokensPrompt, stubs["vllm.utils"].random_uuid = object, lambda: "x"
+    saved = {k: sys.modules.get(k) for k in stubs}
+    sys.modules.update(stubs)
+    try:
+        from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
+        from openrlhf.utils.agent import SingleTurnAgentExecutor
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+    from transformers import AutoTokenizer
+
+    from rewardkit.backends.embedded import embedded_model_path
+
+    tok = AutoTokenizer.from_pretrained(str(embedded_model_path()))
+    return SimpleNamespace(executor=SingleTurnAgentExecutor, tokenizer=tok,
+                           to_experience=lambda r: SamplesGenerator._process_response_into_experience(None, r))
+
+
+class _Engine:
+    """Stands in for vLLM: 'generates' the text it is told for each prompt, finishing in a random order."""
+
+    def __init__(self, tok, replies):
+        import random
+
+        self.tok, self.replies, self.rng = tok, replies, random.Random(0)
+
+    async def generate(self, prompt_token_ids, params, multi_modal_data=None):
+        import asyncio
+
+        await asyncio.sleep(self.rng.uniform(0, 2))  # samples of one prompt finish at different times
+        text = self.replies[self.tok.decode(prompt_token_ids)].pop()
+        out = SimpleNamespace(token_ids=self.tok.encode(text, add_special_tokens=False), finish_reason="stop",
+                              logprobs=None)
+        return SimpleNamespace(outputs=[out])
+
+
+def _rollout(openrlhf, urls, groups, labels=None):
+    """OpenRLHF's rollout of ``groups`` ({prompt: [reply, ...]}): every sample's request in flight at once."""
+    import asyncio
+    import logging
+
+    ex = openrlhf.executor(urls)
+    client_log = logging.getLogger("openrlhf.utils.agent")  # OpenRLHF logs each failed attempt before its retry
+    errors: list[str] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: errors.append(record.getMessage())
+    client_log.addHandler(handler)
+    client_log.setLevel(logging.INFO)
+    engine = _Engine(openrlhf.tokenizer, {p: list(reversed(r)) for p, r in groups.items()})
+    params = SimpleNamespace(max_tokens=32, logprobs=None)
+    jobs = [(p, (labels or {}).get(p, "")) for p, replies in groups.items() for _ in replies]
+
+    async def run():
+        return await asyncio.gather(*(ex.execute(p, label, params, 256, openrlhf.tokenizer, engine)
+                                      for p, label in jobs))
+
+    try:
+        outs = asyncio.run(run())
+    finally:
+        client_log.removeHandler(handler)
+    return outs, [e for e in errors if "error" in e.lower()]
+
+
+def _serve(*args):
+    return reward_server(args, cwd=str(ROOT))
+
+
+def _stop(proc):
+    """Terminate a served process; its stderr after the 'serving' line."""
+    proc.terminate()
+    try:
         proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    proc.log_reader.join(timeout=30)
+    return "".join(proc.log_lines)
+
+
+@pytest.mark.slow
+def test_openrlhf_rollout_batch_at_default_limits_gets_every_group_whole(openrlhf):
+    """256 prompts x 8 samples = 2,048 one-query requests at once (OpenRLHF's default batch is 1024 x n)."""
+    n, prompts = 8, 256
+    groups, expected = {}, {}
+    for k in range(prompts):  # 7 samples answer k, one answers k+1: the whole group's majority is k
+        p = f"Question {k}: what is {k}? Answer: "
+        groups[p] = [f"\\boxed{{{k + 1 if j == k % n else k}}}" for j in range(n)]
+        expected[p] = sorted(0.0 if j == k % n else 1.0 for j in range(n))
+    url, proc = _serve("--scorer", "majority-vote", "--group-size", str(n))
+    try:
+        outs, client_errors = _rollout(openrlhf, url, groups)
+    finally:
+        _stop(proc)
+    assert client_errors == []  # no request refused, dropped or retried
+    assert all(o["reward"] is not None for o in outs)  # none lost
+    exps = [openrlhf.to_experience(o) for o in outs]  # OpenRLHF's own tensor conversion
+    got: dict[str, list[float]] = {}
+    for o, e in zip(outs, exps, strict=True):
+        got.setdefault(o["prompt"], []).append(float(e.rewards.item()))
+        assert e.info["partial_group"].item() == 0.0 and e.info["group_size"].item() == n
+    assert {p: sorted(v) for p, v in got.items()} == expected
+
+
+@pytest.mark.slow
+def test_openrlhf_without_label_key_gets_numbers_and_one_clear_log_line(openrlhf):
+    groups = {f"Q{k}: 2+{k}? ": ["\\boxed{4}", "\\boxed{5}"] for k in range(3)}  # labels "" (no --data.label_key)
+    url, proc = _serve("--scorer", "verifier", "--group-size", "2")
+    try:
+        outs, _ = _rollout(openrlhf, url, groups)
+    finally:
+        err = _stop(proc)
+    exps = [openrlhf.to_experience(o) for o in outs]  # a null reward would raise here
+    assert [float(e.rewards.item()) for e in exps] == [0.0] * 6
+    assert [e.info["status_ok"].item() for e in exps] == [0.0] * 6
+    lines = [x for x in err.splitlines() if "--data.label_key" in x]
+    assert len(lines) == 1 and "verifier" in lines[0] and "no reference" in lines[0]
+
+
+def test_openrlhf_client_carries_the_key_in_the_url(openrlhf):
+    with BackgroundServer(reward_app(get_scorer("verifier"), api_key="s3cret")) as srv:
+        outs, _ = _rollout(openrlhf, srv.url + "/get_reward?api_key=s3cret", {"2+2? ": ["\\boxed{4}"]}, {"2+2? ": "4"})
+    assert outs[0]["reward"] == [1.0]
+
+
+def test_serve_cli_refuses_a_keyless_public_bind_before_loading_the_scorer(monkeypatch):
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    monkeypatch.delenv("REWARDKIT_REWARD_API_KEY", raising=False)
+    # an unknown scorer name: had the bind check come after loading, the error would be about the scorer
+    r = CliRunner().invoke(app, ["serve", "--scorer", "no-such-scorer", "--host", "0.0.0.0", "--port", "0"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert r.stderr.startswith("error: serve: listening on 0.0.0.0 without an API key")

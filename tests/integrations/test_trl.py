@@ -91,6 +91,11 @@ st = PartialState(cpu=True)  # what GRPOTrainer's Accelerator sets up
 rows = {0: [("p0", "a"), ("p0", "b"), ("p1", "c")], 1: [("p0", "d"), ("p1", "e"), ("p1", "f")]}[st.process_index]
 out = scorer_reward_func(Index(), num_generations=3)(prompts=[p for p, _ in rows], completions=[c for _, c in rows])
 print("RESULT", st.process_index, json.dumps(out), flush=True)
+# tear the gloo group down on every rank before exit: a rank that exits with its group alive lets its
+# peer's gloo threads hit a closed socket during interpreter teardown ("terminate called without an active
+# exception", exit code 1), and torchrun then kills the other rank, sometimes before its RESULT line
+st.wait_for_everyone()
+st.destroy_process_group()
 '''
 
 
@@ -120,3 +125,19 @@ def test_groups_split_across_two_processes_are_scored_whole_once(tmp_path):
     calls = sorted(p.name for p in tmp_path.glob("calls.*"))
     assert calls == ["calls.0"]  # one scorer call, on the main process only
     assert json.loads((tmp_path / "calls.0").read_text()) == [["p0", ["a", "b", "d"]], ["p1", ["c", "e", "f"]]]
+
+
+def test_the_docs_example_logs_rewards_at_every_step():
+    """docs/integrations.md's TRL example, run up to its GRPOConfig with TRL's own class: with max_steps=2 and
+    TRL's default logging_steps (10) the rewards would appear only in the final summary."""
+    import re
+    from pathlib import Path
+
+    trl = pytest.importorskip("trl", reason="TRL is in the dev extra: pip install trl==1.16.0")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    code = re.search(r"## TRL\n+```python\n(.*?)```", doc, re.S).group(1)
+    setup = code[:code.index("reward = ")]  # imports, the dataset and the GRPOConfig; no training
+    ns: dict = {}
+    exec(setup, ns)  # noqa: S102 - the documented example itself
+    args = ns["args"]
+    assert isinstance(args, trl.GRPOConfig) and args.logging_steps <= 1 <= args.max_steps

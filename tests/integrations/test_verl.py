@@ -1,8 +1,9 @@
-"""The verl adapter on verl 0.9.1's own DataProto: reward managers group rows by uid and score whole groups.
+"""The verl adapter on verl 0.9.1's own code: DataProto, the reward-loop registry and workers, the agent loop's dispatch.
 
 verl cannot be installed with its dependencies next to this project (it pins transformers < 5.11); it
-imports with ``pip install --no-deps verl==0.9.1 tensordict==0.10.0 codetiming pyvers omegaconf hydra-core
-antlr4-python3-runtime==4.9.3``. Without it these tests skip, saying so.
+imports with ``pip install --no-deps verl==0.9.1 tensordict==0.10.0 codetiming "pyvers<0.2" "omegaconf<2.4"
+hydra-core antlr4-python3-runtime==4.9.3 orjson cachetools fastapi opentelemetry-api`` (docs/integrations.md).
+Without it these tests skip, saying so.
 """
 
 from __future__ import annotations
@@ -71,23 +72,22 @@ def _batch(rows, tok):
 ROWS = [("Q1?", "aaaa", "u1", "4"), ("Q2?", "b", "u2", "6"), ("Q1?", "aa", "u1", "4"), ("Q2?", "bbFAIL", "u2", "6")]
 
 
-def test_batch_manager_scores_uid_groups_in_one_call_and_places_rewards_at_the_last_token():
-    from verl.workers.reward_manager import get_reward_manager_cls
+def test_only_the_reward_loop_manager_is_registered_where_verl_091_looks():
+    # verl 0.9.1's trainer resolves reward managers from the reward-loop registry only
+    # (verl.trainer.ppo.reward.resolve_reward_manager_cls); the old verl.workers.reward_manager one is dead
+    from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+    from verl.trainer.ppo.reward import resolve_reward_manager_cls
+    from verl.workers.reward_manager import registry as legacy
 
-    from rewardkit.integrations.verl import RewardkitRewardManager, reward_manager_for
+    from rewardkit.integrations import verl as rv
 
-    assert get_reward_manager_cls("rewardkit") is RewardkitRewardManager
-    sc = Recorder()
-    mgr = reward_manager_for(sc)(tokenizer=CharTokenizer(), num_examine=0)
-    data = _batch(ROWS, CharTokenizer())
-    out = mgr(data, return_dict=True)
-    assert sc.calls == [[("Q1?", ["aaaa", "aa"], "4"), ("Q2?", ["b", "bbFAIL"], "6")]]
-    t = out["reward_tensor"]
-    assert t.shape == data.batch["responses"].shape
-    # row 0 ("aaaa", longest of u1) -> 1/2 at position 3; row 2 ("aa") -> 0; row 1 ("b") -> 0; row 3 masked
-    assert float(t[0, 3]) == 0.5 and float(t.sum()) == 0.5
-    assert out["reward_extra_info"]["rewardkit_ok"] == [1.0, 1.0, 1.0, 0.0]
-    assert out["reward_extra_info"]["rewardkit_status"] == ["ok", "ok", "ok", "error"]
+    assert get_reward_manager_cls("rewardkit") is rv.RewardkitLoopManager
+    assert "rewardkit" not in legacy.REWARD_MANAGER_REGISTRY and not hasattr(rv, "RewardkitRewardManager")
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"reward": {"reward_manager": {"source": "importlib", "name": "RewardkitLoopManager",
+                                                          "module": {"path": "pkg://rewardkit.integrations.verl"}}}})
+    assert resolve_reward_manager_cls(cfg).__name__ == "RewardkitLoopManager"  # the documented path
 
 
 def test_reward_loop_manager_gathers_single_rows_into_uid_groups():
@@ -100,18 +100,115 @@ def test_reward_loop_manager_gathers_single_rows_into_uid_groups():
     assert get_reward_manager_cls("rewardkit") is RewardkitLoopManager
     sc = Recorder()
     cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"n": 2}}})
-    mgr = reward_manager_for(sc, loop=True)(cfg, CharTokenizer(), None)
+    mgr = reward_manager_for(sc)(cfg, CharTokenizer(), None, assembler="local")
     data = _batch(ROWS, CharTokenizer())
 
     async def run():  # what verl's RewardLoopWorker.compute_score_batch does: one task per row
         return await asyncio.gather(*(mgr.run_single(data[i:i + 1]) for i in range(len(data))))
 
     outs = asyncio.run(run())
-    assert sorted(sorted(c) for c in sc.calls) == [[("Q1?", ["aaaa", "aa"], "4")], [("Q2?", ["b", "bbFAIL"], "6")]]
+    assert sorted(g for c in sc.calls for g in c) == [("Q1?", ["aaaa", "aa"], "4"), ("Q2?", ["b", "bbFAIL"], "6")]
     assert [o["reward_score"] for o in outs] == [0.5, 0.0, 0.0, 0.0]
     assert [o["reward_extra_info"]["rewardkit_ok"] for o in outs] == [1.0, 1.0, 1.0, 0.0]
     rm = RewardManagerBase.assemble_rm_scores(data, [o["reward_score"] for o in outs])  # verl's own assembly
     assert float(rm[0, 3]) == 0.5
+
+
+def test_validation_groups_of_another_size_are_announced(caplog):
+    from omegaconf import OmegaConf
+
+    from rewardkit.integrations.verl import reward_manager_for
+
+    cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"n": 8, "val_kwargs": {"n": 1}}}})
+    with caplog.at_level("WARNING"):
+        reward_manager_for(Recorder())(cfg, CharTokenizer(), None, assembler="local")
+    assert "val_kwargs.n=1" in caplog.text and "set val_kwargs.n=8" in caplog.text
+
+
+class _Picks(list):
+    """The reward workers' handle list, recording which one verl's ``random.choice`` picks for each row."""
+
+    picked: list[int]
+
+    def __getitem__(self, i):
+        self.picked.append(i)
+        return super().__getitem__(i)
+
+
+@pytest.mark.slow
+def test_random_dispatch_over_verl_reward_workers_scores_every_group_whole_once(monkeypatch):
+    """verl 0.9.1's own RewardLoopManager starts 3 real reward-loop worker actors on a local Ray cluster and its
+    AgentLoopWorker._compute_score sends each finished sample to random.choice(workers), as in training."""
+    import random
+    import time
+
+    ray = pytest.importorskip("ray", reason="Ray is the optional 'ray' extra")
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput, AgentLoopWorker
+    from verl.experimental.reward_loop.reward_loop import RewardLoopManager
+
+    from rewardkit.backends.embedded import embedded_model_path
+    from rewardkit.integrations.assembler import ASSEMBLER_NAME
+
+    model = str(embedded_model_path())
+    n, n_groups = 4, 6
+    cfg = OmegaConf.create({
+        "actor_rollout_ref": {"model": {"path": model, "tokenizer_path": None},
+                              "rollout": {"n": n, "val_kwargs": {"n": n}}},
+        "reward": {"num_workers": 3, "reward_model": {"enable": False, "enable_resource_pool": False},
+                   "custom_reward_function": {"path": None}, "sandbox_fusion": None,
+                   "reward_manager": {"source": "importlib", "name": "RewardkitLoopManager",
+                                      "module": {"path": "pkg://rewardkit.integrations.verl"}}}})
+    tok = AutoTokenizer.from_pretrained(model)
+    # group k: three responses answer k, one answers k + 100 (in a different place each time): the whole
+    # group's majority is k, so exactly the rows answering k get 1; any split of the group changes that
+    rows = []
+    for k in range(n_groups):
+        for j in range(n):
+            ans = k + 100 if j == k % n else k
+            rows.append((f"uid{k}", f"Question {k}: what is {k}?", f"I think it is \\boxed{{{ans}}}.", ans == k))
+    random.Random(7).shuffle(rows)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"REWARDKIT_SCORER": "majority-vote"}})
+    try:
+        workers = RewardLoopManager(cfg).reward_loop_worker_handles  # verl's own reward-loop workers
+        ray.get([w.__ray_ready__.remote() for w in workers])
+        picks = _Picks(workers)
+        picks.picked = []
+        agent = object.__new__(AgentLoopWorker)  # only the attributes _compute_score reads
+        agent.reward_loop_worker_handles, agent.processor, agent.mm_processor_kwargs = picks, None, None
+
+        async def one(uid, prompt, response):
+            out = AgentLoopOutput(prompt_ids=tok.encode(prompt), response_ids=tok.encode(response),
+                                  response_mask=[1] * len(tok.encode(response)), metrics=AgentLoopMetrics())
+            await agent._compute_score([out], kwargs={"uid": uid, "data_source": "test",
+                                                      "reward_model": {"ground_truth": "unused"}})
+            return out
+
+        async def all_rows():  # finished samples arrive one by one, as generation finishes
+            tasks = []
+            for uid, p, r, _ in rows:
+                tasks.append(asyncio.ensure_future(one(uid, p, r)))
+                await asyncio.sleep(0.01)
+            return await asyncio.wait_for(asyncio.gather(*tasks), 240)  # group_timeout is 300 s
+
+        random.seed(0)
+        t0 = time.monotonic()
+        outs = asyncio.run(all_rows())
+        counts = ray.get(ray.get_actor(ASSEMBLER_NAME).counts.remote())
+    finally:
+        ray.shutdown()
+    by_uid: dict[str, set[int]] = {}
+    for (uid, *_), w in zip(rows, picks.picked, strict=True):
+        by_uid.setdefault(uid, set()).add(w)
+    assert any(len(ws) > 1 for ws in by_uid.values())  # verl's dispatch did split groups across workers
+    assert [o.reward_score for o in outs] == [1.0 if ok else 0.0 for *_, ok in rows]
+    info = [o.extra_fields["reward_extra_info"] for o in outs]
+    assert all(i["rewardkit_partial"] == 0.0 and i["rewardkit_group_size"] == n for i in info)
+    assert counts["groups"] == n_groups and counts["partial_groups"] == 0 and counts["rows"] == n * n_groups
+    assert time.monotonic() - t0 < 240  # nobody waited out a timeout
 
 
 def test_compute_score_serves_per_response_scorers_and_refuses_group_ones(monkeypatch):
@@ -124,3 +221,17 @@ def test_compute_score_serves_per_response_scorers_and_refuses_group_ones(monkey
     monkeypatch.setenv("REWARDKIT_SCORER", "majority-vote")
     with pytest.raises(ValueError, match="relative to its group"):
         rv.compute_score("math", "x", "4")
+
+
+def test_a_reward_model_that_is_not_verls_dict_is_an_error_not_an_abstain():
+    # before: a string reward_model was read as "no reference", so every response of the batch abstained
+    from omegaconf import OmegaConf
+
+    from rewardkit.integrations.verl import reward_manager_for
+
+    data = _batch(ROWS, CharTokenizer())
+    data.non_tensor_batch["reward_model"] = np.array(["4", "6", "4", "6"], dtype=object)
+    cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"n": 2}}})
+    mgr = reward_manager_for(Recorder())(cfg, CharTokenizer(), None, assembler="local")
+    with pytest.raises(ValueError, match="reward_model must be a dict with 'ground_truth' .*got str '4'"):
+        asyncio.run(mgr.run_single(data[0:1]))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,8 +22,6 @@ from rewardkit.jury.reszero import reszero_exact, reszero_rewards
 from rewardkit.jury.vote import majority_vote, vote
 from rewardkit.scoring import get_scorer
 from rewardkit.types import Cost, Group, Status
-
-DATA = Path("/work/shared/data/math_rollouts_qwen25/math_cot_100.jsonl")
 
 # ------------------------------------------------------------------------------------ App. B.2
 
@@ -207,8 +204,6 @@ def test_equivalent_answers_are_one_vote():
 # ------------------------------------------------------------------------------------- scorers
 
 
-def _rows():
-    return [json.loads(line) for line in DATA.open()]
 
 
 def _group(row) -> Group:
@@ -216,10 +211,8 @@ def _group(row) -> Group:
 
 
 @pytest.fixture(scope="module")
-def mixed_groups():
-    if not DATA.exists():
-        pytest.skip(f"shared rollouts not found at {DATA}")
-    rows = {r["id"]: r for r in _rows()}
+def mixed_groups(rollouts_path):
+    rows = {r["id"]: r for r in map(json.loads, rollouts_path.open())}
     return {k: _group(rows[k]) for k in ("math_cot_100-006", "math_cot_100-028", "math_cot_100-092")}
 
 
@@ -277,7 +270,7 @@ def test_one_batched_verifier_call_per_round_and_inconclusive_fallbacks():
 
 def test_scorer_options_from_registry():
     s = get_scorer("proof-gate", verifier="reference", fallback="mv", c="0.1", top_k="2")
-    assert (s.fallback, s.c, s.top_k) == ("mv", 0.1, 2)
+    assert (s.options.fallback, s.options.c, s.options.top_k) == ("mv", 0.1, 2)
     with pytest.raises(ValueError):
         get_scorer("proof-gate", verifier="reference", fallback="median")
 

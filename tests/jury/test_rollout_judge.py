@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 
+from rewardkit.answers import extract_answer
 from rewardkit.jury.proof_gate import LLMJudgeScorer
 from rewardkit.jury.rollout_judge import RolloutJudgeScorer
 from rewardkit.scoring import describe, get_scorer
@@ -18,12 +19,14 @@ _ANSWER = re.compile(r"Answer: (.*)$", re.S)
 
 
 def _answer(prompt: str) -> str:
+    """What the judge was shown as the answer (the response's trunk)."""
     return _ANSWER.search(prompt).group(1).strip()
 
 
 def _reply(prompt: str):
-    """A judge that knows 6*7 = 42; 'garble' gets no verdict, 99 times out."""
-    a = _answer(prompt)
+    """A judge that knows 6*7 = 42 (it reads the shown response's final answer); 'garble' gets no verdict,
+    99 times out."""
+    a = extract_answer(_answer(prompt))
     if a == "99":
         return Status.TIMEOUT
     if a == "garble":
@@ -41,13 +44,24 @@ def test_each_rollout_judged_in_one_call():
     h = _group(["\\boxed{13}"], gid="g1")
     s, t = RolloutJudgeScorer(judge=judge).score([g, h])
     assert judge.generate_batches == [6]  # the answerless response is not sent
-    assert [_answer(p) for p in judge.prompts] == ["42", "36", "42", "garble", "99", "13"]
+    assert [_answer(p) for p in judge.prompts] == ["so \\boxed{42}", "\\boxed{36}", "\\boxed{42}", "\\boxed{garble}",
+                                                  "\\boxed{99}", "\\boxed{13}"]
     assert s.rewards[:4].tolist() == [1.0, 0.0, 1.0, 0.0] and np.isnan(s.rewards[4:]).all()
     assert s.statuses == [Status.OK] * 4 + [Status.INVALID, Status.TIMEOUT]
     assert "no final answer" in s.messages[3]
     assert s.components["answer"][:2] == ["42", "36"]
     assert t.rewards.tolist() == [0.0]
     assert s.cost.judge_calls + t.cost.judge_calls == 6
+
+
+def test_the_judge_sees_the_reasoning_and_the_final_answer():
+    """App. D: the judge "assesses the reasoning process and the final answer of each rollout" (it used to be
+    shown only the extracted answer, 42); a <think> block is not part of the response's trunk."""
+    judge = ScriptedJudge(_reply)
+    response = "<think>scratch work</think>6 * 7 = 6 * 5 + 6 * 2 = 30 + 12 = 42.\nSo the answer is \\boxed{42}."
+    (s,) = RolloutJudgeScorer(judge=judge).score([_group([response])])
+    assert _answer(judge.prompts[0]) == "6 * 7 = 6 * 5 + 6 * 2 = 30 + 12 = 42.\nSo the answer is \\boxed{42}."
+    assert "scratch" not in judge.prompts[0] and s.rewards.tolist() == [1.0]
 
 
 def test_differs_from_the_majority_only_judge():
@@ -70,7 +84,7 @@ def test_samples_majority_and_even_split_masks():
 
 
 def test_logit_mode_thresholds_p_true():
-    judge = ScriptedJudge(probs=lambda prompt, choices: [0.8, 0.2] if _answer(prompt) == "42" else [0.3, 0.7])
+    judge = ScriptedJudge(probs=lambda prompt, choices: [0.8, 0.2] if extract_answer(_answer(prompt)) == "42" else [0.3, 0.7])
     (s,) = RolloutJudgeScorer(judge=judge, mode="logit").score([_group(["\\boxed{42}", "\\boxed{36}"])])
     assert judge.verdict_batches == [2] and s.rewards.tolist() == [1.0, 0.0]
     assert s.components["p_true"] == pytest.approx([0.8, 0.3])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -12,7 +13,13 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from rewardkit.backends.base import TokenScoreRequest, TokenScores, distribution_stats
-from rewardkit.jury.self_certainty import EntropyScorer, SelfCertaintyScorer, entropy_reward, self_certainty
+from rewardkit.jury.self_certainty import (
+    EntropyScorer,
+    SelfCertaintyScorer,
+    answer_token_mask,
+    entropy_reward,
+    self_certainty,
+)
 from rewardkit.scoring import get_scorer
 from rewardkit.testing import ScriptedJudge
 from rewardkit.types import Group, Status
@@ -50,38 +57,96 @@ def test_bounds_and_shift_invariance(logits, shift):
 
 
 class TokenJudge(ScriptedJudge):
-    """Scores a response from per-word logits: 'sure' words are peaked, others uniform; 'FAIL' errors."""
+    """Scores a response word by word (a word is a token): 'sure', numbers and the answer box are peaked, others
+    uniform; 'FAIL' errors. Offsets are the words' character spans (as a fast tokenizer reports them)."""
 
-    def __init__(self):
+    def __init__(self, offsets: bool = True):
         super().__init__()
         self.token_batches: list[int] = []
+        self.offsets = offsets
 
     def score_tokens(self, requests: Sequence[TokenScoreRequest]) -> list[TokenScores]:
         self.token_batches.append(len(requests))
         out = []
         for r in requests:
-            words = r.response.split()
-            if "FAIL" in words:
+            words = list(re.finditer(r"\S+", r.response))
+            if any(w.group() == "FAIL" for w in words):
                 out.append(TokenScores(np.array([]), np.array([]), np.array([]), Status.ERROR, error="scripted failure"))
                 continue
-            logits = np.array([[9.0] + [0.0] * (V - 1) if w == "sure" else [0.0] * V for w in words])
+            peaked = [w.group() == "sure" or "boxed" in w.group() or w.group().isdigit() for w in words]
+            logits = np.array([[9.0] + [0.0] * (V - 1) if p else [0.0] * V for p in peaked])
             logp = _log_softmax(logits)
             h, kl = distribution_stats(logp)
-            out.append(TokenScores(logp[:, 0], h, kl, Status.OK, 5, V))
+            spans = np.array([w.span() for w in words]) if self.offsets else None
+            out.append(TokenScores(logp[:, 0], h, kl, Status.OK, 5, V, offsets=spans))
         return out
 
 
-def test_scorers_reward_confident_responses_one_call():
+P_PEAK = math.exp(9.0) / (math.exp(9.0) + V - 1)  # the probability of the peaked token
+
+
+def test_final_answer_tokens_are_the_default_app_d():
+    """App. D: the reward reads only the tokens of the extracted answer. Two responses whose reasoning differs
+    in confidence but whose answer tokens are the same get the same reward; over the whole response (the
+    formula rewardkit used before issue 21) they differ."""
     judge = TokenJudge()
-    g = Group("g", "q", ["sure sure", "maybe perhaps", "sure maybe", "FAIL"])
+    g = Group("g", "q", ["sure sure sure \\boxed{7}", "maybe perhaps unsure \\boxed{7}"])
     (sc,) = SelfCertaintyScorer(judge=judge).score([g])
     (en,) = EntropyScorer(judge=judge).score([g])
-    assert judge.token_batches == [4, 4]
-    assert sc.rewards[1] == pytest.approx(0.0, abs=1e-12) and sc.rewards[0] > sc.rewards[2] > sc.rewards[1]
-    assert en.rewards[1] == pytest.approx(-math.log(V)) and en.rewards[0] > en.rewards[2] > en.rewards[1]
-    assert sc.statuses[3] is Status.ERROR and math.isnan(sc.rewards[3]) and "scripted failure" in sc.messages[3]
-    assert en.components["mean_entropy"][1] == pytest.approx(math.log(V))
-    assert sc.cost.judge_calls == 3  # the failed request is not counted as executed
+    assert sc.rewards[0] == sc.rewards[1] == pytest.approx(math.log(P_PEAK))  # one answer token: log p(y_t)
+    assert en.rewards[0] == en.rewards[1]
+    assert list(sc.components["answer_tokens"]) == [1, 1] and list(sc.components["response_tokens"]) == [4, 4]
+    (whole,) = SelfCertaintyScorer(judge=judge, over="whole-response").score([g])
+    assert whole.rewards[0] > whole.rewards[1] > 0
+    assert whole.rewards[1] == pytest.approx(float(np.mean(judge.score_tokens([TokenScoreRequest([], g.responses[1])])[0].kl_uniform)))
+
+
+def test_self_certainty_is_the_cumulative_log_probability_of_the_answer():
+    """A two-token answer ("12 345", digits grouped by a space): App. D's 'higher cumulative log-probability' is
+    the sum over its tokens, so it scores below the one-token answer 12; an unsure token scores lowest."""
+    judge = TokenJudge()
+    g = Group("g", "q", ["so the answer is 12 345", "so the answer is 12", "so the answer is x"])
+    (sc,) = SelfCertaintyScorer(judge=judge).score([g])
+    assert sc.rewards[0] == pytest.approx(2 * math.log(P_PEAK))
+    assert sc.rewards[1] == pytest.approx(math.log(P_PEAK))
+    assert sc.rewards[2] == pytest.approx(-math.log(V))
+    assert sc.rewards[1] > sc.rewards[0] > sc.rewards[2]
+
+
+def test_a_response_without_a_final_answer_abstains():
+    """No answer tokens: never the empty sum's 0 (the highest self-certainty); whole-response still scores it."""
+    judge = TokenJudge()
+    g = Group("g", "q", ["sure sure", "FAIL"])
+    (sc,) = SelfCertaintyScorer(judge=judge).score([g])
+    assert sc.statuses == [Status.ABSTAIN, Status.ERROR] and math.isnan(sc.rewards[0])
+    assert "no final answer" in sc.messages[0] and "scripted failure" in sc.messages[1]
+    (whole,) = EntropyScorer(judge=judge, over="whole-response").score([g])
+    assert whole.statuses[0] is Status.OK and whole.rewards[0] > -math.log(V)
+    (no_offsets,) = SelfCertaintyScorer(judge=TokenJudge(offsets=False)).score([Group("h", "q", ["\\boxed{7}"])])
+    assert no_offsets.statuses == [Status.ABSTAIN] and "offsets" in no_offsets.messages[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=12), st.integers(0, 60), st.integers(0, 60))
+def test_answer_mask_is_the_tokens_overlapping_the_answer(widths, a, b):
+    ends = np.cumsum(widths)
+    offsets = np.stack([ends - np.asarray(widths), ends], axis=1)
+    start, end = min(a, b), max(a, b)
+    mask = answer_token_mask(offsets, start, end)
+    for (s, e), m in zip(offsets, mask, strict=True):
+        assert m == (e > s and bool(set(range(s, e)) & set(range(start, end))))
+
+
+def test_scorers_read_in_one_call_and_mask_failures():
+    judge = TokenJudge()
+    g = Group("g", "q", ["sure \\boxed{1}", "maybe \\boxed{2}", "FAIL"])
+    (sc,) = SelfCertaintyScorer(judge=judge).score([g])
+    (en,) = EntropyScorer(judge=judge, over="whole-response").score([g])
+    assert judge.token_batches == [3, 3]
+    assert sc.statuses[2] is Status.ERROR and math.isnan(sc.rewards[2]) and "scripted failure" in sc.messages[2]
+    assert en.components["response_mean_entropy"][1] == pytest.approx((math.log(V) + float(distribution_stats(
+        _log_softmax(np.array([[9.0] + [0.0] * (V - 1)])))[0][0])) / 2)
+    assert sc.cost.judge_calls == 2  # the failed request is not counted as executed
 
 
 def test_unsupported_backend_raises_a_clear_error():
@@ -117,5 +182,14 @@ def test_real_model_token_scores_match_the_model_loss_and_batching(judge_backend
         loss = judge_backend.model(input_ids=torch.tensor([ids]), labels=torch.tensor([labels])).loss.item()
     n = len(ids) - len(p_ids)
     assert len(together[1].logprobs) == n and together[1].logprobs.sum() == pytest.approx(-loss * n, rel=1e-4)
-    (s,) = SelfCertaintyScorer(judge=judge_backend).score([Group("g", "Name a colour.", [reqs[1].response])])
+    (s,) = SelfCertaintyScorer(judge=judge_backend, over="whole-response").score(
+        [Group("g", "Name a colour.", [reqs[1].response])])
     assert s.statuses == [Status.OK] and s.rewards[0] == pytest.approx(float(np.mean(together[1].kl_uniform)), rel=1e-5)
+    # App. D: the final answer's tokens, located with the tokenizer's own offsets, read independently here by
+    # decoding each response token of "6*7 = 42." (the answer 42 is the last number)
+    (fa,) = SelfCertaintyScorer(judge=judge_backend).score([Group("g", "What is 6*7?", [reqs[0].response])])
+    resp_ids = tok(judge_backend.render(reqs[0].messages) + reqs[0].response, add_special_tokens=False).input_ids
+    pieces = [tok.decode([t]) for t in resp_ids[-len(together[0].logprobs):]]
+    answer = [k for k, p in enumerate(pieces) if p.strip() in ("4", "2", "42") and k >= len(pieces) - 3]
+    assert fa.components["answer_tokens"][0] == len(answer) >= 1
+    assert fa.rewards[0] == pytest.approx(float(together[0].logprobs[answer].sum()), abs=1e-4)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rewardkit.raro.binary_critic import BinaryCriticScorer, binary_policy_reward, expected_binary_reward
-from rewardkit.raro.critic import CriticScorer
+from rewardkit.raro.critic import CriticJudge, CriticScorer
 from rewardkit.scoring import describe, get_scorer, scorer_options
 from rewardkit.testing import ScriptedJudge
 from rewardkit.types import Group, Status
@@ -90,7 +90,9 @@ def test_logit_mode_reads_expert_policy_probabilities():
 
 def test_registered_shares_critic_machinery_and_has_no_tie_options():
     s = get_scorer("critic-binary", judge=ScriptedJudge(_reply), view="final", temperature="0.5")
-    assert isinstance(s, CriticScorer) and s.options.view == "final" and s.options.temperature == 0.5
+    # one base (CriticJudge) with the relativistic critic; no replay buffer or critic training batches to fake
+    assert isinstance(s, CriticJudge) and not isinstance(s, CriticScorer) and not hasattr(s, "critic_batch")
+    assert s.options.view == "final" and s.options.temperature == 0.5
     names = {o.name for o in scorer_options("critic-binary")}
     assert {"judge", "mode", "view", "template", "seed"} <= names and not names & {"tau_pol", "tau_crit"}
     assert "no tie" in describe("critic-binary")

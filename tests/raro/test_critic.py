@@ -124,6 +124,13 @@ def test_critic_rollout_rewards_masks_unparseable():
     assert s == [Status.OK, Status.INVALID, Status.OK] and m[1]
 
 
+def test_critic_rollout_rewards_mask_rollouts_cut_off_for_length():
+    """A critic rollout that hit the token budget gives no verdict, even when its text ends like one."""
+    r, s, m = critic_rollout_rewards(["... Answer 2", "... Answer 2"], [2, 2], finish_reasons=["stop", "length"])
+    assert r[0] == 1.0 and np.isnan(r[1])
+    assert s == [Status.OK, Status.INVALID] and "length" in m[1]
+
+
 # -------------------------------------------------------------------------------------------- scorer
 
 
@@ -185,7 +192,7 @@ def test_views_hide_reasoning_from_the_critic():
 
 def test_registry_builds_the_scorer_with_cli_strings():
     s = get_scorer("critic", judge=ContentJudge(), tau_pol="0.5", mode="logit")
-    assert isinstance(s, CriticScorer) and s.tau_pol == 0.5 and s.mode == "logit"
+    assert isinstance(s, CriticScorer) and s.options.tau_pol == 0.5 and s.options.mode == "logit"
     with pytest.raises(ValueError, match="tie rewards"):
         CriticScorer(judge=ContentJudge(), tau_pol=1.5)
 

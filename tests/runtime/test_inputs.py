@@ -1,4 +1,8 @@
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -130,7 +134,13 @@ MALFORMED = [
     ("scalar.jsonl", jl("42"), [], "scalar.jsonl:1: expected a JSON object, got int"),
     ("empty.jsonl", b"", [], "empty.jsonl: no groups to score: it holds no records"),
     ("blank.jsonl", b"\n\n  \n", [], "blank.jsonl: no groups to score"),
-    ("dup.jsonl", jl(G, G), [], "dup.jsonl: field 'id': duplicate group id 'g'"),
+    ("dup.jsonl", jl(G, dict(G, id="h"), G), [], "dup.jsonl:3: field 'id': duplicate group id 'g' (first at line 1)"),
+    ("null.jsonl", jl("null"), [], "null.jsonl:1: expected a JSON object, got null"),
+    ("unterminated.jsonl", b'{"problem": "abc', [], "malformed JSON (Unterminated string starting at column 13)"),
+    ("control.jsonl", b'{"problem": "a\tb"}\n', [], "malformed JSON (Invalid control character at column 15)"),
+    ("verlstr.jsonl", jl({"prompt": "p", "responses": ["a"], "reward_model": "72"}), [],
+     "verlstr.jsonl:1: field 'reward_model': expected an object with 'ground_truth' (verl's shape), got str"),
+    ("device", "/dev/zero", [], "/dev/zero: is a character device, not a file of rows"),
     ("flat.jsonl", jl({"group_id": "q", "prompt": "p", "answer": "1", "response": "a", "correct": True},
                       {"group_id": "q", "prompt": "p", "answer": "1", "response": "b"}), [],
      "flat.jsonl:1: field 'correct': labels given for only some responses"),
@@ -143,10 +153,12 @@ MALFORMED = [
     ("batch.jsonl", jl(G), ["--batch-size", "0"], "--batch-size must be a positive integer, got 0"),
     ("batchneg.jsonl", jl(G), ["--batch-size", "-1"], "--batch-size must be a positive integer, got -1"),
     ("limit.jsonl", jl(G), ["--limit", "0"], "--limit must be a positive integer, got 0"),
+    ("batchabc.jsonl", jl(G), ["--batch-size", "abc"], "--batch-size must be a positive integer, got abc"),
+    ("limitabc.jsonl", jl(G), ["--limit", "1.5"], "--limit must be a positive integer, got 1.5"),
     ("opt.jsonl", jl(G), ["-o", "nokey"], "expected KEY=VALUE, got 'nokey'"),
     ("optname.jsonl", jl(G), ["-o", "colour=red"], "has no option(s) ['colour']"),
     ("scorer.jsonl", jl(G), ["--scorer", "nope"], "unknown scorer 'nope'"),
-    ("judge.jsonl", jl(G), ["--judge", "smollm2"], "--judge: scorer 'verifier' takes no judge"),
+    ("judge.jsonl", jl(G), ["--judge", "smollm2"], "scorer 'verifier' takes no judge"),
     ("outdir.jsonl", jl(G), ["--out", "{tmp}"], "is a directory; --out must be a file"),
     ("outfile.jsonl", jl(G), ["--out", "{tmp}/outfile.jsonl/x.jsonl"], "outfile.jsonl: File exists"),
     ("outin.jsonl", jl(G), ["--out", "{tmp}/outin.jsonl"], "--out would write over or into the input"),
@@ -160,7 +172,9 @@ def test_malformed_input_is_one_line_file_line_field_error(tmp_path, name, conte
     from typer.testing import CliRunner
 
     p = tmp_path / name
-    if content == "dir":
+    if isinstance(content, str) and content.startswith("/dev/"):
+        p = Path(content)
+    elif content == "dir":
         p.mkdir()
         (p / "data.txt").write_text("not a dataset")
     elif callable(content):
@@ -174,6 +188,7 @@ def test_malformed_input_is_one_line_file_line_field_error(tmp_path, name, conte
     assert r.exit_code == 2, (r.exit_code, r.output, r.exception)
     assert r.stdout == "" and r.stderr.count("\n") == 1, r.stderr  # one line, never wrapped
     assert r.stderr.startswith("error: ") and fragment in r.stderr, r.stderr
+    assert " at at " not in r.stderr and "NoneType" not in r.stderr
     assert (tmp_path / "notes.txt").read_bytes() == b"keep me\nno newline"
 
 
@@ -272,3 +287,51 @@ def test_numeric_references_are_read_exactly(tmp_path):
     rows = [dict(json.loads(GOOD), id=str(i), answer=a) for i, a in enumerate([7, -3, 2.5, 1e3, 10**30])]
     got = [g.reference for g in read_groups(write(tmp_path, "n.jsonl", [json.dumps(r) for r in rows]))]
     assert got == ["7", "-3", "2.5", "1000", str(10**30)]
+
+
+# ------------------------------------------------------------------ byte-order marks and pipes
+
+
+def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
+    plain = write(tmp_path, "plain.jsonl", [GOOD])
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())  # what Notepad and Excel's "UTF-8" write
+    ((g,), (h,)) = list(read_groups(plain)), list(read_groups(bom))
+    assert (g.id, g.prompt, g.responses, g.reference) == (h.id, h.prompt, h.responses, h.reference)
+
+
+SHELL_CLI = "import conftest; from rewardkit.cli.app import main; main()"
+
+
+def _score_via_shell(tmp_path, input_expr, out):
+    """`rewardkit score INPUT` run by bash, so ``<(cat f)`` is a real process substitution (a pipe)."""
+    root = Path(__file__).resolve().parents[2]
+    cmd = f'{sys.executable} -c "{SHELL_CLI}" score {input_expr} --out {out}'
+    return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=300, cwd=root)
+
+
+def test_process_substitution_input_is_read_once_and_scored(tmp_path):
+    rows = [json.dumps(dict(json.loads(GOOD), id=i)) for i in "abc"]
+    src = write(tmp_path, "in.jsonl", rows)
+    out, ref = tmp_path / "out.jsonl", tmp_path / "ref.jsonl"
+    r = _score_via_shell(tmp_path, f"<(cat {src})", out)
+    assert r.returncode == 0, r.stderr  # before: the hash consumed the pipe, "no groups to score"
+    assert _score_via_shell(tmp_path, str(src), ref).returncode == 0
+    strip = lambda f: [{k: v for k, v in json.loads(x).items() if k != "cost"} for x in f.read_text().splitlines()]  # noqa: E731
+    assert strip(out) == strip(ref) and len(strip(out)) == 3
+    m = json.loads((tmp_path / "out.jsonl.manifest.json").read_text())
+    import hashlib
+
+    assert m["input"]["sha256"] == hashlib.sha256(src.read_bytes()).hexdigest()
+    r = _score_via_shell(tmp_path, f"<(cat {src})", out)  # the same rows through a new pipe: resumed
+    assert r.returncode == 0 and "resuming: 3 of 3" in r.stderr, r.stderr
+
+
+def test_fifo_without_a_writer_is_an_error_not_a_hang(tmp_path):
+    fifo = tmp_path / "rows.fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "out.jsonl"
+    r = _score_via_shell(tmp_path, str(fifo), out)  # before: blocked in open() until the 300 s timeout
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "no groups to score: it holds no records (a pipe: was its writer open?)" in r.stderr
+    assert not out.exists()

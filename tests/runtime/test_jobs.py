@@ -419,8 +419,8 @@ def test_arena_job_summary_reports_routing_not_rewards_after_the_tournament(tmp_
 @pytest.mark.parametrize("scorer, opt, msg", [
     ("verifier", "timeout=0", "option 'timeout': must be > 0, got 0.0"),
     ("verifier", "timeout=-1", "option 'timeout': must be > 0, got -1.0"),
-    ("verifier", "timeout=nan", "option 'timeout': must be a finite number, got nan"),
-    ("verifier", "timeout=inf", "option 'timeout': must be a finite number, got inf"),
+    ("verifier", "timeout=nan", "option 'timeout': must be a finite number, got 'nan'"),
+    ("verifier", "timeout=inf", "option 'timeout': must be a finite number, got 'inf'"),
     ("verifier", "workers=0", "option 'workers': must be >= 1, got 0"),
     ("majority-vote", "answer_timeout=-1", "option 'answer_timeout': must be > 0"),
     ("arena", "max_tokens=0", "option 'max_tokens': must be >= 1, got 0"),
@@ -434,3 +434,166 @@ def test_invalid_scorer_options_are_a_one_line_cli_error(tmp_path, scorer, opt, 
     r = CliRunner().invoke(app, ["score", str(inp), "--out", str(tmp_path / "o.jsonl"), "-s", scorer, "-o", opt])
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and msg in r.stderr, r.stderr
     assert not (tmp_path / "o.jsonl").exists()
+
+
+# ------------------------------------------------------------------ only rewardkit's own files are touched
+
+import stat  # noqa: E402
+
+from rewardkit.runtime.jobs import rejects_path, retry_path  # noqa: E402
+
+
+def _node(tmp_path, kind):
+    """A path of the given kind that is not a rewardkit output (devices only where we may make them)."""
+    p = tmp_path / "out.jsonl"
+    if kind == "empty file":
+        p.write_bytes(b"")
+    elif kind == "fifo":
+        os.mkfifo(p)
+    elif kind in ("null device", "full device"):
+        if os.geteuid() != 0:
+            pytest.skip("making a device node needs root")
+        os.mknod(p, 0o666 | stat.S_IFCHR, os.makedev(1, 3 if kind == "null device" else 7))
+    elif kind == "link to a fifo":
+        os.mkfifo(tmp_path / "pipe")
+        p.symlink_to(tmp_path / "pipe")
+    elif kind == "link to a rewardkit output":
+        real = tmp_path / "real.jsonl"
+        score_file(write_groups(tmp_path / "other.jsonl", "xy"), Scripted(), real)
+        p.symlink_to(real)
+    return p
+
+
+def _fingerprint(p):
+    st = os.lstat(p)
+    return stat.S_IFMT(st.st_mode), st.st_rdev, st.st_size, os.readlink(p) if p.is_symlink() else None
+
+
+@pytest.mark.parametrize("kind", ["empty file", "fifo", "null device", "full device", "link to a fifo",
+                                  "link to a rewardkit output"])
+def test_an_out_that_is_not_a_rewardkit_regular_file_is_refused_untouched(tmp_path, kind):
+    # before: any existing path of size 0 (an empty file, /dev/null, /dev/full, a FIFO) was deleted and
+    # replaced by a regular file, and the job exited 0
+    inp = write_groups(tmp_path / "in.jsonl", "abc")
+    out = _node(tmp_path, kind)
+    before = _fingerprint(out)
+    for restart in (False, True):
+        with pytest.raises(JobError, match="not a regular file|not a rewardkit output"):
+            score_file(inp, Scripted(), out, restart=restart)
+        assert _fingerprint(out) == before
+        assert not manifest_path(out).exists() and not rejects_path(out).exists()
+
+
+def test_cli_out_dev_null_is_refused_and_the_device_kept(tmp_path):
+    inp = write_groups(tmp_path / "in.jsonl", "a")
+    r = run_cli("score", inp, "--out", "/dev/null")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "/dev/null: is a character device, not a regular file" in r.stderr
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+@pytest.mark.parametrize("content", [b"", b"my own lock notes\n", b"rewardkit lock"])
+def test_a_foreign_lock_file_is_refused_and_not_rewritten(tmp_path, content):
+    inp = write_groups(tmp_path / "in.jsonl", "ab")
+    out = tmp_path / "out.jsonl"
+    lock_path(out).write_bytes(content)
+    with pytest.raises(JobError, match="is not a rewardkit lock"):
+        score_file(inp, Scripted(), out)
+    assert lock_path(out).read_bytes() == content and not out.exists()
+
+
+def test_a_rewardkit_lock_file_of_an_earlier_job_is_reused(tmp_path):
+    inp = write_groups(tmp_path / "in.jsonl", "ab")
+    out = tmp_path / "out.jsonl"
+    lock_path(out).write_bytes(b"12345")  # what earlier releases wrote: the pid alone
+    score_file(inp, Scripted(), out)
+    assert lock_path(out).read_bytes() == b"rewardkit lock, pid %10d\n" % os.getpid()
+    score_file(inp, Scripted(), out)  # and what this one writes
+    assert [r["id"] for r in rows(out)] == ["a", "b"]
+
+
+@pytest.mark.parametrize("side", ["rejects", "retry"])
+def test_a_foreign_side_file_is_not_deleted_by_a_fresh_job(tmp_path, side):
+    inp = write_groups(tmp_path / "in.jsonl", "ab")
+    out = tmp_path / "out.jsonl"
+    p = rejects_path(out) if side == "rejects" else retry_path(out)
+    p.write_bytes(b"someone else's notes\n")
+    with pytest.raises(JobError, match="has no rewardkit manifest, so it is not this job's"):
+        score_file(inp, Scripted(), out, skip_bad=True)
+    assert p.read_bytes() == b"someone else's notes\n" and not out.exists()
+
+
+def test_side_files_of_a_rewardkit_output_are_replaced_on_restart(tmp_path):
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({"id": "a", "prompt": "p", "responses": ["good"]}) + "\n{bad json\n")
+    out = tmp_path / "out.jsonl"
+    score_file(inp, Scripted(), out, skip_bad=True)
+    assert len(rows(rejects_path(out))) == 1
+
+    class Other(Scripted):
+        name = "other"
+
+    write_groups(inp, "ab")
+    score_file(inp, Other(), out, restart=True)
+    assert not rejects_path(out).exists() and [r["scorer"] for r in rows(out)] == ["other", "other"]
+
+
+def test_all_records_rejected_names_the_first_and_writes_nothing(tmp_path):
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("{bad\n[1]\n")
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(JobError, match=r"all 2 records were rejected \(the first: .*in.jsonl:1: malformed JSON"):
+        score_file(inp, Scripted(), out, skip_bad=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl.lock"]
+
+
+# ------------------------------------------------------------------ --retry-failed is atomic at every moment
+
+
+def _mark_failed(out, every=1):
+    """Rewrite a finished output as if every ``every``-th group had timed out (what --retry-failed redoes)."""
+    got = rows(out)
+    for k, r in enumerate(got):
+        if k % every == 0:
+            r.update(rewards=[None] * len(r["rewards"]), statuses=["timeout"] * len(r["statuses"]))
+    out.write_text("".join(json.dumps(r) + "\n" for r in got))
+
+
+def test_retry_failed_killed_at_random_moments_never_leaves_duplicate_rows(tmp_path, rollouts_path, reference_output):
+    """SIGKILL a real `rewardkit score --retry-failed` again and again: after every kill, OUT holds exactly
+    one row per group (before: the retried rows were appended to OUT, and a kill left duplicates)."""
+    import random
+
+    out = tmp_path / "out.jsonl"
+    assert run_cli("score", rollouts_path, "--out", out, "--batch-size", "8").returncode == 0
+    _mark_failed(out)
+    want = ids(reference_output)
+    rng = random.Random(3)
+    kills = landed = 0
+    while kills < 8:
+        before = (out.stat().st_mtime_ns, out.stat().st_size)
+        proc = subprocess.Popen([*CLI, "score", str(rollouts_path), "--out", str(out), "--batch-size", "1",
+                                 "--retry-failed"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        wait_for = rng.randint(1, 6)  # retried rows written by this run before the kill
+        deadline = time.time() + 120
+        while time.time() < deadline and proc.poll() is None:
+            journal = retry_path(out).read_bytes().count(b"\n") if retry_path(out).exists() else 0
+            if journal >= wait_for or (out.stat().st_mtime_ns, out.stat().st_size) != before:
+                break
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0, 0.03))  # sometimes inside a write
+        os.killpg(proc.pid, signal.SIGKILL)
+        finished = proc.wait() == 0
+        kills += 1
+        landed += not finished
+        got = ids(out)
+        assert sorted(got) == sorted(want) and len(got) == len(set(got)), f"kill {kills}: duplicate or lost rows"
+        if finished:
+            _mark_failed(out)
+    assert landed >= 4  # the kills interrupted real retries
+    r = run_cli("score", rollouts_path, "--out", out, "--retry-failed")
+    assert r.returncode == 0, r.stderr
+    assert ids(out) == want and not retry_path(out).exists()
+    ref = {x["id"]: x for x in rows(reference_output)}
+    assert all(x["rewards"] == ref[x["id"]]["rewards"] for x in rows(out))

@@ -9,6 +9,8 @@ A proof of the formal statement is accepted only if all of these hold (DESIGN.md
    ``run_cmd``, ``elab``, macros, notation, ``set_option`` such as ``debug.skipKernelTC``, declarations,
    ``namespace``/``open`` scopes; ``open ... in`` inside the proof is allowed), checked on the text with
    comments and string literals blanked, before Lean runs, so no submission code is evaluated on the host;
+   the ``{...}`` parts of interpolated strings (``s!"..."``, ``m!``, ``f!``) are code and are scanned as
+   such, and a ``{`` in any other string literal is refused (``throwError "{x}"`` interpolates too);
 5. the checker appends ``#print axioms _root_.<fully qualified theorem>`` as the last line, and reads the
    report only from an information message at exactly that line naming exactly that declaration (a decoy
    ``theorem decoy.test_problem``, or output imitating the report, never counts); the theorem depends only
@@ -93,53 +95,99 @@ class LeanChecker(Protocol):
 
 def _lex(code: str, blank_literals: bool) -> str:
     """Blank comments (``--``, nested ``/- -/``) and, with ``blank_literals``, the insides of string, char
-    and ``«»`` name literals; same length, newlines kept. String-aware, so ``"--"`` hides nothing."""
+    and ``«»`` name literals; same length, newlines kept. String-aware, so ``"--"`` hides nothing; the
+    ``{...}`` of an interpolated string (``s!"..."``, ``m!``, ``f!``) is code and is lexed as code."""
+    return _scan(code, blank_literals)[0]
+
+
+_INTERPOLATED = re.compile(r"(?<![\w.'!?])[smf]!\s*\Z")  # s!"..", m!"..", f!"..": braces hold terms
+
+
+def _scan(code: str, blank_literals: bool) -> tuple[str, list[int]]:
+    """``_lex``'s text, and the offsets of string literals holding a ``{`` that are not ``s!``/``m!``/``f!``
+    strings: Lean may read those as interpolations too (``throwError "{x}"``), so their reading is ambiguous."""
     out = list(code)
     n = len(code)
+    ambiguous: list[int] = []
 
-    def blank(a: int, b: int) -> None:
+    def erase(a: int, b: int) -> None:  # comments, always
         for k in range(a, min(b, n)):
             if out[k] != "\n":
                 out[k] = " "
 
-    i = 0
-    while i < n:
-        c = code[i]
-        if code.startswith("/-", i):  # block comment (doc comments too), nested
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if code.startswith("/-", j):
-                    depth, j = depth + 1, j + 2
-                elif code.startswith("-/", j):
-                    depth, j = depth - 1, j + 2
-                else:
-                    j += 1
-            blank(i, j)
-            i = j
-        elif code.startswith("--", i):
-            j = code.find("\n", i)
-            j = n if j < 0 else j
-            blank(i, j)
-            i = j
-        elif c == '"' or (c == "r" and re.match(r'r#*"', code[i:i + 8]) and (i == 0 or not _ident_char(code[i - 1]))):
+    def blank(a: int, b: int) -> None:  # literal contents, when asked
+        if blank_literals:
+            erase(a, b)
+
+    def code_until(i: int, in_braces: bool) -> int:
+        """Lex code from ``i``; inside an interpolation, stop at its closing brace (returned)."""
+        depth = 0
+        while i < n:
+            c = code[i]
+            if code.startswith("/-", i):  # block comment (doc comments too), nested
+                d, j = 1, i + 2
+                while j < n and d:
+                    if code.startswith("/-", j):
+                        d, j = d + 1, j + 2
+                    elif code.startswith("-/", j):
+                        d, j = d - 1, j + 2
+                    else:
+                        j += 1
+                erase(i, j)
+                i = j
+            elif code.startswith("--", i):
+                j = code.find("\n", i)
+                j = n if j < 0 else j
+                erase(i, j)
+                i = j
+            elif c == '"' or (c == "r" and re.match(r'r#*"', code[i:i + 8]) and (i == 0 or not _ident_char(code[i - 1]))):
+                i = string(i)
+            elif c == "'" and (i == 0 or not _ident_char(code[i - 1])) and re.match(r"'(\\.[^']*|[^'\\\n])'", code[i:i + 12]):
+                j = code.index("'", i + 2 if code[i + 1] != "\\" else i + 3) + 1
+                blank(i + 1, j - 1)
+                i = j
+            elif c == "«":
+                j = code.find("»", i)
+                j = n if j < 0 else j + 1
+                blank(i + 1, j - 1)
+                i = j
+            elif in_braces and c == "{":
+                depth, i = depth + 1, i + 1
+            elif in_braces and c == "}":
+                if depth == 0:
+                    return i
+                depth, i = depth - 1, i + 1
+            else:
+                i += 1
+        return n
+
+    def string(i: int) -> int:
+        """Lex the string literal at ``i``; return the offset just past it."""
+        if code[i] == "r":  # raw strings have no escapes and no interpolation
             j = _string_end(code, i)
-            if blank_literals:
-                blank(i + 1, j - 1)
-            i = j
-        elif c == "'" and (i == 0 or not _ident_char(code[i - 1])) and re.match(r"'(\\.[^']*|[^'\\\n])'", code[i:i + 12]):
-            j = code.index("'", i + 2 if code[i + 1] != "\\" else i + 3) + 1
-            if blank_literals:
-                blank(i + 1, j - 1)
-            i = j
-        elif c == "«":
-            j = code.find("»", i)
-            j = n if j < 0 else j + 1
-            if blank_literals:
-                blank(i + 1, j - 1)
-            i = j
-        else:
-            i += 1
-    return "".join(out)
+            blank(i + 1, j - 1)
+            return j
+        interpolated = bool(_INTERPOLATED.search(code, max(0, i - 16), i))
+        seg, j = i + 1, i + 1
+        while j < n:
+            if code[j] == "\\":
+                j += 2
+            elif code[j] == '"':
+                blank(seg, j)
+                return j + 1
+            elif code[j] == "{" and interpolated:
+                blank(seg, j)
+                j = code_until(j + 1, True) + 1  # the interpolation: code, comments and nested strings
+                seg = j
+            else:
+                if code[j] == "{" and (not ambiguous or ambiguous[-1] != i):
+                    ambiguous.append(i)
+                j += 1
+        blank(seg, n)
+        return n
+
+    code_until(0, False)
+    return "".join(out), ambiguous
 
 
 def _ident_char(ch: str) -> bool:
@@ -239,10 +287,13 @@ _SKIP_KERNEL = "debug.skipKernelTC"
 
 
 def forbidden_commands(proof: str, first_line: int = 1) -> list[str]:
-    """Commands found in the text after the statement's ``:=`` (comments and literals blanked): each as
-    ``line N: word``, counting ``proof``'s first line as ``first_line``. ``open NAMES in`` (scoped to the next tactic or term) is allowed."""
-    text = _lex(proof, blank_literals=True)
-    found = []
+    """Commands found in the text after the statement's ``:=`` (comments and literals blanked, the
+    ``{...}`` of interpolated strings scanned as code): each as ``line N: word``, counting ``proof``'s first
+    line as ``first_line``. ``open NAMES in`` (scoped to the next tactic or term) is allowed. A string with a
+    ``{`` that is not an ``s!``/``m!``/``f!`` string is refused too: Lean may run its braces as code."""
+    text, ambiguous = _scan(proof, blank_literals=True)
+    found = [f"line {proof.count(chr(10), 0, i) + first_line}: '{{' in a string literal that is not s!/m!/f! "
+             "(Lean may run it as code)" for i in ambiguous]
     for m in _COMMAND_RE.finditer(text):
         if m.group(1) == "open" and _OPEN_IN.match(text, m.start()):
             continue

@@ -188,7 +188,8 @@ class LeanVerifier(BaseVerifier):
         for (s, _, f), comp in zip(items, comps, strict=True):
             if s.formal is not None:
                 continue
-            v = parse_consistency(comp.text) if comp.status is Status.OK else Verdict(None, comp.status, comp.error)
+            v = (parse_consistency(comp.text, comp.finish_reason()) if comp.status is Status.OK
+                 else Verdict(None, comp.status, comp.error))
             if v.label == "Correct":
                 s.formal = f
             elif not v.ok:

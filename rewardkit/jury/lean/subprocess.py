@@ -136,8 +136,9 @@ class LeanSubprocess:
 
     def limits(self) -> Limits:
         """The sandbox limits of one check: the wall deadline, and generous CPU (Lean is multi-threaded)."""
+        memory = (self.memory_mb or 64 * 1024) * 2**20  # Lean's threads share one address space
         return Limits(cpu_seconds=self.timeout * max(1, os.cpu_count() or 1), wall_seconds=self.timeout,
-                      memory_bytes=(self.memory_mb or 64 * 1024) * 2**20, file_bytes=64 << 20, processes=512,
+                      memory_bytes=memory, program_memory_bytes=memory, file_bytes=64 << 20, processes=512,
                       open_files=4096, output_bytes=64 << 20)
 
     def run(self, source: str) -> LeanRun:

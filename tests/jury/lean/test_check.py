@@ -224,6 +224,13 @@ def test_only_one_message_at_the_report_line_counts():
     "  exact \"--\" #eval 1\n",  # a string that only looks like a comment start hides nothing
     "  omega /- never closed\n",  # would swallow the appended command
     "  omega\n#exit\n",
+    # the {...} of an interpolated string is a term Lean elaborates: commands there run (before: blanked)
+    '  have := s!"{run_tac pure ()}"\n  omega\n',
+    '  have := m!"checked {by_elab pure default}"\n  omega\n',
+    '  have := f!"{(set_option debug.skipKernelTC true in 0)}"\n  omega\n',
+    '  have := s!"a {s!"b {(run_tac pure ())}"} c"\n  omega\n',  # nested interpolations
+    '  have := s!"{"--"}" #eval 1\n  omega\n',  # a comment-looking string inside braces hides nothing
+    '  have := throwError "{x}"\n  omega\n',  # other syntaxes interpolate plain-looking strings: refused
 ])
 def test_commands_after_the_statement_are_refused_before_lean_runs(body):
     seen = []
@@ -246,6 +253,8 @@ def test_commands_after_the_statement_are_refused_before_lean_runs(body):
     "  open Finset in\n  omega\n",  # scoped to the next tactic: allowed
     "  omega -- #eval and theorem in a comment\n",
     "  /- #print axioms, set_option -/ omega\n",
+    '  have _h : s!"{x + 1}" = s!"{x + 1}" := rfl\n  omega\n',  # interpolating terms is fine
+    '  have _h : r"{run_tac}" = r"{run_tac}" := rfl\n  omega\n',  # raw strings do not interpolate
 ])
 def test_ordinary_proofs_pass_the_command_rule(lean, body):
     assert forbidden_commands(body) == []

@@ -73,9 +73,10 @@ def test_prompts_are_the_papers():
 
 def test_parsers():
     assert parse_consistency("<consistency>Incorrect</consistency>").label == "Incorrect"
-    assert parse_consistency("x <consistency>[Correct]</consistency>").label == "Correct"
+    assert parse_consistency("<comments>x</comments>\n<consistency>[Correct]</consistency>").label == "Correct"
+    assert parse_consistency("x <consistency>[Correct]</consistency>").status is Status.INVALID  # not alone on its line
     assert parse_consistency("Correct").status is Status.INVALID
-    assert parse_true_false("so it is true... Final judgment: False.").label == "False"
+    assert parse_true_false("It does not match.\nFinal judgment: False.").label == "False"
     assert parse_true_false("no idea").status is Status.INVALID
     assert extract_lean("```lean\ntheorem test_problem : True := trivial\n```") == "theorem test_problem : True := trivial\n"
     f = formal_statement(fence(STMT.format(ans=3) + " := by\n  simp"))
@@ -100,6 +101,25 @@ def test_pipeline_verifies_batched_and_stops_at_first_success(tmp_path):
     assert [r.outcome for r in again] == ["verified", "inconclusive"]
     assert all(r.cached and r.cost.cache_hits == 1 and r.cost.judge_calls == 0 for r in again)
     assert len(calls(backend)) == 3
+
+
+def test_a_consistency_check_cut_off_for_length_accepts_no_statement():
+    """The checker's "Correct" in a reply that stopped for length is no verdict (issue 21): no statement passes,
+    nothing is proved, the claim is inconclusive and the reason names the cut-off."""
+    from rewardkit.backends.base import Completion
+
+    inner = Scripted()
+    reply = inner._reply
+
+    def cut(text: str):
+        got = reply(text)
+        return Completion(got, finish_reasons=["length"] * len(got)) if _role(text) == "consistency" else got
+
+    backend = ScriptedJudge(cut, [0.9, 0.1])
+    (r,) = LeanVerifier(backend, LeanSubprocess(LEAN), k_formal=2, k_prove=2).verify_many(
+        [Claim("If x + 2 = 5, what is x?", "3")])
+    assert r.outcome == "inconclusive" and "length" in r.reason
+    assert [role for role, _ in calls(backend)] == ["formalise", "consistency"]
 
 
 def test_pipeline_rejects_hacks_and_gives_up_after_k():

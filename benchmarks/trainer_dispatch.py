@@ -1,0 +1,254 @@
+"""Whole groups under the trainers' own dispatch, at their defaults: verl 0.9.1's reward loop and OpenRLHF 0.11.2's client.
+
+verl: verl's RewardLoopManager starts ``reward.num_workers`` (default 8) real reward-loop worker actors on a
+local Ray cluster; every finished sample goes through verl's own ``AgentLoopWorker._compute_score``, which
+sends it to ``random.choice(workers)``. Rows arrive in a random order over a few seconds, as generation
+finishes. Compared: each worker assembling its own rows (rewardkit before this change; ``--verl-baseline``)
+against the job's shared Ray group assembler, both with verl's default group_timeout of 300 s.
+
+OpenRLHF: its own ``SingleTurnAgentExecutor`` (generation stubbed; tokenising, the query, the POST and its
+5 retries real) sends one request per sample, the whole rollout batch at once (``rollout.batch_size`` 1024 x
+``n_samples_per_prompt``), to a real ``rewardkit serve --group-size n`` process; its own
+``_process_response_into_experience`` turns the answers into tensors. Compared: the former limit (256
+requests in the server, waiting ones included: ``--max-pending 256``) against the default.
+
+Scorer: ``majority-vote`` (model-free, group-relative). Each group has one dissenting answer, so the whole
+group's reward of every row is known by construction; "wrong" counts rows whose reward differs from it.
+Needs verl and openrlhf installed with --no-deps (docs/integrations.md).
+
+    python benchmarks/trainer_dispatch.py [--prompts 1024] [--verl-prompts 128] [--n 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import RESULTS, ROOT, machine, write_results  # noqa: E402
+
+from rewardkit.integrations.verl import RewardkitLoopManager  # noqa: E402
+from rewardkit.testing import reward_server  # noqa: E402
+
+
+class PerWorkerLoopManager(RewardkitLoopManager):
+    """The baseline: each reward-loop worker gathers only the rows verl happens to send it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, assembler="local", **kwargs)
+
+
+def _rows(prompts: int, n: int, seed: int = 0) -> list[tuple[str, str, str, float]]:
+    """(group key, prompt, response, whole-group majority-vote reward), shuffled like finishing samples."""
+    rows = []
+    for k in range(prompts):
+        for j in range(n):
+            ans = k + 1 if j == k % n else k
+            rows.append((f"uid{k}", f"Question {k}: what is {k}? Answer: ", f"\\boxed{{{ans}}}", float(ans == k)))
+    random.Random(seed).shuffle(rows)
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------ verl
+def run_verl(prompts: int, n: int, baseline: bool) -> dict:
+    import ray
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput, AgentLoopWorker
+    from verl.experimental.reward_loop.reward_loop import RewardLoopManager
+
+    from rewardkit.backends.embedded import embedded_model_path
+
+    model = str(embedded_model_path())
+    manager = ({"source": "importlib", "name": "PerWorkerLoopManager", "module": {"path": str(Path(__file__))}}
+               if baseline else
+               {"source": "importlib", "name": "RewardkitLoopManager",
+                "module": {"path": "pkg://rewardkit.integrations.verl"}})
+    cfg = OmegaConf.create({
+        "actor_rollout_ref": {"model": {"path": model, "tokenizer_path": None},
+                              "rollout": {"n": n, "val_kwargs": {"n": n}}},
+        "reward": {"num_workers": 8, "reward_model": {"enable": False, "enable_resource_pool": False},
+                   "custom_reward_function": {"path": None}, "sandbox_fusion": None, "reward_manager": manager}})
+    tok = AutoTokenizer.from_pretrained(model)
+    rows = _rows(prompts, n)
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"REWARDKIT_SCORER": "majority-vote",
+                                       "PYTHONPATH": os.pathsep.join([str(ROOT / "benchmarks"), str(ROOT)])}})
+    try:
+        workers = RewardLoopManager(cfg).reward_loop_worker_handles
+        ray.get([w.__ray_ready__.remote() for w in workers])
+        agent = object.__new__(AgentLoopWorker)
+        agent.reward_loop_worker_handles, agent.processor, agent.mm_processor_kwargs = workers, None, None
+
+        async def one(uid, prompt, response, delay):
+            await asyncio.sleep(delay)
+            out = AgentLoopOutput(prompt_ids=tok.encode(prompt), response_ids=tok.encode(response),
+                                  response_mask=[1] * len(tok.encode(response)), metrics=AgentLoopMetrics())
+            await agent._compute_score([out], kwargs={"uid": uid, "data_source": "bench",
+                                                      "reward_model": {"ground_truth": "unused"}})
+            return out
+
+        async def all_rows():
+            rng = random.Random(1)
+            return await asyncio.gather(*(one(u, p, r, rng.uniform(0, 5)) for u, p, r, _ in rows))
+
+        random.seed(0)
+        t0 = time.perf_counter()
+        outs = asyncio.run(all_rows())
+        seconds = time.perf_counter() - t0
+    finally:
+        ray.shutdown()
+    info = [o.extra_fields["reward_extra_info"] for o in outs]
+    partial = {u for (u, *_), i in zip(rows, info, strict=True) if i["rewardkit_partial"]}
+    return {"framework": "verl 0.9.1", "dispatch": "random.choice over reward.num_workers=8",
+            "setting": "per-worker assembly (before)" if baseline else "shared Ray assembler",
+            "rows_in_flight": len(rows), "seconds": round(seconds, 1), "groups": prompts,
+            "partial_groups": len(partial), "lost_rewards": sum(o.reward_score is None for o in outs),
+            "wrong_rewards": sum(o.reward_score != want for o, (*_, want) in zip(outs, rows, strict=True))}
+
+
+# ------------------------------------------------------------------------------------------------ OpenRLHF
+def _openrlhf():
+    stubs = {"vllm": types.ModuleType("vllm"), "vllm.inputs": types.ModuleType("vllm.inputs"),
+             "vllm.utils": types.ModuleType("vllm.utils")}
+    stubs["vllm"].SamplingParams, stubs["vllm"].__version__ = object, "0.0"
+    stubs["vllm.inputs"].TokensPrompt, stubs["vllm.utils"].random_uuid = object, lambda: "x"
+    sys.modules.update(stubs)  # vllm cannot install here; these modules only import names from it
+    from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+
+    return SingleTurnAgentExecutor, SamplesGenerator._process_response_into_experience
+
+
+class _Engine:
+    def __init__(self, tok, replies):
+        self.tok, self.replies, self.rng = tok, replies, random.Random(2)
+
+    async def generate(self, prompt_token_ids, params, multi_modal_data=None):
+        await asyncio.sleep(self.rng.uniform(0, 5))  # samples finish over a few seconds, in any order
+        text = self.replies[self.tok.decode(prompt_token_ids)].pop()
+        return SimpleNamespace(outputs=[SimpleNamespace(token_ids=self.tok.encode(text, add_special_tokens=False),
+                                                        finish_reason="stop", logprobs=None)])
+
+
+def run_openrlhf(prompts: int, n: int, max_pending: int | None) -> dict:
+    from transformers import AutoTokenizer
+
+    from rewardkit.backends.embedded import embedded_model_path
+
+    executor_cls, to_experience = _openrlhf()
+    tok = AutoTokenizer.from_pretrained(str(embedded_model_path()))
+    rows = _rows(prompts, n)
+    want = {}
+    replies: dict[str, list[str]] = {}
+    for _, p, r, w in rows:
+        replies.setdefault(p, []).append(r)
+        want.setdefault(p, []).append(w)
+    extra = [] if max_pending is None else ["--max-pending", str(max_pending)]
+    url, proc = reward_server(["--scorer", "majority-vote", "--group-size", str(n), *extra], cwd=str(ROOT))
+    try:
+        ex = executor_cls(url)
+        engine = _Engine(tok, {p: list(v) for p, v in replies.items()})
+        params = SimpleNamespace(max_tokens=32, logprobs=None)
+
+        async def rollout():
+            return await asyncio.gather(*(ex.execute(p, "", params, 256, tok, engine) for _, p, _, _ in rows))
+
+        t0 = time.perf_counter()
+        outs = asyncio.run(rollout())
+        seconds = time.perf_counter() - t0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        proc.log_reader.join(timeout=30)
+    log = sorted({x.strip()[:200] for x in proc.log_lines})
+    lost = sum(o["reward"] is None for o in outs)
+    crashed = 0
+    got: dict[str, list[float]] = {}
+    for o in outs:
+        try:
+            e = to_experience(None, o)
+            if e.rewards is None:
+                raise ValueError("no reward")
+        except Exception:  # noqa: BLE001 - OpenRLHF fails on this row (a None reward)
+            crashed += 1
+            continue
+        got.setdefault(o["prompt"], []).append(float(e.rewards.item()))
+    partial = len({o["prompt"] for o in outs if o["extra_logs"].get("partial_group") == [1.0]})
+    wrong = sum(sorted(got.get(p, [])) != sorted(w) for p, w in want.items())
+    return {"framework": "OpenRLHF 0.11.2", "dispatch": "one query per request, whole rollout batch at once",
+            "setting": f"--max-pending {max_pending} (the former limit)" if max_pending else "defaults",
+            "rows_in_flight": len(rows), "seconds": round(seconds, 1), "groups": prompts,
+            "partial_groups": partial, "lost_rewards": lost,
+            "rows_openrlhf_cannot_use": crashed, "groups_with_wrong_rewards": wrong,
+            "server_log_lines": len(proc.log_lines), "server_log_distinct": log[:10]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--prompts", type=int, default=1024, help="OpenRLHF rollout.batch_size (its default 1024)")
+    ap.add_argument("--verl-prompts", type=int, default=128, help="verl prompts per batch")
+    ap.add_argument("--n", type=int, default=8, help="samples per prompt (group size)")
+    ap.add_argument("--only", choices=["verl", "openrlhf"], default=None)
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:  # one measurement per fresh process (Ray and the client's state never carry over)
+        kind, setting = a.child.split(":")
+        res = (run_verl(a.verl_prompts, a.n, setting == "baseline") if kind == "verl" else
+               run_openrlhf(a.prompts, a.n, 256 if setting == "baseline" else None))
+        print("RESULT " + json.dumps(res), flush=True)
+        return
+    results = []
+    if a.only:  # keep the other framework's rows from the last full run
+        prev = RESULTS / "trainer_dispatch.json"
+        if prev.exists():
+            other = "verl" if a.only == "openrlhf" else "OpenRLHF"
+            results = [r for r in json.loads(prev.read_text())["results"] if r["framework"].startswith(other)]
+    for kind in ("openrlhf", "verl"):
+        if a.only and kind != a.only:
+            continue
+        for setting in ("baseline", "new"):
+            done = subprocess.run([sys.executable, __file__, "--child", f"{kind}:{setting}", "--prompts",
+                                   str(a.prompts), "--verl-prompts", str(a.verl_prompts), "--n", str(a.n)],
+                                  capture_output=True, text=True, cwd=ROOT)
+            m = re.search(r"^RESULT (.*)$", done.stdout, re.M)
+            if not m:
+                raise RuntimeError(f"{kind}:{setting} failed:\n{done.stderr[-3000:]}")
+            results.append(json.loads(m.group(1)))
+            print(results[-1], flush=True)
+    results.sort(key=lambda r: (not r["framework"].startswith("OpenRLHF"), "before" not in r["setting"]
+                                and "former" not in r["setting"]))
+    head = ("| framework | dispatch | setting | rows in flight | seconds | partial groups | lost rewards | "
+            "wrong rewards |\n|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for r in results:
+        wrong = r.get("wrong_rewards", r.get("groups_with_wrong_rewards"))
+        unit = "rows" if "wrong_rewards" in r else "groups"
+        lost = r["lost_rewards"]
+        if "rows_openrlhf_cannot_use" in r:
+            lost = f"{lost} (OpenRLHF cannot use {r['rows_openrlhf_cannot_use']})"
+        lines.append(f"| {r['framework']} | {r['dispatch']} | {r['setting']} | {r['rows_in_flight']} | "
+                     f"{r['seconds']} | {r['partial_groups']} of {r['groups']} | {lost} | {wrong} {unit} |")
+    md = ("# Whole groups under verl's and OpenRLHF's own dispatch, at their defaults\n\n"
+          f"`python benchmarks/trainer_dispatch.py --prompts {a.prompts} --verl-prompts {a.verl_prompts} --n {a.n}`"
+          "\n\nScorer `majority-vote`, groups of n with one dissenting answer each: a row's reward is known from "
+          "its whole group. Seconds: from the first sample finishing (spread over 5 s) to the last reward, on "
+          "a 2-core machine shared with other jobs; verl's group_timeout is 300 s, `rewardkit serve`'s 150 s.\n\n"
+          + "\n".join(lines) + "\n")
+    write_results("trainer_dispatch", {"machine": machine(), "args": vars(a), "results": results}, md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""What every ``rewardkit`` command shares: one error line, ``KEY=VALUE`` lists, options read from an options
+class, the local-judge options, and tables printed in full.
+
+The local-judge options (``--device``, ``--dtype``, ``--batch-tokens``, ``--threads``; score, tts,
+processbench, serve-judge, eval, train) are folded into the judge spec's query
+(``smollm2?device=cpu&dtype=bfloat16&batch_tokens=8192``), so manifests and logs record them.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import typing
+from collections.abc import Callable
+from dataclasses import MISSING, fields
+from typing import Annotated, Any, Optional
+from urllib.parse import quote
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.table import Table
+from rich.text import Text
+
+from rewardkit.backends.base import DTYPES
+from rewardkit.options import Options, coerce_options, option_hints, type_name
+
+
+def fail(message: object, code: int = 2) -> typer.Exit:
+    """Print ``error: message`` as one line on stderr (never wrapped, piped or not); return the exit."""
+    sys.stderr.write("error: " + " ".join(str(message).split()) + "\n")
+    sys.stderr.flush()
+    return typer.Exit(code)
+
+
+def positive_int(flag: str, text: str) -> int:
+    """``text`` as a positive integer, else the one-line ``error:`` exit."""
+    try:
+        value = int(text.strip(), 10)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise fail(f"{flag} must be a positive integer, got {text}")
+    return value
+
+
+def parse_pairs(items: list[str] | None, flag: str) -> dict[str, str]:
+    """``["a=1", "b-c=x"]`` -> ``{"a": "1", "b_c": "x"}`` (values stay strings; ``rewardkit.options.coerce``
+    types them); ``typer.BadParameter`` naming ``flag`` for an item without ``=``."""
+    out = {}
+    for p in items or []:
+        if "=" not in p:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {p!r}", param_hint=flag)
+        k, v = p.split("=", 1)
+        out[k.strip().replace("-", "_")] = v
+    return out
+
+
+def csv(s: str) -> list[str]:
+    """The non-empty items of a comma-separated list."""
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def with_options(cls: type[Options], panel: str | None = None) -> Callable[[Callable], Callable]:
+    """Give a command one ``--field`` per field of ``cls`` (help, default and choices read from the field)
+    and call it with ``options=cls(...)``.
+
+    Values are typed by ``rewardkit.options.coerce`` (as ``-o key=value`` and judge specs are) and checked
+    by ``cls``; a bad value is one ``error:`` line and exit code 2. Booleans are ``--x/--no-x`` flags.
+    """
+    hints = option_hints(cls)
+
+    def deco(fn: Callable) -> Callable:
+        sig = inspect.signature(fn)
+        own = typing.get_type_hints(fn, include_extras=True)
+        params = [p.replace(annotation=own[p.name]) for p in sig.parameters.values() if p.name != "options"]
+        added = []
+        for f in fields(cls):
+            t, flag = hints[f.name], "--" + f.name.replace("_", "-")
+            default = f.default if f.default is not MISSING else None
+            if t is bool:
+                ann: Any = Annotated[bool, typer.Option(f"{flag}/--no-{flag[2:]}", help=f.metadata["help"],
+                                                        rich_help_panel=panel)]
+            else:
+                shown = ",".join(map(str, default)) if isinstance(default, tuple) else str(default)
+                ann = Annotated[Optional[str], typer.Option(flag, help=f.metadata["help"], metavar=type_name(t),
+                                                            show_default=shown, rich_help_panel=panel)]
+                default = None  # not given: the field's default
+            added.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ann))
+        names = {p.name for p in added}
+
+        @functools.wraps(fn)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            given = {k: kwargs.pop(k) for k in names if k in kwargs}
+            try:
+                opts = cls(**coerce_options(cls, {k: v for k, v in given.items() if v is not None}))
+            except (TypeError, ValueError) as e:
+                raise fail(e) from None
+            return fn(*args, options=opts, **kwargs)
+
+        command.__signature__ = sig.replace(parameters=[*params, *added])  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in [*params, *added]}
+        return command
+
+    return deco
+
+
+# ------------------------------------------------------------------------------------- local judge
+
+Device = Annotated[Optional[str], typer.Option(
+    "--device", help="Local judge: torch device (cpu, cuda, cuda:1). Default cpu.", rich_help_panel="Local judge")]
+DType = Annotated[Optional[str], typer.Option(
+    "--dtype", help=f"Local judge: {', '.join(DTYPES)} (auto: bfloat16 where the CPU/GPU has it).",
+    rich_help_panel="Local judge")]
+BatchTokens = Annotated[Optional[int], typer.Option(
+    "--batch-tokens", min=1, help="Local judge: tokens per forward pass (rows x padded length). Default 4096.",
+    rich_help_panel="Local judge")]
+Threads = Annotated[Optional[int], typer.Option(
+    "--threads", min=1, help="Local judge: torch CPU threads. Default: the idle cores (1 on a busy 2-core box).",
+    rich_help_panel="Local judge")]
+
+
+def judge_spec(spec: str | None, device: str | None = None, dtype: str | None = None,
+               batch_tokens: int | None = None, threads: int | None = None, *, default: str | None = "smollm2",
+               flag: str = "--judge") -> str | None:
+    """``spec`` with the local-judge options added to its query (``spec`` None: ``default``, when any is set).
+
+    Raises ``typer.BadParameter`` for options on a judge that is not a local transformers model, an option
+    the spec already sets, or a value the backend's options reject (checked by ``parse_spec``, no model load).
+    """
+    from rewardkit.backends import parse_spec
+    from rewardkit.backends.spec import redact, split_spec
+
+    opts = {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "num_threads": threads}
+    opts = {k: v for k, v in opts.items() if v is not None}
+    if not opts:
+        return spec
+    spec = spec if spec is not None else default
+    names = ", ".join("--" + k.replace("num_threads", "threads").replace("_", "-") for k in opts)
+    if spec is None:
+        raise typer.BadParameter(f"{names} set but no local judge is used", param_hint=flag)
+    try:
+        kind, _, raw = split_spec(spec)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint=flag) from None
+    if kind != "transformers":
+        raise typer.BadParameter(f"{names} apply to a local transformers judge, not {redact(spec)!r} ({kind}); "
+                                 "set that backend's options in its spec", param_hint=flag)
+    twice = sorted(set(opts) & set(raw))
+    if twice:
+        raise typer.BadParameter(f"the spec {redact(spec)!r} already sets {', '.join(twice)}", param_hint=flag)
+    query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in opts.items())
+    out = spec + ("&" if "?" in spec else "?") + query
+    try:
+        parse_spec(out)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint=flag) from None
+    return out
+
+
+def print_table(console: Console, table: Table | str) -> None:
+    """Show a rich ``Table`` (or a Markdown text) in full.
+
+    On a terminal it is drawn at the terminal's width. Piped, rich would assume 80 columns and cut cells
+    ("scor…"); instead a table becomes plain tab-separated lines (title, header, rows) and Markdown is
+    written as is.
+    """
+    if console.is_terminal:
+        console.print(Markdown(table) if isinstance(table, str) else table)
+        return
+    if isinstance(table, str):
+        lines = table.splitlines()
+    else:
+        def plain(x: object) -> str:
+            return x.plain if isinstance(x, Text) else Text.from_markup(str(x)).plain
+
+        lines = [plain(table.title)] if table.title else []
+        if table.show_header:
+            lines.append("\t".join(plain(c.header) for c in table.columns))
+        cells = [list(c.cells) for c in table.columns]
+        lines += ["\t".join(plain(col[i]) for col in cells) for i in range(table.row_count)]
+    console.file.write("".join(line + "\n" for line in lines))  # as is: rich would expand the tabs
+    console.file.flush()
