@@ -665,45 +665,47 @@ def plot_curves(data: dict[str, Any], path: Path) -> None:
 # ------------------------------------------------------------------------------------------ main
 
 
+# --flag, type, default, help: the numeric options of the stages
+NUMERIC_OPTIONS: tuple[tuple[str, type, float, str], ...] = (
+    ("--sample-tokens", int, 128, "samples: tokens per embedded-model answer"),
+    ("--sample-problems", int, 100, "samples: the first N of the shared rollouts' problems get an embedded-model answer"),
+    ("--slice-tokens", int, 128, "gar: GAR slice budget L (the paper: 320)"),
+    ("--heldout-per-split", int, 40, "gar: held-out solutions per split (half erroneous)"),
+    ("--train-per-label", int, 400, "gar: training slices per label (YES, NO)"),
+    ("--val-per-label", int, 16, "gar: validation slices per label"),
+    ("--gar-lr", float, 1e-4, "gar: SFT learning rate (sec. 4.1: 1e-4)"),
+    ("--gar-batch", int, 8, "gar: examples per optimizer step (sec. 4.1: 128)"),
+    ("--gar-micro-batch", int, 4, "gar: examples per forward pass"),
+    ("--gar-steps", int, 96, "gar: optimizer steps at most (sec. 4.1: 500)"),
+    ("--gar-eval-every", int, 8, "gar: steps between validation losses"),
+    ("--gar-seconds", float, 2700, "gar: training budget in seconds (the step past it is validated, then training stops)"),
+    ("--gar-patience", int, 3, "gar: validations without improvement before stopping"),
+    ("--gar-analysis-share", float, 0.5, "gar: share of SFT targets with the analysis; the rest start at the verdict, so the " "verdict-logit mode (P(YES) right after '**') is in the training distribution"),
+    ("--gar-trainable-layers", int, 8, "gar: train only the top N of the 30 decoder layers (0: all)"),
+    ("--qwen-per-problem", int, 2, "critic: Qwen answers per problem (wrong ones first)"),
+    ("--critic-tokens", int, 96, "critic: token budget of a verdict (reasoning + verdict)"),
+    ("--critic-lr", float, 1e-5, "critic: learning rate (Table 4: 1e-6)"),
+    ("--critic-batch", int, 4, "critic: pairs per step"),
+    ("--critic-samples", int, 4, "critic: sampled verdicts per pair (Table 4: group size 16)"),
+    ("--critic-steps", int, 60, "critic: optimizer steps at most"),
+    ("--critic-budget", float, 2400, "critic: seconds of training at most"),
+    ("--critic-eval-every", int, 5, "critic: steps between validations"),
+    ("--critic-warm-pairs", int, 48, "critic: pairs of the supervised warm start (0: none)"),
+    ("--critic-warm-steps", int, 6, "critic: optimizer steps of the warm start (batch 8)"),
+    ("--critic-trainable-layers", int, 0, "critic: train only the top N decoder layers (0: all)"),
+)
+
+
 def main() -> None:
     global WORK, OUT, MODEL, DEVICE, DTYPE
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("stage", choices=["samples", "gar", "critic", "headline"])
-    ap.add_argument("--sample-tokens", type=int, default=128, help="samples: tokens per embedded-model answer")
-    ap.add_argument("--sample-problems", type=int, default=100,
-                    help="samples: the first N of the shared rollouts' problems get an embedded-model answer")
+    for flag, kind, default, text in NUMERIC_OPTIONS:
+        ap.add_argument(flag, type=kind, default=default, help=text)
     ap.add_argument("--splits", nargs="+", default=["gsm8k", "math"], help="gar: ProcessBench splits")
-    ap.add_argument("--slice-tokens", type=int, default=128, help="gar: GAR slice budget L (the paper: 320)")
-    ap.add_argument("--heldout-per-split", type=int, default=40, help="gar: held-out solutions per split (half erroneous)")
-    ap.add_argument("--train-per-label", type=int, default=400, help="gar: training slices per label (YES, NO)")
-    ap.add_argument("--val-per-label", type=int, default=16, help="gar: validation slices per label")
-    ap.add_argument("--gar-lr", type=float, default=1e-4, help="gar: SFT learning rate (sec. 4.1: 1e-4)")
-    ap.add_argument("--gar-batch", type=int, default=8, help="gar: examples per optimizer step (sec. 4.1: 128)")
-    ap.add_argument("--gar-micro-batch", type=int, default=4, help="gar: examples per forward pass")
-    ap.add_argument("--gar-steps", type=int, default=96, help="gar: optimizer steps at most (sec. 4.1: 500)")
-    ap.add_argument("--gar-eval-every", type=int, default=8, help="gar: steps between validation losses")
-    ap.add_argument("--gar-seconds", type=float, default=2700, help="gar: training budget in seconds (the step past it is validated, then training stops)")
-    ap.add_argument("--gar-patience", type=int, default=3, help="gar: validations without improvement before stopping")
     ap.add_argument("--gar-run", default="main", help="gar: name of this SFT run (its weights and results files)")
-    ap.add_argument("--gar-analysis-share", type=float, default=0.5,
-                    help="gar: share of SFT targets with the analysis; the rest start at the verdict, so the "
-                         "verdict-logit mode (P(YES) right after '**') is in the training distribution")
-    ap.add_argument("--gar-trainable-layers", type=int, default=8, help="gar: train only the top N of the 30 decoder layers (0: all)")
-    ap.add_argument("--qwen-per-problem", type=int, default=2, help="critic: Qwen answers per problem (wrong ones first)")
-    ap.add_argument("--critic-tokens", type=int, default=96, help="critic: token budget of a verdict (reasoning + verdict)")
-    ap.add_argument("--critic-lr", type=float, default=1e-5, help="critic: learning rate (Table 4: 1e-6)")
-    ap.add_argument("--critic-batch", type=int, default=4, help="critic: pairs per step")
-    ap.add_argument("--critic-samples", type=int, default=4, help="critic: sampled verdicts per pair (Table 4: group size 16)")
-    ap.add_argument("--critic-steps", type=int, default=60, help="critic: optimizer steps at most")
-    ap.add_argument("--critic-budget", type=float, default=2400, help="critic: seconds of training at most")
-    ap.add_argument("--critic-eval-every", type=int, default=5, help="critic: steps between validations")
-    ap.add_argument("--critic-warm-pairs", type=int, default=48, help="critic: pairs of the supervised warm start (0: none)")
-    ap.add_argument("--critic-warm-steps", type=int, default=6, help="critic: optimizer steps of the warm start (batch 8)")
-    ap.add_argument("--critic-trainable-layers", type=int, default=0, help="critic: train only the top N decoder layers (0: all)")
-    ap.add_argument("--headline-rows", nargs="+", default=list(HEADLINE_ROWS), choices=HEADLINE_ROWS,
-                    help="headline: the judge rows (scorer-mode) to score")
-    ap.add_argument("--headline-judges", nargs="+", default=["untrained", "trained"], choices=["untrained", "trained"],
-                    help="headline: which judges (untrained alone fills the cache before the trained weights exist)")
+    ap.add_argument("--headline-rows", nargs="+", default=list(HEADLINE_ROWS), choices=HEADLINE_ROWS, help="headline: the judge rows (scorer-mode) to score")
+    ap.add_argument("--headline-judges", nargs="+", default=["untrained", "trained"], choices=["untrained", "trained"], help="headline: which judges (untrained alone fills the cache before the trained weights exist)")
     ap.add_argument("--model", default=MODEL, help="the judge to start from (a model folder or smollm2)")
     ap.add_argument("--device", default=DEVICE, help="torch device (cuda for a GPU run)")
     ap.add_argument("--dtype", default=DTYPE, choices=["float32", "bfloat16"], help="weights' dtype")
