@@ -220,6 +220,7 @@ def headline(
     scorer: Annotated[Optional[list[str]], typer.Option("--scorer", "-s", help="Only these scorers (default: all registered).")] = None,
     judge: Annotated[str, typer.Option(help="Judge backend spec for the judge scorers.")] = "smollm2",
     all_groups: Annotated[bool, typer.Option("--all-groups", help="Judge scorers on every group (GPU/HTTP judge).")] = False,
+    mixed: Annotated[bool, typer.Option("--mixed-groups", help="Judge scorers on every mixed group (some but not all responses correct).")] = False,
     generate_mode: Annotated[bool, typer.Option("--generate-mode", help="Judge in generate mode, not verdict-logit.")] = False,
     work: Annotated[Path, typer.Option(help="Folder for the (resumable) scores files.")] = Path("runs/headline"),
     out: Annotated[Path, typer.Option("--out", help="Folder for headline.md / headline.json.")] = RESULTS,
@@ -233,17 +234,19 @@ def headline(
     from rewardkit.evals.data import rollouts_path
     from rewardkit.evals.harness import EvalError, write_report
     from rewardkit.evals.headline import headline as run
-    from rewardkit.evals.headline import headline_markdown
+    from rewardkit.evals.headline import headline_markdown, mixed_groups
 
     src = rollouts or rollouts_path()
     judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
     try:
-        data = run(src, work, scorers=scorer, judge=judge, judge_groups=None if all_groups else _groups(),
+        groups = None if all_groups else mixed_groups(src) if mixed else _groups()
+        data = run(src, work, scorers=scorer, judge=judge, judge_groups=groups,
                    logit=not generate_mode, on_scorer=lambda s, n: console.print(f"scoring {s} on {n} groups"))
     except (EvalError, FileNotFoundError) as e:
         raise fail(str(e)) from None
     cmd = "rewardkit eval headline" + "".join(f" -s {s}" for s in scorer or []) + (
-        f" --judge {judge}" if judge != "smollm2" else "") + (" --all-groups" if all_groups else "")
+        f" --judge {judge}" if judge != "smollm2" else "") + (" --all-groups" if all_groups else "") + (
+        " --mixed-groups" if mixed and not all_groups else "")
     md = headline_markdown(data, cmd)
     if rollouts is not None:
         data["rollouts"] = str(rollouts)

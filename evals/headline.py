@@ -61,11 +61,17 @@ def calls_judge(name: str) -> bool:
     return judge_option(name) is not None and name != "proof-gate"
 
 
+def mixed_groups(rollouts: str | Path) -> list[str]:
+    """Ids of the groups whose labels are mixed (some but not all responses correct): where a judge must rank."""
+    return [g.id for g in load_rollouts(rollouts) if g.labels is not None and 0 < sum(g.labels) < len(g.labels)]
+
+
 def headline(rollouts: str | Path, work: Path, *, scorers: Sequence[str] | None = None, judge: str = "smollm2",
              judge_groups: Sequence[str] | None = JUDGE_GROUPS, logit: bool = True, n_boot: int = 1000,
-             on_scorer=None) -> dict[str, Any]:
+             options: dict[str, dict[str, Any]] | None = None, on_scorer=None) -> dict[str, Any]:
     """Reports for every scorer (``scorers`` default: all registered); judge scorers on ``judge_groups``
-    (None: all groups). Scores are cached in ``work`` (resumable)."""
+    (None: all groups). ``options`` adds per-scorer options (over the fixed ones and the logit mode). Scores
+    are cached in ``work`` (resumable)."""
     from rewardkit.scoring import scorer_names
 
     names = list(scorers) if scorers else scorer_names()
@@ -88,6 +94,7 @@ def headline(rollouts: str | Path, work: Path, *, scorers: Sequence[str] | None 
             opts[judge_option(name)] = judge
             if logit:
                 opts.update(_logit_mode(name))
+        opts.update((options or {}).get(name, {}))
         if on_scorer:
             on_scorer(name, len(groups))
         t0 = time.perf_counter()
@@ -133,10 +140,14 @@ def headline_markdown(data: dict[str, Any], command: str) -> str:
         headline_table(data).rstrip(),
     ]
     js = ", ".join(f"`{g}`" for g in data["judge_groups"])
+    default = tuple(data["judge_groups"]) == JUDGE_GROUPS
+    which = (f"{len(data['judge_groups'])} mixed groups ({js}, 4 of 8 correct each)" if default else
+             f"{len(data['judge_groups'])} groups ({js}; mixed: some but not all of their answers correct)")
+    chance = ("On those groups random choice scores 50% and the oracle 100%." if default else
+              "On those groups random choice scores their mean accuracy and the oracle 100%.")
     lines += ["", f"Judge scorers ran `{data['judge']}` in verdict-logit mode where the scorer has it, on "
-              f"{len(data['judge_groups'])} mixed groups ({js}, 4 of 8 correct each), CPU: their rows "
-              "measure the machinery on a 135M judge, not the papers' claims. On those groups random choice "
-              "scores 50% and the oracle 100%. `arena` and `adaptive-pointwise` route only non-diverse groups "
+              f"{which}, CPU: their rows measure the machinery on a 135M judge, not the papers' claims. "
+              f"{chance} `arena` and `adaptive-pointwise` route only non-diverse groups "
               "to the judge, so on mixed groups they equal the verifier (by design, eq. 5)."]
     if data.get("skipped"):
         lines += ["", "Not run: " + "; ".join(f"`{k}` ({v})" for k, v in data["skipped"].items())]

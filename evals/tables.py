@@ -87,11 +87,45 @@ def _headline_table(d: dict[str, Any]) -> str:
     return headline_table(d)
 
 
+def _judge_training_table(d: dict[str, Any]) -> str:
+    """Trained judges before/after on held-out problems (benchmarks/judge_training.py)."""
+    def f(x: Any) -> str:
+        return "-" if x is None or x != x else f"{x:.3f}"
+
+    lines = ["| judge | held out | metric | untrained | trained |", "|---|---|---|---|---|"]
+    g = d.get("gar_discriminator")
+    if g and g.get("after"):
+        b, a = g["before"], g["after"]
+        n = f"{g['heldout_solutions']} ProcessBench solutions, {b['n']} labelled slices"
+        for k, name in (("auroc", "slice AUROC of P(YES)"), ("balanced_accuracy", "slice balanced accuracy"),
+                        ("f1", "ProcessBench F1")):
+            lines.append(f"| GAR discriminator (stage-1 SFT) | {n} | {name} | {f(b[k])} | {f(a[k])} |")
+    c = d.get("raro_critic")
+    if c and c.get("after"):
+        b, a = c["before"], c["after"]
+        n = f"{b['n']} expert/policy pairs"
+        for mode, bb, aa in (("generate", b, a), ("logit", b["logit"], a["logit"])):
+            for k, name in (("accuracy", "names the expert"), ("tie_rate", "tie rate")):
+                lines.append(f"| RARO critic (warm start + RL) | {n} | {name} ({mode}) | {f(bb[k])} | {f(aa[k])} |")
+    h = d.get("headline")
+    if h:
+        rows = {(r["scorer"], r.get("mode"), r["judge"] == "untrained"): r for r in h["reports"] if r["uses_judge"]}
+        n = f"{len(h['groups'])} mixed rollout groups"
+        for (scorer, mode, untrained), b in rows.items():
+            a = rows.get((scorer, mode, False))
+            if not untrained or a is None:
+                continue
+            for k, name in (("auc", "AUC"), ("best_of_8", "best-of-8 accuracy")):
+                lines.append(f"| headline `{scorer}` ({mode}) | {n} | {name} | {f(b[k])} | {f(a[k])} |")
+    return "\n".join(lines) + "\n"
+
+
 # README table name -> (results JSON, renderer)
 TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "headline": ("headline.json", _headline_table),
     "accuracy": ("accuracy.json", _accuracy_table),
     "judge_quality": ("judge_quality.json", _judge_table),
+    "judge_training": ("judge_training.json", _judge_training_table),
 }
 
 

@@ -22,6 +22,7 @@ its loss through a fused, vocabulary-tiled LM head whose CPU fallback spent 4 s 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -101,6 +102,7 @@ class SFTOptions(Options):
     eval_fraction: float = option(0.1, "share of problems held out for early stopping (when no eval_examples are given)")
     eval_every: int = option(10, "optimizer steps between validation losses")
     patience: int = option(3, "stop after this many validations without a better loss (early stopping)")
+    max_seconds: float | None = option(None, "wall-clock budget: the step that ends past it is validated and training stops (None: no limit)")
     grad_clip: float = option(1.0, "clip the gradient norm to this (not stated in the paper)")
     max_length: int = option(1024, "longest prompt + judgment in tokens (a longer prompt loses its beginning)")
     seed: int = option(0, "seeds balancing, the split, shuffling and initialisation")
@@ -111,7 +113,7 @@ class SFTOptions(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._at_least(0, "lr", strict=True)
-        self._at_least(0, "weight_decay", "grad_clip")
+        self._at_least(0, "weight_decay", "grad_clip", "max_seconds")
         self._at_least(1, "max_steps", "batch_size", "micro_batch_size", "eval_every", "patience", "max_length")
         if self.batch_size % self.micro_batch_size:
             raise ValueError(f"option 'batch_size': {self.batch_size} is not a multiple of micro_batch_size "
@@ -136,14 +138,13 @@ class SFTResult:
     out_dir: str | None = None
 
 
-def _encode(tokenizer: Any, e: JudgmentExample, max_length: int) -> tuple[list[int], list[int]]:
-    """(prompt ids, completion ids): the templated discriminator chat, then the judgment and its end of turn;
-    beyond ``max_length`` tokens the prompt loses its beginning, never the judgment."""
-    msgs = discriminator_messages(e.item.problem, e.item.text, e.item.context)
+def _encode(tokenizer: Any, msgs: list[dict[str, str]], target: str, max_length: int) -> tuple[list[int], list[int]]:
+    """(prompt ids, completion ids): the templated chat, then the target reply and its end of turn;
+    beyond ``max_length`` tokens the prompt loses its beginning, never the reply."""
     prompt = list(tokenizer.apply_chat_template(msgs, add_generation_prompt=True)["input_ids"])
-    full = list(tokenizer.apply_chat_template(msgs + [{"role": "assistant", "content": e.target}])["input_ids"])
+    full = list(tokenizer.apply_chat_template(msgs + [{"role": "assistant", "content": target}])["input_ids"])
     if full[:len(prompt)] != prompt:  # a template that renders the turn differently once it is complete
-        full = prompt + tokenizer(e.target + (tokenizer.eos_token or ""), add_special_tokens=False).input_ids
+        full = prompt + tokenizer(target + (tokenizer.eos_token or ""), add_special_tokens=False).input_ids
     completion = full[len(prompt):][:max_length - 1]
     return prompt[max(0, len(prompt) + len(completion) - max_length):], completion
 
@@ -159,12 +160,6 @@ def train_discriminator(examples: Sequence[JudgmentExample], model: Any = "smoll
     every ``eval_every`` steps; training stops after ``patience`` validations without improvement, and the
     best weights are kept. With ``out_dir`` the model and tokenizer are saved there (``save_pretrained``).
     """
-    import torch
-    from transformers import get_scheduler
-
-    from rewardkit.backends.transformers_backend import TransformersBackend
-    from rewardkit.grpo.trainer import completion_logprobs
-
     o: SFTOptions = resolve_options(SFTOptions, options, fields, "train_discriminator")
     train = balanced(examples, o.seed) if o.balance else list(examples)
     if eval_examples is None:
@@ -174,12 +169,37 @@ def train_discriminator(examples: Sequence[JudgmentExample], model: Any = "smoll
     if not train or not held:
         raise ValueError(f"train_discriminator: {len(train)} training and {len(held)} validation examples "
                          "(both sets need examples; balancing drops the surplus label)")
+
+    def chat(e: JudgmentExample) -> tuple[list[dict[str, str]], str]:
+        return discriminator_messages(e.item.problem, e.item.text, e.item.context), e.target
+
+    res = train_sft([chat(e) for e in train], model, o, eval_examples=[chat(e) for e in held], out_dir=out_dir)
+    res.labels = {"YES": sum(e.label for e in train), "NO": sum(not e.label for e in train)}
+    return res
+
+
+def train_sft(examples: Sequence[tuple[list[dict[str, str]], str]], model: Any = "smollm2",
+              options: SFTOptions | None = None, /, *, eval_examples: Sequence[tuple[list[dict[str, str]], str]],
+              out_dir: str | None = None, **fields: Any) -> SFTResult:
+    """The SFT loop behind ``train_discriminator`` on any (chat messages, target reply) pairs, e.g. a judge's
+    verdict format: the loss is the reply tokens' mean NLL; validation, early stopping, best weights and
+    ``out_dir`` as there (``balance`` and ``eval_fraction`` do not apply: the caller gives both sets)."""
+    import torch
+    from transformers import get_scheduler
+
+    from rewardkit.backends.transformers_backend import TransformersBackend
+    from rewardkit.grpo.trainer import completion_logprobs
+
+    o: SFTOptions = resolve_options(SFTOptions, options, fields, "train_sft")
+    train, held = list(examples), list(eval_examples)
+    if not train or not held:
+        raise ValueError(f"train_sft: {len(train)} training and {len(held)} validation examples (both sets need examples)")
     backend = model if isinstance(model, TransformersBackend) else \
         TransformersBackend(model, dtype=o.dtype, device=o.device, num_threads=o.num_threads)
     net, tok, dev = backend.model, backend.tokenizer, backend.device
     pad = tok.pad_token_id
-    train_rows = [_encode(tok, e, o.max_length) for e in train]  # [(prompt ids, completion ids)]
-    held_rows = [_encode(tok, e, o.max_length) for e in held]
+    train_rows = [_encode(tok, m, t, o.max_length) for m, t in train]  # [(prompt ids, completion ids)]
+    held_rows = [_encode(tok, m, t, o.max_length) for m, t in held]
 
     def nll(rows: Sequence[tuple[list[int], list[int]]]) -> tuple[torch.Tensor, int]:
         logp, mask, _ = completion_logprobs(net, rows, pad, 1.0, dev)  # [b, T] each
@@ -199,7 +219,8 @@ def train_discriminator(examples: Sequence[JudgmentExample], model: Any = "smoll
     best = validation_loss()
     history = [{"step": 0, "eval_loss": best}]
     best_step, best_state, bad, step = 0, {k: v.detach().clone() for k, v in net.state_dict().items()}, 0, 0
-    while step < o.max_steps and bad < o.patience:
+    t0, out_of_time = time.perf_counter(), False
+    while step < o.max_steps and bad < o.patience and not out_of_time:
         while len(order) < o.batch_size:  # epochs of seeded permutations
             order += rng.permutation(len(train_rows)).tolist()
         batch, order = [train_rows[i] for i in order[:o.batch_size]], order[o.batch_size:]
@@ -215,7 +236,8 @@ def train_discriminator(examples: Sequence[JudgmentExample], model: Any = "smoll
         sched.step()
         step += 1
         history.append({"step": step, "loss": total / n_tokens, "learning_rate": sched.get_last_lr()[0]})
-        if step % o.eval_every == 0 or step == o.max_steps:
+        out_of_time = o.max_seconds is not None and time.perf_counter() - t0 >= o.max_seconds
+        if step % o.eval_every == 0 or step == o.max_steps or out_of_time:
             loss = validation_loss()
             history.append({"step": step, "eval_loss": loss})
             if loss < best:
@@ -229,5 +251,4 @@ def train_discriminator(examples: Sequence[JudgmentExample], model: Any = "smoll
     if out_dir is not None:
         net.save_pretrained(out_dir)
         tok.save_pretrained(out_dir)
-    return SFTResult(backend, history, best_step, best, step < o.max_steps, len(train), len(held),
-                     {"YES": sum(e.label for e in train), "NO": sum(not e.label for e in train)}, out_dir)
+    return SFTResult(backend, history, best_step, best, step < o.max_steps, len(train), len(held), {}, out_dir)

@@ -74,3 +74,34 @@ def test_run_configs_cover_the_results_and_commands_resolve():
     assert all(r.slow for r in runs if r.judge)  # every judge-heavy producer is marked slow
     argv = command_argv("rewardkit eval accuracy {shared}/data/x.jsonl")
     assert argv[1] == "-c" and "{shared}" not in argv[-1] and Path(argv[-1]).name == "x.jsonl"
+
+
+def test_judge_training_table_renders_before_and_after():
+    from rewardkit.evals.tables import TABLES
+
+    rates = {"accuracy": 0.25, "tie_rate": 0.5}
+    d = {"gar_discriminator": {"heldout_solutions": 80, "before": {"n": 250, "auroc": 0.5, "balanced_accuracy": 0.5, "f1": 0.0},
+                               "after": {"n": 250, "auroc": 0.625, "balanced_accuracy": 0.6, "f1": float("nan")}},
+         "raro_critic": {"before": {"n": 100, **rates, "logit": rates}, "after": {"n": 100, **rates, "logit": {**rates, "accuracy": 0.75}}}}
+    md = TABLES["judge_training"][1](d)
+    assert "| GAR discriminator (stage-1 SFT) | 80 ProcessBench solutions, 250 labelled slices | slice AUROC of P(YES) | 0.500 | 0.625 |" in md
+    assert "| ProcessBench F1 | 0.000 | - |" in md
+    assert "| RARO critic (warm start + RL) | 100 expert/policy pairs | names the expert (logit) | 0.250 | 0.750 |" in md
+    assert TABLES["judge_training"][1]({"gar_discriminator": {"before": {}}}).count("\n") == 2  # no "after" yet: header only
+
+
+def test_judge_training_table_pairs_headline_rows_by_scorer_and_mode():
+    from rewardkit.evals.tables import TABLES
+
+    def rep(scorer, mode, judge, auc, uses_judge=True):
+        return {"scorer": scorer, "mode": mode, "judge": judge, "auc": auc, "best_of_8": 0.5, "uses_judge": uses_judge}
+
+    d = {"headline": {"groups": ["a", "b"], "reports": [
+        rep("verifier", None, "untrained", 1.0, uses_judge=False),
+        rep("critic", "logit", "untrained", 0.25), rep("critic", "logit", "runs/judges/raro_critic", 0.75),
+        rep("critic", "generate", "untrained", 0.5),  # no trained row beside it: left out
+        rep("slices", "logit", "runs/judges/gar", 0.625), rep("slices", "logit", "untrained", 0.375)]}}
+    md = TABLES["judge_training"][1](d)
+    assert "| headline `critic` (logit) | 2 mixed rollout groups | AUC | 0.250 | 0.750 |" in md
+    assert "| headline `slices` (logit) | 2 mixed rollout groups | AUC | 0.375 | 0.625 |" in md
+    assert "generate" not in md and "verifier" not in md

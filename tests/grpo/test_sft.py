@@ -68,3 +68,27 @@ def test_a_diverging_run_stops_early_and_keeps_the_starting_weights(tiny_model):
     assert len([h for h in res.history if "eval_loss" in h]) == 3  # start, then 2 worse validations
     after = backend.model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)  # trained in place, best (initial) weights restored
+
+
+@pytest.mark.slow
+def test_the_same_loop_trains_any_chat_format(tiny_model):
+    from rewardkit.grpo.sft import train_sft
+    from rewardkit.raro.critic import critic_messages
+
+    rows = [(critic_messages(f"What is {i} + 1?", str(i + 1), str(i + 2)), f"{i + 1} is right.\nAnswer 1")
+            for i in range(12)]
+    res = train_sft(rows[:8], tiny_model, max_steps=4, batch_size=4, micro_batch_size=2, eval_every=2,
+                    lr=1e-2, num_threads=1, eval_examples=rows[8:])
+    evals = [h["eval_loss"] for h in res.history if "eval_loss" in h]
+    assert res.best_eval_loss == min(evals) < evals[0]
+    assert res.labels == {} and (res.train_examples, res.eval_examples) == (8, 4)
+    with pytest.raises(ValueError, match="both sets need examples"):
+        train_sft(rows, tiny_model, max_steps=1, eval_examples=[])
+
+
+@pytest.mark.slow
+def test_a_time_budget_stops_after_validating_the_last_step(tiny_model):
+    res = train_discriminator(_examples(24), tiny_model, max_steps=50, batch_size=2, micro_batch_size=2,
+                              eval_every=10, lr=1e-2, num_threads=1, max_seconds=0.0)
+    assert [h["step"] for h in res.history] == [0, 1, 1]  # start, the one step, its validation
+    assert res.stopped_early and "eval_loss" in res.history[-1]

@@ -1,0 +1,32 @@
+"""The headline table's group selection and per-scorer options (real shared rollouts)."""
+
+import json
+
+from rewardkit.evals.data import rollouts_path
+from rewardkit.evals.headline import JUDGE_GROUPS, headline, headline_markdown, mixed_groups
+
+
+def test_mixed_groups_are_the_ten_with_both_labels():
+    ids = mixed_groups(rollouts_path())
+    # data README: 86 problems all correct, 4 all wrong, so 10 mixed
+    assert len(ids) == 10 and set(JUDGE_GROUPS) <= set(ids)
+    rows = {r["id"]: r for r in map(json.loads, rollouts_path().open())}
+    assert all(0 < sum(rows[i]["correct"]) < 8 for i in ids)
+
+
+def test_per_scorer_options_reach_the_scorer(tmp_path):
+    data = headline(rollouts_path(), tmp_path, scorers=["verifier"], options={"verifier": {"timeout": 7.5}},
+                    n_boot=10)
+    (rep,) = data["reports"]
+    assert rep["options"] == {"timeout": "7.5"}
+    manifest = json.loads(next(tmp_path.glob("verifier.scores.jsonl.manifest.json")).read_text())
+    assert "7.5" in json.dumps(manifest)
+
+
+def test_note_names_other_groups_as_mixed():
+    data = {"judge": "smollm2", "judge_groups": ["math_cot_100-001", "math_cot_100-002", "math_cot_100-003"],
+            "reports": [], "skipped": {}}
+    md = headline_markdown(data, "rewardkit eval headline --mixed-groups")
+    assert "3 groups (" in md and "4 of 8 correct each" not in md and "scores 50%" not in md
+    md = headline_markdown({**data, "judge_groups": list(JUDGE_GROUPS)}, "rewardkit eval headline")
+    assert "2 mixed groups (" in md and "4 of 8 correct each" in md
