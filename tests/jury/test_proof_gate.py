@@ -307,3 +307,18 @@ def test_reference_verifier_without_reference_is_inconclusive():
     r = ReferenceVerifier().verify("What is 1+1?", "2")
     assert r.outcome == "inconclusive" and "reference" in r.reason
     assert ReferenceVerifier().verify_many([Claim("q", "1/2", "0.5")])[0].outcome == "verified"
+
+
+@pytest.mark.parametrize("backend_mode, kind", [("generate", "generate"), ("logit", "verdict")])
+def test_llm_judge_verifier_resolves_auto_mode_from_its_judge(backend_mode, kind):
+    """``mode=auto`` (JudgeOptions' default) follows the judge's ``default_mode``: verdict logits for the
+    embedded SmolLM2, the paper's written True/False for any other judge (before: auto always generated)."""
+    from rewardkit.jury.proof_gate import LLMJudgeVerifier
+    from rewardkit.testing import ScriptedJudge
+    from rewardkit.verifier import Claim
+
+    judge = ScriptedJudge(reply="It checks out.\nTrue", probs=[0.9, 0.1])
+    judge.default_mode = backend_mode
+    res = LLMJudgeVerifier(judge, mode="auto").verify_many([Claim("What is 2 + 2?", "4")])
+    assert [k for k, _ in judge.batches] == [kind]
+    assert res[0].verified, res[0].reason
