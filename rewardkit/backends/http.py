@@ -120,13 +120,6 @@ class HTTPBackend(JudgeBackend):
         self.base_url, self._auth = _split_credentials(base_url.rstrip("/"))
         self.model = model
         self.api_key = key_for(self.base_url, api_key, api_key_env)
-        self.concurrency = o.concurrency
-        self.timeout = o.timeout
-        self.retries = o.retries
-        self.backoff = o.backoff
-        self.max_backoff = o.max_backoff
-        self.deadline = o.deadline
-        self.top_k = o.top_logprobs
         self._rng = random.Random(o.seed)
         self.model_id = f"http:{model or '?'}@{self.base_url}"
 
@@ -183,7 +176,7 @@ class HTTPBackend(JudgeBackend):
     def _verdict_body(self, r: VerdictRequest) -> dict[str, Any]:
         messages = list(r.messages)
         body: dict[str, Any] = {"max_tokens": 1, "temperature": 0.0, "n": 1, "logprobs": True,
-                                "top_logprobs": self.top_k}
+                                "top_logprobs": self.options.top_logprobs}
         if r.assistant_prefix:
             # vLLM / serve-judge extension: continue the final assistant message instead of a new turn
             messages.append({"role": "assistant", "content": r.assistant_prefix})
@@ -201,7 +194,7 @@ class HTTPBackend(JudgeBackend):
     async def _models(self) -> list[dict[str, Any]]:
         import httpx
 
-        limit = min(self.timeout, 30.0)
+        limit = min(self.options.timeout, 30.0)
         async with httpx.AsyncClient(timeout=limit, headers=self._headers(), auth=self._auth) as client:
             r = await asyncio.wait_for(client.get(f"{self.base_url}/models"), limit)
             r.raise_for_status()
@@ -212,10 +205,10 @@ class HTTPBackend(JudgeBackend):
 
         if not bodies:
             return []
-        end = time.monotonic() + self.deadline if self.deadline else math.inf
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-        sem = asyncio.Semaphore(self.concurrency)
-        async with httpx.AsyncClient(timeout=self.timeout, limits=limits, headers=self._headers(),
+        end = time.monotonic() + self.options.deadline if self.options.deadline else math.inf
+        limits = httpx.Limits(max_connections=self.options.concurrency, max_keepalive_connections=self.options.concurrency)
+        sem = asyncio.Semaphore(self.options.concurrency)
+        async with httpx.AsyncClient(timeout=self.options.timeout, limits=limits, headers=self._headers(),
                                      auth=self._auth) as client:
             if self.model is None:  # discovered with the same retries (a server may still be starting)
                 found = await self._with_retries(client, None, end)
@@ -244,19 +237,19 @@ class HTTPBackend(JudgeBackend):
             elif t in done and not t.cancelled():
                 out.append(_Outcome(None, Status.ERROR, f"{self.base_url}: {_describe(t.exception())}"))
             else:
-                out.append(_Outcome(None, Status.TIMEOUT, f"{self.base_url}: overall deadline of {self.deadline}s exceeded"))
+                out.append(_Outcome(None, Status.TIMEOUT, f"{self.base_url}: overall deadline of {self.options.deadline}s exceeded"))
         return out
 
     async def _with_retries(self, client, body: dict[str, Any] | None, end: float) -> _Outcome:
         """POST ``body`` to /chat/completions (``body=None``: GET /models) with timeouts, retries and backoff."""
         url = f"{self.base_url}/chat/completions" if body is not None else f"{self.base_url}/models"
         last = _Outcome(None, Status.ERROR, "no attempt made")
-        for attempt in range(self.retries + 1):
+        for attempt in range(self.options.retries + 1):
             left = end - time.monotonic()
             if left <= 0:
-                return _Outcome(None, Status.TIMEOUT, f"{url}: overall deadline of {self.deadline}s exceeded "
+                return _Outcome(None, Status.TIMEOUT, f"{url}: overall deadline of {self.options.deadline}s exceeded "
                                 f"after {attempt} attempt(s); last: {last.error}")
-            limit = min(self.timeout, left)
+            limit = min(self.options.timeout, left)
             try:
                 call = client.post(url, json=body) if body is not None else client.get(url)
                 resp = await asyncio.wait_for(call, limit)
@@ -269,7 +262,7 @@ class HTTPBackend(JudgeBackend):
                 if resp.status_code not in RETRY_STATUS:
                     return last  # a bad request stays bad: no retry
             except (asyncio.TimeoutError, TimeoutError):
-                why = (f"overall deadline of {self.deadline}s reached" if limit < self.timeout
+                why = (f"overall deadline of {self.options.deadline}s reached" if limit < self.options.timeout
                        else f"no complete response within {limit:.1f}s")
                 last = _Outcome(None, Status.TIMEOUT, f"{url}: {why}")
             except _Garbage as e:
@@ -277,10 +270,10 @@ class HTTPBackend(JudgeBackend):
             except Exception as e:  # connection refused / reset / protocol errors
                 kind = Status.TIMEOUT if "Timeout" in type(e).__name__ else Status.ERROR
                 last = _Outcome(None, kind, f"{url}: {_describe(e)}")
-            if attempt < self.retries:
-                delay = backoff_delay(attempt, self.backoff, self.max_backoff, self._rng)
+            if attempt < self.options.retries:
+                delay = backoff_delay(attempt, self.options.backoff, self.options.max_backoff, self._rng)
                 await asyncio.sleep(max(0.0, min(delay, end - time.monotonic())))
-        last.error = f"{last.error} (after {self.retries + 1} attempts)"
+        last.error = f"{last.error} (after {self.options.retries + 1} attempts)"
         return last
 
     # ------------------------------------------------------------------------------ results

@@ -108,8 +108,6 @@ class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
         known = {f.name for f in fields(VLLMOptions)}
         o = self.options = VLLMOptions(**{k: v for k, v in options.items() if k in known})
         engine_kwargs = {k: v for k, v in options.items() if k not in known}
-        dtype, gpu_memory_utilization, max_model_len = o.dtype, o.gpu_memory_utilization, o.max_model_len
-        enable_prefix_caching, tensor_parallel_size, seed = o.enable_prefix_caching, o.tensor_parallel_size, o.seed
         vllm = _import_vllm()
         _refuse_in_spawned_import(model)
         from vllm.platforms import current_platform
@@ -122,7 +120,7 @@ class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
             raise RuntimeError(f"vllm:{model}: vLLM found no device it can run on (platform "
                                f"{type(current_platform).__name__}: no CUDA GPU visible, and this is not vLLM's CPU "
                                f"build); {INSTALL_HINT.split(': ', 1)[1]}")
-        name = model
+        name, dtype = model, o.dtype
         if model in ALIASES:
             dtype = resolve_dtype(dtype, "cpu" if on_cpu else "cuda")
             model, name = str(embedded_model_path(dtype)), EMBEDDED_NAME
@@ -130,9 +128,9 @@ class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
         self.device = "cpu" if on_cpu else "cuda"
         self.lock = threading.RLock()  # LLM.generate is not thread-safe; serve-judge calls from several threads
         kwargs = {**platform_engine_defaults(on_cpu), **engine_kwargs}
-        self.llm = vllm.LLM(model=model, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
-                            max_model_len=max_model_len, enable_prefix_caching=enable_prefix_caching,
-                            tensor_parallel_size=tensor_parallel_size, seed=seed, **kwargs)
+        self.llm = vllm.LLM(model=model, dtype=dtype, gpu_memory_utilization=o.gpu_memory_utilization,
+                            max_model_len=o.max_model_len, enable_prefix_caching=o.enable_prefix_caching,
+                            tensor_parallel_size=o.tensor_parallel_size, seed=o.seed, **kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         config = self.llm.llm_engine.model_config
         self.max_model_len = config.max_model_len

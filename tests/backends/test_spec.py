@@ -58,7 +58,7 @@ def test_bad_options_name_the_option(spec, message):
 
 def test_options_reach_the_backend_and_are_validated():
     b = load_backend("http://127.0.0.1:9/v1?model=j&timeout=7&retries=0&deadline=20")
-    assert isinstance(b, HTTPBackend) and (b.model, b.timeout, b.retries, b.deadline) == ("j", 7.0, 0, 20.0)
+    assert isinstance(b, HTTPBackend) and (b.model, b.options.timeout, b.options.retries, b.options.deadline) == ("j", 7.0, 0, 20.0)
     for bad in ("timeout=0", "timeout=-1", "retries=-1", "concurrency=0", "deadline=0", "top_logprobs=21"):
         with pytest.raises(ValueError, match=f"option '{bad.split('=')[0]}'"):
             load_backend(f"http://127.0.0.1:9/v1?model=j&{bad}")
