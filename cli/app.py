@@ -16,7 +16,6 @@ from rewardkit.cli.common import (
     fail,
     judge_spec,
     parse_pairs,
-    positive_int,
     print_table,
 )
 from rich.console import Console
@@ -60,10 +59,13 @@ def score(
     """Score saved rollouts with any scorer; resumable, one output row per input group."""
     from rewardkit.integrations.common import load_scorer
     from rewardkit.runtime.inputs import InputError
-    from rewardkit.runtime.jobs import JobError, rejects_path, score_file
+    from rewardkit.runtime.jobs import JobError, positive_int, rejects_path, score_file
 
-    batch_size = positive_int("--batch-size", batch_size)
-    limit = None if limit is None else positive_int("--limit", limit)
+    try:  # checked before the scorer (and its judge) loads; score_file checks them the same way
+        batch_size = positive_int("--batch-size", batch_size)
+        limit = None if limit is None else positive_int("--limit", limit)
+    except JobError as e:
+        raise fail(e) from None
     try:
         opts: dict = parse_pairs(option, "--option")
         judge = judge_spec(judge, device, dtype, batch_tokens, threads)

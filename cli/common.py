@@ -34,17 +34,6 @@ def fail(message: object, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def positive_int(flag: str, text: str) -> int:
-    """``text`` as a positive integer, else the one-line ``error:`` exit."""
-    try:
-        value = int(text.strip(), 10)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise fail(f"{flag} must be a positive integer, got {text}")
-    return value
-
-
 def parse_pairs(items: list[str] | None, flag: str) -> dict[str, str]:
     """``["a=1", "b-c=x"]`` -> ``{"a": "1", "b_c": "x"}`` (values stay strings; ``rewardkit.options.coerce``
     types them); ``typer.BadParameter`` naming ``flag`` for an item without ``=``."""

@@ -208,6 +208,19 @@ def _failed(row: dict) -> bool:
     return any(s in FAILED for s in row.get("statuses", ()))
 
 
+def positive_int(flag: str, value: int | str) -> int:
+    """``value`` (an int, or its text from a command line) as a positive integer, else a ``JobError``
+    naming ``flag``: the one check of a job's ``--batch-size`` and ``--limit``."""
+    if isinstance(value, str):
+        try:
+            value = int(value.strip(), 10)
+        except ValueError:
+            raise JobError(f"{flag} must be a positive integer, got {value}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise JobError(f"{flag} must be a positive integer, got {value}")
+    return value
+
+
 def score_file(inp: str | Path, scorer: Scorer, out: str | Path, *, batch_size: int = 16,
                skip_bad: bool = False, group_key: str | None = None, fmt: str | None = None,
                limit: int | None = None, restart: bool = False, retry_failed: bool = False,
@@ -220,10 +233,8 @@ def score_file(inp: str | Path, scorer: Scorer, out: str | Path, *, batch_size: 
     dataclass. ``executor``: see the module docstring. ``on_start(total, already_done)`` and
     ``on_batch(n_groups)`` drive a progress display.
     """
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise JobError(f"--batch-size must be a positive integer, got {batch_size}")
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise JobError(f"--limit must be a positive integer, got {limit}")
+    batch_size = positive_int("--batch-size", batch_size)
+    limit = None if limit is None else positive_int("--limit", limit)
     inp, out = Path(inp), Path(out)
     kind = file_kind(inp, follow=True)
     if kind is None:
