@@ -120,7 +120,9 @@ def gar_data(a: argparse.Namespace, count_tokens) -> dict[str, Any]:
     balanced labelled training and validation slices."""
     from rewardkit.evals.processbench import load_processbench
     from rewardkit.evals.slice_labels import label_slices
-    from rewardkit.evals.splits import balanced_sample, split_by_problem
+    from rewardkit.evals.splits import split_by_problem
+
+    from rewardkit.grpo.sft import balanced_sample
 
     rows = [r for s in a.splits for r in load_processbench(s)]
     parts = split_by_problem(rows, lambda r: r.problem, seed=SEED, pinned=mixed_problems())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -69,24 +69,3 @@ def problems_of(items: Iterable[T], problem: Callable[[T], str]) -> set[str]:
 def ids_sha256(ids: Iterable[Hashable]) -> str:
     """SHA-256 of the sorted, newline-joined ids: names a held-out set without listing it."""
     return hashlib.sha256("\n".join(sorted(str(i) for i in ids)).encode()).hexdigest()
-
-
-def balanced_sample(items: Sequence[T], label: Callable[[T], Hashable], seed: int = 0,
-                    per_class: int | None = None) -> list[T]:
-    """Down-sample every class to the size of the smallest (or to ``per_class``), seeded; input order kept.
-
-    GAR (sec. 4.1): "we downsample the majority class to achieve a 1:1 label ratio".
-    """
-    import random
-
-    by: dict[Hashable, list[int]] = {}
-    for i, it in enumerate(items):
-        by.setdefault(label(it), []).append(i)
-    if not by:
-        return []
-    n = min(len(v) for v in by.values())
-    if per_class is not None:
-        n = min(n, per_class)
-    rng = random.Random(seed)
-    keep = {i for k in sorted(by, key=str) for i in rng.sample(by[k], n)}
-    return [it for i, it in enumerate(items) if i in keep]

@@ -22,10 +22,11 @@ its loss through a fused, vocabulary-tiled LM head whose CPU fallback spent 4 s 
 from __future__ import annotations
 
 import math
+import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -33,6 +34,8 @@ from rewardkit.gar.slices import SliceItem
 from rewardkit.options import Options, option, resolve_options
 from rewardkit.prompts.gar import discriminator_messages
 from rewardkit.verdicts import parse_yes_no
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -60,22 +63,39 @@ def judgment_text(label: bool, analysis: str = "", rationale: str = "") -> str:
     return "\n\n".join(p for p in (analysis.strip(), "**YES**" if label else "**NO**", rationale.strip()) if p)
 
 
+def balanced_sample(items: Sequence[T], label: Callable[[T], Hashable], seed: int = 0,
+                    per_class: int | None = None) -> list[T]:
+    """Down-sample every class to the size of the smallest (or to ``per_class``), seeded; input order kept.
+
+    GAR (sec. 4.1): "we downsample the majority class to achieve a 1:1 label ratio".
+    """
+    by: dict[Hashable, list[int]] = {}
+    for i, it in enumerate(items):
+        by.setdefault(label(it), []).append(i)
+    if not by:
+        return []
+    n = min(len(v) for v in by.values())
+    if per_class is not None:
+        n = min(n, per_class)
+    rng = random.Random(seed)
+    keep = {i for k in sorted(by, key=str) for i in rng.sample(by[k], n)}
+    return [it for i, it in enumerate(items) if i in keep]
+
+
 def balanced(examples: Sequence[JudgmentExample], seed: int = 0) -> list[JudgmentExample]:
-    """Down-sample the majority label to a 1:1 YES:NO ratio (sec. 4.1), a seeded draw; order kept.
+    """Down-sample the majority label to a 1:1 YES:NO ratio (sec. 4.1), a seeded draw; order kept. Without
+    both labels nothing is balanced: empty.
 
     >>> ex = [JudgmentExample(SliceItem("p", str(i)), i < 3, judgment_text(i < 3)) for i in range(5)]
     >>> sorted(e.label for e in balanced(ex))
     [False, False, True, True]
     """
-    yes = [i for i, e in enumerate(examples) if e.label]
-    no = [i for i, e in enumerate(examples) if not e.label]
-    n = min(len(yes), len(no))
-    rng = np.random.default_rng(seed)
-    keep = set(rng.choice(yes, n, replace=False).tolist()) | set(rng.choice(no, n, replace=False).tolist())
-    return [e for i, e in enumerate(examples) if i in keep]
+    if len({e.label for e in examples}) < 2:
+        return []
+    return balanced_sample(examples, lambda e: e.label, seed)
 
 
-def split_by_problem(examples: Sequence[JudgmentExample], eval_fraction: float,
+def hold_out_problems(examples: Sequence[JudgmentExample], eval_fraction: float,
                      seed: int = 0) -> tuple[list[JudgmentExample], list[JudgmentExample]]:
     """(train, validation): a seeded ``eval_fraction`` of the problems, with all their slices, is held out,
     so no problem is on both sides."""
@@ -163,7 +183,7 @@ def train_discriminator(examples: Sequence[JudgmentExample], model: Any = "smoll
     o: SFTOptions = resolve_options(SFTOptions, options, fields, "train_discriminator")
     train = balanced(examples, o.seed) if o.balance else list(examples)
     if eval_examples is None:
-        train, held = split_by_problem(train, o.eval_fraction, o.seed)
+        train, held = hold_out_problems(train, o.eval_fraction, o.seed)
     else:
         held = list(eval_examples)
     if not train or not held:

@@ -5,13 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from rewardkit.evals.data import data_path
 from rewardkit.evals.processbench import default_root, load_processbench
 from rewardkit.evals.splits import (
     assign_split,
-    balanced_sample,
     ids_sha256,
     problem_key,
     problems_of,
@@ -92,13 +89,3 @@ def test_ids_sha256_is_order_free_and_set_specific():
     assert ids_sha256(["a", "b"]) != ids_sha256(["a", "c"])
     # sha256 of "a\nb", checked with `printf 'a\nb' | sha256sum`
     assert ids_sha256(["b", "a"]) == "7e18f737311b2dc3b2f269dd78396b0351f14fb66efa879f768cb23181883c78"
-
-
-@given(st.lists(st.sampled_from(["YES", "NO", "NO", "NO"]), min_size=1, max_size=60), st.integers(0, 5))
-def test_balanced_sample_is_one_to_one_and_keeps_order(labels, seed):
-    items = list(enumerate(labels))
-    out = balanced_sample(items, lambda x: x[1], seed)
-    n = min(labels.count("YES"), labels.count("NO")) if len(set(labels)) == 2 else len(labels)
-    assert sum(x[1] == "YES" for x in out) == (n if "YES" in labels else 0)
-    assert sum(x[1] == "NO" for x in out) == (n if "NO" in labels else 0)
-    assert out == sorted(out)  # input order kept

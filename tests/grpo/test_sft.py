@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rewardkit.gar.slices import SliceItem
-from rewardkit.grpo.sft import JudgmentExample, balanced, judgment_text, split_by_problem, train_discriminator
+from rewardkit.grpo.sft import (
+    JudgmentExample,
+    balanced,
+    balanced_sample,
+    hold_out_problems,
+    judgment_text,
+    train_discriminator,
+)
 
 
 def _examples(n: int, yes_every: int = 3) -> list[JudgmentExample]:
@@ -40,7 +49,7 @@ def test_balancing_keeps_every_minority_example_and_as_many_of_the_majority():
 def test_the_validation_split_holds_out_whole_problems():
     ex = [JudgmentExample(SliceItem(f"problem {i // 3}", f"slice {i}"), i % 2 == 0, judgment_text(i % 2 == 0))
           for i in range(30)]  # 10 problems x 3 slices
-    train, held = split_by_problem(ex, 0.2, seed=0)
+    train, held = hold_out_problems(ex, 0.2, seed=0)
     assert len(held) == 6 and len(train) == 24
     assert not {e.item.problem for e in train} & {e.item.problem for e in held}
 
@@ -92,3 +101,13 @@ def test_a_time_budget_stops_after_validating_the_last_step(tiny_model):
                               eval_every=10, lr=1e-2, num_threads=1, max_seconds=0.0)
     assert [h["step"] for h in res.history] == [0, 1, 1]  # start, the one step, its validation
     assert res.stopped_early and "eval_loss" in res.history[-1]
+
+
+@given(st.lists(st.sampled_from(["YES", "NO", "NO", "NO"]), min_size=1, max_size=60), st.integers(0, 5))
+def test_balanced_sample_is_one_to_one_and_keeps_order(labels, seed):
+    items = list(enumerate(labels))
+    out = balanced_sample(items, lambda x: x[1], seed)
+    n = min(labels.count("YES"), labels.count("NO")) if len(set(labels)) == 2 else len(labels)
+    assert sum(x[1] == "YES" for x in out) == (n if "YES" in labels else 0)
+    assert sum(x[1] == "NO" for x in out) == (n if "NO" in labels else 0)
+    assert out == sorted(out)  # input order kept
