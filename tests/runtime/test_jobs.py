@@ -30,15 +30,16 @@ def run_cli(*args, **kw):
 @pytest.fixture(scope="module")
 def reference_output(tmp_path_factory, rollouts_path):
     out = tmp_path_factory.mktemp("ref") / "ref.jsonl"
-    score_file(rollouts_path, get_scorer("verifier"), out, batch_size=4)
+    # a minute per check: on a loaded machine the 5 s deadline could time out a check in one run only
+    score_file(rollouts_path, get_scorer("verifier", timeout=60.0), out, batch_size=4)
     return out
 
 
 @pytest.mark.parametrize("kill_after_rows", [37])
 def test_kill_and_resume_matches_uninterrupted_run(tmp_path, rollouts_path, reference_output, kill_after_rows):
     out = tmp_path / "out.jsonl"
-    proc = subprocess.Popen([*CLI, "score", str(rollouts_path), "--scorer", "verifier", "--out", str(out),
-                             "--batch-size", "1"], cwd=ROOT,
+    proc = subprocess.Popen([*CLI, "score", str(rollouts_path), "--scorer", "verifier", "-o", "timeout=60",
+                             "--out", str(out), "--batch-size", "1"], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
@@ -52,7 +53,7 @@ def test_kill_and_resume_matches_uninterrupted_run(tmp_path, rollouts_path, refe
     # simulate a kill in the middle of a write: a half line at the end must not survive
     with open(out, "ab") as f:
         f.write(b'{"id": "math_cot_100-0')
-    r = run_cli("score", rollouts_path, "--scorer", "verifier", "--out", out)
+    r = run_cli("score", rollouts_path, "--scorer", "verifier", "-o", "timeout=60", "--out", out)
     assert r.returncode == 0, r.stderr
     assert "resuming" in r.stderr
     got, want = ids(out), ids(reference_output)
