@@ -117,7 +117,7 @@ def main() -> None:
     backend.verdict_probs([VerdictRequest([{"role": "user", "content": "warm up"}], choices)])
 
     res: dict = {"machine": {"cpu": platform.processor() or platform.machine(), "torch_threads": args.threads,
-                             "bf16_native": __import__("rewardkit.backends.transformers_backend",
+                             "bf16_native": __import__("rewardkit.backends.hardware",
                                                        fromlist=["x"]).cpu_supports_bf16()},
                  "model": backend.model_id, "load_seconds": round(load_s, 2), "pairs_b_c": len(pairs),
                  "pairs_a": args.gen_pairs, "max_new_tokens": args.max_new, "batch_size": args.batch_size,

@@ -98,12 +98,14 @@ def with_options(cls: type[Options], panel: str | None = None) -> Callable[[Call
 # ------------------------------------------------------------------------------------- local judge
 
 Device = Annotated[Optional[str], typer.Option(
-    "--device", help="Local judge: torch device (cpu, cuda, cuda:1). Default cpu.", rich_help_panel="Local judge")]
+    "--device", help="Local judge: torch device (auto, cpu, cuda, cuda:1). Default auto: the GPU when torch sees one.",
+    rich_help_panel="Local judge")]
 DType = Annotated[Optional[str], typer.Option(
-    "--dtype", help=f"Local judge: {', '.join(DTYPES)} (auto: bfloat16 where the CPU/GPU has it).",
+    "--dtype", help=f"Local judge: {', '.join(DTYPES)} (default auto: bfloat16 on a GPU and where the CPU has it).",
     rich_help_panel="Local judge")]
 BatchTokens = Annotated[Optional[int], typer.Option(
-    "--batch-tokens", min=1, help="Local judge: tokens per forward pass (rows x padded length). Default 4096.",
+    "--batch-tokens", min=1, help="Local judge: tokens per forward pass (rows x padded length). Default: 4096 on a CPU, "
+         "from the model's size and the free memory on a GPU.",
     rich_help_panel="Local judge")]
 Threads = Annotated[Optional[int], typer.Option(
     "--threads", min=1, help="Local judge: torch CPU threads. Default: the idle cores (1 on a busy 2-core box).",

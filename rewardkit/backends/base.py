@@ -122,12 +122,17 @@ class TokenScores:
     offsets: np.ndarray | None = None  # [T, 2] character spans of the response tokens in the response
 
 
-def distribution_stats(logp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def distribution_stats(logp: Any) -> tuple[Any, Any]:
     """Entropy H(p) = -sum_j p_j log p_j and KL(U || p) = -log V - (1/V) sum_j log p_j of each row of
-    next-token log-probabilities ``logp`` [T, V] (both 0 <= . ; uniform p: H = log V, KL = 0)."""
-    logp = np.asarray(logp, dtype=np.float64)
+    next-token log-probabilities ``logp`` [T, V] (both 0 <= . ; uniform p: H = log V, KL = 0), in float64;
+    a torch tensor is reduced where it lives (no [T, V] copy to the host), anything else as a numpy array."""
+    if hasattr(logp, "double"):  # torch
+        logp = logp.double()
+        entropy = -(logp.exp() * logp).sum(-1)
+    else:
+        logp = np.asarray(logp, dtype=np.float64)
+        entropy = -(np.exp(logp) * logp).sum(-1)
     v = logp.shape[-1]
-    entropy = -(np.exp(logp) * logp).sum(-1)
     kl_uniform = -math.log(v) - logp.mean(-1)
     return entropy, kl_uniform
 
@@ -145,6 +150,28 @@ def continuation_tokens(encode, text: str, prompt_ids: list[int], choice: str) -
     if full[: len(prompt_ids)] == prompt_ids and len(full) > len(prompt_ids):
         return full[len(prompt_ids):]
     return encode(choice)
+
+
+class ContinuationTokens:
+    """``continuation_tokens`` computed once per (prompt tail, choice) instead of once per prompt and choice.
+
+    A tokenizer splits its text at its added (special) tokens before anything else, so what ``choice`` adds after a prompt
+    depends only on the prompt's tokens after its last special token (``<|im_start|>assistant\n`` plus the
+    assistant prefix in a chat prompt): every prompt of a batch shares that tail, and the whole prompt is
+    re-encoded once per choice for the batch, not once per request. A prompt without a special token is its
+    own tail (the exact computation, uncached in effect).
+    """
+
+    def __init__(self, encode, special_ids: Sequence[int]):
+        self.encode, self.special = encode, frozenset(special_ids)
+        self.known: dict[tuple[tuple[int, ...], str], list[int]] = {}
+
+    def __call__(self, text: str, prompt_ids: list[int], choice: str) -> list[int]:
+        cut = next((k for k in range(len(prompt_ids) - 1, -1, -1) if prompt_ids[k] in self.special), -1)
+        key = (tuple(prompt_ids[cut + 1:]) if cut >= 0 else tuple(prompt_ids), choice)
+        if key not in self.known:
+            self.known[key] = continuation_tokens(self.encode, text, prompt_ids, choice)
+        return self.known[key]
 
 
 class JudgeBackend(ABC):
@@ -204,8 +231,25 @@ class HFChatTemplateMixin:
         text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
         return text + assistant_prefix
 
+    def render_many(self, chats: Sequence[Sequence[Message]], prefixes: Sequence[str] | None = None) -> list[str]:
+        """``render`` for a batch: one chat-template call for every conversation."""
+        if not chats:
+            return []
+        texts = self.tokenizer.apply_chat_template([list(m) for m in chats], add_generation_prompt=True,
+                                                   tokenize=False)
+        return [t + p for t, p in zip(texts, prefixes or [""] * len(texts), strict=True)]
+
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False).input_ids
+
+    def encode_many(self, texts: Sequence[str]) -> list[list[int]]:
+        """``encode`` for a batch: one tokenizer call (the fast tokenizer encodes the rows in parallel)."""
+        return self.tokenizer(list(texts), add_special_tokens=False).input_ids if texts else []
+
+    def continuations(self) -> ContinuationTokens:
+        """A ``ContinuationTokens`` for one batch of verdict requests, keyed at this tokenizer's special tokens."""
+        tok = self.tokenizer
+        return ContinuationTokens(self.encode, set(tok.all_special_ids) | set(getattr(tok, "added_tokens_decoder", {})))
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return [len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False).input_ids]

@@ -1,5 +1,6 @@
 """transformers backend (CPU and GPU): padding-aware batched generation and verdict-logit scoring.
 
+Where it runs and how big its batches are follows the hardware (``rewardkit.backends.hardware.place``).
 Requests are sorted by prompt length and packed into batches under a token budget (``batch_tokens``:
 rows x padded width, so a batch of long prompts holds fewer rows than one of short prompts); left padding
 with explicit position ids keeps padded rows numerically identical to unpadded ones. Attention is
@@ -7,20 +8,19 @@ PyTorch's scaled-dot-product kernel (``sdpa``), and only the logits that are rea
 position per prompt, plus the few positions of multi-token verdict choices, which continue from the
 prompt's KV cache instead of re-encoding the prompt once per choice. Verdict requests that share a long
 token prefix (a live tournament: problem + new trace, then three anchors) encode that prefix once and
-score only the suffixes against its KV cache.
+score only the suffixes against its KV cache (on a CPU; on a GPU one big batch wins). No per-request work on
+the hot path: a batch is rendered and tokenised in one call, the choices' tokens are found once per prompt
+tail, and what is read goes to the host in one transfer per batch.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
-import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from itertools import groupby
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,90 +37,38 @@ from rewardkit.backends.base import (
     VerdictRequest,
     VerdictResult,
     choice_probs,
-    continuation_tokens,
     distribution_stats,
 )
+from rewardkit.backends.hardware import place, resolve_device, resolve_dtype, resolve_threads
 from rewardkit.options import Options, option
 from rewardkit.types import Status
 
 
-@cache
-def cpu_supports_bf16() -> bool:
-    """True when the CPU has native bf16 arithmetic (AVX512-BF16 or AMX-BF16), where bf16 pays on CPU."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        flags = ""
-    if "avx512_bf16" in flags or "amx_bf16" in flags:
-        return True
-    import torch
-
-    return "AMX" in torch.backends.cpu.get_cpu_capability()
-
-
-def resolve_dtype(dtype: str, device: str) -> str:
-    """``auto`` -> bfloat16 on a bf16-capable CPU or GPU, else float32; other names pass through."""
-    if dtype != "auto":
-        return dtype
-    import torch
-
-    if device.startswith("cuda"):
-        return "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float16"
-    return "bfloat16" if cpu_supports_bf16() else "float32"
-
-
-def default_threads() -> int:
-    """Torch CPU threads for a judge: the cores this process may use that are not already busy.
-
-    On a shared machine OpenMP threads spin-wait for cores other processes hold, so a thread per core ran
-    about half as fast per call as one thread on the 2-core development box (benchmarks/results/
-    judge_memory.md); on an idle machine this is every core the process may use.
-    """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    try:
-        busy = os.getloadavg()[0]
-    except OSError:
-        busy = 0.0
-    return max(1, min(cores, int(cores - busy + 0.5)))
-
-
-def resolve_threads(num_threads: int | None) -> int:
-    """``num_threads``, else ``$REWARDKIT_TORCH_THREADS``, else ``$OMP_NUM_THREADS``, else ``default_threads()``."""
-    for value, where in ((num_threads, "num_threads"), (os.environ.get("REWARDKIT_TORCH_THREADS"), "REWARDKIT_TORCH_THREADS"),
-                         (os.environ.get("OMP_NUM_THREADS"), "OMP_NUM_THREADS")):
-        if value in (None, "", 0):
-            continue
-        try:
-            n = int(value)
-        except ValueError:
-            raise ValueError(f"{where}={value!r}: expected a positive number of threads") from None
-        if n < 1:
-            raise ValueError(f"{where}={value!r}: expected a positive number of threads")
-        return n
-    return default_threads()
-
-
 @dataclass(frozen=True)
 class TransformersOptions(Options):
-    """The transformers backend's options (keywords of ``TransformersBackend``, or ``smollm2?dtype=...``)."""
+    """The transformers backend's options (keywords of ``TransformersBackend``, or ``smollm2?dtype=...``);
+    ``auto`` and None follow the hardware (``rewardkit.backends.hardware.place``)."""
 
-    dtype: DType = option("auto", "float32, bfloat16, float16 or auto (bf16 where the CPU/GPU supports it)")
-    device: str = option("cpu", "torch device (cpu, cuda, cuda:1)")
-    batch_tokens: int = option(4096, "token budget per forward pass (rows x padded width); generation packs rows "
-                                     "while rows x (prompt + max new tokens) stays within 4 budgets")
-    batch_size: int | None = option(None, "cap on rows per forward pass (None: the token budget alone decides)")
+    dtype: DType = option("auto", "float32, bfloat16, float16 or auto (bf16 on a GPU and on a CPU that supports it)")
+    device: str = option("auto", "torch device: auto (cuda when torch sees a GPU, else cpu), cpu, cuda, cuda:1")
+    batch_tokens: int | None = option(None, "token budget per scoring forward pass (rows x padded width); None: "
+                                            "4,096 on a CPU, from the model's size and the free memory on a GPU")
+    batch_size: int | None = option(None, "cap on rows per forward pass (None: the token budgets decide; "
+                                          "1,024 on a GPU)")
     max_prompt_tokens: int | None = option(None, "longest prompt accepted (None: the model's context length)")
-    share_prefix: bool = option(True, "encode a token prefix shared by several verdict requests once (KV cache)")
+    share_prefix: bool | None = option(None, "encode a token prefix shared by several verdict requests once "
+                                             "(KV cache); None: on a CPU only, where it pays")
     min_shared_prefix: int = option(64, "shortest shared prefix (tokens) worth re-using")
+    memory_fraction: float = option(0.4, "share of the GPU's free memory (at load) that one batch's "
+                                         "activations or KV cache may take")
     num_threads: int | None = option(None, "torch CPU threads (process-wide; default $REWARDKIT_TORCH_THREADS, "
                                            "$OMP_NUM_THREADS, else the idle cores: default_threads)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self._at_least(1, "batch_tokens", "batch_size")
+        if not 0 < self.memory_fraction <= 1:
+            raise ValueError(f"option 'memory_fraction': must be in (0, 1], got {self.memory_fraction}")
 
 
 def _cache_kwarg(model) -> str:
@@ -132,6 +80,14 @@ def _cache_kwarg(model) -> str:
 def _cache_of(out) -> object | None:
     """A forward() output's KV cache under either name, without touching the deprecated alias."""
     return out.cache if "cache" in getattr(out, "__dataclass_fields__", {}) else out.past_key_values
+
+
+def _fork(cache):
+    """A KV cache that starts from ``cache``'s tensors without copying them: a forward on the fork appends by
+    making new tensors in the fork's own layer objects, so ``cache`` stays as it was."""
+    fork = copy.copy(cache)
+    fork.layers = [copy.copy(layer) for layer in cache.layers]
+    return fork
 
 
 class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
@@ -147,23 +103,17 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
 
         from rewardkit.backends.embedded import ALIASES, EMBEDDED_NAME, embedded_model_path
 
-        dtype, device, batch_size, batch_tokens = o.dtype, o.device, o.batch_size, o.batch_tokens
-        share_prefix, min_shared_prefix, num_threads, max_prompt_tokens = (
-            o.share_prefix, o.min_shared_prefix, o.num_threads, o.max_prompt_tokens)
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"transformers backend: device={device!r} but torch sees no CUDA device "
-                             f"(torch {torch.__version__}); use device=cpu")
-        if device == "cpu" or device.startswith("cpu"):
-            self.num_threads = resolve_threads(num_threads)
+        device = resolve_device(o.device)
+        if device.startswith("cpu"):
+            self.num_threads = resolve_threads(o.num_threads)
             if torch.get_num_threads() != self.num_threads:
                 torch.set_num_threads(self.num_threads)
         else:
             self.num_threads = torch.get_num_threads()
-        dtype = resolve_dtype(dtype, device)
+        dtype = resolve_dtype(o.dtype, device)
         path = str(embedded_model_path(dtype)) if model in ALIASES else model
         self.dtype = dtype
-        self.share_prefix = share_prefix
-        self.min_shared_prefix = min_shared_prefix
+        self.min_shared_prefix = o.min_shared_prefix
         self.lock = threading.RLock()  # one forward at a time when called from several threads (serve-judge)
         self.model_id = f"{EMBEDDED_NAME if model in ALIASES else model}@{dtype}"
         # the embedded 135M model does not write the papers' verdict formats (every generate-mode verdict
@@ -178,22 +128,28 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         self.model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype),
                                                           attn_implementation="sdpa").to(device).eval()
         self.device = device
-        self.batch_size = int(batch_size) if batch_size is not None else None
-        self.batch_tokens = int(batch_tokens)
-        self.max_prompt_tokens = max_prompt_tokens or getattr(self.model.config, "max_position_embeddings", None)
+        self.placement = place(self.model, device, dtype, batch_tokens=o.batch_tokens, share_prefix=o.share_prefix,
+                               max_rows=o.batch_size, memory_fraction=o.memory_fraction)
+        self.batch_tokens = self.placement.batch_tokens
+        self.batch_size = self.placement.max_rows
+        self.share_prefix = self.placement.share_prefix
+        self.max_prompt_tokens = o.max_prompt_tokens or getattr(self.model.config, "max_position_embeddings", None)
+
+    def describe(self) -> str:
+        return f"{self.model_id}: {self.placement.describe()}"
 
     # ------------------------------------------------------------------------------------ helpers
     def _pad(self, rows: Sequence[list[int]]):
+        """Left-padded ids, attention mask and position ids of token rows, built on the host in one go."""
         torch = self.torch
         width = max(len(r) for r in rows)
-        pad = self.tokenizer.pad_token_id
-        ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        ids = np.full((len(rows), width), self.tokenizer.pad_token_id, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
         for k, r in enumerate(rows):
-            ids[k, width - len(r):] = torch.tensor(r)
+            ids[k, width - len(r):] = r
             mask[k, width - len(r):] = 1
-        pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        return ids.to(self.device), mask.to(self.device), pos.to(self.device)
+        ids, mask = torch.from_numpy(ids).to(self.device), torch.from_numpy(mask).to(self.device)
+        return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
 
     def _too_long(self, n: int) -> str | None:
         if self.max_prompt_tokens and n >= self.max_prompt_tokens:
@@ -211,8 +167,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
             return self._generate(requests)
 
     def _generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        torch = self.torch
-        prompts = [self.encode(self.render(r.messages)) for r in requests]
+        prompts = self.encode_many(self.render_many([r.messages for r in requests]))
         out: list[Completion | None] = [None] * len(requests)
         rows: list[tuple[int, int]] = []  # (request index, sample index)
         for i, (r, p) in enumerate(zip(requests, prompts, strict=True)):
@@ -229,30 +184,12 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
 
         for key, grp in groupby(sorted(rows, key=params), key=params):
             temperature, top_p, max_tokens, seed, min_tokens = key
-            grp = sorted(grp, key=lambda rw: len(prompts[rw[0]]))
-            # decoding holds only the KV cache (no prefill activations): rows x (prompt + new) <= 4 budgets
-            widths = [(len(prompts[i]) + max_tokens + 3) // 4 for i, _ in grp]
-            for batch in self._batches(list(range(len(grp))), widths.__getitem__):
-                brows = [grp[b] for b in batch]
-                ids, mask, _ = self._pad([prompts[i] for i, _ in brows])
-                if seed is not None:
-                    torch.manual_seed(seed)
-                sample = temperature > 0
-                with torch.inference_mode():
-                    gen = self.model.generate(
-                        input_ids=ids, attention_mask=mask, max_new_tokens=max_tokens,
-                        do_sample=sample, temperature=temperature if sample else None,
-                        top_p=top_p if sample else None, top_k=None,
-                        min_new_tokens=min(min_tokens, max_tokens) or None,
-                        pad_token_id=self.tokenizer.pad_token_id,
-                    )
-                new = gen[:, ids.shape[1]:]
-                eos = self.tokenizer.eos_token_id
-                for k, rw in enumerate(brows):
-                    toks = new[k].tolist()
-                    n = toks.index(eos) if eos in toks else len(toks)
-                    finish = "stop" if n < len(toks) or (eos in toks) else "length"
-                    texts[rw] = (self.tokenizer.decode(toks[:n], skip_special_tokens=True), n, finish)
+            grp = list(grp)
+            samples = self.sample_tokens([prompts[i] for i, _ in grp], max_new_tokens=max_tokens,
+                                         temperature=temperature, top_p=top_p, min_new_tokens=min_tokens, seed=seed)
+            decoded = self.tokenizer.batch_decode([toks for toks, _ in samples], skip_special_tokens=True)
+            for rw, (toks, ended), text in zip(grp, samples, decoded, strict=True):
+                texts[rw] = (text, len(toks) - ended, "stop" if ended else "length")
         for i, r in enumerate(requests):
             if out[i] is not None:
                 continue
@@ -268,6 +205,43 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
             out[i] = Completion(txts, Status.OK, len(prompts[i]), sum(s[1] for s in samples), reasons)
         return out  # type: ignore[return-value]
 
+    def sample_tokens(self, prompts: Sequence[list[int]], *, max_new_tokens: int, temperature: float = 0.0,
+                      top_p: float = 1.0, top_k: int | None = None, min_new_tokens: int = 0,
+                      seed: int | None = None) -> list[tuple[list[int], bool]]:
+        """Decode every prompt row (token ids; a row per sample): ``(new tokens, ended)`` per row, in order, the
+        tokens through the end-of-sequence token when one came (``ended``). Greedy at temperature 0.
+
+        Rows are sorted by length and packed by memory: rows x (prompt + max_new_tokens) within the placement's
+        ``generation_tokens`` (the KV cache they hold) and rows x prompt within ``generation_prefill_tokens``
+        (the prefill's activations). ``seed`` seeds torch once, before the first batch. The GRPO trainer
+        samples its rollouts here too, so judges and policies share one engine.
+        """
+        torch = self.torch
+        pl = self.placement
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        batches = [b for kv in token_batches(order, lambda i: len(prompts[i]) + max_new_tokens, pl.generation_tokens,
+                                             self.batch_size)
+                   for b in token_batches(kv, lambda i: len(prompts[i]), pl.generation_prefill_tokens)]
+        eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
+        sample = temperature > 0
+        out: list[tuple[list[int], bool] | None] = [None] * len(prompts)
+        with self.lock:
+            if seed is not None:
+                torch.manual_seed(seed)
+            for batch in batches:
+                ids, mask, _ = self._pad([prompts[i] for i in batch])
+                with torch.inference_mode():
+                    gen = self.model.generate(
+                        input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
+                        do_sample=sample, temperature=temperature if sample else None,
+                        top_p=top_p if sample else None, top_k=top_k,
+                        min_new_tokens=min(min_new_tokens, max_new_tokens) or None, pad_token_id=pad,
+                    )
+                for i, toks in zip(batch, gen[:, ids.shape[1]:].tolist(), strict=True):  # one device transfer
+                    ended = eos in toks
+                    out[i] = (toks[: toks.index(eos) + 1] if ended else toks, ended)
+        return out  # type: ignore[return-value]
+
     # ------------------------------------------------------------------------------ verdict_probs
     def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
         """P(choice | prompt) renormalised over the choices (see ``_verdict_probs``)."""
@@ -277,35 +251,43 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
     def _verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
         """P(choice | prompt) renormalised over the choices.
 
-        One prompt pass per request gives every choice's first token. When the choices differ in their first
-        token (A/B/Tie, YES/NO) that decides; otherwise (1 / 0.5 / 0) the later tokens of each choice are
-        scored from the prompt's KV cache, a forward over a few tokens instead of the whole prompt again.
+        The batch is rendered and tokenised in one call each, and each choice's continuation tokens are found
+        once per distinct prompt tail (``ContinuationTokens``). One prompt pass per request gives every choice's
+        first token. When the choices differ in their first token (A/B/Tie, YES/NO) that decides; otherwise
+        (1 / 0.5 / 0) the later tokens of each choice are scored from the prompt's KV cache, a forward over a
+        few tokens instead of the whole prompt again.
         """
+        torch = self.torch
         out: list[VerdictResult | None] = [None] * len(requests)
-        prompts, conts = [], []
-        for i, r in enumerate(requests):
-            text = self.render(r.messages, r.assistant_prefix)
-            p = self.encode(text)
-            prompts.append(p)
-            conts.append([continuation_tokens(self.encode, text, p, c) for c in r.choices])
-            err = self._too_long(len(p) + max(len(c) for c in conts[-1]))
+        texts = self.render_many([r.messages for r in requests], [r.assistant_prefix for r in requests])
+        prompts = self.encode_many(texts)
+        continuation = self.continuations()
+        conts = [[continuation(t, p, c) for c in r.choices] for t, p, r in zip(texts, prompts, requests, strict=True)]
+        for i, p in enumerate(prompts):
+            err = self._too_long(len(p) + max(len(c) for c in conts[i]))
             if err:
                 out[i] = VerdictResult(np.array([]), Status.ERROR, len(p), error=err)
         valid = [i for i in range(len(requests)) if out[i] is None]
         tails = {i: conts[i] for i in valid if len({c[0] for c in conts[i]}) < len(conts[i])}
+        width = max((len(c) for c in conts), default=1)
 
-        def consume(i: int, logp, tail: list[float] | None) -> None:
-            lp = np.array([logp[c[0]].item() for c in conts[i]])
+        def pick(batch: list[int], logp):  # [B, V] -> [B, C]: the choices' first tokens, read on the device
+            firsts = [[c[0] for c in conts[i]] + [0] * (width - len(conts[i])) for i in batch]
+            return logp.gather(1, torch.tensor(firsts, device=logp.device))
+
+        def consume(i: int, first: np.ndarray, tail: list[float] | None) -> None:
+            lp = first[: len(conts[i])].astype(np.float64)
             if tail is not None:
                 lp = lp + np.array(tail)
             out[i] = VerdictResult(choice_probs(lp), Status.OK, len(prompts[i]))
 
-        self._each_last_logprobs(prompts, valid, consume, tails)
+        self._each_last_logprobs(prompts, valid, pick, consume, tails)
         return out  # type: ignore[return-value]
 
     def top_logprobs(self, requests: Sequence[VerdictRequest], k: int = 20) -> list[TopLogprobs]:
         """The ``k`` most likely next tokens after each prompt + assistant prefix (decoded text, log-prob)."""
-        prompts = [self.encode(self.render(r.messages, r.assistant_prefix)) for r in requests]
+        prompts = self.encode_many(self.render_many([r.messages for r in requests],
+                                                    [r.assistant_prefix for r in requests]))
         out: list[TopLogprobs | None] = [None] * len(requests)
         valid = []
         for i, p in enumerate(prompts):
@@ -315,26 +297,30 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
             else:
                 valid.append(i)
 
-        def consume(i: int, logp, _tail) -> None:
-            vals, ids = logp.topk(min(k, logp.shape[-1]))
+        def pick(batch: list[int], logp):
+            return logp.topk(min(k, logp.shape[-1]))  # (values, token ids), each [B, k]
+
+        def consume(i: int, top: tuple[np.ndarray, np.ndarray], _tail) -> None:
+            vals, ids = top
             toks = [(self.tokenizer.decode([t]), float(v)) for t, v in zip(ids.tolist(), vals.tolist(), strict=True)]
             out[i] = TopLogprobs(toks, Status.OK, len(prompts[i]))
 
         with self.lock:
-            self._each_last_logprobs(prompts, valid, consume)
+            self._each_last_logprobs(prompts, valid, pick, consume)
         return out  # type: ignore[return-value]
 
     def score_tokens(self, requests: Sequence[TokenScoreRequest]) -> list[TokenScores]:
         """log p(y_t), H(p_t) and KL(U || p_t) at every response token: one forward pass over prompt + response
         per request, length-sorted left-padded batches under the token budget, logits kept for the response
-        positions only (left padding puts them last)."""
+        positions only (left padding puts them last); the statistics are computed on the device."""
         torch = self.torch
         out: list[TokenScores | None] = [None] * len(requests)
         rows: dict[int, tuple[list[int], int]] = {}  # i -> (prompt + response ids, response length)
         spans: dict[int, np.ndarray | None] = {}  # i -> [n, 2] character spans of the response tokens
-        for i, r in enumerate(requests):
-            prompt = self.render(r.messages)
-            p_ids, (ids, offsets) = self.encode(prompt), self._encode_with_offsets(prompt + r.response)
+        rendered = self.render_many([r.messages for r in requests])
+        prompt_ids = self.encode_many(rendered)
+        for i, (r, prompt, p_ids) in enumerate(zip(requests, rendered, prompt_ids, strict=True)):
+            ids, offsets = self._encode_with_offsets(prompt + r.response)
             n = len(ids) - common_prefix_length(p_ids, ids)  # a merge across the boundary counts as response
             err = "empty response: no tokens to score" if n == 0 or not r.response else self._too_long(len(ids))
             if err:
@@ -348,12 +334,13 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
                 keep = max(rows[i][1] for i in batch) + 1
                 with torch.inference_mode():
                     logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=keep).logits
-                for k, i in enumerate(batch):
-                    full, n = rows[i]
-                    logp = torch.log_softmax(logits[k, -n - 1:-1].float(), dim=-1).cpu().numpy()
-                    entropy, kl = distribution_stats(logp)
-                    lp = logp[np.arange(n), np.asarray(full[-n:])]
-                    out[i] = TokenScores(lp, entropy, kl, Status.OK, len(full) - n, logp.shape[-1], offsets=spans[i])
+                    for k, i in enumerate(batch):
+                        full, n = rows[i]
+                        logp = torch.log_softmax(logits[k, -n - 1:-1].float(), dim=-1)  # [n, V]
+                        entropy, kl = distribution_stats(logp)
+                        lp = logp.gather(1, torch.tensor(full[-n:], device=logp.device)[:, None])[:, 0].double()
+                        lp, entropy, kl = torch.stack([lp, entropy, kl]).cpu().numpy()  # one transfer per row
+                        out[i] = TokenScores(lp, entropy, kl, Status.OK, len(full) - n, logp.shape[-1], offsets=spans[i])
         return out  # type: ignore[return-value]
 
     def _encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]] | None]:
@@ -364,9 +351,11 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         return enc.input_ids, [tuple(o) for o in enc.offset_mapping]
 
     # ---------------------------------------------------------------- next-token log-probs, batched
-    def _each_last_logprobs(self, prompts: list[list[int]], indices: list[int], consume,
+    def _each_last_logprobs(self, prompts: list[list[int]], indices: list[int], pick, consume,
                             tails: dict[int, list[list[int]]] | None = None) -> None:
-        """Call ``consume(i, logp, tail)`` with the next-token log-probabilities after ``prompts[i]``.
+        """Call ``consume(i, picked, tail)`` for each prompt index: ``picked`` is row ``i`` of what
+        ``pick(batch, logp)`` reads on the device from the batch's next-token log-probabilities ``logp`` [B, V]
+        (a tensor, or a tuple of tensors), brought to the host in one transfer per batch.
 
         ``tails[i]`` (optional) are token continuations; ``tail[j]`` is then the summed log-probability of
         ``tails[i][j][1:]`` after the prompt and the continuation's first token (None without tails).
@@ -376,26 +365,32 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         torch = self.torch
         tails = tails or {}
         rest = list(indices)
-        if self.share_prefix:
-            groups, rest = self._prefix_groups(prompts, indices)
-            for plen, members in groups:
-                self._with_prefix(prompts, plen, members, consume, tails)
-        for batch in self._batches(sorted(rest, key=lambda i: len(prompts[i])), lambda i: len(prompts[i])):
-            ids, mask, pos = self._pad([prompts[i] for i in batch])
-            with torch.inference_mode():
+        with torch.inference_mode():
+            if self.share_prefix:
+                groups, rest = self._prefix_groups(prompts, indices)
+                for plen, members in groups:
+                    self._with_prefix(prompts, plen, members, pick, consume, tails)
+            for batch in self._batches(sorted(rest, key=lambda i: len(prompts[i])), lambda i: len(prompts[i])):
+                ids, mask, pos = self._pad([prompts[i] for i in batch])
                 res = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1,
                                  use_cache=any(i in tails for i in batch))
-                self._emit(batch, res, mask, pos, consume, tails)
+                self._emit(batch, res, mask, pos, pick, consume, tails)
 
-    def _emit(self, batch: list[int], res, mask, pos, consume, tails: dict[int, list[list[int]]]) -> None:
-        """Hand each row's last-position log-probs (and its tails' scores) to ``consume``."""
-        logp = self.torch.log_softmax(res.logits[:, -1, :].float(), -1)
+    def _emit(self, batch: list[int], res, mask, pos, pick, consume, tails: dict[int, list[list[int]]]) -> None:
+        """Hand each row's picked last-position log-probs (and its tails' scores) to ``consume``."""
+        logp = self.torch.log_softmax(res.logits[:, -1, :].float(), -1)  # [B, V]
+        picked = pick(batch, logp)
         scored = {}
         cache = _cache_of(res)
         if cache is not None and any(i in tails for i in batch):
             scored = self._score_tails(batch, cache, mask, pos, tails)
+        if isinstance(picked, tuple):
+            host = tuple(t.cpu().numpy() for t in picked)
+            rows = [tuple(h[k] for h in host) for k in range(len(batch))]
+        else:
+            rows = list(picked.cpu().numpy())
         for k, i in enumerate(batch):
-            consume(i, logp[k], scored.get(i))
+            consume(i, rows[k], scored.get(i))
 
     def _score_tails(self, batch: list[int], cache, mask, pos, tails: dict[int, list[list[int]]]) -> dict[int, list[float]]:
         """For each row with tails: sum of log p(c[t] | prompt, c[:t]) over t >= 1 for each continuation c,
@@ -408,22 +403,22 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
             return out
         sel = torch.tensor([k for k, _, _ in long], device=mask.device)
         cache.reorder_cache(sel)  # one cache row per (prompt, continuation)
-        feed = [tails[i][j][:-1] for _, i, j in long]  # token t predicts token t + 1
-        width = max(len(f) for f in feed)
-        ids = torch.full((len(long), width), self.tokenizer.pad_token_id, dtype=torch.long)
-        tmask = torch.zeros((len(long), width), dtype=mask.dtype)
-        for r, f in enumerate(feed):
-            ids[r, :len(f)] = torch.tensor(f)
-            tmask[r, :len(f)] = 1
-        ids, tmask = ids.to(mask.device), tmask.to(mask.device)
-        full_mask = torch.cat([mask.index_select(0, sel), tmask], 1)
+        width = max(len(tails[i][j]) for _, i, j in long) - 1
+        feed = np.full((len(long), width), self.tokenizer.pad_token_id, dtype=np.int64)  # token t predicts t + 1
+        target = np.zeros((len(long), width), dtype=np.int64)
+        tmask = np.zeros((len(long), width), dtype=np.int64)
+        for r, (_, i, j) in enumerate(long):
+            c = tails[i][j]
+            feed[r, :len(c) - 1], target[r, :len(c) - 1], tmask[r, :len(c) - 1] = c[:-1], c[1:], 1
+        ids, tmask_d = torch.from_numpy(feed).to(mask.device), torch.from_numpy(tmask).to(mask.device)
+        full_mask = torch.cat([mask.index_select(0, sel), tmask_d.to(mask.dtype)], 1)
         tpos = pos.index_select(0, sel)[:, -1:] + 1 + torch.arange(width, device=mask.device)
         logits = self.model(input_ids=ids, attention_mask=full_mask, position_ids=tpos,
                             **{_cache_kwarg(self.model): cache}).logits
-        logp = torch.log_softmax(logits.float(), -1)
+        logp = torch.log_softmax(logits.float(), -1)  # [R, W, V]
+        read = logp.gather(2, torch.from_numpy(target).to(mask.device)[..., None])[..., 0].cpu().numpy()  # [R, W]
         for r, (_, i, j) in enumerate(long):
-            c = tails[i][j]
-            out[i][j] = float(sum(logp[r, t - 1, c[t]].item() for t in range(1, len(c))))
+            out[i][j] = float(read[r, : len(tails[i][j]) - 1].astype(np.float64).sum())
         return out
 
     def _prefix_groups(self, prompts: list[list[int]], indices: list[int]):
@@ -456,25 +451,25 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         close()
         return groups, rest
 
-    def _with_prefix(self, prompts: list[list[int]], plen: int, members: list[int], consume,
+    def _with_prefix(self, prompts: list[list[int]], plen: int, members: list[int], pick, consume,
                      tails: dict[int, list[list[int]]]) -> None:
-        """Encode ``prompts[members[0]][:plen]`` once, then each batch of suffixes against its KV cache."""
+        """Encode ``prompts[members[0]][:plen]`` once, then each batch of suffixes against its KV cache
+        (forked, never copied)."""
         torch = self.torch
-        with torch.inference_mode():
-            prefix = torch.tensor([prompts[members[0]][:plen]], device=self.device)
-            base = _cache_of(self.model(input_ids=prefix, use_cache=True, logits_to_keep=1))
-            order = sorted(members, key=lambda i: len(prompts[i]))
-            for batch in self._batches(order, lambda i: len(prompts[i])):  # rows x (prefix + suffix) cached
-                ids, smask, _ = self._pad([prompts[i][plen:] for i in batch])  # suffixes, left-padded
-                n = len(batch)
-                mask = torch.cat([torch.ones((n, plen), dtype=smask.dtype, device=self.device), smask], 1)
-                pos = plen + (smask.cumsum(-1) - 1).clamp(min=0)
-                cache = copy.deepcopy(base)
-                if n > 1:
-                    cache.batch_repeat_interleave(n)
-                res = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1,
-                                 **{_cache_kwarg(self.model): cache})
-                self._emit(batch, res, mask, pos, consume, tails)
+        prefix = torch.tensor([prompts[members[0]][:plen]], device=self.device)
+        base = _cache_of(self.model(input_ids=prefix, use_cache=True, logits_to_keep=1))
+        order = sorted(members, key=lambda i: len(prompts[i]))
+        for batch in self._batches(order, lambda i: len(prompts[i])):  # rows x (prefix + suffix) cached
+            ids, smask, _ = self._pad([prompts[i][plen:] for i in batch])  # suffixes, left-padded
+            n = len(batch)
+            mask = torch.cat([torch.ones((n, plen), dtype=smask.dtype, device=self.device), smask], 1)
+            pos = plen + (smask.cumsum(-1) - 1).clamp(min=0)
+            cache = _fork(base)
+            if n > 1:
+                cache.batch_repeat_interleave(n)
+            res = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1,
+                             **{_cache_kwarg(self.model): cache})
+            self._emit(batch, res, mask, pos, pick, consume, tails)
 
     def close(self) -> None:
         del self.model

@@ -113,7 +113,7 @@ class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
         from vllm.platforms import current_platform
 
         from rewardkit.backends.embedded import ALIASES, EMBEDDED_NAME, embedded_model_path
-        from rewardkit.backends.transformers_backend import resolve_dtype
+        from rewardkit.backends.hardware import resolve_dtype
 
         on_cpu = current_platform.is_cpu()
         if not on_cpu and not current_platform.is_cuda_alike():

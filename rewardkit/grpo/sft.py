@@ -126,8 +126,9 @@ class SFTOptions(Options):
     grad_clip: float = option(1.0, "clip the gradient norm to this (not stated in the paper)")
     max_length: int = option(1024, "longest prompt + judgment in tokens (a longer prompt loses its beginning)")
     seed: int = option(0, "seeds balancing, the split, shuffling and initialisation")
-    dtype: Literal["float32", "bfloat16"] = option("float32", "weights' dtype when the model is loaded by name")
-    device: str = option("cpu", "torch device when the model is loaded by name")
+    dtype: Literal["auto", "float32", "bfloat16"] = option("auto", "weights' dtype when the model is loaded by name "
+                                                                   "(auto: bfloat16 on a GPU, float32 on a CPU)")
+    device: str = option("auto", "torch device when the model is loaded by name (auto: cuda when torch sees a GPU)")
     num_threads: int | None = option(None, "torch CPU threads when the model is loaded by name")
 
     def __post_init__(self) -> None:
@@ -207,6 +208,7 @@ def train_sft(examples: Sequence[tuple[list[dict[str, str]], str]], model: Any =
     import torch
     from transformers import get_scheduler
 
+    from rewardkit.backends.hardware import resolve_device, resolve_dtype
     from rewardkit.backends.transformers_backend import TransformersBackend
     from rewardkit.grpo.trainer import completion_logprobs
 
@@ -214,8 +216,9 @@ def train_sft(examples: Sequence[tuple[list[dict[str, str]], str]], model: Any =
     train, held = list(examples), list(eval_examples)
     if not train or not held:
         raise ValueError(f"train_sft: {len(train)} training and {len(held)} validation examples (both sets need examples)")
-    backend = model if isinstance(model, TransformersBackend) else \
-        TransformersBackend(model, dtype=o.dtype, device=o.device, num_threads=o.num_threads)
+    device = resolve_device(o.device)
+    backend = model if isinstance(model, TransformersBackend) else TransformersBackend(
+        model, dtype=resolve_dtype(o.dtype, device, training=True), device=device, num_threads=o.num_threads)
     net, tok, dev = backend.model, backend.tokenizer, backend.device
     pad = tok.pad_token_id
     train_rows = [_encode(tok, m, t, o.max_length) for m, t in train]  # [(prompt ids, completion ids)]

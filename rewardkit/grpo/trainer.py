@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import torch
 
+from rewardkit.backends.hardware import resolve_device, resolve_dtype
 from rewardkit.grpo.checkpoint import MetricsLog, latest_checkpoint, load_state, save_checkpoint
 from rewardkit.grpo.losses import mixed_loss
 from rewardkit.options import Options, option
@@ -85,8 +86,9 @@ class TrainConfig(Options):
     checkpoint_every: int = option(10, "save a checkpoint every this many steps and at the end (SmolLM2 fp32: 1.6 GB "
                                        "with the AdamW state resuming needs); a kill redoes the steps since")
     keep_checkpoints: int = option(2, "checkpoints kept; all but the newest are cut to weights only (0.54 GB)")
-    device: str = option("cpu", "torch device")
-    dtype: Literal["float32", "bfloat16"] = option("float32", "policy weights' dtype")
+    device: str = option("auto", "torch device: auto (cuda when torch sees a GPU, else cpu), cpu, cuda, cuda:1")
+    dtype: Literal["auto", "float32", "bfloat16"] = option("auto", "policy weights' dtype (auto: bfloat16 on a GPU, "
+                                                                   "float32 on a CPU)")
     num_threads: int | None = option(None, "torch CPU threads (process-wide; 1 is fastest on a busy shared CPU)")
     tensorboard: bool = option(True, "also write TensorBoard scalars when tensorboard is installed")
 
@@ -186,40 +188,34 @@ class Learner:
         if not config.is_resolved:
             config = config.resolved()
         self.config = config
+        device = resolve_device(config.device)
         # built directly, never from the shared backend cache: these weights are trained
-        self.backend = TransformersBackend(config.model, dtype=config.dtype, device=config.device,
-                                           num_threads=config.num_threads)
-        self.model, self.tokenizer = self.backend.model, self.backend.tokenizer
+        self.backend = TransformersBackend(config.model, dtype=resolve_dtype(config.dtype, device, training=True),
+                                           device=device, num_threads=config.num_threads)
+        self.model, self.tokenizer, self.device = self.backend.model, self.backend.tokenizer, self.backend.device
         self.ref_model = None
         if config.beta > 0:
             self.ref_model = type(self.model).from_pretrained(self.model.name_or_path, dtype=self.model.dtype)
-            self.ref_model.to(config.device).eval().requires_grad_(False)
+            self.ref_model.to(self.device).eval().requires_grad_(False)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
 
     def sample(self, chats: Sequence[list[dict[str, str]]], n: int, seed_key: tuple[int, int],
                max_new_tokens: int | None = None) -> Rollouts:
-        """``n`` sampled continuations per chat with transformers ``generate`` (rows grouped by chat)."""
-        cfg, tok = self.config, self.tokenizer
-        prompts = [list(tok.apply_chat_template(c, add_generation_prompt=True)["input_ids"]) for c in chats]
-        width = max(len(p) for p in prompts)
-        pad = tok.pad_token_id
-        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=cfg.device)  # [C, P] left-padded
-        attn = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=cfg.device)  # [C, P]
-        torch.manual_seed((cfg.seed * 1_000_003 + seed_key[0] * 7_919 + seed_key[1]) % 2**31)
+        """``n`` sampled continuations per chat (rows chat-major) through the backend's generation engine, which
+        packs the rows by memory (``TransformersBackend.sample_tokens``)."""
+        cfg, b = self.config, self.backend
+        prompts = b.encode_many(b.render_many(chats))
+        rows = [p for p in prompts for _ in range(n)]  # C * n prompt rows, chat-major
         limit = max_new_tokens or cfg.max_new_tokens
-        with torch.inference_mode():
-            out = self.model.generate(input_ids=ids, attention_mask=attn, do_sample=True, temperature=cfg.temperature,
-                                      top_p=cfg.top_p, top_k=0, max_new_tokens=limit, num_return_sequences=n,
-                                      pad_token_id=pad)  # [C * n, P + new]
-        new = out[:, width:].tolist()  # C * n lists of new tokens, chat-major
-        eos = tok.eos_token_id
+        samples = b.sample_tokens(rows, max_new_tokens=limit, temperature=cfg.temperature, top_p=cfg.top_p, top_k=0,
+                                  seed=(cfg.seed * 1_000_003 + seed_key[0] * 7_919 + seed_key[1]) % 2**31)
+        texts = self.tokenizer.batch_decode([toks for toks, _ in samples], skip_special_tokens=True)
         r = Rollouts([], [], [], [], [], max_tokens=limit)
-        for row, toks in enumerate(new):
-            cut = toks.index(eos) + 1 if eos in toks else len(toks)  # the end-of-sequence token is an action
-            r.prompt_ids.append(prompts[row // n])
-            r.completion_ids.append(toks[:cut])
-            r.texts.append(tok.decode(toks[:cut], skip_special_tokens=True))
-            r.truncated.append(eos not in toks)
+        for row, ((toks, ended), text) in enumerate(zip(samples, texts, strict=True)):
+            r.prompt_ids.append(rows[row])
+            r.completion_ids.append(toks)  # through the end-of-sequence token, which is an action
+            r.texts.append(text)
+            r.truncated.append(not ended)
             r.group.append(row // n)
         return r
 
@@ -227,8 +223,7 @@ class Learner:
         """Per-token log pi(a_t | ...) of every completion token of ``parts`` at the sampling temperature:
         [B, T] log-probs, [B, T] token mask, [B, T] entropies (detached)."""
         rows = [(p, c) for r in parts for p, c in zip(r.prompt_ids, r.completion_ids, strict=True)]
-        return completion_logprobs(model, rows, self.tokenizer.pad_token_id, self.config.temperature,
-                                   self.config.device)
+        return completion_logprobs(model, rows, self.tokenizer.pad_token_id, self.config.temperature, self.device)
 
     def update(self, parts: Sequence[Rollouts]) -> dict[str, float]:
         """``updates_per_batch`` optimizer steps on sum_k weight_k * objective_k (each averaged on its own)."""
@@ -236,11 +231,11 @@ class Learner:
         parts = [r for r in parts if len(r)]
         if not parts:
             return {}
-        adv = torch.tensor(np.concatenate([r.advantages for r in parts]), dtype=torch.float32, device=cfg.device)  # [B]
-        valid = torch.tensor(np.concatenate([r.valid for r in parts]), device=cfg.device)  # [B] bool
-        part = torch.tensor([k for k, r in enumerate(parts) for _ in range(len(r))], device=cfg.device)  # [B]
+        adv = torch.tensor(np.concatenate([r.advantages for r in parts]), dtype=torch.float32, device=self.device)  # [B]
+        valid = torch.tensor(np.concatenate([r.valid for r in parts]), device=self.device)  # [B] bool
+        part = torch.tensor([k for k, r in enumerate(parts) for _ in range(len(r))], device=self.device)  # [B]
         offsets = np.cumsum([0] + [max(r.group) + 1 for r in parts])
-        group = torch.tensor([offsets[i] + g for i, r in enumerate(parts) for g in r.group], device=cfg.device)  # [B]
+        group = torch.tensor([offsets[i] + g for i, r in enumerate(parts) for g in r.group], device=self.device)  # [B]
         weights = [r.weight for r in parts]
         budgets = [r.max_tokens or cfg.max_new_tokens for r in parts]
         ref_logp = old_logp = None

@@ -7,14 +7,8 @@ import pytest
 
 from rewardkit.backends import ChatRequest, VerdictRequest, load_backend, parse_spec
 from rewardkit.backends.base import continuation_tokens
-from rewardkit.backends.transformers_backend import (
-    TransformersBackend,
-    cpu_supports_bf16,
-    default_threads,
-    resolve_dtype,
-    resolve_threads,
-    token_batches,
-)
+from rewardkit.backends.hardware import cpu_supports_bf16, default_threads, resolve_dtype, resolve_threads
+from rewardkit.backends.transformers_backend import TransformersBackend, token_batches
 from rewardkit.types import Status
 
 PROBLEM = "Find the sum of all positive divisors of 12."
@@ -200,3 +194,30 @@ def test_rewardkit_calls_raise_no_deprecation_warning(judge_backend):
         got = b.verdict_probs(reqs) + b.verdict_probs([rubric("42")])  # prefix path, then the plain one
         out = b.generate([ChatRequest([{"role": "user", "content": "Say yes."}], max_tokens=2)])
     assert [g.status for g in got] == [Status.OK] * 3 and out[0].status is Status.OK
+
+
+@pytest.mark.model
+def test_choice_tokens_found_once_per_prompt_tail_equal_the_full_encoding(judge_backend):
+    """ContinuationTokens reads a choice's tokens once per prompt tail (after the last special token) and
+    gives what re-encoding each whole prompt + choice gives, for every prompt and choice, merges included."""
+    b = judge_backend
+    calls = []
+
+    def encode(text):
+        calls.append(text)
+        return b.encode(text)
+
+    reqs = [tournament(a, p) for a in ANCHORS for p in (PROBLEM, "What is 3*7?")] + [rubric("42"), rubric("41")]
+    reqs += [VerdictRequest(r.messages, r.choices, prefix) for r in reqs[:2] for prefix in ("", "Verdict:", "**")]
+    texts = b.render_many([r.messages for r in reqs], [r.assistant_prefix for r in reqs])
+    assert texts == [b.render(r.messages, r.assistant_prefix) for r in reqs]  # one template call, same text
+    prompts = b.encode_many(texts)
+    cont = type(b.continuations())(encode, b.continuations().special)
+    for t, p, r in zip(texts, prompts, reqs, strict=True):
+        for c in list(r.choices) + [" A", "1.0", "Tie)"]:
+            assert cont(t, p, c) == continuation_tokens(b.encode, t, p, c), (r.assistant_prefix, c)
+    tails = {(r.assistant_prefix, c) for r in reqs for c in list(r.choices) + [" A", "1.0", "Tie)"]}
+    queries = sum(len(r.choices) + 3 for r in reqs)
+    assert len(calls) <= 2 * len(tails) and 2 * len(tails) < queries  # per tail and choice, not per request
+    bare = "no special token here: Answer"  # a prompt without a special token is its own tail
+    assert cont(bare, b.encode(bare), " B") == continuation_tokens(b.encode, bare, b.encode(bare), " B")

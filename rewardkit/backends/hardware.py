@@ -1,0 +1,156 @@
+"""Defaults that follow the hardware: one place decides where a local model runs and how big its batches are.
+
+A local judge or policy runs on the GPU when torch sees one, else on the CPU (``device="auto"``), in bfloat16
+where the hardware has it (``dtype="auto"``; a trained policy stays float32 on a CPU). Its token budget per
+forward pass comes from the model's size and the device's free memory on a GPU, and stays at 4,096 tokens on a
+CPU, where a few large passes do not pay; prefix sharing (one KV cache for a prefix several verdict prompts
+share) is on only on the CPU, where it was measured to win (2.4x) -- on a GPU its extra passes and cache copies
+cost more than re-reading the prefix in one big batch (benchmarks/results/engine_speed.md). The transformers
+backend, ``rewardkit train``'s policy, ``serve-judge`` and the trainer's rollouts all take their settings from
+``place``; ``Placement.describe`` is the line ``rewardkit score`` prints.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+CPU_BATCH_TOKENS = 4096  # rows x padded width per forward pass on a CPU (benchmarks/results/judge_memory.md)
+CPU_GENERATION_FACTOR = 4  # on a CPU generation packs rows x (prompt + new tokens) <= 4 forward budgets
+GPU_MAX_BATCH_TOKENS = 131_072  # past this a pass is long enough that launch overhead no longer shows
+GPU_MIN_BATCH_TOKENS = 8_192
+GPU_MAX_GENERATION_ROWS = 1_024  # rows decoded together; past this a decode step is compute-bound anyway
+
+
+@cache
+def cpu_supports_bf16() -> bool:
+    """True when the CPU has native bf16 arithmetic (AVX512-BF16 or AMX-BF16), where bf16 pays on CPU."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        flags = ""
+    if "avx512_bf16" in flags or "amx_bf16" in flags:
+        return True
+    import torch
+
+    return "AMX" in torch.backends.cpu.get_cpu_capability()
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; a named device must exist (ValueError)."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} but torch sees no CUDA device (torch {torch.__version__}); "
+                         "use device=cpu or device=auto")
+    return device
+
+
+def resolve_dtype(dtype: str, device: str, *, training: bool = False) -> str:
+    """``auto`` -> bfloat16 on a GPU (float16 where it lacks bf16) and on a bf16-capable CPU, else float32;
+    a policy being trained (``training``) stays float32 on a CPU. Other names pass through."""
+    if dtype != "auto":
+        return dtype
+    import torch
+
+    if device.startswith("cuda"):
+        return "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float16"
+    return "bfloat16" if cpu_supports_bf16() and not training else "float32"
+
+
+def default_threads() -> int:
+    """Torch CPU threads for a judge: the cores this process may use that are not already busy.
+
+    On a shared machine OpenMP threads spin-wait for cores other processes hold, so a thread per core ran
+    about half as fast per call as one thread on the 2-core development box (benchmarks/results/
+    judge_memory.md); on an idle machine this is every core the process may use.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:
+        busy = 0.0
+    return max(1, min(cores, int(cores - busy + 0.5)))
+
+
+def resolve_threads(num_threads: int | None) -> int:
+    """``num_threads``, else ``$REWARDKIT_TORCH_THREADS``, else ``$OMP_NUM_THREADS``, else ``default_threads()``."""
+    for value, where in ((num_threads, "num_threads"), (os.environ.get("REWARDKIT_TORCH_THREADS"), "REWARDKIT_TORCH_THREADS"),
+                         (os.environ.get("OMP_NUM_THREADS"), "OMP_NUM_THREADS")):
+        if value in (None, "", 0):
+            continue
+        try:
+            n = int(value)
+        except ValueError:
+            raise ValueError(f"{where}={value!r}: expected a positive number of threads") from None
+        if n < 1:
+            raise ValueError(f"{where}={value!r}: expected a positive number of threads")
+        return n
+    return default_threads()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a loaded model runs and how its work is packed (what ``place`` chose, and why it is safe)."""
+
+    device: str
+    dtype: str
+    batch_tokens: int  # rows x padded width of one scoring forward pass
+    generation_tokens: int  # rows x (prompt + new tokens) decoded together (the KV cache they hold)
+    generation_prefill_tokens: int  # rows x prompt width of one generation batch's prefill pass
+    share_prefix: bool
+    max_rows: int | None = None  # cap on rows per pass (None: the token budgets alone decide)
+    free_bytes: int | None = None  # the device's free memory when placed (GPU)
+
+    def describe(self) -> str:
+        """One line for people: ``cuda, bfloat16, 131,072 tokens per pass, ...``."""
+        free = f", {self.free_bytes / 2**30:.1f} GiB free at load" if self.free_bytes is not None else ""
+        return (f"{self.device}, {self.dtype}, {self.batch_tokens:,} tokens per scoring pass, "
+                f"{self.generation_tokens:,} tokens (rows x (prompt + new)) per generation batch, "
+                f"prefix sharing {'on' if self.share_prefix else 'off'}{free}")
+
+
+def bytes_per_token(config: Any, dtype: str) -> tuple[int, int]:
+    """(activation bytes of one token in a forward pass, KV-cache bytes of one token) for a decoder config.
+
+    Activations: the widest moment of a layer holds the residual stream, the attention projections and the
+    MLP's gate, up and activated tensors (about 6 hidden + 3 intermediate values); inference frees each
+    layer's tensors before the next. KV cache: keys and values of every layer.
+    """
+    size = 4 if dtype == "float32" else 2
+    hidden = int(getattr(config, "hidden_size", 0) or 2048)
+    inter = int(getattr(config, "intermediate_size", 0) or 4 * hidden)
+    layers = int(getattr(config, "num_hidden_layers", 0) or 24)
+    heads = int(getattr(config, "num_attention_heads", 0) or 16)
+    kv_heads = int(getattr(config, "num_key_value_heads", 0) or heads)
+    head_dim = int(getattr(config, "head_dim", 0) or hidden // heads)
+    return size * (6 * hidden + 3 * inter), size * 2 * layers * kv_heads * head_dim
+
+
+def place(model: Any, device: str, dtype: str, *, batch_tokens: int | None = None, share_prefix: bool | None = None,
+          max_rows: int | None = None, memory_fraction: float = 0.4) -> Placement:
+    """The batching of a model loaded on ``device``: explicit settings win; otherwise a CPU keeps 4,096-token
+    passes and prefix sharing, and a GPU sizes passes so activations (scoring) or KV caches (generation) take
+    at most ``memory_fraction`` of its free memory, without prefix sharing."""
+    if not device.startswith("cuda"):
+        budget = batch_tokens or CPU_BATCH_TOKENS
+        gen = CPU_GENERATION_FACTOR * budget
+        return Placement(device, dtype, budget, gen, gen, True if share_prefix is None else share_prefix, max_rows)
+    import torch
+
+    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    act, kv = bytes_per_token(model.config, dtype)
+    usable = memory_fraction * free
+    auto = int(min(GPU_MAX_BATCH_TOKENS, max(GPU_MIN_BATCH_TOKENS, usable // act)))
+    budget = batch_tokens or auto
+    gen = int(max(budget, usable // kv))
+    rows = max_rows if max_rows is not None else GPU_MAX_GENERATION_ROWS
+    return Placement(device, dtype, budget, gen, budget, False if share_prefix is None else share_prefix, rows, free)

@@ -1,0 +1,89 @@
+"""Defaults that follow the hardware: device, dtype, token budgets and prefix sharing chosen in one place."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from rewardkit.backends import hardware
+from rewardkit.backends.hardware import (
+    CPU_BATCH_TOKENS,
+    GPU_MAX_BATCH_TOKENS,
+    GPU_MIN_BATCH_TOKENS,
+    bytes_per_token,
+    place,
+    resolve_device,
+    resolve_dtype,
+)
+
+GiB = 2**30
+# the 1.39B Llama of benchmarks/engine_speed.py and SmolLM2-135M's shapes
+BIG = SimpleNamespace(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+                      num_key_value_heads=2)
+SMALL = SimpleNamespace(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                        num_key_value_heads=3)
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    """torch reports a CUDA device with ``free`` bytes of free memory (set on the returned namespace)."""
+    import torch
+
+    state = SimpleNamespace(free=100 * GiB)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (state.free, 141 * GiB))
+    return state
+
+
+def test_cpu_keeps_small_passes_and_prefix_sharing():
+    p = place(SimpleNamespace(config=BIG), "cpu", "float32")
+    assert (p.batch_tokens, p.share_prefix, p.max_rows) == (CPU_BATCH_TOKENS, True, None)
+    assert p.generation_tokens == 4 * CPU_BATCH_TOKENS  # rows x (prompt + new) within 4 budgets, as before
+    assert "cpu" in p.describe() and "prefix sharing on" in p.describe()
+
+
+def test_explicit_settings_win_on_every_device(gpu):
+    for device in ("cpu", "cuda"):
+        p = place(SimpleNamespace(config=BIG), device, "bfloat16", batch_tokens=2048, share_prefix=False, max_rows=7)
+        assert (p.batch_tokens, p.share_prefix, p.max_rows) == (2048, False, 7)
+
+
+def test_gpu_budget_follows_free_memory_and_model_size(gpu):
+    model = SimpleNamespace(config=BIG)
+    roomy = place(model, "cuda", "bfloat16")
+    assert roomy.batch_tokens == GPU_MAX_BATCH_TOKENS and not roomy.share_prefix  # capped; no prefix sharing
+    act, kv = bytes_per_token(BIG, "bfloat16")
+    assert roomy.batch_tokens * act <= 0.4 * gpu.free  # activations within the memory share
+    assert roomy.generation_tokens * kv <= 0.4 * gpu.free and roomy.generation_tokens > 10 * roomy.batch_tokens
+    gpu.free = 2 * GiB  # a busy card: smaller passes, never below the floor
+    tight = place(model, "cuda", "bfloat16")
+    assert GPU_MIN_BATCH_TOKENS <= tight.batch_tokens < roomy.batch_tokens
+    assert tight.generation_tokens < roomy.generation_tokens
+    assert "GiB free" in tight.describe()
+
+
+def test_a_bigger_model_gets_a_smaller_budget_in_the_same_memory(gpu):
+    gpu.free = 4 * GiB
+    small, big = (place(SimpleNamespace(config=c), "cuda", "bfloat16") for c in (SMALL, BIG))
+    assert small.batch_tokens > big.batch_tokens
+    assert small.generation_tokens > big.generation_tokens  # 23 KB vs 29 KB of KV cache per token
+    assert bytes_per_token(BIG, "float32")[0] == 2 * bytes_per_token(BIG, "bfloat16")[0]
+
+
+def test_auto_device_and_dtype_follow_what_torch_sees(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == "cpu"
+    with pytest.raises(ValueError, match="no CUDA device"):
+        resolve_device("cuda:0")
+    monkeypatch.setattr(hardware, "cpu_supports_bf16", lambda: True)
+    assert resolve_dtype("auto", "cpu") == "bfloat16"
+    assert resolve_dtype("auto", "cpu", training=True) == "float32"  # a trained policy stays fp32 on a CPU
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert resolve_device("auto") == "cuda"
+    assert resolve_dtype("auto", "cuda") == resolve_dtype("auto", "cuda", training=True) == "bfloat16"
+    assert resolve_dtype("float16", "cuda") == "float16"
