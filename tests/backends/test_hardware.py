@@ -57,6 +57,8 @@ def test_gpu_budget_follows_free_memory_and_model_size(gpu):
     act, kv = bytes_per_token(BIG, "bfloat16")
     assert roomy.batch_tokens * act <= 0.4 * gpu.free  # activations within the memory share
     assert roomy.generation_tokens * kv <= 0.4 * gpu.free and roomy.generation_tokens > 10 * roomy.batch_tokens
+    # a decode batch is not split to the scoring budget by its prefill: 512 rows x 400-token prompts fit
+    assert roomy.generation_prefill_tokens * act <= 0.4 * gpu.free and roomy.generation_prefill_tokens >= 512 * 400
     gpu.free = 2 * GiB  # a busy card: smaller passes, never below the floor
     tight = place(model, "cuda", "bfloat16")
     assert GPU_MIN_BATCH_TOKENS <= tight.batch_tokens < roomy.batch_tokens
