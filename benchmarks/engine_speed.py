@@ -280,6 +280,31 @@ def measure(backend, args, pairs: list[dict], problems: list[str]) -> dict:
     return row
 
 
+def before_after(ref: str, rounds: int, problems: int, rollouts: Path) -> dict:
+    """``benchmarks/judge_throughput.py`` of commit ``ref`` and of this checkout, alternated ``rounds`` times in
+    one run (each its own process, the same load): verdict pairs/s without (b) and with (c) prefix sharing."""
+    import os
+    import statistics
+    import subprocess
+
+    from _common import checkout
+
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    with checkout(ref) as old, tempfile.TemporaryDirectory() as tmp:
+        for k in range(rounds):
+            for label, root in (("before", old), ("after", ROOT)):
+                out = Path(tmp) / f"{label}{k}"
+                subprocess.run([sys.executable, str(root / "benchmarks" / "judge_throughput.py"), "--problems",
+                                str(problems), "--gen-pairs", "1", "--max-new", "8", "--rollouts", str(rollouts),
+                                "--out", str(out)], check=True, capture_output=True, cwd=root,
+                               env={**os.environ, "PYTHONPATH": str(root)})
+                r = json.loads(out.with_suffix(".json").read_text())
+                runs[label].append({"b": r["b_verdict_logits"]["pairs_per_s"], "c": r["c_prefix_reuse"]["pairs_per_s"]})
+    med = {label: {m: statistics.median(x[m] for x in rs) for m in ("b", "c")} for label, rs in runs.items()}
+    return {"ref": ref, "rounds": rounds, "pairs": 3 * problems, "runs": runs, "median_pairs_per_s": med,
+            "after_over_before": {m: round(med["after"][m] / med["before"][m], 3) for m in ("b", "c")}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="auto", help="where both run (auto: cuda when torch sees a GPU)")
@@ -294,6 +319,9 @@ def main() -> None:
     ap.add_argument("--new", type=int, default=256)
     ap.add_argument("--baseline-batches", type=int, default=1)
     ap.add_argument("--variants", action="store_true", help="also time verdicts at other settings (one run each)")
+    ap.add_argument("--before", metavar="REF", help="CPU: also run benchmarks/judge_throughput.py at commit REF "
+                                                    "and here, alternated (--rounds), in this run")
+    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
 
@@ -338,6 +366,10 @@ def main() -> None:
             gc.collect()
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
+    if args.before:
+        section["judge_throughput_before_after"] = before_after(args.before, args.rounds, max(1, args.pairs // 3),
+                                                                rollouts)
+        print(json.dumps(section["judge_throughput_before_after"]), flush=True)
     if args.no_write:
         print(json.dumps(section, indent=1))
         return
@@ -377,6 +409,14 @@ def to_markdown(data: dict) -> str:
                       f"{g['rewardkit_tokens_per_s']} | {g['plain_tokens_per_s']} | **{g['ratio']}x** | "
                       f"{v['peak_gib']['rewardkit']}/{v['peak_gib']['plain']} | "
                       f"{g['peak_gib']['rewardkit']}/{g['peak_gib']['plain']} |")
+        ba = s.get("judge_throughput_before_after")
+        if ba:
+            notes.append(f"`benchmarks/judge_throughput.py` at {ba['ref']} (before) and here (after), alternated "
+                         f"{ba['rounds']} times in this run, {ba['pairs']} pairs, median verdict pairs/s: without "
+                         f"prefix sharing {ba['median_pairs_per_s']['before']['b']} -> "
+                         f"{ba['median_pairs_per_s']['after']['b']} (**{ba['after_over_before']['b']}x**), with "
+                         f"{ba['median_pairs_per_s']['before']['c']} -> {ba['median_pairs_per_s']['after']['c']} "
+                         f"(**{ba['after_over_before']['c']}x**)")
         md += [""] + [f"- {n}" for n in notes]
         ok = [r for r in s["models"].values() if "error" not in r["verdicts"] and "error" not in r["generation"]]
         if not ok:
