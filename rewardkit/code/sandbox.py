@@ -98,6 +98,8 @@ class SandboxResult:
     memory_bound: str = "rlimit"  # "cgroup v2" / "cgroup v1": the whole tree; "rlimit": per process only
     disk_bound: str = "file"  # "tmpfs": all files together (disk_bytes); "file": per file only (RLIMIT_FSIZE)
     memory_exceeded: bool = False  # the cgroup's OOM killer ended a process of the run
+    memory_at_cap: bool = False  # the whole tree's memory reached the cgroup's cap (the kernel reclaimed or refused)
+    user_namespaces: str = "allowed"  # "refused": a seccomp filter stops the program making user namespaces
     peak_memory_bytes: int = 0  # the whole tree's peak (cgroup), else 0
 
     @property
@@ -367,7 +369,8 @@ def _result(status: list[dict], out: bytes, err: bytes, truncated: bool, seconds
         isolation_used="namespaces" if use_ns else "none", cpu_seconds=cpu,
         max_rss_bytes=int(merged.get("max_rss_bytes", 0)), error=error, notes=notes,
         memory_bound=str(merged.get("memory_bound", "rlimit")), disk_bound=str(merged.get("disk_bound", "file")),
-        memory_exceeded=bool(merged.get("memory_exceeded")),
+        memory_exceeded=bool(merged.get("memory_exceeded")), memory_at_cap=bool(merged.get("memory_at_cap")),
+        user_namespaces=str(merged.get("user_namespaces", "allowed")),
         peak_memory_bytes=int(merged.get("peak_memory_bytes", 0)))
 
 
