@@ -8,7 +8,8 @@ capped by a memory cgroup where one can be made (root, or a delegated cgroup v2 
 says which bound held. With namespaces (the default where the kernel allows them) the program also runs as
 pid 2 of its own PID namespace, with no network, a read-only file system except its working directory (a
 tmpfs of ``Limits.disk_bytes``: all its files together), /tmp, /home, /root, /run and the caller's home
-hidden behind empty read-only tmpfs, and (when the caller is root) an unprivileged uid of its own. See the
+hidden behind empty read-only tmpfs, and (when the caller is root) an unprivileged uid of its own. Every run
+gets a seccomp filter that refuses new user namespaces (so no private mounts past ``disk_bytes``). See the
 README's "Sandbox" section for what this does not promise.
 """
 
