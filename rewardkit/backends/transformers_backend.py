@@ -39,6 +39,7 @@ from rewardkit.backends.base import (
     choice_probs,
     continuation_tokens,
     distribution_stats,
+    response_offsets,
 )
 from rewardkit.options import Options, option
 from rewardkit.types import Status
@@ -334,14 +335,14 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         spans: dict[int, np.ndarray | None] = {}  # i -> [n, 2] character spans of the response tokens
         for i, r in enumerate(requests):
             prompt = self.render(r.messages)
-            p_ids, (ids, offsets) = self.encode(prompt), self._encode_with_offsets(prompt + r.response)
+            p_ids, (ids, offsets) = self.encode(prompt), self.encode_with_offsets(prompt + r.response)
             n = len(ids) - common_prefix_length(p_ids, ids)  # a merge across the boundary counts as response
             err = "empty response: no tokens to score" if n == 0 or not r.response else self._too_long(len(ids))
             if err:
                 out[i] = TokenScores(*(np.array([]),) * 3, Status.ERROR, len(p_ids), error=err)
             else:
                 rows[i] = (ids, n)
-                spans[i] = None if offsets is None else np.clip(np.asarray(offsets[-n:]) - len(prompt), 0, None)
+                spans[i] = response_offsets(offsets, n, len(prompt))
         with self.lock:
             for batch in self._batches(sorted(rows, key=lambda i: len(rows[i][0])), lambda i: len(rows[i][0])):
                 ids, mask, pos = self._pad([rows[i][0] for i in batch])
@@ -355,13 +356,6 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
                     lp = logp[np.arange(n), np.asarray(full[-n:])]
                     out[i] = TokenScores(lp, entropy, kl, Status.OK, len(full) - n, logp.shape[-1], offsets=spans[i])
         return out  # type: ignore[return-value]
-
-    def _encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]] | None]:
-        """Token ids of ``text`` and each token's character span (fast tokenizers; None from slow ones)."""
-        if not getattr(self.tokenizer, "is_fast", False):
-            return self.encode(text), None
-        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        return enc.input_ids, [tuple(o) for o in enc.offset_mapping]
 
     # ---------------------------------------------------------------- next-token log-probs, batched
     def _each_last_logprobs(self, prompts: list[list[int]], indices: list[int], consume,

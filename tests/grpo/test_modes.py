@@ -133,7 +133,7 @@ def _scripted_sample(learner, calls: list[int]):
             prompt = list(tok.apply_chat_template(chat, add_generation_prompt=True)["input_ids"])
             for j in range(n):
                 v = first if j == 0 else {"YES": "NO", "NO": "YES"}[first]
-                text = f"Checked. **{v}** Brief."
+                text = f"Checked.\n**{v}** Brief."
                 r.prompt_ids.append(prompt)
                 r.completion_ids.append(tok(text).input_ids + [tok.eos_token_id])
                 r.texts.append(text)
@@ -175,8 +175,8 @@ def test_gar_reasoner_gets_binary_r_s_and_the_discriminator_learns_from_its_own_
     assert calls == [1]  # only the reference slice was sampled: the generated ones reuse the scoring judgments
     assert m["dis_slices"] == 3 and m["dis_ref_yes"] == 0.5 and m["dis_gen_ok_fraction"] == 1.0
     (ref, gen), = seen  # two objectives, R^d's two expectations, each averaged on its own
-    assert ref.texts == ["Checked. **YES** Brief.", "Checked. **NO** Brief."] and ref.weight == gen.weight == 1.0
-    assert gen.texts[::2] == ["Checked. **YES** Brief.", "Checked. **NO** Brief."]  # the scorer's first judgments
+    assert ref.texts == ["Checked.\n**YES** Brief.", "Checked.\n**NO** Brief."] and ref.weight == gen.weight == 1.0
+    assert gen.texts[::2] == ["Checked.\n**YES** Brief.", "Checked.\n**NO** Brief."]  # the scorer's first judgments
     # R^d = E_ref log M_d + E_gen log(1 - M_d): YES is the better judgment of the expert's slice, NO of each
     # generated one (the alignment term does not outweigh log eps)
     assert ref.advantages[0] > 0 > ref.advantages[1]
