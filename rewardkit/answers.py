@@ -149,20 +149,6 @@ def _box_run(text: str) -> Span | None:
     return (start + text[start:end].index("{") + 1, end - 1, ",".join(parts) if len(parts) > 1 else parts[0])
 
 
-def gold_answer(gold: str) -> str:
-    """The answer a reference states: a gold holding boxes reads as its final box, or the set a run of joined
-    boxes spells, as math-verify's ``parse`` reads it ("\\boxed{3}. So the answer is \\boxed{5}" is 5, not the
-    set {3, 5} that one ``$...$`` around the whole gold would make of it); a gold without a box stays as written.
-
-    >>> gold_answer(r"First \\boxed{3}. Then the final answer is \\boxed{5}"), gold_answer(r"\\boxed{3} and \\boxed{5}")
-    ('5', '3,5')
-    """
-    if "\\boxed" not in gold:
-        return gold
-    run = _box_run(gold)
-    return run[2] if run is not None else gold
-
-
 def _env_answer(text: str, m: re.Match) -> Span | None:
     """The answer a LaTeX environment match holds: its box run if it has one, else its content's last side."""
     g = next(i for i in range(1, 5) if m.group(i) is not None)
@@ -430,8 +416,12 @@ def math_verify_default(gold: str, response: str) -> bool:
 
 
 def _as_latex(ans: str) -> str:
+    """``ans`` as math-verify parses it: in ``$...$`` unless it opens an environment itself or holds a box. A
+    box is math-verify's own extraction target, so a gold written as several boxes with prose between them
+    reads as math-verify reads it ("\\boxed{1} no no no \\boxed{2}" is 2), not as the set of its boxes that
+    one ``$...$`` around it would make (issue 29)."""
     s = ans.strip()
-    if s.startswith("$") or s.startswith("\\(") or s.startswith("\\["):
+    if s.startswith(("$", "\\(", "\\[")) or "\\boxed" in s:
         return s
     return f"${s}$"
 
@@ -566,7 +556,6 @@ class AnswerChecker:
             if pred is None:
                 out[i] = Check(False, message="no final answer found")
                 continue
-            gold = gold_answer(gold)
             key = (gold.strip(), pred.strip())
             with self._lock:
                 hit = self._cache.get(key)
