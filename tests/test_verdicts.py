@@ -406,6 +406,17 @@ def test_a_label_no_prompt_uses_or_a_self_question_makes_it_invalid(name, data, 
     assert form["parser"](_labelled(name, verdict, f"{accepted}:", fmt)).label == form["labels"][verdict]
 
 
+def test_docs_list_every_accepted_label():
+    """docs/verdicts.md says exactly what is accepted: every parser's labels stand in its table."""
+    docs = (Path(__file__).parents[1] / "docs" / "verdicts.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in docs.splitlines() if line.startswith("| `parse_")
+            or line.startswith("| every parser")}
+    assert all(f"`{label}`" in rows["every parser"] for label in NEUTRAL_LABELS)
+    for name, parser in PARSERS.items():
+        row = rows[f"`{parser.__name__}`"]
+        assert all(f"`{label}`" in row for label in LABELS[name] if label not in NEUTRAL_LABELS), name
+
+
 def test_every_parser_names_its_labels():
     """Each parser accepts the neutral labels and the ones its prompt uses (docs/verdicts.md lists them)."""
     assert set(LABELS) == set(PARSERS)
