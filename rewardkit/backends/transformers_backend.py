@@ -38,6 +38,7 @@ from rewardkit.backends.base import (
     VerdictResult,
     choice_probs,
     distribution_stats,
+    response_offsets,
 )
 from rewardkit.backends.hardware import place, resolve_device, resolve_dtype, resolve_threads
 from rewardkit.options import Options, option
@@ -320,14 +321,14 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         rendered = self.render_many([r.messages for r in requests])
         prompt_ids = self.encode_many(rendered)
         for i, (r, prompt, p_ids) in enumerate(zip(requests, rendered, prompt_ids, strict=True)):
-            ids, offsets = self._encode_with_offsets(prompt + r.response)
+            ids, offsets = self.encode_with_offsets(prompt + r.response)
             n = len(ids) - common_prefix_length(p_ids, ids)  # a merge across the boundary counts as response
             err = "empty response: no tokens to score" if n == 0 or not r.response else self._too_long(len(ids))
             if err:
                 out[i] = TokenScores(*(np.array([]),) * 3, Status.ERROR, len(p_ids), error=err)
             else:
                 rows[i] = (ids, n)
-                spans[i] = None if offsets is None else np.clip(np.asarray(offsets[-n:]) - len(prompt), 0, None)
+                spans[i] = response_offsets(offsets, n, len(prompt))
         with self.lock:
             for batch in self._batches(sorted(rows, key=lambda i: len(rows[i][0])), lambda i: len(rows[i][0])):
                 ids, mask, pos = self._pad([rows[i][0] for i in batch])
@@ -342,13 +343,6 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
                         lp, entropy, kl = torch.stack([lp, entropy, kl]).cpu().numpy()  # one transfer per row
                         out[i] = TokenScores(lp, entropy, kl, Status.OK, len(full) - n, logp.shape[-1], offsets=spans[i])
         return out  # type: ignore[return-value]
-
-    def _encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]] | None]:
-        """Token ids of ``text`` and each token's character span (fast tokenizers; None from slow ones)."""
-        if not getattr(self.tokenizer, "is_fast", False):
-            return self.encode(text), None
-        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        return enc.input_ids, [tuple(o) for o in enc.offset_mapping]
 
     # ---------------------------------------------------------------- next-token log-probs, batched
     def _each_last_logprobs(self, prompts: list[list[int]], indices: list[int], pick, consume,
