@@ -330,6 +330,7 @@ def test_lone_surrogates_get_a_status_and_the_job_goes_on(tmp_path, skip_bad):
     assert got["ok1"]["rewards"] == [1.0, 0.0] and got["ok2"]["rewards"] == [1.0]
     assert got["bad\ud800id"]["statuses"] == ["error"] and "lone surrogate" in got["bad\ud800id"]["messages"][0]
     assert got["resp"]["statuses"] == ["ok", "error"] and got["resp"]["rewards"] == [1.0, None]
+    assert got["resp"]["components"]["verifier"] == [1.0, None]  # before: 0.0, a "wrong answer" for a failure
     assert "lone surrogate at character 1" in got["resp"]["messages"][1]
     r = CliRunner().invoke(app, args)  # the escaped id reads back as the same id: nothing rescored
     assert r.exit_code == 0 and "resuming: 4 of 4" in r.output
