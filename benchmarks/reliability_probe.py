@@ -46,6 +46,7 @@ FORMS = {
     "':' in the password": f"u{LOGIN}:{MARKER}:{MARKER}",
     "a bare token": f"{MARKER}",
     "an empty login": f":{MARKER}",
+    "an empty password": f"{LOGIN}{MARKER}:",
     "percent-encoded": f"{LOGIN}%40x:{MARKER}%20%3A%2F",
     "brackets, quotes, backslash": f"u{LOGIN}:{MARKER}[]'\"\\|^`{{}}<>;=,!$&*+~",
     "non-ASCII": f"ü{LOGIN}:é{MARKER}ß",
@@ -63,7 +64,9 @@ class _Records(logging.Handler):
             self.lines.append(record.getMessage())
 
 
-def _upstream(seen: list):
+def recording_judge(seen: list):
+    """An OpenAI-compatible judge on ``make_app`` that records the Authorization header of every request; a
+    chat whose last message is ``FAIL`` gets a 500 (for the error-body checks)."""
     from rewardkit.http_server import Route, make_app
 
     def models(req):
@@ -102,7 +105,7 @@ def secrets(work: Path) -> dict:
         seen: list = []
         shown: dict[str, str] = {}
         res: dict = {}
-        with BackgroundServer(_upstream(seen)) as up:
+        with BackgroundServer(recording_judge(seen)) as up:
             url = f"http://{info}@127.0.0.1:{up.url.rsplit(':', 1)[1]}/v1"
             httpx.get(url + "/models", timeout=20)  # httpx's own request: the reference credentials
             reference = seen.pop() if seen else None
@@ -161,7 +164,8 @@ class _Scripted:
         return [GroupScore(g.id, [float("good" in r) for r in g.responses], [Status.OK] * len(g)) for g in groups]
 
 
-def _listing(folder: Path) -> list:
+def listing(folder: Path) -> list:
+    """Every path under ``folder`` with its kind, size and link target: what a refused job must not change."""
     return [(str(p.relative_to(folder)), stat.S_IFMT(os.lstat(p).st_mode), os.lstat(p).st_size,
              os.readlink(p) if p.is_symlink() else None) for p in sorted(folder.rglob("*"))]
 
@@ -171,60 +175,66 @@ def _groups(path: Path, ids: str) -> Path:
     return path
 
 
+REFUSED_TARGETS = ["foreign file", "empty file", "fifo", "null device", "link to a fifo", "link to a regular file",
+                   "link to a rewardkit output", "another job's output", "foreign side file", "foreign lock",
+                   "all records bad", "missing folder, all records bad"]
+
+
+def refused_target(d: Path, what: str) -> tuple[Path, Path]:
+    """(input, out) in folder ``d`` such that a job must be refused because of ``what`` (one of
+    ``REFUSED_TARGETS``; the null device needs root)."""
+    from rewardkit.runtime.jobs import lock_path, rejects_path, score_file
+
+    inp, out = _groups(d / "in.jsonl", "abc"), d / "out.jsonl"
+    if what == "foreign file":
+        out.write_text("my notes\n")
+    elif what == "empty file":
+        out.write_bytes(b"")
+    elif what == "fifo":
+        os.mkfifo(out)
+    elif what == "null device":
+        os.mknod(out, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    elif what == "link to a fifo":
+        os.mkfifo(d / "pipe")
+        out.symlink_to(d / "pipe")
+    elif what == "link to a regular file":
+        (d / "notes.txt").write_text("x\n")
+        out.symlink_to(d / "notes.txt")
+    elif what == "link to a rewardkit output":
+        score_file(_groups(d / "other.jsonl", "xy"), _Scripted(), d / "real.jsonl")
+        lock_path(d / "real.jsonl").unlink(missing_ok=True)  # older code leaves it: not what is probed here
+        out.symlink_to(d / "real.jsonl")
+    elif what == "another job's output":
+        score_file(_groups(d / "other.jsonl", "xy"), _Scripted(), out)
+        lock_path(out).unlink(missing_ok=True)
+    elif what == "foreign side file":
+        rejects_path(out).write_text("notes\n")
+    elif what == "foreign lock":
+        lock_path(out).write_text("my lock\n")
+    elif what == "all records bad":
+        inp.write_text("{bad\n")
+    elif what == "missing folder, all records bad":
+        inp.write_text("{bad\n")
+        out = d / "new" / "deeper" / "out.jsonl"
+    return inp, out
+
+
 def refused_jobs(work: Path) -> dict:
     """Targets the job must refuse: which changed the folder; then locks after finished and killed jobs."""
-    from rewardkit.runtime.jobs import JobError, lock_path, rejects_path, score_file
+    from rewardkit.runtime.jobs import JobError, lock_path, score_file
 
-    def target(d: Path, what: str) -> tuple[Path, Path]:
-        inp, out = _groups(d / "in.jsonl", "abc"), d / "out.jsonl"
-        if what == "foreign file":
-            out.write_text("my notes\n")
-        elif what == "empty file":
-            out.write_bytes(b"")
-        elif what == "fifo":
-            os.mkfifo(out)
-        elif what == "null device":
-            os.mknod(out, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
-        elif what == "link to a fifo":
-            os.mkfifo(d / "pipe")
-            out.symlink_to(d / "pipe")
-        elif what == "link to a regular file":
-            (d / "notes.txt").write_text("x\n")
-            out.symlink_to(d / "notes.txt")
-        elif what == "link to a rewardkit output":
-            score_file(_groups(d / "other.jsonl", "xy"), _Scripted(), d / "real.jsonl")
-            lock_path(d / "real.jsonl").unlink(missing_ok=True)  # older code leaves it: not what is probed here
-            out.symlink_to(d / "real.jsonl")
-        elif what == "another job's output":
-            score_file(_groups(d / "other.jsonl", "xy"), _Scripted(), out)
-            lock_path(out).unlink(missing_ok=True)
-        elif what == "foreign side file":
-            rejects_path(out).write_text("notes\n")
-        elif what == "foreign lock":
-            lock_path(out).write_text("my lock\n")
-        elif what == "all records bad":
-            inp.write_text("{bad\n")
-        elif what == "missing folder, all records bad":
-            inp.write_text("{bad\n")
-            out = d / "new" / "deeper" / "out.jsonl"
-        return inp, out
-
-    kinds = ["foreign file", "empty file", "fifo", "link to a fifo", "link to a regular file",
-             "link to a rewardkit output", "another job's output", "foreign side file", "foreign lock",
-             "all records bad", "missing folder, all records bad"]
-    if os.geteuid() == 0:
-        kinds.insert(3, "null device")
+    kinds = [k for k in REFUSED_TARGETS if k != "null device" or os.geteuid() == 0]
     changed, refused = [], 0
     for k, what in enumerate(kinds):
         d = work / f"refused-{k}"
         d.mkdir()
-        inp, out = target(d, what)
-        before = _listing(d)
+        inp, out = refused_target(d, what)
+        before = listing(d)
         try:
             score_file(inp, _Scripted(), out, skip_bad=True)
         except JobError:
             refused += 1
-        if _listing(d) != before:
+        if listing(d) != before:
             changed.append(what)
     stdout_lock = Path("/dev/stdout.lock")
     existed = stdout_lock.exists()

@@ -83,11 +83,13 @@ from pathlib import Path  # noqa: E402
 import httpx  # noqa: E402
 
 from rewardkit.backends.spec import redact  # noqa: E402
-from rewardkit.http_server import BackgroundServer, Route, make_app  # noqa: E402
+from rewardkit.http_server import BackgroundServer  # noqa: E402
 
-MARKER = "S3cretMarker42"
-LOGIN = "L0ginMarker7"
 ROOT = Path(__file__).resolve().parents[2]
+# every user-part form httpx accepts, each with a login and a password marker: the forms the probe counts
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from reliability_probe import FORMS, LOGIN, MARKER, recording_judge  # noqa: E402
+
 CLI = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import main; main()"]
 
 
@@ -100,22 +102,6 @@ def test_redact_masks_url_passwords_tokens_and_key_parameters():
         assert redact(plain) == plain
 
 
-def _upstream(seen):
-    """An OpenAI-compatible judge that records the Authorization header of every request."""
-
-    def models(req):
-        seen.append(req.headers.get("authorization"))
-        return {"object": "list", "data": [{"id": "upstream-judge", "object": "model"}]}
-
-    def chat(req):
-        seen.append(req.headers.get("authorization"))
-        return {"id": "x", "object": "chat.completion", "model": "upstream-judge",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "Score: \\boxed{7}"},
-                             "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
-
-    return make_app([Route("GET", "/v1/models", models), Route("POST", "/v1/chat/completions", chat)])
-
-
 def _everything_under(folder: Path) -> str:
     return "\n".join(p.read_bytes().decode("utf-8", "replace") for p in sorted(folder.rglob("*")) if p.is_file())
 
@@ -124,7 +110,7 @@ def test_a_password_in_a_judge_url_is_sent_as_auth_and_appears_in_no_output(tmp_
     """Before: written to OUT.manifest.json, printed by serve-judge at start-up, returned in /v1/models and in
     every completion's `model`; an `api_key=` refused in a spec was printed in the refusal."""
     seen: list = []
-    with BackgroundServer(_upstream(seen)) as up:
+    with BackgroundServer(recording_judge(seen)) as up:
         # an e-mail login, '@' and a space in the password: the form `redact` cut short before
         url = f"http://me.{LOGIN}@corp.com:p@ss {MARKER}@127.0.0.1:{up.url.rsplit(':', 1)[1]}/v1"
         spec = f"{url}?retries=0&timeout=20"
@@ -168,24 +154,7 @@ def test_a_password_in_a_judge_url_is_sent_as_auth_and_appears_in_no_output(tmp_
     assert MARKER not in _everything_under(tmp_path) and LOGIN not in _everything_under(tmp_path)
 
 
-# every user-part form httpx accepts: the login and the password each carry a marker that must never be shown
-URL_FORMS = {
-    "user and password": f"{LOGIN}:{MARKER}",
-    "e-mail login": f"me.{LOGIN}@corp.com:{MARKER}",
-    "'@' in the password": f"alice{LOGIN}:{MARKER}@REST{MARKER}",
-    "space in the password": f"alice{LOGIN}:{MARKER} two words{MARKER}",
-    "login, '@' and space at once": f"me{LOGIN}@corp.com:p@ss {MARKER} w@rd",
-    "':' in the password": f"u{LOGIN}:{MARKER}:{MARKER}",
-    "a bare token": f"{MARKER}",
-    "an empty login": f":{MARKER}",
-    "an empty password": f"{LOGIN}{MARKER}:",
-    "percent-encoded": f"{LOGIN}%40x:{MARKER}%20%3A%2F",
-    "brackets, quotes, backslash": f"u{LOGIN}:{MARKER}[]'\"\\|^`{{}}<>;=,!$&*+~",
-    "non-ASCII": f"ü{LOGIN}:é{MARKER}ß",
-}
-
-
-@pytest.mark.parametrize("info", URL_FORMS.values(), ids=URL_FORMS.keys())
+@pytest.mark.parametrize("info", FORMS.values(), ids=FORMS.keys())
 def test_redact_masks_the_whole_user_part_of_every_form_httpx_accepts(info):
     """Before: the user part ended at its first '@' or space, so `me@corp.com:PW@host` kept the password."""
     for url in (f"http://{info}@127.0.0.1:8000/v1", f"https://{info}@[::1]/v1?model=m", f"HTTP://{info}@h"):
@@ -198,23 +167,7 @@ def test_redact_masks_the_whole_user_part_of_every_form_httpx_accepts(info):
             assert "***@" in shown and u.host.strip("[]") in shown  # the host stays readable
 
 
-def _record_auth(seen):
-    def models(req):
-        seen.append(req.headers.get("authorization"))
-        return {"object": "list", "data": [{"id": "upstream-judge", "object": "model"}]}
-
-    def chat(req):
-        seen.append(req.headers.get("authorization"))
-        if req.body["messages"][-1]["content"] == "FAIL":
-            return 500, {"error": {"message": "upstream broke", "type": "server_error"}}
-        return {"id": "x", "object": "chat.completion", "model": "upstream-judge",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "Score: \\boxed{7}"},
-                             "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
-
-    return make_app([Route("GET", "/v1/models", models), Route("POST", "/v1/chat/completions", chat)])
-
-
-@pytest.mark.parametrize("info", URL_FORMS.values(), ids=URL_FORMS.keys())
+@pytest.mark.parametrize("info", FORMS.values(), ids=FORMS.keys())
 def test_every_url_form_sends_what_httpx_sends_and_shows_no_credential(tmp_path, caplog, info):
     """Before: the manifest kept `PW@REST`, `corp.com:PASSWORD` or a spaced password in clear, and serve-judge
     listed the upstream's URL as its model id. Checked against real servers on 127.0.0.1: the Basic auth the
@@ -233,7 +186,7 @@ def test_every_url_form_sends_what_httpx_sends_and_shows_no_credential(tmp_path,
     caplog.set_level(logging.DEBUG)
     seen: list = []
     shown: list[str] = []
-    with BackgroundServer(_record_auth(seen)) as up:
+    with BackgroundServer(recording_judge(seen)) as up:
         url = f"http://{info}@127.0.0.1:{up.url.rsplit(':', 1)[1]}/v1"
         assert httpx.get(url + "/models", timeout=20).status_code == 200  # httpx's own request: the reference
         reference = seen.pop()
