@@ -46,7 +46,7 @@ FORMS = {
     "':' in the password": f"u{LOGIN}:{MARKER}:{MARKER}",
     "a bare token": f"{MARKER}",
     "an empty login": f":{MARKER}",
-    "an empty password": f"{LOGIN}{MARKER}:",
+    "an empty password": f"{LOGIN}:",
     "percent-encoded": f"{LOGIN}%40x:{MARKER}%20%3A%2F",
     "brackets, quotes, backslash": f"u{LOGIN}:{MARKER}[]'\"\\|^`{{}}<>;=,!$&*+~",
     "non-ASCII": f"ü{LOGIN}:é{MARKER}ß",
