@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import tempfile
 import traceback
 from collections import Counter
@@ -267,16 +268,17 @@ def score_file(inp: str | Path, scorer: Scorer, out: str | Path, *, batch_size: 
         raise JobError(f"{e.filename or out}: {e.strerror or e}{hint}") from None
 
 
-def _make_parents(folder: Path) -> list[Path]:
-    """Create ``folder`` and the folders above it that are missing; the ones created, topmost first."""
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and the folders above it that do not exist yet, topmost first; a JobError when the nearest
+    existing one is not a folder (``--out notes.txt/o.jsonl``)."""
     missing = []
-    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+    while not os.path.lexists(folder) and folder != folder.parent:
         missing.append(folder)
         folder = folder.parent
-    missing.reverse()
-    for d in missing:
-        d.mkdir(exist_ok=True)
-    return missing
+    if not folder.is_dir():
+        raise JobError(f"{folder}: is a {file_kind(folder, follow=True) or 'broken link'}, not a folder; "
+                       "--out must lie in a folder")
+    return missing[::-1]
 
 
 def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, batch_size: int, skip_bad: bool,
@@ -286,6 +288,7 @@ def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, ba
              on_mkdir: Callable[[Path], None] | None, source: tuple[Path, str] | None = None) -> JobSummary:
     """Check everything, create the folders, then the job under the lock. ``source``: (spooled copy,
     SHA-256) of an input that was a pipe."""
+    created = _missing_folders(out.parent)
     manifest = job_manifest(scorer, inp, options=options, fmt=fmt, group_key=group_key,
                             digest=source[1] if source else None)
     check_output(inp, out, manifest, restart)  # refuses anything that is not ours, untouched
@@ -298,7 +301,8 @@ def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, ba
         else:
             what = "it holds no records" + (" (a pipe: was its writer open?)" if source else "")
         raise JobError(f"{inp}: no groups to score: {what}")
-    created = _make_parents(out.parent)
+    for d in created:
+        d.mkdir(exist_ok=True)
     if created and on_mkdir:
         on_mkdir(created[0])
     try:
