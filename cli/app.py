@@ -94,7 +94,9 @@ def score(
         try:
             summary = score_file(input, sc, out, batch_size=batch_size, skip_bad=skip_bad, group_key=group_key,
                                  fmt=fmt, limit=limit, restart=restart, retry_failed=retry_failed, options=opts,
-                                 executor=executor, on_start=on_start, on_batch=lambda n: progress.advance(task, n))
+                                 executor=executor, on_start=on_start, on_batch=lambda n: progress.advance(task, n),
+                                 on_mkdir=lambda d: console.print(f"created folder {d} for --out", soft_wrap=True,
+                                                                  markup=False, highlight=False))
         except InputError as e:
             hint = "" if skip_bad or e.line is None else " (--skip-bad sets such records aside and goes on)"
             raise fail(f"{e}{hint}") from None

@@ -245,7 +245,7 @@ def headline(
     except (EvalError, FileNotFoundError) as e:
         raise fail(str(e)) from None
     cmd = "rewardkit eval headline" + "".join(f" -s {s}" for s in scorer or []) + (
-        f" --judge {judge}" if judge != "smollm2" else "") + (" --all-groups" if all_groups else "") + (
+        f" --judge {redact(judge)}" if judge != "smollm2" else "") + (" --all-groups" if all_groups else "") + (
         " --mixed-groups" if mixed and not all_groups else "")
     md = headline_markdown(data, cmd)
     if rollouts is not None:
@@ -326,7 +326,7 @@ def judge(
             console.print(f"injection {p} / {m}: {injection_pairs} pairs x {len(ks)} kinds")
             data["injection"].append(injection_flip_rates(rp[:injection_pairs], be, p, m, ks, max_tokens=max_tokens))
     data["seconds"] = time.perf_counter() - t0
-    data["command"] = (f"rewardkit eval judge --judge {judge} --prompts {prompts} --modes {modes} --pairs {pairs} "
+    data["command"] = (f"rewardkit eval judge --judge {redact(judge)} --prompts {prompts} --modes {modes} --pairs {pairs} "
                        f"--pb-pairs {pb_pairs} --injection-pairs {injection_pairs}"
                        + (f" --kinds {kinds}" if kinds else "") + f" --injection-prompts {injection_prompts}")
     md = judge_quality_markdown(data)

@@ -25,7 +25,8 @@ timed-out thread cannot be interrupted and finishes in the background). Guarante
   connection so an unread body is never drained;
 - bodies arrive within ``body_timeout`` seconds (408), at most ``max_concurrency`` at once; when that many
   are arriving, a new request closes the one that has been arriving longest (408), so stalled uploads
-  cannot hold the server;
+  cannot hold the server; a body already there when its request is handled (sent with its headers) is
+  read at once and never counts as arriving, so a burst of complete requests cannot time each other out;
 - more than ``max_concurrency`` requests at work at once (their bodies read): 503 with ``Retry-After``;
 - ``request_timeout`` seconds of work per request once its body has arrived: 504;
 - JSON bodies: at most ``max_json_depth`` nested arrays/objects (checked before parsing), no
@@ -271,11 +272,18 @@ class _Guard:
         that many are arriving this request takes the place of the one that has been arriving longest."""
         lim = self.limits
         task = asyncio.ensure_future(self._read_body(receive))
+        # one turn of the loop reads a body that is already here (sent with its headers): it is not arriving,
+        # takes no arriving place and cannot be evicted; before, a burst of such requests evicted each other
+        await asyncio.sleep(0)
+        if task.done():
+            return task.result()
         if len(self.receiving) >= lim.max_concurrency:
-            oldest = next(iter(self.receiving))
-            self.receiving.pop(oldest)
-            self.evicted.add(oldest)
-            oldest.cancel()
+            # the longest-arriving body gives way; one that has arrived meanwhile (its reader done) is kept
+            oldest = next((t for t in self.receiving if not t.done()), None)
+            if oldest is not None:
+                self.receiving.pop(oldest)
+                self.evicted.add(oldest)
+                oldest.cancel()
         self.receiving[task] = None
         try:
             return await asyncio.wait_for(task, lim.body_timeout)

@@ -60,7 +60,7 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     kind, target, raw = split_spec(spec)
     kw: dict[str, Any] = {"base_url": target} if kind == "http" else {"model": target}
     if "model" in raw and kind != "http":
-        raise ValueError(f"backend spec {redact(spec)!r}: the model is {target!r}; 'model=' is for URLs")
+        raise ValueError(f"backend spec {redact(spec)!r}: the model is {redact(target)!r}; 'model=' is for URLs")
     kw.update(backend_options(_backend_class(kind), raw, spec))
     return kind, kw
 

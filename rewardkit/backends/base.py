@@ -201,6 +201,10 @@ class JudgeBackend(ABC):
         """What determines this backend's answers besides the request (the judge cache keys on it)."""
         return self.model_id
 
+    def served_name(self) -> str:
+        """The model name ``serve-judge`` shows for this backend (``/v1/models`` id and root): never a URL."""
+        return self.model_id
+
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Token counts with this model's tokenizer (used e.g. for GAR's slice budget)."""
         raise NotImplementedError(f"{type(self).__name__} has no tokenizer")

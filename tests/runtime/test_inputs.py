@@ -160,7 +160,7 @@ MALFORMED = [
     ("scorer.jsonl", jl(G), ["--scorer", "nope"], "unknown scorer 'nope'"),
     ("judge.jsonl", jl(G), ["--judge", "smollm2"], "scorer 'verifier' takes no judge"),
     ("outdir.jsonl", jl(G), ["--out", "{tmp}"], "is a directory; --out must be a file"),
-    ("outfile.jsonl", jl(G), ["--out", "{tmp}/outfile.jsonl/x.jsonl"], "outfile.jsonl: File exists"),
+    ("outfile.jsonl", jl(G), ["--out", "{tmp}/outfile.jsonl/x.jsonl"], "outfile.jsonl: is a regular file, not a folder"),
     ("outin.jsonl", jl(G), ["--out", "{tmp}/outin.jsonl"], "--out would write over or into the input"),
     ("foreign.jsonl", jl(G), ["--out", "{tmp}/notes.txt"], "notes.txt: exists and is not a rewardkit output"),
 ]
