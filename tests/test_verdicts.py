@@ -486,7 +486,7 @@ ECHOES = [
     (parse_boxed_score, "Your response MUST end with exactly one of: \\boxed{1}, \\boxed{0.5}, or \\boxed{0}."),
     (parse_boxed_score, 'conclude with "Based on my evaluation, the final overall score should be:" followed by exactly '
                         "one of: \\boxed{1}, \\boxed{0.5}, or \\boxed{0}."),
-    (parse_yes_no, "Analyze this reasoning very briefly, then answer **YES** or **NO**, then give a short rationale."),
+    (parse_yes_no, "Analyze this reasoning very briefly, then answer **YES** or **NO** at the start of a line of its own, then give a short rationale."),
     (parse_yes_no, "respond with '**YES**' for high quality or '**NO**' if it is not."),
     (parse_answer_choice, 'Then, on the last line, write exactly one verdict: "Answer 1" if the first answer is better, '
                           '"Answer 2" if the second answer is better, or "tie" if they are equally good.'),
