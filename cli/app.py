@@ -12,7 +12,9 @@ from rewardkit.cli.common import (
     BatchTokens,
     Device,
     DType,
+    OneLineErrors,
     Threads,
+    check_scorer_judge,
     fail,
     judge_spec,
     parse_pairs,
@@ -30,8 +32,22 @@ from rich.progress import (
 from rich.table import Table
 
 app = typer.Typer(help="rewardkit: reward modelling for LLM RL - score rollouts, serve judges, run evals.",
-                  no_args_is_help=True, add_completion=False)
+                  no_args_is_help=True, add_completion=False, cls=OneLineErrors)
 console = Console(stderr=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from rewardkit import __version__
+
+        typer.echo(f"rewardkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print rewardkit's version and exit.")] = False) -> None:
+    """rewardkit: reward modelling for LLM RL - score rollouts, serve judges, run evals."""
 
 
 @app.command()
@@ -75,6 +91,7 @@ def score(
         executor = None
         if ray_workers is not None and ray is None:
             raise ValueError("--ray-workers needs --ray")
+        check_scorer_judge(sc, load=ray is None)  # on Ray the workers load it: here it is only located
         if ray is not None:
             from rewardkit.runtime.ray_runner import RayConfig, ray_executor
 

@@ -1,5 +1,5 @@
-"""What every ``rewardkit`` command shares: one error line, ``KEY=VALUE`` lists, options read from an options
-class, the local-judge options, and tables printed in full.
+"""What every ``rewardkit`` command shares: one error line (``OneLineErrors`` for every command), ``KEY=VALUE``
+lists, options read from an options class, the local-judge options and the judge check, and tables printed in full.
 
 The local-judge options (``--device``, ``--dtype``, ``--batch-tokens``, ``--threads``; score, tts,
 processbench, serve-judge, eval, train) are folded into the judge spec's query
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 import typing
 from collections.abc import Callable
@@ -22,6 +23,8 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
 
 from rewardkit.backends.base import DTYPES
 from rewardkit.options import Options, coerce_options, option_hints, type_name
@@ -32,6 +35,47 @@ def fail(message: object, code: int = 2) -> typer.Exit:
     sys.stderr.write("error: " + " ".join(str(message).split()) + "\n")
     sys.stderr.flush()
     return typer.Exit(code)
+
+
+#: exceptions that are a programming error, not a user's: their traceback is kept for the bug report
+BUGS = (AttributeError, NameError, AssertionError, SyntaxError, ZeroDivisionError, NotImplementedError)
+
+
+def error_message(e: BaseException) -> str:
+    """What ``error:`` says for an exception: a KeyError's own text unquoted, an OSError's file and reason."""
+    if isinstance(e, KeyError) and e.args:
+        return str(e.args[0])
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+    return str(e) or type(e).__name__
+
+
+class OneLineErrors(TyperGroup):
+    """The one place every command's errors go through: an exception a command lets out (a scorer name with a
+    typo, a port in use, a judge that cannot load, a bad file) is one ``error:`` line on stderr and exit code 2,
+    never a traceback. Programming errors (``BUGS``) keep theirs; ``REWARDKIT_TRACEBACK=1`` shows every one."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (TyperException, typer.Exit, typer.Abort):  # usage errors and exits: typer reports them
+            raise
+        except BUGS:
+            raise
+        except Exception as e:
+            if os.environ.get("REWARDKIT_TRACEBACK"):
+                raise
+            raise fail(error_message(e)) from None
+
+
+def check_scorer_judge(scorer: object, *, load: bool = True) -> None:
+    """Check a judge scorer's judge before its first group (``rewardkit.backends.check_judge``): a spec that
+    names no model, or a server that does not answer, is one error line at start, not a status per group."""
+    from rewardkit.backends import check_judge
+
+    spec = getattr(getattr(scorer, "options", None), "judge", None)
+    if spec is not None:
+        check_judge(spec, load=load)
 
 
 def parse_pairs(items: list[str] | None, flag: str) -> dict[str, str]:

@@ -152,6 +152,9 @@ class CachedBackend(JudgeBackend):
     def cache_identity(self) -> str:
         return self.inner.cache_identity()
 
+    def check(self) -> None:
+        self.inner.check()
+
     def _identity(self) -> str | None:
         try:
             return self.inner.cache_identity()
