@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import os
 import sys
+import time
 import typing
 from collections.abc import Callable
 from dataclasses import MISSING, fields
@@ -21,6 +23,14 @@ from urllib.parse import quote
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
@@ -215,3 +225,77 @@ def print_table(console: Console, table: Table | str) -> None:
         lines += ["\t".join(plain(col[i]) for col in cells) for i in range(table.row_count)]
     console.file.write("".join(line + "\n" for line in lines))  # as is: rich would expand the tabs
     console.file.flush()
+
+
+# ------------------------------------------------------------------------------------------- progress
+
+#: a plain progress line at most this often (seconds), except the last
+PROGRESS_INTERVAL = 10.0
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+class JobProgress:
+    """Progress of a long job (``score``, ``eval``'s scoring and generation) on ``console`` (stderr).
+
+    On a terminal, rich's bar. Otherwise (a log file, a pipe, CI), where a bar is not drawn, one plain line
+    per 5% of the work (every 10 items when the total is unknown), at most one per ``PROGRESS_INTERVAL``
+    seconds, and always the last: ``score verifier: 400/800 groups (50%), 12.5 groups/s, ETA 32s``. The rate
+    counts only the work done in this run (a resumed job's finished items are not in it).
+    """
+
+    def __init__(self, label: str, console: Console, unit: str = "groups",
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.label, self.console, self.unit, self.clock = label, console, unit, clock
+        self.total: int | None = None
+        self.done = self.first = self.shown = 0
+        self.t0 = self.last = clock()
+        self.bar: Progress | None = None
+        if console.is_terminal:
+            self.bar = Progress(TextColumn(f"[bold]{label}[/bold]"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), TimeRemainingColumn(), console=console)
+            self.task = self.bar.add_task(label, total=None)
+
+    def __enter__(self) -> JobProgress:
+        if self.bar is not None:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+    def start(self, total: int | None, done: int = 0) -> None:
+        """The job's size and the items already done (a resumed job); the clock starts here."""
+        self.total, self.done, self.first, self.shown = total, done, done, done
+        self.t0 = self.last = self.clock()
+        if self.bar is not None:
+            self.bar.update(self.task, total=total, completed=done)
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        if self.bar is not None:
+            self.bar.advance(self.task, n)
+            return
+        step = max(1, math.ceil(self.total / 20)) if self.total else 10
+        now = self.clock()
+        final = self.total is not None and self.done >= self.total
+        if final or (self.done - self.shown >= step and now - self.last >= PROGRESS_INTERVAL):
+            self.shown, self.last = self.done, now
+            self.console.print(self.line(now), soft_wrap=True, highlight=False, markup=False)
+
+    def line(self, now: float) -> str:
+        """``label: done/total unit (pct), rate unit/s, ETA t`` (the parts that are known)."""
+        elapsed = max(now - self.t0, 1e-9)
+        rate = (self.done - self.first) / elapsed
+        parts = [f"{self.label}: {self.done}" + (f"/{self.total}" if self.total else "") + f" {self.unit}"]
+        if self.total:
+            parts[0] += f" ({self.done / self.total:.0%})"
+        parts.append(f"{rate:.3g} {self.unit}/s" if rate >= 0.1 or rate == 0 else f"{1 / rate:.3g} s per {self.unit[:-1]}")
+        if self.total and rate > 0:
+            left = self.total - self.done
+            parts.append(f"ETA {_duration(left / rate)}" if left else f"took {_duration(elapsed)}")
+        return ", ".join(parts)
