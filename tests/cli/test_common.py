@@ -81,9 +81,8 @@ def test_score_summary_is_not_cut_when_piped(tmp_path):
 def test_progress_lines_when_not_a_terminal():
     import io
 
-    from rich.console import Console
-
     from rewardkit.cli.common import JobProgress
+    from rich.console import Console
 
     now = [100.0]
     buf = io.StringIO()
@@ -117,3 +116,24 @@ def test_score_prints_progress_lines_to_a_log(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     shown = [ln.split(",")[0] for ln in res.stderr.splitlines() if ln.startswith("score verifier: ")]
     assert shown == [f"score verifier: {k}/12 groups ({k / 12:.0%})" for k in (3, 6, 9, 12)], res.stderr
+
+
+def test_eval_commands_write_under_the_git_ignored_run_folder():
+    import inspect
+    import subprocess
+    from pathlib import Path
+
+    from rewardkit.cli import eval as ev
+
+    root = Path(__file__).resolve().parents[2]
+    defaults = {name: inspect.signature(fn).parameters["out"].default
+                for name, fn in vars(ev).items() if inspect.isfunction(fn) and "out" in inspect.signature(fn).parameters
+                and isinstance(inspect.signature(fn).parameters["out"].default, Path)
+                and not inspect.signature(fn).parameters["out"].default.suffix}  # folders (generate's is a file)
+    assert {"lm_eval_cmd", "verifier", "select", "judge"} <= set(defaults), defaults
+    for name, out in defaults.items():
+        if out == Path("benchmarks/results"):  # headline/tables: the committed results
+            continue
+        assert out.parts[0] == "runs", (name, out)  # before: eval-out/ at the top of the checkout
+        ignored = subprocess.run(["git", "check-ignore", "-q", str(out / "lm_eval.json")], cwd=root)
+        assert ignored.returncode == 0, (name, out)
