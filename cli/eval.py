@@ -73,6 +73,7 @@ def _score_all(rollouts: Path, scorers: list[str], out: Path, options: list[str]
                limit: int | None, batch_size: int):
     from rewardkit.evals.harness import EvalError, labels_of, load_rollouts, score_groups
 
+    from rewardkit.backends import check_judge
     from rewardkit.scoring import scorer_options
 
     try:
@@ -90,6 +91,7 @@ def _score_all(rollouts: Path, scorers: list[str], out: Path, options: list[str]
         opts = {k: v for k, v in opts.items() if k in names}
         if judge is not None and "judge" in names:
             opts["judge"] = judge
+            check_judge(judge)  # before the first group: one error line, not a status per group
         with JobProgress(f"score {s}", console) as prog:
             try:
                 runs.append(score_groups(groups, s, out, options=opts, batch_size=batch_size,

@@ -85,6 +85,14 @@ def test_score_with_a_url_judge_that_does_not_serve_the_model_fails_at_start(rol
     assert not out.exists()
 
 
+def test_eval_with_a_judge_that_does_not_exist_fails_before_the_first_group(rollouts, tmp_path):
+    res = CliRunner().invoke(app, ["eval", "verifier", str(rollouts), "--scorer", "pointwise", "--judge", "nosuchmodel",
+                                   "--out", str(tmp_path / "ev")])
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith("error: judge 'nosuchmodel': no such model folder") and res.output.count("\n") == 1
+    assert not (tmp_path / "ev" / "verifier.json").exists()
+
+
 def test_check_judge_asks_the_server_for_its_models(judge_server):
     from rewardkit.backends import check_judge
 
