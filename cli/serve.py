@@ -41,7 +41,7 @@ def serve(
     api_key: Annotated[Optional[str], typer.Option(envvar="REWARDKIT_REWARD_API_KEY", help="Require this key: 'Authorization: Bearer KEY' or '?api_key=KEY' in the URL.")] = None,
 ) -> None:
     """Serve POST /get_reward ({query, prompts, labels} -> {rewards, scores, extra_logs}) until interrupted."""
-    from rewardkit.cli.common import fail, parse_pairs
+    from rewardkit.cli.common import check_scorer_judge, fail, parse_pairs
 
     from rewardkit.http_server import require_key_off_loopback
     from rewardkit.http_server import serve as run
@@ -53,6 +53,7 @@ def serve(
     except ValueError as e:
         raise fail(e) from None
     sc = load_scorer(scorer, parse_pairs(option, "--option"), judge)
+    check_scorer_judge(sc)  # loaded (or its server asked) before listening, not on the first request
     app = reward_app(sc, api_key=api_key, group_size=group_size, group_timeout=group_timeout,
                      masked_reward=_masked(masked_reward), max_items=max_items, max_pending=max_pending)
     _raise_open_files(max_pending + 256)

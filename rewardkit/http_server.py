@@ -47,6 +47,7 @@ Binds 127.0.0.1 unless told otherwise; ``require_key_off_loopback`` refuses a ke
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import hmac
 import inspect
@@ -503,11 +504,16 @@ def require_key_off_loopback(host: str, api_key: str | None, what: str) -> None:
 
 
 def bind(host: str = "127.0.0.1", port: int = 8000, backlog: int = 1024) -> socket.socket:
-    """A listening TCP socket (port 0 picks a free one)."""
+    """A listening TCP socket (port 0 picks a free one); an ``OSError`` naming ``host:port`` when it cannot bind."""
     info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(info[0], socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(info[4])
+    try:
+        sock.bind(info[4])
+    except OSError as e:
+        sock.close()
+        hint = " (another process listens there: pick another --port, or 0 for a free one)" if e.errno == errno.EADDRINUSE else ""
+        raise OSError(e.errno, f"cannot listen: {e.strerror}{hint}", f"{host}:{port}") from None
     sock.listen(backlog)
     sock.setblocking(False)
     return sock

@@ -201,9 +201,25 @@ class JudgeBackend(ABC):
         """What determines this backend's answers besides the request (the judge cache keys on it)."""
         return self.model_id
 
+    def describe(self) -> str:
+        """One line for people: the model, and for a local one where and how it runs (``rewardkit score`` prints
+        it once)."""
+        return self.model_id
+
     def served_name(self) -> str:
         """The model name ``serve-judge`` shows for this backend (``/v1/models`` id and root): never a URL."""
         return self.model_id
+
+    @classmethod
+    def locate(cls, model: str) -> None:
+        """Raise ``ValueError`` when ``model`` cannot be found, without loading it (``check_judge(load=False)``:
+        a job whose judge loads elsewhere, on Ray workers). Default: nothing to check."""
+        return None
+
+    def check(self) -> None:
+        """Raise ``ValueError`` when this loaded backend cannot answer (``check_judge``, before the first group).
+        A local model that loaded can; a server is asked (``HTTPBackend``)."""
+        return None
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Token counts with this model's tokenizer (used e.g. for GAR's slice budget)."""

@@ -161,6 +161,22 @@ class HTTPBackend(JudgeBackend):
         """The upstream's model name when known, else ``judge``: its URL (host, port) stays private."""
         return self.model or "judge"
 
+    def check(self) -> None:
+        """Ask ``GET /models`` once (no retries: a wrong URL or a stopped server is found before the first group)
+        and make sure it lists the model asked for; without one, take the first listed (as discovery would)."""
+        try:
+            ids = [m["id"] for m in run_sync(self._models())]
+        except Exception as e:
+            status = getattr(getattr(e, "response", None), "status_code", None)  # httpx.HTTPStatusError
+            raise ValueError(f"judge {self.base_url}: GET {self.base_url}/models failed "
+                             f"({f'HTTP {status}' if status else _describe(e)}); is an OpenAI-compatible judge "
+                             "server running at that URL?") from None
+        if self.model is None and ids:
+            self._set_model(ids[0])
+        elif self.model not in ids:
+            raise ValueError(f"judge {self.base_url}: its /models does not list {self.model!r} "
+                             f"(it lists {', '.join(map(repr, ids[:5])) or 'no model'})")
+
     def _set_model(self, name: str) -> None:
         self.model = name
         self.model_id = f"http:{name}@{self.base_url}"

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import groupby
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,6 +73,28 @@ class TransformersOptions(Options):
             raise ValueError(f"option 'memory_fraction': must be in (0, 1], got {self.memory_fraction}")
 
 
+def local_model_path(model: str) -> str:
+    """The folder to load ``model`` from: a local model folder, or a hub id's snapshot already in the local
+    Hugging Face cache. Nothing is downloaded (``HF_HUB_OFFLINE``-style): a name that is neither is a
+    ``ValueError`` at once, where transformers would spend its hub retries (46 s here) and then fail."""
+    p = Path(model).expanduser()
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise ValueError(f"judge {model!r}: the folder has no config.json (not a transformers model folder)")
+        return str(p)
+    if p.exists():
+        raise ValueError(f"judge {model!r}: a file, not a model folder (a GGUF file is 'llamacpp:{model}')")
+    from huggingface_hub import snapshot_download
+
+    try:  # a hub id downloaded earlier (the cache under $HF_HOME)
+        return snapshot_download(model, local_files_only=True)
+    except Exception:  # not cached, or not a valid hub id (huggingface_hub raises several kinds)
+        raise ValueError(
+            f"judge {model!r}: no such model folder, and no hub model of that name in the local Hugging Face "
+            "cache; rewardkit loads judges from disk only (pass a folder, 'smollm2' for the embedded model, a "
+            f"server URL, or download the model first: `hf download {model}`)") from None
+
+
 def _cache_kwarg(model) -> str:
     """The forward() keyword for a KV cache: ``cache`` in current transformers (``past_key_values`` is deprecated
     there and goes in 5.40), ``past_key_values`` in the 5.x releases before the rename."""
@@ -97,6 +120,15 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
 
     Options = TransformersOptions
 
+    @classmethod
+    def locate(cls, model: str) -> None:
+        from rewardkit.backends.embedded import ALIASES, gguf_dir
+
+        if model in ALIASES:
+            gguf_dir()  # installed (FileNotFoundError says how to install it)
+        else:
+            local_model_path(model)
+
     def __init__(self, model: str = "smollm2", **options: Any):
         o = self.options = TransformersOptions(**options)
         import torch
@@ -112,7 +144,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         else:
             self.num_threads = torch.get_num_threads()
         dtype = resolve_dtype(o.dtype, device)
-        path = str(embedded_model_path(dtype)) if model in ALIASES else model
+        path = str(embedded_model_path(dtype)) if model in ALIASES else local_model_path(model)
         self.dtype = dtype
         self.min_shared_prefix = o.min_shared_prefix
         self.lock = threading.RLock()  # one forward at a time when called from several threads (serve-judge)

@@ -178,7 +178,10 @@ def openrlhf():
     """OpenRLHF's executor class and its response -> Experience function (vllm stubbed for the import only)."""
     import types
 
-    pytest.importorskip("openrlhf", reason="pip install --no-deps openrlhf==0.11.2 pylatexenc")
+    from rewardkit.testing import import_or_skip
+
+    import_or_skip("openrlhf", "scripts/frameworks_env.sh builds an environment with it (pip install --no-deps "
+                               "openrlhf==0.11.2 pylatexenc)")
     stubs = {"vllm": types.ModuleType("vllm"), "vllm.inputs": types.ModuleType("vllm.inputs"),
              "vllm.utils": types.ModuleType("vllm.utils")}
     stubs["vllm"].SamplingParams, stubs["vllm"].__version__ = object, "0.0"

@@ -59,7 +59,7 @@ def test_trl_grpo_trainer_runs_two_cpu_steps_with_a_rewardkit_scorer(tmp_path):
     sc = MaskLast(target=5)
     args = trl.GRPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=3, num_generations=3,
                           max_completion_length=8, use_cpu=True, report_to="none", save_strategy="no",
-                          logging_steps=1, learning_rate=1e-5, bf16=False)
+                          logging_steps=1, learning_rate=1e-5, bf16=False, log_completions=True)
     trainer = trl.GRPOTrainer(model=str(embedded_model_path()), args=args, train_dataset=ds,
                               reward_funcs=[scorer_reward_func(sc, num_generations=3)])
     trainer.train()
@@ -68,6 +68,19 @@ def test_trl_grpo_trainer_runs_two_cpu_steps_with_a_rewardkit_scorer(tmp_path):
     logs = [h for h in trainer.state.log_history if "rewardkit/masked_fraction" in h]
     assert len(logs) == 2 and all(h["rewardkit/masked_fraction"] == pytest.approx(1 / 3) for h in logs)
     assert all(np.isfinite(h["rewards/rewardkit_length/mean"]) for h in logs)
+    # TRL's completion logs (log_completions: OUTPUT_DIR/completions/completions_STEP.parquet) re-score as they
+    # are, put together too: one group per prompt and step (a step here generates one prompt's 3 completions)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rewardkit.runtime.inputs import read_groups
+
+    logged = sorted((tmp_path / "completions").glob("completions_*.parquet"))
+    assert [f.name for f in logged] == ["completions_00001.parquet", "completions_00002.parquet"]
+    pq.write_table(pa.concat_tables([pq.read_table(f) for f in logged]), tmp_path / "all.parquet")
+    groups = list(read_groups(tmp_path / "all.parquet"))
+    assert sorted((g.metadata["step"], len(g)) for g in groups) == [(1, 3), (2, 3)]
+    assert {g.prompt for g in groups} == {"Say no.", "Say yes."}
 
 
 _TWO_PROCESS_SCRIPT = r'''

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from rewardkit.scoring import BaseScorer
+from rewardkit.testing import import_or_skip
 from rewardkit.types import GroupScore, Status
 
-verl = pytest.importorskip("verl", reason="verl 0.9.1 not installed (see this module's docstring)")
+verl = import_or_skip("verl", "scripts/frameworks_env.sh builds an environment with verl 0.9.1 (this module's docstring)")
 torch = pytest.importorskip("torch")
 
 
@@ -142,7 +143,7 @@ def test_random_dispatch_over_verl_reward_workers_scores_every_group_whole_once(
     import random
     import time
 
-    ray = pytest.importorskip("ray", reason="Ray is the optional 'ray' extra")
+    ray = import_or_skip("ray", "Ray is the optional 'ray' extra")
     from omegaconf import OmegaConf
     from transformers import AutoTokenizer
     from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput, AgentLoopWorker
@@ -235,3 +236,42 @@ def test_a_reward_model_that_is_not_verls_dict_is_an_error_not_an_abstain():
     mgr = reward_manager_for(Recorder())(cfg, CharTokenizer(), None, assembler="local")
     with pytest.raises(ValueError, match="reward_model must be a dict with 'ground_truth' .*got str '4'"):
         asyncio.run(mgr.run_single(data[0:1]))
+
+
+def verl_function(module: str, qualname: str):
+    """A function of verl's installed source, run as written without importing its module (verl's trainer module
+    imports peft, torchdata and wandb, which the reward path's environment does not install)."""
+    import ast
+    import json
+    import os
+    import textwrap
+    from pathlib import Path
+
+    path = Path(verl.__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    source = path.read_text()
+    cls, name = qualname.split(".")
+    node = next(f for c in ast.parse(source).body if isinstance(c, ast.ClassDef) and c.name == cls
+                for f in c.body if isinstance(f, ast.FunctionDef) and f.name == name)
+    ns: dict = {"os": os, "json": json}
+    exec(textwrap.dedent(ast.get_source_segment(source, node)), ns)  # noqa: S102 - verl's own code
+    return ns[name]
+
+
+def test_verls_own_generation_dump_is_rescored_by_rewardkit(tmp_path):
+    """The file verl's trainer writes to ``trainer.rollout_data_dir`` (``RayPPOTrainer._write_generations``, the
+    method's own code) is read by ``rewardkit score`` as it is: groups are the responses to one input of one step."""
+    import json
+
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    write_generations = verl_function("verl.trainer.ppo.ray_trainer", "RayPPOTrainer._write_generations")
+    inputs = ["user\nWhat is 2+2?\nassistant\n", "user\nWhat is 3+3?\nassistant\n"] * 2
+    outputs = [r"\boxed{4}", r"\boxed{7}", r"\boxed{5}", r"\boxed{6}"]
+    write_generations(inputs, outputs, ["4", "6", "4", "6"], [1.0, 0.0, 0.0, 1.0], {"acc": [1.0, 0.0, 0.0, 1.0]},
+                      str(tmp_path), 5)
+    out = tmp_path / "o.jsonl"
+    res = CliRunner().invoke(app, ["score", str(tmp_path / "5.jsonl"), "--scorer", "verifier", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["id"], r["rewards"]) for r in rows] == [("5-1", [1.0, 0.0]), ("5-2", [0.0, 1.0])]
