@@ -26,8 +26,9 @@ def run_cli(*args: object, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 def assert_one_line(res: subprocess.CompletedProcess, *needles: str) -> None:
-    """Exit 2, stderr exactly one ``error:`` line containing every needle, no traceback."""
-    lines = res.stderr.strip().splitlines()
+    """Exit 2, stderr exactly one ``error:`` line containing every needle, no traceback (beside it only the
+    start-up line saying what the judge loaded as: ``judge: ...``)."""
+    lines = [x for x in res.stderr.strip().splitlines() if not x.startswith("judge: ")]
     assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
     assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr[-2000:]
     for n in needles:
