@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import json
 import os
 import random
@@ -131,12 +132,16 @@ def _openrlhf():
     return SingleTurnAgentExecutor, SamplesGenerator._process_response_into_experience
 
 
+_FINISHED: contextvars.ContextVar[list] = contextvars.ContextVar("finished")  # per row (task): when generated
+
+
 class _Engine:
     def __init__(self, tok, replies):
         self.tok, self.replies, self.rng = tok, replies, random.Random(2)
 
     async def generate(self, prompt_token_ids, params, multi_modal_data=None):
         await asyncio.sleep(self.rng.uniform(0, 5))  # samples finish over a few seconds, in any order
+        _FINISHED.get().append(time.perf_counter())
         text = self.replies[self.tok.decode(prompt_token_ids)].pop()
         return SimpleNamespace(outputs=[SimpleNamespace(token_ids=self.tok.encode(text, add_special_tokens=False),
                                                         finish_reason="stop", logprobs=None)])
@@ -162,12 +167,19 @@ def run_openrlhf(prompts: int, n: int, max_pending: int | None) -> dict:
         engine = _Engine(tok, {p: list(v) for p, v in replies.items()})
         params = SimpleNamespace(max_tokens=32, logprobs=None)
 
+        async def one(p):  # one sample: its reward's latency runs from its generation finishing
+            mark: list[float] = []
+            _FINISHED.set(mark)
+            out = await ex.execute(p, "", params, 256, tok, engine)
+            return out, time.perf_counter() - mark[0]
+
         async def rollout():
-            return await asyncio.gather(*(ex.execute(p, "", params, 256, tok, engine) for _, p, _, _ in rows))
+            return await asyncio.gather(*(one(p) for _, p, _, _ in rows))
 
         t0 = time.perf_counter()
-        outs = asyncio.run(rollout())
+        done = asyncio.run(rollout())
         seconds = time.perf_counter() - t0
+        outs, waits = [o for o, _ in done], sorted(w for _, w in done)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -190,6 +202,7 @@ def run_openrlhf(prompts: int, n: int, max_pending: int | None) -> dict:
     return {"framework": "OpenRLHF 0.11.2", "dispatch": "one query per request, whole rollout batch at once",
             "setting": f"--max-pending {max_pending} (the former limit)" if max_pending else "defaults",
             "rows_in_flight": len(rows), "seconds": round(seconds, 1), "groups": prompts,
+            "p50_s": round(waits[len(waits) // 2], 1), "p99_s": round(waits[int(len(waits) * 0.99)], 1),
             "partial_groups": partial, "lost_rewards": lost,
             "rows_openrlhf_cannot_use": crashed, "groups_with_wrong_rewards": wrong,
             "server_log_lines": len(proc.log_lines), "server_log_distinct": log[:10]}

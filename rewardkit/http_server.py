@@ -253,8 +253,9 @@ class _Guard:
             started = started or message["type"] == "http.response.start"
             await send(message)
 
-        try:
-            await asyncio.wait_for(self.app(scope, _replay(body, receive), send_tracked), lim.request_timeout)
+        try:  # asyncio.timeout, not wait_for: no extra task per request (thousands wait at once)
+            async with asyncio.timeout(lim.request_timeout):
+                await self.app(scope, _replay(body, receive), send_tracked)
         except (asyncio.TimeoutError, TimeoutError):
             if not started:
                 await _send_json(send, 504, error_body(f"the request did not finish within {lim.request_timeout:g}s",
@@ -511,7 +512,7 @@ def _server(app: Any, sock: socket.socket, keep_alive: int, header_timeout: floa
 
     config = uvicorn.Config(app, http=_protocol(header_timeout, max_connections), lifespan="off",
                             log_config=None, log_level="warning", access_log=False, backlog=backlog,
-                            timeout_keep_alive=keep_alive, server_header=False)
+                            timeout_keep_alive=keep_alive, server_header=False, proxy_headers=False)
     return uvicorn.Server(config)
 
 
