@@ -9,14 +9,17 @@ against the job's shared Ray group assembler, both with verl's default group_tim
 OpenRLHF: its own ``SingleTurnAgentExecutor`` (generation stubbed; tokenising, the query, the POST and its
 5 retries real) sends one request per sample, the whole rollout batch at once (``rollout.batch_size`` 1024 x
 ``n_samples_per_prompt``), to a real ``rewardkit serve --group-size n`` process; its own
-``_process_response_into_experience`` turns the answers into tensors. Compared: the former limit (256
-requests in the server, waiting ones included: ``--max-pending 256``) against the default.
+``_process_response_into_experience`` turns the answers into tensors. Compared at ``--n`` samples per prompt:
+the former limit (256 requests in the server, waiting ones included: ``--max-pending 256``) against the
+default; then at full size, ``--full-n`` (16 and 32: 16,384 and 32,768 rows in flight), the default, and at 32
+the former default ``--max-pending 16384``. Each row's latency runs from its sample finishing to its reward
+(p50, p99); scorer calls are the server's own count (``/health``).
 
 Scorer: ``majority-vote`` (model-free, group-relative). Each group has one dissenting answer, so the whole
 group's reward of every row is known by construction; "wrong" counts rows whose reward differs from it.
 Needs verl and openrlhf installed with --no-deps (docs/integrations.md).
 
-    python benchmarks/trainer_dispatch.py [--prompts 1024] [--verl-prompts 128] [--n 8]
+    python benchmarks/trainer_dispatch.py [--prompts 1024] [--verl-prompts 128] [--n 8] [--full-n 16,32]
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import subprocess
 import sys
 import time
 import types
+import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -148,10 +152,14 @@ class _Engine:
 
 
 def run_openrlhf(prompts: int, n: int, max_pending: int | None) -> dict:
+    import resource
+
     from transformers import AutoTokenizer
 
     from rewardkit.backends.embedded import embedded_model_path
 
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # one connection per row in flight, as OpenRLHF's
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # client opens; the server inherits the limit
     executor_cls, to_experience = _openrlhf()
     tok = AutoTokenizer.from_pretrained(str(embedded_model_path()))
     rows = _rows(prompts, n)
@@ -162,6 +170,7 @@ def run_openrlhf(prompts: int, n: int, max_pending: int | None) -> dict:
         want.setdefault(p, []).append(w)
     extra = [] if max_pending is None else ["--max-pending", str(max_pending)]
     url, proc = reward_server(["--scorer", "majority-vote", "--group-size", str(n), *extra], cwd=str(ROOT))
+    health: dict = {}
     try:
         ex = executor_cls(url)
         engine = _Engine(tok, {p: list(v) for p, v in replies.items()})
@@ -180,6 +189,8 @@ def run_openrlhf(prompts: int, n: int, max_pending: int | None) -> dict:
         done = asyncio.run(rollout())
         seconds = time.perf_counter() - t0
         outs, waits = [o for o, _ in done], sorted(w for _, w in done)
+        with urllib.request.urlopen(url.replace("/get_reward", "/health"), timeout=30) as r:
+            health = json.loads(r.read())
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -200,7 +211,9 @@ def run_openrlhf(prompts: int, n: int, max_pending: int | None) -> dict:
     partial = len({o["prompt"] for o in outs if o["extra_logs"].get("partial_group") == [1.0]})
     wrong = sum(sorted(got.get(p, [])) != sorted(w) for p, w in want.items())
     return {"framework": "OpenRLHF 0.11.2", "dispatch": "one query per request, whole rollout batch at once",
-            "setting": f"--max-pending {max_pending} (the former limit)" if max_pending else "defaults",
+            "setting": (f"--max-pending {max_pending} (the former {'limit' if max_pending < 1024 else 'default'})"
+                        if max_pending else "defaults"),
+            "scorer_calls": health.get("scorer_calls"),
             "rows_in_flight": len(rows), "seconds": round(seconds, 1), "groups": prompts,
             "p50_s": round(waits[len(waits) // 2], 1), "p99_s": round(waits[int(len(waits) * 0.99)], 1),
             "partial_groups": partial, "lost_rewards": lost,
@@ -213,13 +226,15 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=1024, help="OpenRLHF rollout.batch_size (its default 1024)")
     ap.add_argument("--verl-prompts", type=int, default=128, help="verl prompts per batch")
     ap.add_argument("--n", type=int, default=8, help="samples per prompt (group size)")
+    ap.add_argument("--full-n", default="16,32", help="OpenRLHF samples per prompt at full size (comma-separated)")
     ap.add_argument("--only", choices=["verl", "openrlhf"], default=None)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:  # one measurement per fresh process (Ray and the client's state never carry over)
-        kind, setting = a.child.split(":")
-        res = (run_verl(a.verl_prompts, a.n, setting == "baseline") if kind == "verl" else
-               run_openrlhf(a.prompts, a.n, 256 if setting == "baseline" else None))
+        kind, setting, n = a.child.split(":")
+        pending = {"baseline": 256, "former": 16384}.get(setting)
+        res = (run_verl(a.verl_prompts, int(n), setting == "baseline") if kind == "verl" else
+               run_openrlhf(a.prompts, int(n), pending))
         print("RESULT " + json.dumps(res), flush=True)
         return
     results = []
@@ -228,22 +243,26 @@ def main() -> None:
         if prev.exists():
             other = "verl" if a.only == "openrlhf" else "OpenRLHF"
             results = [r for r in json.loads(prev.read_text())["results"] if r["framework"].startswith(other)]
-    for kind in ("openrlhf", "verl"):
+    runs = [("openrlhf", "baseline", a.n), ("openrlhf", "new", a.n)]
+    for n in (int(x) for x in a.full_n.split(",") if x):
+        runs += [("openrlhf", "former", n)] if n * a.prompts > 16384 else []
+        runs += [("openrlhf", "new", n)]
+    runs += [("verl", "baseline", a.n), ("verl", "new", a.n)]
+    for kind, setting, n in runs:
         if a.only and kind != a.only:
             continue
-        for setting in ("baseline", "new"):
-            done = subprocess.run([sys.executable, __file__, "--child", f"{kind}:{setting}", "--prompts",
-                                   str(a.prompts), "--verl-prompts", str(a.verl_prompts), "--n", str(a.n)],
-                                  capture_output=True, text=True, cwd=ROOT)
-            m = re.search(r"^RESULT (.*)$", done.stdout, re.M)
-            if not m:
-                raise RuntimeError(f"{kind}:{setting} failed:\n{done.stderr[-3000:]}")
-            results.append(json.loads(m.group(1)))
-            print(results[-1], flush=True)
-    results.sort(key=lambda r: (not r["framework"].startswith("OpenRLHF"), "before" not in r["setting"]
-                                and "former" not in r["setting"]))
-    head = ("| framework | dispatch | setting | rows in flight | seconds | partial groups | lost rewards | "
-            "wrong rewards |\n|---|---|---|---|---|---|---|---|")
+        done = subprocess.run([sys.executable, __file__, "--child", f"{kind}:{setting}:{n}", "--prompts",
+                               str(a.prompts), "--verl-prompts", str(a.verl_prompts)],
+                              capture_output=True, text=True, cwd=ROOT)
+        m = re.search(r"^RESULT (.*)$", done.stdout, re.M)
+        if not m:
+            raise RuntimeError(f"{kind}:{setting}:{n} failed:\n{done.stderr[-3000:]}")
+        results.append(json.loads(m.group(1)))
+        print(results[-1], flush=True)
+    results.sort(key=lambda r: (not r["framework"].startswith("OpenRLHF"), r["rows_in_flight"],
+                                "before" not in r["setting"] and "former" not in r["setting"]))
+    head = ("| framework | dispatch | setting | rows in flight | seconds | p50 / p99 s | scorer calls | "
+            "partial groups | lost rewards | wrong rewards |\n|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in results:
         wrong = r.get("wrong_rewards", r.get("groups_with_wrong_rewards"))
@@ -251,10 +270,13 @@ def main() -> None:
         lost = r["lost_rewards"]
         if "rows_openrlhf_cannot_use" in r:
             lost = f"{lost} (OpenRLHF cannot use {r['rows_openrlhf_cannot_use']})"
+        lat = f"{r['p50_s']} / {r['p99_s']}" if "p99_s" in r else "-"
         lines.append(f"| {r['framework']} | {r['dispatch']} | {r['setting']} | {r['rows_in_flight']} | "
-                     f"{r['seconds']} | {r['partial_groups']} of {r['groups']} | {lost} | {wrong} {unit} |")
+                     f"{r['seconds']} | {lat} | {r.get('scorer_calls') or '-'} | {r['partial_groups']} of "
+                     f"{r['groups']} | {lost} | {wrong} {unit} |")
     md = ("# Whole groups under verl's and OpenRLHF's own dispatch, at their defaults\n\n"
-          f"`python benchmarks/trainer_dispatch.py --prompts {a.prompts} --verl-prompts {a.verl_prompts} --n {a.n}`"
+          f"`python benchmarks/trainer_dispatch.py --prompts {a.prompts} --verl-prompts {a.verl_prompts} --n {a.n} "
+          f"--full-n {a.full_n}`"
           "\n\nScorer `majority-vote`, groups of n with one dissenting answer each: a row's reward is known from "
           "its whole group. Seconds: from the first sample finishing (spread over 5 s) to the last reward, on "
           "a 2-core machine shared with other jobs; verl's group_timeout is 300 s, `rewardkit serve`'s 150 s.\n\n"
