@@ -92,6 +92,11 @@ def scorer_reward_func(scorer: str | Scorer, *, num_generations: int | None = No
     def reward_func(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
         refs = kwargs.get(reference_column) or [None] * len(prompts)
         experts = kwargs.get(expert_column) or [None] * len(prompts)
+        bad = next((i for i, r in enumerate(refs) if isinstance(r, (list, tuple))), None)
+        if bad is not None:  # str() of a list would be a reference no answer equals
+            raise ValueError(f"rewardkit reward function: dataset column {reference_column!r} holds a list of "
+                             f"{len(refs[bad])} references (row {bad}); rewardkit takes one reference answer per "
+                             "row: keep one answer in that column (or name another with reference_column=)")
         rows = [(_key(p) + "\x00" + str(r), _text(p), _text(c), None if r is None else str(r),
                  None if e is None else str(e)) for p, c, r, e in zip(prompts, completions, refs, experts, strict=True)]
         out = _gathered(rows, score)
