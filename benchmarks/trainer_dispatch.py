@@ -191,6 +191,10 @@ def run_openrlhf(prompts: int, n: int, max_pending: int | None) -> dict:
         outs, waits = [o for o, _ in done], sorted(w for _, w in done)
         with urllib.request.urlopen(url.replace("/get_reward", "/health"), timeout=30) as r:
             health = json.loads(r.read())
+        with open(f"/proc/{proc.pid}/stat") as f:  # the server's CPU seconds (user + system)
+            server_cpu = sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[11:13]) / os.sysconf("SC_CLK_TCK")
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        client_cpu, load = me.ru_utime + me.ru_stime, os.getloadavg()[0]
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -211,9 +215,9 @@ def run_openrlhf(prompts: int, n: int, max_pending: int | None) -> dict:
     partial = len({o["prompt"] for o in outs if o["extra_logs"].get("partial_group") == [1.0]})
     wrong = sum(sorted(got.get(p, [])) != sorted(w) for p, w in want.items())
     return {"framework": "OpenRLHF 0.11.2", "dispatch": "one query per request, whole rollout batch at once",
-            "setting": (f"--max-pending {max_pending} (the former {'limit' if max_pending < 1024 else 'default'})"
-                        if max_pending else "defaults"),
-            "scorer_calls": health.get("scorer_calls"),
+            "setting": f"--max-pending {max_pending} (the former limit)" if max_pending else "defaults",
+            "scorer_calls": health.get("scorer_calls"), "server_cpu_s": round(server_cpu, 1),
+            "client_cpu_s": round(client_cpu, 1), "load_average_1min": round(load, 1),
             "rows_in_flight": len(rows), "seconds": round(seconds, 1), "groups": prompts,
             "p50_s": round(waits[len(waits) // 2], 1), "p99_s": round(waits[int(len(waits) * 0.99)], 1),
             "partial_groups": partial, "lost_rewards": lost,
@@ -227,33 +231,39 @@ def main() -> None:
     ap.add_argument("--verl-prompts", type=int, default=128, help="verl prompts per batch")
     ap.add_argument("--n", type=int, default=8, help="samples per prompt (group size)")
     ap.add_argument("--full-n", default="16,32", help="OpenRLHF samples per prompt at full size (comma-separated)")
-    ap.add_argument("--only", choices=["verl", "openrlhf"], default=None)
+    ap.add_argument("--only", choices=["verl", "openrlhf", "full"], default=None,
+                    help="run one part and keep the other rows of the last run (full: the full-size OpenRLHF runs)")
+    ap.add_argument("--child-timeout", type=float, default=900.0, help="seconds before a run counts as not finished")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:  # one measurement per fresh process (Ray and the client's state never carry over)
         kind, setting, n = a.child.split(":")
-        pending = {"baseline": 256, "former": 16384}.get(setting)
+        pending = 256 if setting == "baseline" else None
         res = (run_verl(a.verl_prompts, int(n), setting == "baseline") if kind == "verl" else
                run_openrlhf(a.prompts, int(n), pending))
         print("RESULT " + json.dumps(res), flush=True)
         return
     results = []
-    if a.only:  # keep the other framework's rows from the last full run
-        prev = RESULTS / "trainer_dispatch.json"
-        if prev.exists():
-            other = "verl" if a.only == "openrlhf" else "OpenRLHF"
-            results = [r for r in json.loads(prev.read_text())["results"] if r["framework"].startswith(other)]
-    runs = [("openrlhf", "baseline", a.n), ("openrlhf", "new", a.n)]
-    for n in (int(x) for x in a.full_n.split(",") if x):
-        runs += [("openrlhf", "former", n)] if n * a.prompts > 16384 else []
-        runs += [("openrlhf", "new", n)]
-    runs += [("verl", "baseline", a.n), ("verl", "new", a.n)]
+    full = [("openrlhf", "new", int(x)) for x in a.full_n.split(",") if x]
+    runs = ([("openrlhf", "baseline", a.n), ("openrlhf", "new", a.n)] + full
+            + [("verl", "baseline", a.n), ("verl", "new", a.n)])
+    part = {"verl": "verl", "openrlhf": "OpenRLHF"}
+    if a.only == "full":
+        runs = full
+    elif a.only:
+        runs = [r for r in runs if r[0] == a.only]
+    prev = RESULTS / "trainer_dispatch.json"
+    if a.only and prev.exists():  # keep the rows of the last run that this one does not redo
+        redo = {(part[k], n * (a.verl_prompts if k == "verl" else a.prompts)) for k, _, n in runs}
+        results = [r for r in json.loads(prev.read_text())["results"]
+                   if (r["framework"].split()[0], r["rows_in_flight"]) not in redo]
     for kind, setting, n in runs:
-        if a.only and kind != a.only:
-            continue
-        done = subprocess.run([sys.executable, __file__, "--child", f"{kind}:{setting}:{n}", "--prompts",
-                               str(a.prompts), "--verl-prompts", str(a.verl_prompts)],
-                              capture_output=True, text=True, cwd=ROOT)
+        try:
+            done = subprocess.run([sys.executable, __file__, "--child", f"{kind}:{setting}:{n}", "--prompts",
+                                   str(a.prompts), "--verl-prompts", str(a.verl_prompts)],
+                                  capture_output=True, text=True, cwd=ROOT, timeout=a.child_timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"{kind}:{setting}:{n} did not finish within {a.child_timeout:g}s") from None
         m = re.search(r"^RESULT (.*)$", done.stdout, re.M)
         if not m:
             raise RuntimeError(f"{kind}:{setting}:{n} failed:\n{done.stderr[-3000:]}")
@@ -261,8 +271,9 @@ def main() -> None:
         print(results[-1], flush=True)
     results.sort(key=lambda r: (not r["framework"].startswith("OpenRLHF"), r["rows_in_flight"],
                                 "before" not in r["setting"] and "former" not in r["setting"]))
-    head = ("| framework | dispatch | setting | rows in flight | seconds | p50 / p99 s | scorer calls | "
-            "partial groups | lost rewards | wrong rewards |\n|---|---|---|---|---|---|---|---|---|---|")
+    head = ("| framework | dispatch | setting | rows in flight | seconds | p50 / p99 s | server / client CPU s "
+            "(load) | scorer calls | partial groups | lost rewards | wrong rewards |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in results:
         wrong = r.get("wrong_rewards", r.get("groups_with_wrong_rewards"))
@@ -271,8 +282,10 @@ def main() -> None:
         if "rows_openrlhf_cannot_use" in r:
             lost = f"{lost} (OpenRLHF cannot use {r['rows_openrlhf_cannot_use']})"
         lat = f"{r['p50_s']} / {r['p99_s']}" if "p99_s" in r else "-"
+        cpu = (f"{r['server_cpu_s']} / {r['client_cpu_s']} ({r['load_average_1min']})" if "server_cpu_s" in r
+               else "-")
         lines.append(f"| {r['framework']} | {r['dispatch']} | {r['setting']} | {r['rows_in_flight']} | "
-                     f"{r['seconds']} | {lat} | {r.get('scorer_calls') or '-'} | {r['partial_groups']} of "
+                     f"{r['seconds']} | {lat} | {cpu} | {r.get('scorer_calls') or '-'} | {r['partial_groups']} of "
                      f"{r['groups']} | {lost} | {wrong} {unit} |")
     md = ("# Whole groups under verl's and OpenRLHF's own dispatch, at their defaults\n\n"
           f"`python benchmarks/trainer_dispatch.py --prompts {a.prompts} --verl-prompts {a.verl_prompts} --n {a.n} "

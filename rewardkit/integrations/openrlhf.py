@@ -198,6 +198,8 @@ class RewardService:
         r = parse_request(req.body, self.max_items)
         if not isinstance(self.group_size, int):
             rows = await self._score_request(r)
+        elif len(r.responses) == 1:  # OpenRLHF's usual request: no task per row
+            rows = [await self._add(r.prompts[0], r.responses[0], r.labels[0])]
         else:
             rows = await asyncio.gather(*(self._add(r.prompts[i], r.responses[i], r.labels[i])
                                           for i in range(len(r.responses))))
