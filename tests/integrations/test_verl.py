@@ -114,13 +114,13 @@ def test_reward_loop_manager_gathers_single_rows_into_uid_groups():
     assert float(rm[0, 3]) == 0.5
 
 
-def test_validation_groups_of_another_size_are_announced_once_not_by_every_worker(caplog):
+def test_validation_groups_of_another_size_are_announced_once_not_by_every_worker(caplog, monkeypatch):
     from omegaconf import OmegaConf
 
     from rewardkit.integrations import assembler
     from rewardkit.integrations.verl import reward_manager_for
 
-    assembler._SAID.clear()
+    monkeypatch.setattr(assembler, "_SAID", set(), raising=False)  # said-once messages of this test only
     cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"n": 8, "val_kwargs": {"n": 1}}}})
     data = _batch(ROWS, CharTokenizer())
     with caplog.at_level("WARNING"):
@@ -142,7 +142,7 @@ def test_a_list_ground_truth_is_no_reference_with_a_clear_status_not_the_text_of
     from rewardkit.integrations import assembler
     from rewardkit.integrations import verl as rv
 
-    assembler._SAID.clear()
+    monkeypatch.setattr(assembler, "_SAID", set(), raising=False)  # said-once messages of this test only
     monkeypatch.setenv("REWARDKIT_SCORER", "verifier")
     monkeypatch.delenv("REWARDKIT_SCORER_OPTIONS", raising=False)
     with caplog.at_level("WARNING"):
