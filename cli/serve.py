@@ -35,9 +35,11 @@ def _group_size(text: str | None) -> int | str | None:
     return n
 
 
-def _raise_open_files(need: int) -> None:
+def _raise_open_files(need: int) -> int:
     """Each waiting OpenRLHF request is an open connection: lift the descriptor limit toward ``need``, and
-    say so when the hard limit leaves fewer (the server then holds fewer requests than ``--max-pending``)."""
+    say so when the hard limit leaves fewer (the server then holds fewer requests than ``--max-pending``).
+    Returns the connections the server may hold: past that a new one is a 503 (retried by OpenRLHF), never
+    an accept() failing with "Too many open files" (asyncio logs a traceback for each)."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -46,8 +48,10 @@ def _raise_open_files(need: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     if hard != resource.RLIM_INFINITY and hard < need:
         typer.echo(f"warning: --max-pending needs about {need} open files but this process may open {hard} "
-                   f"(hard limit): at most about {hard - 300} requests are held at once; raise `ulimit -Hn` or "
+                   f"(hard limit): at most {hard - 256} requests are held at once; raise `ulimit -Hn` or "
                    "lower --max-pending", err=True)
+        return hard - 256
+    return need - 192
 
 
 def serve(
@@ -86,8 +90,8 @@ def serve(
                          masked_reward=_masked(masked_reward), max_items=max_items, max_pending=max_pending)
     except ValueError as e:
         raise fail(e) from None
-    _raise_open_files(max_pending + 256)
+    connections = _raise_open_files(max_pending + 256)
     # a rollout batch opens thousands of connections at once: their headers are read as the loop gets to
     # them, so the per-connection header deadline is a minute, not the default 10 s (which closed them)
-    run(app, host, port, max_connections=max_pending + 64, backlog=4096, header_timeout=60.0,
+    run(app, host, port, max_connections=connections, backlog=4096, header_timeout=60.0,
         on_ready=lambda url: typer.echo(f"serving {scorer} rewards at {url}/get_reward", err=True))

@@ -214,6 +214,27 @@ def test_serve_refuses_to_start_without_usable_groups_in_one_line(args, needle):
     assert done.stderr.startswith("error: ") and needle in done.stderr
 
 
+def test_serve_says_when_the_open_file_limit_holds_fewer_requests_than_max_pending():
+    import resource
+
+    def low_limit():  # a hard limit of 2,048 descriptors, as a small machine or container might have
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 2048))
+
+    cmd = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import main; main()", "serve", "--port", "0",
+           "--scorer", "verifier", "--max-pending", "4096"]
+    proc = subprocess.Popen(cmd, cwd=str(ROOT), stderr=subprocess.PIPE, text=True, preexec_fn=low_limit)
+    try:
+        lines = []
+        while not lines or "serving" not in lines[-1]:
+            lines.append(proc.stderr.readline())
+            assert lines[-1] or proc.poll() is None, lines
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    said = [x for x in lines if "open files" in x]
+    assert len(said) == 1 and "at most 1792 requests are held at once" in said[0], lines
+
+
 def test_not_json_and_oversized_bodies_are_refused():
     with BackgroundServer(reward_app(Recorder(), max_body=1000)) as srv:
         r = httpx.post(srv.url + "/get_reward", content=b"{not json", headers={"Content-Type": "application/json"})
