@@ -2,16 +2,19 @@
 
 OpenRLHF POSTs ``{"query": [prompt + response, ...], "prompts": [prompt, ...], "labels": [label, ...]}``
 to the URL and reads ``{"rewards": [...], "scores": [...], "extra_logs": {...}}``. Each response is the
-query with its prompt prefix removed; rows sharing a prompt and label form one group.
+query with its prompt prefix removed (or with the tail of a prompt OpenRLHF cut from the left: ``split_query``);
+rows sharing a prompt and label form one group.
 
 OpenRLHF 0.11's single-turn executor sends ONE query per request, and a rollout batch puts
 ``rollout.batch_size x n_samples_per_prompt`` requests in flight at once (1024 x n by default). With
 ``group_size=N`` (the trainer's ``n_samples_per_prompt``) the server holds each row until N rows of the same
 (prompt, label) have arrived, across requests, then scores the full group in one scorer call and answers
-every waiting request. A waiting request holds only a future: ``max_pending`` (default 16,384) bounds the
-requests held at once, waiting or being scored; scoring itself is one worker that batches every closed
-group into one scorer call. A group still short after ``group_timeout`` seconds is scored as it stands and
-reported in ``extra_logs["partial_group"]``. Without ``group_size`` a group is the rows of one request.
+every waiting request. A waiting request holds only a future: ``max_pending`` (default 32,768: 1,024 x 32)
+bounds the requests held at once, waiting or being scored; scoring itself is one worker that scores every
+group closed so far in one scorer call. A group still short after ``group_timeout`` seconds is scored as it
+stands and reported in ``extra_logs["partial_group"]``. ``group_size="request"`` makes the rows of one
+request a group; a group-relative scorer refuses to run without one or the other (``check_group_size``).
+Every refused request is logged once per reason (``RefusalLog``): OpenRLHF discards the body.
 
 OpenRLHF turns every reward into a tensor, so a masked response (non-ok status) gets ``masked_reward``
 (0.0 by default; ``None`` sends ``null``, for other clients) and the mask travels in
