@@ -382,6 +382,7 @@ class _Unproven:
     def __init__(self) -> None:
         self.by_host: dict[str, dict[H11Protocol, None]] = {}
         self.open: set[H11Protocol] = set()  # connections not yet closed by us
+        self.said: set[int] = set()  # statuses of connection-level refusals already logged (once each)
 
     def add(self, proto: H11Protocol) -> None:
         self.by_host.setdefault(proto.client[0] if proto.client else "?", {})[proto] = None
@@ -470,6 +471,9 @@ def _protocol(header_timeout: float, max_connections: int) -> type[H11Protocol]:
             self._raw_error(400, "malformed HTTP request (request line, headers or Content-Length)")
 
         def _raw_error(self, status: int, message: str) -> None:
+            if status not in unproven.said:  # a client may discard the body: the reason goes in the log, once
+                unproven.said.add(status)
+                log.warning("refused a connection with %d: %s (logged once)", status, message)
             data = json.dumps(error_body(message, ERROR_TYPES.get(status, "invalid_request_error"))).encode()
             reason = {400: b"Bad Request", 503: b"Service Unavailable"}[status]
             self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
