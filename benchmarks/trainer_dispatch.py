@@ -234,6 +234,7 @@ def main() -> None:
     ap.add_argument("--only", choices=["verl", "openrlhf", "full"], default=None,
                     help="run one part and keep the other rows of the last run (full: the full-size OpenRLHF runs)")
     ap.add_argument("--child-timeout", type=float, default=900.0, help="seconds before a run counts as not finished")
+    ap.add_argument("--render", action="store_true", help="only rewrite the table from the saved results")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:  # one measurement per fresh process (Ray and the client's state never carry over)
@@ -243,7 +244,8 @@ def main() -> None:
                run_openrlhf(a.prompts, int(n), pending))
         print("RESULT " + json.dumps(res), flush=True)
         return
-    results = []
+    results: list[dict] = []
+    command = " ".join(["python", "benchmarks/trainer_dispatch.py", *sys.argv[1:]])
     full = [("openrlhf", "new", int(x)) for x in a.full_n.split(",") if x]
     runs = ([("openrlhf", "baseline", a.n), ("openrlhf", "new", a.n)] + full
             + [("verl", "baseline", a.n), ("verl", "new", a.n)])
@@ -253,7 +255,9 @@ def main() -> None:
     elif a.only:
         runs = [r for r in runs if r[0] == a.only]
     prev = RESULTS / "trainer_dispatch.json"
-    if a.only and prev.exists():  # keep the rows of the last run that this one does not redo
+    if a.render:
+        results, runs = json.loads(prev.read_text())["results"], []
+    elif a.only and prev.exists():  # keep the rows of the last run that this one does not redo
         redo = {(part[k], n * (a.verl_prompts if k == "verl" else a.prompts)) for k, _, n in runs}
         results = [r for r in json.loads(prev.read_text())["results"]
                    if (r["framework"].split()[0], r["rows_in_flight"]) not in redo]
@@ -267,7 +271,7 @@ def main() -> None:
         m = re.search(r"^RESULT (.*)$", done.stdout, re.M)
         if not m:
             raise RuntimeError(f"{kind}:{setting}:{n} failed:\n{done.stderr[-3000:]}")
-        results.append(json.loads(m.group(1)))
+        results.append({**json.loads(m.group(1)), "command": command})
         print(results[-1], flush=True)
     results.sort(key=lambda r: (not r["framework"].startswith("OpenRLHF"), r["rows_in_flight"],
                                 "before" not in r["setting"] and "former" not in r["setting"]))
@@ -287,12 +291,20 @@ def main() -> None:
         lines.append(f"| {r['framework']} | {r['dispatch']} | {r['setting']} | {r['rows_in_flight']} | "
                      f"{r['seconds']} | {lat} | {cpu} | {r.get('scorer_calls') or '-'} | {r['partial_groups']} of "
                      f"{r['groups']} | {lost} | {wrong} {unit} |")
+    commands = sorted({r.get("command", "python benchmarks/trainer_dispatch.py --prompts 1024 --verl-prompts 128 "
+                                        "--n 8 (before the full-size runs were added)") for r in results})
     md = ("# Whole groups under verl's and OpenRLHF's own dispatch, at their defaults\n\n"
-          f"`python benchmarks/trainer_dispatch.py --prompts {a.prompts} --verl-prompts {a.verl_prompts} --n {a.n} "
-          f"--full-n {a.full_n}`"
+          "Every row is one fresh process; a full run is `python benchmarks/trainer_dispatch.py`, and `--only "
+          "openrlhf|verl|full` re-runs a part, keeping the other rows. The rows below come from: "
+          + "; ".join(f"`{c}`" for c in commands) + "."
           "\n\nScorer `majority-vote`, groups of n with one dissenting answer each: a row's reward is known from "
           "its whole group. Seconds: from the first sample finishing (spread over 5 s) to the last reward, on "
-          "a 2-core machine shared with other jobs; verl's group_timeout is 300 s, `rewardkit serve`'s 150 s.\n\n"
+          "a 2-core machine shared with other jobs; verl's group_timeout is 300 s, `rewardkit serve`'s 150 s. "
+          "p50 / p99: each row's wait from its sample finishing to its reward. They are bounded by CPU: the batch "
+          "arrives as one burst, a group closes only when its last row is read, and OpenRLHF's client (its "
+          "executor, one aiohttp session per request) shares the 2 cores with the server; CPU s: what each "
+          "process used, with the machine's 1-minute load average at the end. Scorer calls: the server's count; "
+          "a group is scored as soon as it closes and the scorer is free.\n\n"
           + "\n".join(lines) + "\n")
     write_results("trainer_dispatch", {"machine": machine(), "args": vars(a), "results": results}, md)
     print(md)

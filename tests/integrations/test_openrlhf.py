@@ -217,8 +217,8 @@ def test_serve_refuses_to_start_without_usable_groups_in_one_line(args, needle):
 def test_serve_says_when_the_open_file_limit_holds_fewer_requests_than_max_pending():
     import resource
 
-    def low_limit():  # a hard limit of 6,144 descriptors, as a small machine or container might have
-        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 6144))
+    def low_limit():  # a hard limit of 2,048 descriptors, as a small machine or container might have
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 2048))
 
     cmd = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import main; main()", "serve", "--port", "0",
            "--scorer", "verifier", "--max-pending", "4096"]
@@ -232,7 +232,7 @@ def test_serve_says_when_the_open_file_limit_holds_fewer_requests_than_max_pendi
         proc.terminate()
         proc.wait(timeout=30)
     said = [x for x in lines if "open files" in x]
-    # 6,144 less the 4,096 connections asyncio may accept at once, less 256 for everything else
+    # 2,048 descriptors less 256 for everything that is not a connection
     assert len(said) == 1 and "at most 1792 requests are held at once" in said[0], lines
 
 
