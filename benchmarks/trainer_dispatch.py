@@ -225,6 +225,22 @@ def run_openrlhf(prompts: int, n: int, max_pending: int | None) -> dict:
             "server_log_lines": len(proc.log_lines), "server_log_distinct": log[:10]}
 
 
+def _fd_note(results: list[dict]) -> str:
+    """What a row past this machine's open-file limit measures (one connection per row in flight)."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    over = [r["rows_in_flight"] for r in results if r["framework"].startswith("OpenRLHF")
+            and hard != resource.RLIM_INFINITY and r["rows_in_flight"] + 256 > hard]
+    if not over:
+        return ""
+    return (f" {max(over):,} one-query requests need as many connections in one server process, and this machine's "
+            f"hard open-file limit is {hard:,} per process (not raisable here): that row shows what happens past "
+            "it. `rewardkit serve` says so at start and answers 503 past the limit, OpenRLHF retries five times "
+            "and loses those rows, and every group comes back partial. With `ulimit -Hn` above the rows in "
+            "flight the default `--max-pending 32768` admits them (not measured here).")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=int, default=1024, help="OpenRLHF rollout.batch_size (its default 1024)")
@@ -304,7 +320,7 @@ def main() -> None:
           "arrives as one burst, a group closes only when its last row is read, and OpenRLHF's client (its "
           "executor, one aiohttp session per request) shares the 2 cores with the server; CPU s: what each "
           "process used, with the machine's 1-minute load average at the end. Scorer calls: the server's count; "
-          "a group is scored as soon as it closes and the scorer is free.\n\n"
+          "a group is scored as soon as it closes and the scorer is free." + _fd_note(results) + "\n\n"
           + "\n".join(lines) + "\n")
     write_results("trainer_dispatch", {"machine": machine(), "args": vars(a), "results": results}, md)
     print(md)
