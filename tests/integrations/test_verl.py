@@ -115,15 +115,54 @@ def test_reward_loop_manager_gathers_single_rows_into_uid_groups():
     assert float(rm[0, 3]) == 0.5
 
 
-def test_validation_groups_of_another_size_are_announced(caplog):
+def test_validation_groups_of_another_size_are_announced_once_not_by_every_worker(caplog, monkeypatch):
     from omegaconf import OmegaConf
 
+    from rewardkit.integrations import assembler
     from rewardkit.integrations.verl import reward_manager_for
 
+    monkeypatch.setattr(assembler, "_SAID", set(), raising=False)  # said-once messages of this test only
     cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"n": 8, "val_kwargs": {"n": 1}}}})
+    data = _batch(ROWS, CharTokenizer())
     with caplog.at_level("WARNING"):
-        reward_manager_for(Recorder())(cfg, CharTokenizer(), None, assembler="local")
-    assert "val_kwargs.n=1" in caplog.text and "set val_kwargs.n=8" in caplog.text
+        for _ in range(3):  # verl builds one manager per reward-loop worker (8 by default)
+            mgr = reward_manager_for(Recorder())(cfg, CharTokenizer(), None, group_size=2, assembler="local")
+
+            async def run(mgr=mgr):
+                return await asyncio.gather(*(mgr.run_single(data[i:i + 1]) for i in range(len(data))))
+
+            asyncio.run(run())
+    lines = [r.getMessage() for r in caplog.records if "val_kwargs.n=1" in r.getMessage()]
+    assert len(lines) == 1 and "set val_kwargs.n=2" in lines[0]
+
+
+def test_a_list_ground_truth_is_no_reference_with_a_clear_status_not_the_text_of_a_list(monkeypatch, caplog):
+    # before: str(["4", "four"]) was the reference, so a right answer scored 0.0 with rewardkit_ok 1.0
+    from omegaconf import OmegaConf
+
+    from rewardkit.integrations import assembler
+    from rewardkit.integrations import verl as rv
+
+    monkeypatch.setattr(assembler, "_SAID", set(), raising=False)  # said-once messages of this test only
+    monkeypatch.setenv("REWARDKIT_SCORER", "verifier")
+    monkeypatch.delenv("REWARDKIT_SCORER_OPTIONS", raising=False)
+    with caplog.at_level("WARNING"):
+        out = rv.compute_score("math", r"so \boxed{4}", ["4", "four"])
+        assert rv.compute_score("math", r"so \boxed{4}", np.array(["4", "four"], dtype=object))["rewardkit_ok"] == 0.0
+    assert out == {"score": 0.0, "rewardkit_ok": 0.0}
+    lines = [r.getMessage() for r in caplog.records if "list of 2 references" in r.getMessage()]
+    assert len(lines) == 1 and "ground_truth" in lines[0]
+    data = _batch(ROWS, CharTokenizer())
+    data.non_tensor_batch["reward_model"] = np.array([{"ground_truth": ["4", "four"]}] * 4, dtype=object)
+    sc = Recorder()
+    mgr = rv.reward_manager_for(sc)(OmegaConf.create({"actor_rollout_ref": {"rollout": {"n": 2}}}), CharTokenizer(),
+                                    None, assembler="local")
+
+    async def run():
+        return await asyncio.gather(*(mgr.run_single(data[i:i + 1]) for i in range(len(data))))
+
+    asyncio.run(run())
+    assert {ref for c in sc.calls for _, _, ref in c} == {None}
 
 
 class _Picks(list):
@@ -142,6 +181,7 @@ def test_random_dispatch_over_verl_reward_workers_scores_every_group_whole_once(
     AgentLoopWorker._compute_score sends each finished sample to random.choice(workers), as in training."""
     import random
     import time
+    from pathlib import Path
 
     ray = import_or_skip("ray", "Ray is the optional 'ray' extra")
     from omegaconf import OmegaConf
@@ -156,7 +196,7 @@ def test_random_dispatch_over_verl_reward_workers_scores_every_group_whole_once(
     n, n_groups = 4, 6
     cfg = OmegaConf.create({
         "actor_rollout_ref": {"model": {"path": model, "tokenizer_path": None},
-                              "rollout": {"n": n, "val_kwargs": {"n": n}}},
+                              "rollout": {"n": n, "val_kwargs": {"n": 1}}},  # 1: the warning to say once
         "reward": {"num_workers": 3, "reward_model": {"enable": False, "enable_resource_pool": False},
                    "custom_reward_function": {"path": None}, "sandbox_fusion": None,
                    "reward_manager": {"source": "importlib", "name": "RewardkitLoopManager",
@@ -199,8 +239,11 @@ def test_random_dispatch_over_verl_reward_workers_scores_every_group_whole_once(
         t0 = time.monotonic()
         outs = asyncio.run(all_rows())
         counts = ray.get(ray.get_actor(ASSEMBLER_NAME).counts.remote())
+        logs = Path(ray._private.worker._global_node.get_logs_dir_path())
     finally:
         ray.shutdown()
+    said = [x for f in logs.glob("worker-*") for x in f.read_text(errors="replace").splitlines() if "val_kwargs.n=1" in x]
+    assert len(said) == 1, said  # by the job's assembler, not by each of the 3 workers
     by_uid: dict[str, set[int]] = {}
     for (uid, *_), w in zip(rows, picks.picked, strict=True):
         by_uid.setdefault(uid, set()).add(w)
