@@ -117,7 +117,7 @@ def test_check_judge_without_loading_locates_a_local_model(tmp_path):
         check_judge(str(tmp_path / "m"), load=False)
 
 
-@pytest.mark.parametrize("command", [["serve", "--scorer", "arena", "--judge", "nosuchmodel"],
+@pytest.mark.parametrize("command", [["serve", "--scorer", "arena", "--group-size", "8", "--judge", "nosuchmodel"],
                                      ["serve-judge", "nosuchmodel"]])
 def test_servers_refuse_a_judge_that_does_not_exist_before_listening(command):
     res = run_cli(*command, "--port", free_port(), timeout=60)  # before: listened, then 46 s of hub retries -> 500
@@ -145,7 +145,7 @@ def test_a_port_in_use_is_one_line(judge_server):
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        res = run_cli("serve", "--scorer", "verifier", "--port", port)
+        res = run_cli("serve", "--scorer", "verifier", "--port", port, "--max-pending", 1024)  # within any file limit
         assert_one_line(res, f"127.0.0.1:{port}: cannot listen: Address already in use", "--port")
         res = run_cli("serve-judge", judge_server, "--port", port)  # the judge answers; the port does not
         assert_one_line(res, f"127.0.0.1:{port}: cannot listen")
