@@ -222,7 +222,12 @@ def run_openrlhf(prompts: int, n: int, max_pending: int | None) -> dict:
             "p50_s": round(waits[len(waits) // 2], 1), "p99_s": round(waits[int(len(waits) * 0.99)], 1),
             "partial_groups": partial, "lost_rewards": lost,
             "rows_openrlhf_cannot_use": crashed, "groups_with_wrong_rewards": wrong,
-            "server_log_lines": len(proc.log_lines), "server_log_distinct": log[:10]}
+            "server_log_lines": len(proc.log_lines), "server_log_distinct": [_no_prefix(x) for x in log[:10]]}
+
+
+def _no_prefix(line: str) -> str:
+    """A log line without this interpreter's install path (results never record where they ran)."""
+    return line.replace(sys.base_prefix, "<python>").replace(sys.prefix, "<python>")
 
 
 def _fd_note(results: list[dict]) -> str:

@@ -131,6 +131,9 @@ def test_a_password_in_a_judge_url_is_sent_as_auth_and_appears_in_no_output(tmp_
                                 stderr=subprocess.STDOUT, text=True)
         try:
             first = proc.stdout.readline()
+            while not first.startswith("serving"):  # start-up lines ("judge: ...") before it
+                shown.append(first)
+                first = proc.stdout.readline()
             shown.append(first)
             url = re.findall(r"http://127\.0\.0\.1:\d+/v1", first)[-1]  # the served URL ends the line
             models = httpx.get(url + "/models", timeout=30)
