@@ -1,7 +1,9 @@
 """What one hostile program can take from the host under the code verifier's sandbox limits: memory over
-many processes (each under its own limit) and disk over many files (each under the per-file limit).
+many processes (each under its own limit), disk over many files (each under the per-file limit), disk through
+a user and mount namespace of its own (``unshare -Urm``, then a private tmpfs), and what ``grade()`` answers for
+a memory balloon whose processes outlive the test's time limit.
 
-    python benchmarks/sandbox_bounds.py                                   # this checkout, ~1 minute
+    python benchmarks/sandbox_bounds.py                                   # this checkout, ~2 minutes
     python benchmarks/sandbox_bounds.py --code-ref 07d8b58 --out sandbox_bounds_before
 
 Each program runs through ``rewardkit.code.sandbox.run_sandboxed`` with the limits ``code.execution.grade``
@@ -68,6 +70,36 @@ except OSError as e:
 print({{"written_mib": written >> 20, "stopped_by": err}})
 """
 
+NESTED = """
+import subprocess
+script = ("mount -t tmpfs none /tmp && i=0; while [ $i -lt 40 ]; do head -c 15000000 /dev/zero > /tmp/f$i || break; "
+          "i=$((i+1)); done; du -sm /tmp | cut -f1")  # 40 files of 15 MB (each under the per-file limit)
+r = subprocess.run(["unshare", "-Urm", "/bin/sh", "-c", script], capture_output=True, text=True)
+print({{"written_mib": int(r.stdout.strip() or 0), "stopped_by": r.stderr.strip()[-100:] or None}})
+"""
+
+# a memory balloon whose survivors outlive the test's time limit, graded as code.execution.grade() does
+BALLOON = """
+import os, time
+def add(a, b):
+    for _ in range(4):
+        if os.fork() == 0:
+            hog = b'x' * (300 << 20)
+            time.sleep(60)
+            os._exit(0)
+    for _ in range(4):
+        os.wait()
+    return a + b
+"""
+GRADER = """
+import json, sys
+from rewardkit.code.execution import GradeConfig, Problem, grade
+add = Problem("add", "humaneval", prompt="def add(a, b):\\n", entry_point="add",
+              test="def check(candidate):\\n    assert candidate(2, 3) == 5\\n")
+r = grade(add, sys.stdin.read(), GradeConfig(timeout=10))
+print(json.dumps({{"code": int(r.results[0]), "reason": r.reason}}))
+"""
+
 # the limits code.execution.grade() passes to the sandbox, read from the checked-out code's GradeConfig
 RUNNER = """
 import ast, json, sys
@@ -82,7 +114,7 @@ line = r.stdout.decode().strip().splitlines()
 print(json.dumps({{"program": ast.literal_eval(line[-1]) if line else None, "stderr": r.stderr.decode()[-300:],
                   "limits": {{k: getattr(limits, k) for k in ("memory_bytes", "processes", "file_bytes", *extra)}},
                   "memory_bound": getattr(r, "memory_bound", "rlimit"), "disk_bound": getattr(r, "disk_bound", "file"),
-                  "isolation": r.isolation_used}}))
+                  "isolation": r.isolation_used, "user_namespaces": getattr(r, "user_namespaces", "allowed")}}))
 """
 
 
@@ -167,7 +199,15 @@ def main() -> None:
                                               text=True).stdout.strip()
         mem = measure(root, MEMORY.format(mib=mib))
         disk = measure(root, DISK.format())
-    res = {"code": commit, "machine": machine(), "mib_per_process": mib, "memory": mem, "disk": disk}
+        nested = measure(root, NESTED.format())
+        t0 = time.perf_counter()
+        graded = subprocess.run([sys.executable, "-c", GRADER.format()], cwd=root, input=BALLOON, text=True,
+                                capture_output=True, timeout=300)
+        if graded.returncode != 0:
+            raise RuntimeError(graded.stderr[-2000:])
+        balloon = {**json.loads(graded.stdout), "seconds": round(time.perf_counter() - t0, 1)}
+    res = {"code": commit, "machine": machine(), "mib_per_process": mib, "memory": mem, "disk": disk,
+           "nested_namespace_tmpfs": nested, "memory_balloon_grade": balloon}
     how = f" --code-ref {a.code_ref} --out {a.out}" if a.code_ref else ""
     lim = mem["limits"]
     prog_mem = lim.get("program_memory_bytes")
@@ -185,7 +225,13 @@ def main() -> None:
              f"| 15 MiB files for 6 s | {disk['program']['written_mib']} MiB written"
              f"{', then ' + disk['program']['stopped_by'] if disk['program']['stopped_by'] else ''} | "
              f"{disk['memory_taken_mib']} | {disk['host_disk_drop_mib']} | {disk['disk_bound']} "
-             f"({disk['isolation']}) | {disk['seconds']} |", "",
+             f"({disk['isolation']}) | {disk['seconds']} |",
+             f"| `unshare -Urm`, its own tmpfs over /tmp, 15 MB files | {nested['program']['written_mib']} MiB written"
+             f"{', then ' + nested['program']['stopped_by'] if nested['program']['stopped_by'] else ''} | "
+             f"{nested['memory_taken_mib']} | {nested['host_disk_drop_mib']} | new user namespaces: "
+             f"{nested['user_namespaces']} | {nested['seconds']} |", "",
+             f"A memory balloon graded by `grade()` (4 processes x 300 MiB, the survivors of the OOM kill wait past "
+             f"the test's 10 s limit): code {balloon['code']}, \"{balloon['reason']}\" ({balloon['seconds']} s).", "",
              f"Machine: {res['machine']['cpus']} CPUs (shared), Python {res['machine']['python']}. Memory taken: "
              f"{mem['memory_measured_by']} of the whole measured run (sandbox stage and Python included). Disk: free "
              "space sampled, so other users' writes may show. A tmpfs working directory holds its files in memory: "

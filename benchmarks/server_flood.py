@@ -89,6 +89,39 @@ class Flood(threading.Thread):
             sel.close()
 
 
+def one_write_burst(port: int, request: bytes, n: int, timeout: float = 60.0) -> dict[str, int]:
+    """``n`` clients on HOST:port at once, each sending ``request`` (headers and body) in one write, all sent
+    before any answer is read: the count of each answer's status (or of each error's name)."""
+    socks = [socket.create_connection((HOST, port), timeout=timeout) for _ in range(n)]
+    got: dict[str, int] = {}
+    try:
+        for s in socks:
+            s.sendall(request)
+        for s in socks:
+            buf, status = b"", None
+            try:
+                while b"\r\n" not in buf:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    buf += chunk
+                status = buf.split(b" ", 2)[1].decode() if b"\r\n" in buf else "closed"
+            except OSError as e:
+                status = type(e).__name__
+            got[status] = got.get(status, 0) + 1
+    finally:
+        for s in socks:
+            s.close()
+    return got
+
+
+def post_request(path: str, body: bytes, key: str | None = None) -> bytes:
+    """A complete HTTP/1.1 POST of a JSON ``body``: what ``one_write_burst`` sends."""
+    auth = f"Authorization: Bearer {key}\r\n" if key else ""
+    return (f"POST {path} HTTP/1.1\r\nHost: {HOST}\r\n{auth}Content-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
 def start_server(root: Path, args: list[str]) -> tuple[subprocess.Popen, str]:
     """A real `rewardkit` server process from checkout ``root`` on a free port; (process, base URL)."""
     cmd = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import main; main()", *args]

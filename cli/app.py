@@ -12,26 +12,35 @@ from rewardkit.cli.common import (
     BatchTokens,
     Device,
     DType,
+    JobProgress,
+    OneLineErrors,
     Threads,
+    check_scorer_judge,
     fail,
     judge_spec,
     parse_pairs,
     print_table,
 )
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 app = typer.Typer(help="rewardkit: reward modelling for LLM RL - score rollouts, serve judges, run evals.",
-                  no_args_is_help=True, add_completion=False)
+                  no_args_is_help=True, add_completion=False, cls=OneLineErrors)
 console = Console(stderr=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from rewardkit import __version__
+
+        typer.echo(f"rewardkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print rewardkit's version and exit.")] = False) -> None:
+    """rewardkit: reward modelling for LLM RL - score rollouts, serve judges, run evals."""
 
 
 @app.command()
@@ -75,6 +84,7 @@ def score(
         executor = None
         if ray_workers is not None and ray is None:
             raise ValueError("--ray-workers needs --ray")
+        check_scorer_judge(sc, load=ray is None)  # on Ray the workers load it: here it is only located
         if ray is not None:
             from rewardkit.runtime.ray_runner import RayConfig, ray_executor
 
@@ -82,19 +92,19 @@ def score(
     except (KeyError, TypeError, ValueError, ImportError, typer.BadParameter) as e:
         raise fail(e.args[0] if isinstance(e, KeyError) and e.args else e) from None
 
-    with Progress(TextColumn(f"[bold]{scorer}[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=console, transient=False, disable=not console.is_terminal) as progress:
-        task = progress.add_task("score", total=None)
+    with JobProgress(f"score {scorer}", console) as progress:
 
         def on_start(total: int, done: int) -> None:
-            progress.update(task, total=total, completed=done)
+            progress.start(total, done)
             if done:
                 console.print(f"resuming: {done} of {total} groups already in {out}", soft_wrap=True)
 
         try:
             summary = score_file(input, sc, out, batch_size=batch_size, skip_bad=skip_bad, group_key=group_key,
                                  fmt=fmt, limit=limit, restart=restart, retry_failed=retry_failed, options=opts,
-                                 executor=executor, on_start=on_start, on_batch=lambda n: progress.advance(task, n))
+                                 executor=executor, on_start=on_start, on_batch=progress.advance,
+                                 on_mkdir=lambda d: console.print(f"created folder {d} for --out", soft_wrap=True,
+                                                                  markup=False, highlight=False))
         except InputError as e:
             hint = "" if skip_bad or e.line is None else " (--skip-bad sets such records aside and goes on)"
             raise fail(f"{e}{hint}") from None

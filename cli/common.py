@@ -1,5 +1,5 @@
-"""What every ``rewardkit`` command shares: one error line, ``KEY=VALUE`` lists, options read from an options
-class, the local-judge options, and tables printed in full.
+"""What every ``rewardkit`` command shares: one error line (``OneLineErrors`` for every command), ``KEY=VALUE``
+lists, options read from an options class, the local-judge options and the judge check, and tables printed in full.
 
 The local-judge options (``--device``, ``--dtype``, ``--batch-tokens``, ``--threads``; score, tts,
 processbench, serve-judge, eval, train) are folded into the judge spec's query
@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
+import os
 import sys
+import time
 import typing
 from collections.abc import Callable
 from dataclasses import MISSING, fields
@@ -20,8 +23,18 @@ from urllib.parse import quote
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
 
 from rewardkit.backends.base import DTYPES
 from rewardkit.options import Options, coerce_options, option_hints, type_name
@@ -32,6 +45,49 @@ def fail(message: object, code: int = 2) -> typer.Exit:
     sys.stderr.write("error: " + " ".join(str(message).split()) + "\n")
     sys.stderr.flush()
     return typer.Exit(code)
+
+
+#: exceptions that are a programming error, not a user's: their traceback is kept for the bug report
+BUGS = (AttributeError, NameError, AssertionError, SyntaxError, ZeroDivisionError, NotImplementedError)
+
+
+def error_message(e: BaseException) -> str:
+    """What ``error:`` says for an exception: a KeyError's own text unquoted, an OSError's file and reason."""
+    if isinstance(e, KeyError) and e.args:
+        return str(e.args[0])
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+    return str(e) or type(e).__name__
+
+
+class OneLineErrors(TyperGroup):
+    """The one place every command's errors go through: an exception a command lets out (a scorer name with a
+    typo, a port in use, a judge that cannot load, a bad file) is one ``error:`` line on stderr and exit code 2,
+    never a traceback. Programming errors (``BUGS``) keep theirs; ``REWARDKIT_TRACEBACK=1`` shows every one."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (TyperException, typer.Exit, typer.Abort):  # usage errors and exits: typer reports them
+            raise
+        except BUGS:
+            raise
+        except Exception as e:
+            if os.environ.get("REWARDKIT_TRACEBACK"):
+                raise
+            raise fail(error_message(e)) from None
+
+
+def check_scorer_judge(scorer: object, *, load: bool = True) -> None:
+    """Check a judge scorer's judge before its first group (``rewardkit.backends.check_judge``): a spec that
+    names no model, or a server that does not answer, is one error line at start, not a status per group."""
+    from rewardkit.backends import check_judge
+
+    spec = getattr(getattr(scorer, "options", None), "judge", None)
+    if spec is not None:
+        backend = check_judge(spec, load=load)
+        if backend is not None:  # what the defaults chose (device, dtype, budgets), said once
+            typer.echo(f"judge: {backend.describe()}", err=True)
 
 
 def parse_pairs(items: list[str] | None, flag: str) -> dict[str, str]:
@@ -173,3 +229,77 @@ def print_table(console: Console, table: Table | str) -> None:
         lines += ["\t".join(plain(col[i]) for col in cells) for i in range(table.row_count)]
     console.file.write("".join(line + "\n" for line in lines))  # as is: rich would expand the tabs
     console.file.flush()
+
+
+# ------------------------------------------------------------------------------------------- progress
+
+#: a plain progress line at most this often (seconds), except the last
+PROGRESS_INTERVAL = 10.0
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+class JobProgress:
+    """Progress of a long job (``score``, ``eval``'s scoring and generation) on ``console`` (stderr).
+
+    On a terminal, rich's bar. Otherwise (a log file, a pipe, CI), where a bar is not drawn, one plain line
+    per 5% of the work (every 10 items when the total is unknown), at most one per ``PROGRESS_INTERVAL``
+    seconds, and always the last: ``score verifier: 400/800 groups (50%), 12.5 groups/s, ETA 32s``. The rate
+    counts only the work done in this run (a resumed job's finished items are not in it).
+    """
+
+    def __init__(self, label: str, console: Console, unit: str = "groups",
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.label, self.console, self.unit, self.clock = label, console, unit, clock
+        self.total: int | None = None
+        self.done = self.first = self.shown = 0
+        self.t0 = self.last = clock()
+        self.bar: Progress | None = None
+        if console.is_terminal:
+            self.bar = Progress(TextColumn(f"[bold]{label}[/bold]"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), TimeRemainingColumn(), console=console)
+            self.task = self.bar.add_task(label, total=None)
+
+    def __enter__(self) -> JobProgress:
+        if self.bar is not None:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+    def start(self, total: int | None, done: int = 0) -> None:
+        """The job's size and the items already done (a resumed job); the clock starts here."""
+        self.total, self.done, self.first, self.shown = total, done, done, done
+        self.t0 = self.last = self.clock()
+        if self.bar is not None:
+            self.bar.update(self.task, total=total, completed=done)
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        if self.bar is not None:
+            self.bar.advance(self.task, n)
+            return
+        step = max(1, math.ceil(self.total / 20)) if self.total else 10
+        now = self.clock()
+        final = self.total is not None and self.done >= self.total
+        if final or (self.done - self.shown >= step and now - self.last >= PROGRESS_INTERVAL):
+            self.shown, self.last = self.done, now
+            self.console.print(self.line(now), soft_wrap=True, highlight=False, markup=False)
+
+    def line(self, now: float) -> str:
+        """``label: done/total unit (pct), rate unit/s, ETA t`` (the parts that are known)."""
+        elapsed = max(now - self.t0, 1e-9)
+        rate = (self.done - self.first) / elapsed
+        parts = [f"{self.label}: {self.done}" + (f"/{self.total}" if self.total else "") + f" {self.unit}"]
+        if self.total:
+            parts[0] += f" ({self.done / self.total:.0%})"
+        parts.append(f"{rate:.3g} {self.unit}/s" if rate >= 0.1 or rate == 0 else f"{1 / rate:.3g} s per {self.unit[:-1]}")
+        if self.total and rate > 0:
+            left = self.total - self.done
+            parts.append(f"ETA {_duration(left / rate)}" if left else f"took {_duration(elapsed)}")
+        return ", ".join(parts)

@@ -12,6 +12,7 @@ from rewardkit.cli.common import (
     BatchTokens,
     Device,
     DType,
+    JobProgress,
     Threads,
     csv,
     fail,
@@ -20,25 +21,14 @@ from rewardkit.cli.common import (
     print_table,
 )
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from rewardkit.backends.spec import redact
 
 app = typer.Typer(help="Evaluation harness: pass@k, verifier precision/recall, best-of-N, judge quality, tables.",
                   no_args_is_help=True)
 console = Console(stderr=True)
-
-
-def _progress(label: str) -> Progress:
-    return Progress(TextColumn(f"[bold]{label}[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TimeRemainingColumn(), console=console)
+#: where the eval commands write by default: under the run folder (git-ignored), never the checkout's top level
+EVAL_OUT = Path("runs/eval")
 
 
 def _show(md: str) -> None:
@@ -53,7 +43,7 @@ Limit = Annotated[Optional[int], typer.Option(help="Only the first N groups.")]
 @app.command()
 def accuracy(
     rollouts: Rollouts,
-    out: OutDir = Path("eval-out"),
+    out: OutDir = EVAL_OUT,
     grade: Annotated[str, typer.Option(help="auto (labels when present), labels or verifier.")] = "auto",
     k: Annotated[Optional[list[int]], typer.Option("--k", help="k values (default: every power of 2 up to n).")] = None,
     limit: Limit = None,
@@ -83,6 +73,7 @@ def _score_all(rollouts: Path, scorers: list[str], out: Path, options: list[str]
                limit: int | None, batch_size: int):
     from rewardkit.evals.harness import EvalError, labels_of, load_rollouts, score_groups
 
+    from rewardkit.backends import check_judge
     from rewardkit.scoring import scorer_options
 
     try:
@@ -100,12 +91,11 @@ def _score_all(rollouts: Path, scorers: list[str], out: Path, options: list[str]
         opts = {k: v for k, v in opts.items() if k in names}
         if judge is not None and "judge" in names:
             opts["judge"] = judge
-        with _progress(s) as prog:
-            task = prog.add_task(s, total=None)
+            check_judge(judge)  # before the first group: one error line, not a status per group
+        with JobProgress(f"score {s}", console) as prog:
             try:
                 runs.append(score_groups(groups, s, out, options=opts, batch_size=batch_size,
-                                         on_start=lambda t, d, task=task: prog.update(task, total=t, completed=d),
-                                         on_batch=lambda n, task=task: prog.advance(task, n)))
+                                         on_start=prog.start, on_batch=prog.advance))
             except (EvalError, TypeError, ValueError) as e:
                 raise fail(f"scorer {s!r}: {e}") from None
     return groups, correct, runs
@@ -118,7 +108,7 @@ BatchOpt = Annotated[int, typer.Option(help="Groups per scorer call.")]
 
 
 @app.command()
-def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = Path("eval-out"), option: OptionOpt = None,
+def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, option: OptionOpt = None,
              judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8,
              device: Device = None, dtype: DType = None, batch_tokens: BatchTokens = None, threads: Threads = None,
              n_boot: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 1000,
@@ -136,7 +126,7 @@ def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = Path("eval-out
 
 
 @app.command()
-def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = Path("eval-out"), option: OptionOpt = None,
+def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, option: OptionOpt = None,
            judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8, device: Device = None,
            dtype: DType = None, batch_tokens: BatchTokens = None, threads: Threads = None) -> None:
     """Best-of-N with each scorer as the selector: curves (select.png), AUC, length bias; writes
@@ -184,11 +174,11 @@ def generate(
         problems = load_benchmark(bench, limit=limit)
     except (BenchmarkError, FileNotFoundError) as e:
         raise fail(str(e)) from None
-    with _progress(f"generate {bench}") as prog:
-        task = prog.add_task("gen", total=len(problems))
+    with JobProgress(f"generate {bench}", console, unit="problems") as prog:
+        prog.start(len(problems))
 
         def on_start(total: int, done: int) -> None:
-            prog.update(task, total=total, completed=done)
+            prog.start(total, done)
             if done:
                 console.print(f"resuming: {done} of {total} problems already in {out}")
 
@@ -201,7 +191,7 @@ def generate(
             s = generate_rollouts(problems, model, out, n=n, max_tokens=max_tokens, temperature=temperature,
                                   top_p=top_p, seed=seed, batch_size=batch_size, bench=bench, grade=grade,
                                   ray=ray_config,
-                                  on_start=on_start, on_batch=lambda k: prog.advance(task, k))
+                                  on_start=on_start, on_batch=prog.advance)
         except (ValueError, FileNotFoundError, OSError, RuntimeError, ImportError) as e:
             raise fail(str(e)) from None
     console.print(f"{out}: {s.generated_now} generated now, {s.skipped_done} already done, {len(s.failed)} failed")
@@ -245,7 +235,7 @@ def headline(
     except (EvalError, FileNotFoundError) as e:
         raise fail(str(e)) from None
     cmd = "rewardkit eval headline" + "".join(f" -s {s}" for s in scorer or []) + (
-        f" --judge {judge}" if judge != "smollm2" else "") + (" --all-groups" if all_groups else "") + (
+        f" --judge {redact(judge)}" if judge != "smollm2" else "") + (" --all-groups" if all_groups else "") + (
         " --mixed-groups" if mixed and not all_groups else "")
     md = headline_markdown(data, cmd)
     if rollouts is not None:
@@ -277,7 +267,7 @@ def judge(
     injection_prompts: Annotated[str, typer.Option(help="Pairwise prompts for the injection test.")] = "tournament",
     max_tokens: Annotated[int, typer.Option(help="Tokens per verdict in generate mode.")] = 512,
     rollouts: Annotated[Optional[Path], typer.Option(help="Labelled rollouts (default: the shared file).")] = None,
-    out: Annotated[Path, typer.Option("--out", help="Folder for judge_quality.md / .json.")] = Path("eval-out"),
+    out: Annotated[Path, typer.Option("--out", help="Folder for judge_quality.md / .json.")] = EVAL_OUT,
     device: Device = None,
     dtype: DType = None,
     batch_tokens: BatchTokens = None,
@@ -326,7 +316,7 @@ def judge(
             console.print(f"injection {p} / {m}: {injection_pairs} pairs x {len(ks)} kinds")
             data["injection"].append(injection_flip_rates(rp[:injection_pairs], be, p, m, ks, max_tokens=max_tokens))
     data["seconds"] = time.perf_counter() - t0
-    data["command"] = (f"rewardkit eval judge --judge {judge} --prompts {prompts} --modes {modes} --pairs {pairs} "
+    data["command"] = (f"rewardkit eval judge --judge {redact(judge)} --prompts {prompts} --modes {modes} --pairs {pairs} "
                        f"--pb-pairs {pb_pairs} --injection-pairs {injection_pairs}"
                        + (f" --kinds {kinds}" if kinds else "") + f" --injection-prompts {injection_prompts}")
     md = judge_quality_markdown(data)
@@ -341,7 +331,7 @@ def lm_eval_cmd(
     limit: Annotated[Optional[int], typer.Option(help="Problems per task.")] = None,
     max_gen_toks: Annotated[Optional[int], typer.Option(help="Generation budget per problem (default: the task's 1024).")] = None,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
-    out: Annotated[Path, typer.Option("--out", help="Folder for lm_eval.json.")] = Path("eval-out"),
+    out: Annotated[Path, typer.Option("--out", help="Folder for lm_eval.json.")] = EVAL_OUT,
 ) -> None:
     """Run rewardkit's lm-eval 0.4 tasks (shared offline data, rewardkit's verifier) on a local model."""
     from rewardkit.evals.lm_eval import run_lm_eval

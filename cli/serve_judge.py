@@ -34,7 +34,7 @@ def serve_judge(
     """Serve a judge at /v1/chat/completions and /v1/models (OpenAI shapes) until interrupted."""
     from rewardkit.cli.common import fail
 
-    from rewardkit.backends import load_backend
+    from rewardkit.backends import check_judge
     from rewardkit.backends.server import JudgeLimits, JudgeServer
     from rewardkit.http_server import require_key_off_loopback
 
@@ -47,7 +47,8 @@ def serve_judge(
     opts = {k: v for k, v in {"batch_size": batch_size}.items() if v is not None}
     if cache:
         opts["cache"] = True if cache == "default" else cache
-    backend = load_backend(spec, **opts)
+    backend = check_judge(spec, **opts)  # loaded, or its server asked, before listening
+    typer.echo(f"judge: {backend.describe()}", err=True)
     server = JudgeServer(backend, host, port, model_name=model_name, max_batch=max_batch,
                          batch_wait=batch_wait, api_key=api_key, max_body=max_body,
                          max_concurrency=max_concurrency, request_timeout=request_timeout, body_timeout=body_timeout,

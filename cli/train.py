@@ -72,6 +72,7 @@ def train(
     judge = judge_spec(judge, device, dtype, batch_tokens, threads)
     sc = None if training_mode else load_scorer(scorer, parse_pairs(option, "--option"), judge)
     trainer = GRPOTrainer(cfg, read_prompts(prompts, limit), sc, modes)
+    typer.echo(f"policy: {trainer.learner.backend.describe()}", err=True)
     if trainer.step:
         typer.echo(f"resuming {cfg.out_dir} at step {trainer.step}", err=True)
 

@@ -43,16 +43,11 @@ def judge_option(name: str) -> str | None:
     return next((o for o in _JUDGE_OPTIONS if o in names), None)
 
 
-def _logit_mode(name: str) -> dict[str, str]:
-    """``mode`` set to the scorer's spelling of verdict-logit mode, when it has one."""
+def _mode_option(name: str) -> str | None:
+    """The scorer's verdict-mode option (``mode``), if it has one."""
     from rewardkit.scoring import scorer_options
 
-    for o in scorer_options(name):
-        if o.name == "mode":
-            choices = [c.strip() for c in o.type.split("|")]
-            hit = next((c for c in choices if c.startswith("logit")), None)
-            return {"mode": hit} if hit else {}
-    return {}
+    return next((o.name for o in scorer_options(name) if o.name == "mode"), None)
 
 
 def calls_judge(name: str) -> bool:
@@ -92,9 +87,13 @@ def headline(rollouts: str | Path, work: Path, *, scorers: Sequence[str] | None 
         opts: dict[str, Any] = dict(fixed)
         if uses_judge:
             opts[judge_option(name)] = judge
-            if logit:
-                opts.update(_logit_mode(name))
+            if _mode_option(name):
+                opts["mode"] = "logit" if logit else "generate"
         opts.update((options or {}).get(name, {}))
+        if uses_judge and "mode" in opts:  # the row names the mode it ran in, "auto" resolved for this judge
+            from rewardkit.scoring import resolve_mode
+
+            opts["mode"] = resolve_mode(str(opts["mode"]), judge)
         if on_scorer:
             on_scorer(name, len(groups))
         t0 = time.perf_counter()
@@ -111,6 +110,20 @@ def headline(rollouts: str | Path, work: Path, *, scorers: Sequence[str] | None 
             "reports": rows, "skipped": skipped}
 
 
+# the verdict mode as recorded in older results ("logits": logit mode's spelling before one scorer shape)
+_MODE_SPELLING = {"logits": "logit"}
+
+
+def row_label(r: dict[str, Any]) -> str:
+    """A row's scorer, its fixed options' label, and for a judge scorer the verdict mode it ran in (logit mode
+    reads the verdict from the judge's probabilities, with no reasoning before it; generate parses text)."""
+    label = f"`{r['scorer']}`{r.get('label', r['scorer'])[len(r['scorer']):]}"
+    if not r["uses_judge"]:
+        return label
+    mode = (r.get("options") or {}).get("mode")
+    return f"{label} (judge, {_MODE_SPELLING.get(mode, mode)})" if mode else f"{label} (judge)"
+
+
 def headline_table(data: dict[str, Any]) -> str:
     """The table itself (Markdown), as in headline.md and the README."""
     lines = ["| scorer | groups | P | R | F1 | best-of-8 (%) | AUC | length bias | non-zero adv. | judge calls | s / group |",
@@ -121,7 +134,7 @@ def headline_table(data: dict[str, Any]) -> str:
                       tuple(cell(v[k]["value"]) for k in ("precision", "recall", "f1")))
         c = r["cost"]
         lines.append(
-            f"| `{r['scorer']}`{r.get('label', r['scorer'])[len(r['scorer']):]}{' (judge)' if r['uses_judge'] else ''} | {r['groups']} | {p} | {rec} | {f1} | "
+            f"| {row_label(r)} | {r['groups']} | {p} | {rec} | {f1} | "
             f"{100 * r['best_of_8']:.1f} | {cell(r['auc'])} | {cell(r['length_bias']['spearman'], '+.2f')} | "
             f"{100 * r['nonzero_advantage_groups']:.0f}% | {c['judge_calls_per_group']:.1f} | "
             f"{c['seconds_per_group']:.2f} |")
@@ -145,8 +158,11 @@ def headline_markdown(data: dict[str, Any], command: str) -> str:
              f"{len(data['judge_groups'])} groups ({js}; mixed: some but not all of their answers correct)")
     chance = ("On those groups random choice scores 50% and the oracle 100%." if default else
               "On those groups random choice scores their mean accuracy and the oracle 100%.")
-    lines += ["", f"Judge scorers ran `{data['judge']}` in verdict-logit mode where the scorer has it, on "
+    lines += ["", f"Judge scorers ran `{data['judge']}` in the verdict mode their row names, on "
               f"{which}, CPU: their rows measure the machinery on a 135M judge, not the papers' claims. "
+              "In logit mode the verdict is read from the judge's probabilities of the verdict tokens with no "
+              "reasoning before it: the JURY-RL judge's App. D prompt (`llm-judge`, `llm-judge-rollout`) asks for "
+              "its reasoning first, and so do RARO's critic and GAR's discriminator. "
               f"{chance} `arena` and `adaptive-pointwise` route only non-diverse groups "
               "to the judge, so on mixed groups they equal the verifier (by design, eq. 5)."]
     if data.get("skipped"):

@@ -416,8 +416,12 @@ def math_verify_default(gold: str, response: str) -> bool:
 
 
 def _as_latex(ans: str) -> str:
+    """``ans`` as math-verify parses it: in ``$...$`` unless it opens an environment itself or holds a box. A
+    box is math-verify's own extraction target, so a gold written as several boxes with prose between them
+    reads as math-verify reads it ("\\boxed{1} no no no \\boxed{2}" is 2), not as the set of its boxes that
+    one ``$...$`` around it would make (issue 29)."""
     s = ans.strip()
-    if s.startswith("$") or s.startswith("\\(") or s.startswith("\\["):
+    if s.startswith(("$", "\\(", "\\[")) or "\\boxed" in s:
         return s
     return f"${s}$"
 

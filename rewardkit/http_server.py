@@ -1,4 +1,4 @@
-"""A hardened JSON-over-HTTP server base (starlette routing on uvicorn) for ``serve-judge`` and ``serve``.
+"""A hardened JSON-over-HTTP server base (uvicorn, a plain ASGI router) for ``serve-judge`` and ``serve``.
 
 API::
 
@@ -25,7 +25,8 @@ timed-out thread cannot be interrupted and finishes in the background). Guarante
   connection so an unread body is never drained;
 - bodies arrive within ``body_timeout`` seconds (408), at most ``max_concurrency`` at once; when that many
   are arriving, a new request closes the one that has been arriving longest (408), so stalled uploads
-  cannot hold the server;
+  cannot hold the server; a body already there when its request is handled (sent with its headers) is
+  read at once and never counts as arriving, so a burst of complete requests cannot time each other out;
 - more than ``max_concurrency`` requests at work at once (their bodies read): 503 with ``Retry-After``;
 - ``request_timeout`` seconds of work per request once its body has arrived: 504;
 - JSON bodies: at most ``max_json_depth`` nested arrays/objects (checked before parsing), no
@@ -46,6 +47,7 @@ Binds 127.0.0.1 unless told otherwise; ``require_key_off_loopback`` refuses a ke
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import hmac
 import inspect
@@ -60,16 +62,12 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl
 
 import h11
 import numpy as np
-from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
-from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route as _StarletteRoute
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 log = logging.getLogger("rewardkit.http_server")
@@ -193,7 +191,7 @@ class _Reject(Exception):
 class _Guard:
     """Pure ASGI middleware: key, body size and time, concurrency and work time limits around the routed app."""
 
-    def __init__(self, app: Starlette, limits: Limits):
+    def __init__(self, app: Callable, limits: Limits):
         self.app, self.limits = app, limits
         self.active = 0  # requests at work (body read)
         self.receiving: dict[asyncio.Future, None] = {}  # bodies arriving, oldest first
@@ -253,8 +251,9 @@ class _Guard:
             started = started or message["type"] == "http.response.start"
             await send(message)
 
-        try:
-            await asyncio.wait_for(self.app(scope, _replay(body, receive), send_tracked), lim.request_timeout)
+        try:  # asyncio.timeout, not wait_for: no extra task per request (thousands wait at once)
+            async with asyncio.timeout(lim.request_timeout):
+                await self.app(scope, _replay(body, receive), send_tracked)
         except (asyncio.TimeoutError, TimeoutError):
             if not started:
                 await _send_json(send, 504, error_body(f"the request did not finish within {lim.request_timeout:g}s",
@@ -271,11 +270,18 @@ class _Guard:
         that many are arriving this request takes the place of the one that has been arriving longest."""
         lim = self.limits
         task = asyncio.ensure_future(self._read_body(receive))
+        # one turn of the loop reads a body that is already here (sent with its headers): it is not arriving,
+        # takes no arriving place and cannot be evicted; before, a burst of such requests evicted each other
+        await asyncio.sleep(0)
+        if task.done():
+            return task.result()
         if len(self.receiving) >= lim.max_concurrency:
-            oldest = next(iter(self.receiving))
-            self.receiving.pop(oldest)
-            self.evicted.add(oldest)
-            oldest.cancel()
+            # the longest-arriving body gives way; one that has arrived meanwhile (its reader done) is kept
+            oldest = next((t for t in self.receiving if not t.done()), None)
+            if oldest is not None:
+                self.receiving.pop(oldest)
+                self.evicted.add(oldest)
+                oldest.cancel()
         self.receiving[task] = None
         try:
             return await asyncio.wait_for(task, lim.body_timeout)
@@ -319,31 +325,52 @@ def _replay(body: bytes, receive: Callable) -> Callable:
 
 
 # ---------------------------------------------------------------------------------------- the app
-def _endpoint(route: Route, limits: Limits) -> Callable[[Request], Awaitable[JSONResponse]]:
-    is_async = inspect.iscoroutinefunction(route.handler)
+class _Router:
+    """``(method, path)`` -> a JSON route; 404/405 as JSON. A plain ASGI app, not a framework's middleware
+    stack: with thousands of reward requests in flight, Starlette's layers took ~40% of the server's time."""
 
-    async def endpoint(request: Request) -> JSONResponse:
-        raw = await request.body()
+    def __init__(self, routes: Sequence[Route], limits: Limits):
+        self.limits = limits
+        self.table: dict[str, dict[str, tuple[Route, bool]]] = {}
+        for r in routes:
+            self.table.setdefault(r.path, {})[r.method] = (r, inspect.iscoroutinefunction(r.handler))
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            return
+        method, path = scope["method"], scope["path"]
+        methods = self.table.get(path.rstrip("/") or "/")
+        if methods is None:
+            return await _send_json(send, 404, error_body(f"no route {method} {path}", ERROR_TYPES[404]))
+        found = methods.get(method) or (methods.get("GET") if method == "HEAD" else None)
+        if found is None:
+            return await _send_json(send, 405, error_body(f"no route {method} {path}", ERROR_TYPES[405]),
+                                    extra=[(b"allow", ", ".join(sorted(methods)).encode())])
+        route, is_async = found
+        chunks = []
+        while True:  # the guard has read the body already: this replays it
+            msg = await receive()
+            chunks.append(msg.get("body", b""))
+            if not msg.get("more_body", False):
+                break
+        raw = b"".join(chunks)
         try:
-            body = parse_json(raw, limits.max_json_depth) if raw or request.method != "GET" else None
-            req = JSONRequest(request.method, request.url.path, body, dict(request.query_params),
-                              request.headers, request.client.host if request.client else None)
+            body = parse_json(raw, self.limits.max_json_depth) if raw or method != "GET" else None
+            client = scope.get("client")
+            req = JSONRequest(method, path, body, dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"),
+                                                                 keep_blank_values=True)),
+                              Headers(scope=scope), client[0] if client else None)
             out = await route.handler(req) if is_async else await run_in_threadpool(route.handler, req)
+            status, payload = out if isinstance(out, tuple) else (200, out)
+            data = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
         except HTTPError as e:
-            return JSONResponse(error_body(e.message, e.kind), status_code=e.status)
+            return await _send_json(send, e.status, error_body(e.message, e.kind))
         except Exception as e:  # a crash is a 500 with its message; the traceback stays in the log
-            log.exception("%s %s failed", request.method, request.url.path)
-            return JSONResponse(error_body(f"{type(e).__name__}: {e}", "server_error"), status_code=500)
-        status, payload = out if isinstance(out, tuple) else (200, out)
-        return JSONResponse(payload, status_code=status)
-
-    return endpoint
-
-
-async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
-    code = exc.status_code if isinstance(exc, HTTPException) else 500
-    msg = f"no route {request.method} {request.url.path}" if code in (404, 405) else str(getattr(exc, "detail", exc))
-    return JSONResponse(error_body(msg, ERROR_TYPES.get(code, "server_error")), status_code=code)
+            log.exception("%s %s failed", method, path)
+            return await _send_json(send, 500, error_body(f"{type(e).__name__}: {e}", "server_error"))
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+        await send({"type": "http.response.body", "body": data})
 
 
 def make_app(routes: Sequence[Route], *, api_key: str | None = None, max_body: int = 1 << 20,
@@ -357,21 +384,7 @@ def make_app(routes: Sequence[Route], *, api_key: str | None = None, max_body: i
     norm = [Route(r.method.upper(), r.path.rstrip("/") or "/", r.handler, r.public) for r in routes]
     limits = Limits(api_key or None, max_body, max_concurrency, request_timeout, max_json_depth,
                     {(r.method, r.path) for r in norm if r.public}, body_timeout)
-    by_path: dict[str, list[Route]] = {}
-    for r in norm:
-        by_path.setdefault(r.path, []).append(r)
-    star_routes = []
-    for path, rs in by_path.items():
-        handlers = {r.method: _endpoint(r, limits) for r in rs}
-
-        async def dispatch(request: Request, handlers=handlers) -> JSONResponse:
-            return await handlers[request.method](request)
-
-        star_routes.append(_StarletteRoute(path, dispatch, methods=list(handlers)))
-        if path != "/":
-            star_routes.append(_StarletteRoute(path + "/", dispatch, methods=list(handlers)))
-    app = Starlette(routes=star_routes, exception_handlers={HTTPException: _http_exception})
-    return _Guard(app, limits)
+    return _Guard(_Router(norm, limits), limits)
 
 
 # ---------------------------------------------------------------------------------------- serving
@@ -381,6 +394,7 @@ class _Unproven:
     def __init__(self) -> None:
         self.by_host: dict[str, dict[H11Protocol, None]] = {}
         self.open: set[H11Protocol] = set()  # connections not yet closed by us
+        self.said: set[int] = set()  # statuses of connection-level refusals already logged (once each)
 
     def add(self, proto: H11Protocol) -> None:
         self.by_host.setdefault(proto.client[0] if proto.client else "?", {})[proto] = None
@@ -469,6 +483,9 @@ def _protocol(header_timeout: float, max_connections: int) -> type[H11Protocol]:
             self._raw_error(400, "malformed HTTP request (request line, headers or Content-Length)")
 
         def _raw_error(self, status: int, message: str) -> None:
+            if status not in unproven.said:  # a client may discard the body: the reason goes in the log, once
+                unproven.said.add(status)
+                log.warning("refused a connection with %d: %s (logged once)", status, message)
             data = json.dumps(error_body(message, ERROR_TYPES.get(status, "invalid_request_error"))).encode()
             reason = {400: b"Bad Request", 503: b"Service Unavailable"}[status]
             self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
@@ -495,11 +512,16 @@ def require_key_off_loopback(host: str, api_key: str | None, what: str) -> None:
 
 
 def bind(host: str = "127.0.0.1", port: int = 8000, backlog: int = 1024) -> socket.socket:
-    """A listening TCP socket (port 0 picks a free one)."""
+    """A listening TCP socket (port 0 picks a free one); an ``OSError`` naming ``host:port`` when it cannot bind."""
     info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(info[0], socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(info[4])
+    try:
+        sock.bind(info[4])
+    except OSError as e:
+        sock.close()
+        hint = " (another process listens there: pick another --port, or 0 for a free one)" if e.errno == errno.EADDRINUSE else ""
+        raise OSError(e.errno, f"cannot listen: {e.strerror}{hint}", f"{host}:{port}") from None
     sock.listen(backlog)
     sock.setblocking(False)
     return sock
@@ -511,7 +533,7 @@ def _server(app: Any, sock: socket.socket, keep_alive: int, header_timeout: floa
 
     config = uvicorn.Config(app, http=_protocol(header_timeout, max_connections), lifespan="off",
                             log_config=None, log_level="warning", access_log=False, backlog=backlog,
-                            timeout_keep_alive=keep_alive, server_header=False)
+                            timeout_keep_alive=keep_alive, server_header=False, proxy_headers=False)
     return uvicorn.Server(config)
 
 

@@ -66,6 +66,9 @@ class BaseScorer:
 
     name: ClassVar[str] = ""
     Options: ClassVar[type[Options]] = Options
+    # True when a response's reward depends on its group peers (votes, tournaments, routing by diversity):
+    # trainers' adapters must then hand it whole groups, never one response at a time
+    group_relative: ClassVar[bool] = False
 
     def __init__(self, options: Options | None = None, /, **fields: Any) -> None:
         self.options = resolve_options(self.Options, options, fields, type(self).__name__)
@@ -150,6 +153,11 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "critic-binary": ("rewardkit.raro.binary_critic:BinaryCriticScorer", "RARO Sec. 3.2 baseline: binary critic labels each response alone expert (+1) or policy (-1), no tie."),
     "code": ("rewardkit.code.execution:CodeScorer", "Execution reward: run each program against its tests (HumanEval, LiveCodeBench) in the sandbox."),
 }
+
+
+def is_group_relative(scorer: Any) -> bool:
+    """Whether ``scorer`` rewards a response relative to its group (``BaseScorer.group_relative``)."""
+    return bool(getattr(scorer, "group_relative", False))
 
 
 def register_scorer(name: str, target: str, description: str) -> None:

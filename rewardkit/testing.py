@@ -10,7 +10,9 @@ supplies, records every request and every batch, and can fail a request with a t
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -125,3 +127,15 @@ def reward_server(args: Sequence[str], cwd: str | None = None) -> tuple[str, Any
                                        daemon=True)
     proc.log_reader.start()
     return re.search(r"(http://\S+/get_reward)", line).group(1), proc
+
+
+def import_or_skip(name: str, install: str) -> ModuleType:
+    """``import name``, or skip the calling test (or module) saying why with the real import error and how to
+    install it. ``pytest.importorskip(name, reason=...)`` shows only the reason: "verl not installed" where
+    verl is installed and the error was ``No module named 'ray'``."""
+    import pytest
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        pytest.skip(f"{name} does not import ({type(e).__name__}: {e}); {install}", allow_module_level=True)

@@ -91,7 +91,8 @@ class Cost:
 class GroupScore:
     """Per-response rewards and statuses of one group, named parts for logging, and the cost.
 
-    ``rewards[i]`` is NaN whenever ``statuses[i]`` is not ``Status.OK``.
+    ``rewards[i]`` is NaN whenever ``statuses[i]`` is not ``Status.OK``, and rows (``to_row``) write every
+    component value of such a response as null too.
     ``components`` holds per-response arrays only (each of length N, e.g. ``{"verifier": [1, 0, ...]}``), so a
     logger can read every entry the same way; per-group values (a routing decision, a gate outcome, counts)
     go in ``stats``; anything else a scorer reports (verdict logs, matches) goes in ``extra``.
@@ -130,12 +131,16 @@ class GroupScore:
         return np.array([s is Status.OK for s in self.statuses], dtype=bool)
 
     def to_row(self) -> dict[str, Any]:
-        """A plain JSON-serialisable row: rewards as a list with None for masked responses."""
+        """A plain JSON-serialisable row: rewards and every component value as None for masked responses
+        (a response that failed has no verifier or judge value to log either, whatever the scorer computed
+        on what it was sent: a 0.0 there would read as a wrong answer)."""
+        ok = self.mask
         row: dict[str, Any] = {
             "id": self.group_id,
             "rewards": [None if math.isnan(r) else float(r) for r in self.rewards],
             "statuses": [s.value for s in self.statuses],
-            "components": _jsonable(self.components),
+            "components": {str(k): [_jsonable(x) if ok[i] else None for i, x in enumerate(v)]
+                           for k, v in self.components.items()},
             "stats": _jsonable(self.stats),
             "cost": self.cost.to_dict(),
         }

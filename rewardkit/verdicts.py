@@ -13,13 +13,16 @@ generation that stopped for length is ``Status.INVALID``.
   ... explanation"); the ``<consistency>`` tag for JURY-RL's consistency checker (App. C.5). Only text after the
   last ``</think>`` is read; a ``<think>`` never closed means the judge was cut off.
 - Form. Only the asked-for token, with formatting around it: bold, italics, quotes, ``$``/``\\(`` math,
-  HTML tags, a trailing period, a ``\\boxed{}`` where the prompt asks for one (``\\text{}`` inside it).
-- Its line holds no other verdict, and its sentence (from the last sentence break before it) nothing else but
-  a label that introduces it ("Final judgment:", "Final Judgment (1, 2 or tie):", the rubric's "... the final
-  overall score should be:"): a phrase ending in a colon that names a judgment, verdict, decision, answer,
-  score, ... and holds no verdict and no negation. After it on its line: nothing, except where the prompt asks
-  for an explanation there (GAR), which follows a separator (". , ; : - (", a tag, a line break) or starts a
-  new sentence (a capital letter): "**NO** -- Not high quality" is NO, "**YES** is wrong" is no verdict.
+  HTML tags, a trailing period (inside the formatting too: ``**YES.**``), a ``\\boxed{}`` (``\\text{}`` inside
+  it); a boxed score is any number equal to 1, 0.5 or 0 (``\\boxed{0.50}``).
+- Before it on its line: nothing, or one label ending in a colon that its prompt uses or a neutral one
+  (``NEUTRAL_LABELS``: "Final answer", "Verdict", "Judgment", "Final"; ``LABELS`` lists every parser's). A label
+  is accepted because it is on that list, never because it contains some word: "Worse answer:", "Incorrect
+  answer:", a question the judge put to itself ("Is there an error in this step? **YES**") or reasoning
+  ("A is right. \\boxed{A}") before the verdict on its line make it invalid.
+- After it on its line: nothing, except where the prompt asks for an explanation there (GAR), which follows
+  a separator (". , ; : - (", a tag, a line break) or starts a new sentence (a capital letter) and is never
+  read as the verdict: "**NO** -- Not high quality" is NO, "**YES** is wrong" is no verdict.
 - After its line: nothing for a verdict that ends the response (nor may an earlier verdict stated alone on
   its line disagree with it); no other verdict for GAR and the consistency tag.
 - A generation that stopped for length (``finish_reason="length"``) is invalid whatever it holds; except for
@@ -31,7 +34,7 @@ True", "Answer 2?"), an echo of the instructions ("**YES** or **NO**"), a later 
 be False") or a truncation is ``Status.INVALID`` with a message saying why: an unparseable judge output is never
 turned into a verdict, a tie or a 0. Parsers never raise on any string.
 
-    >>> parse_boxed_choice(r"B skips a case, A does not. \\boxed{A}").label
+    >>> parse_boxed_choice("B skips a case, A does not.\\nFinal verdict: \\\\boxed{A}").label
     'A'
     >>> parse_yes_no("The step adds instead of multiplying.\\n\\n**NO**\\n\\nIt computes 6 + 7.").label
     'NO'
@@ -50,6 +53,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from rewardkit.types import Status
 
@@ -112,13 +116,9 @@ _TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
 # formatting around a verdict: emphasis, quotes, math delimiters; before it also headings, block quotes, bullets
 _EMPHASIS = re.compile(r"\*+|_+|~+|`+|[\"'“”‘’]|\\[()\[\]]|\$+")
 _FORMAT = re.compile(_EMPHASIS.pattern + r"|^\s*#+|^\s*>|^\s*[-+•]\s")
-_NEGATION = re.compile(r"\b(?:not|never|neither|nor|no|cannot|maybe|perhaps|probably|possibly|might|unsure|uncertain)\b"
-                       r"|n[’']t\b", re.IGNORECASE)
 _PARENTHETICAL = re.compile(r"\([^()]*\)")
-# a label names what follows: "Final judgment:", "Verdict:", "... the final overall score should be:"
-_LABEL_WORD = re.compile(r"\b(?:judge?ments?|verdicts?|decisions?|answers?|scores?|conclusions?|choices?|results?"
-                         r"|ratings?|assessments?|evaluations?|grades?)\b", re.IGNORECASE)
-_SENTENCE_BREAK = re.compile(r"[.!?](?:\s+|(?=[*_\"'”’]*\s))")
+# labels that may stand before any verdict on its line; each form adds the labels its own prompt uses
+NEUTRAL_LABELS = ("Final answer", "Verdict", "Judgment", "Final")
 # what parts GAR's verdict from its explanation: punctuation, a dash, a tag, a line break, or a new sentence
 _SEPARATOR = re.compile(r"\s*(?:[.,;:!(\[—–-]|<|$)|\s+[A-Z]")
 _EXPLANATION_BEGUN = re.compile(r"(?:\s*(?:[.,;:!(\[—–-]|<|\n)|\s+(?=[A-Z]))[\s\S]*?\w")
@@ -155,12 +155,21 @@ def _cut_off(text: str, finish_reason: str | None) -> str | None:
     return None
 
 
+def _label_key(text: str) -> str:
+    """A label as compared: formatting gone, lower case, single spaces, no space before its colon."""
+    return _bare(text).lower().replace(" :", ":")
+
+
 class _Form:
     """How one prompt asks for its verdict: the token pattern (``hits``), where it stands (``place``: ``end`` of
-    the response, ``first`` token, or the ``tag``) and whether an explanation may follow it on its line."""
+    the response, ``first`` token, or the ``tag``), whether an explanation may follow it on its line, and the
+    labels that prompt itself uses for it (``labels``; the ``NEUTRAL_LABELS`` are accepted for every form)."""
 
-    def __init__(self, what: str, hits: Callable[[str], list[Hit]], place: str, explained: bool = False):
+    def __init__(self, what: str, hits: Callable[[str], list[Hit]], place: str, explained: bool = False,
+                 labels: Sequence[str] = ()):
         self.what, self.hits, self.place, self.explained = what, hits, place, explained
+        self.labels = (*NEUTRAL_LABELS, *labels)
+        self._label_keys = frozenset(_label_key(f"{label}:") for label in self.labels)
 
     def read(self, text: str, finish_reason: str | None) -> Verdict:
         # GAR caps its discriminator at K tokens "preserving the verdict and truncating any justification beyond
@@ -198,14 +207,12 @@ class _Form:
 
     def _statement_problem(self, body: str, hit: Hit) -> str | None:
         """Why the verdict ``hit`` is not stated alone on its line (None when it is): what precedes it there must
-        be a label, what follows it nothing (or, where an explanation is asked for, a separator)."""
+        be nothing or one of the form's labels, what follows it nothing (or, where an explanation is asked for,
+        a separator)."""
         start, end, _ = hit
         line_end = body.find("\n", end)
         tail = body[end:len(body) if line_end < 0 else line_end]
-        lead = body[body.rfind("\n", 0, start) + 1:start]
-        if self.hits(_PARENTHETICAL.sub(" ", lead)):  # a label's "(1, 2 or tie)" lists the choices
-            return "another verdict stands on the verdict's line"
-        why = self._lead_problem(lead)
+        why = self._lead_problem(body[body.rfind("\n", 0, start) + 1:start])
         if why:
             return why
         if self.explained:
@@ -216,19 +223,18 @@ class _Form:
         return None
 
     def _lead_problem(self, lead: str) -> str | None:
-        """Why the text before the verdict on its line (from the last sentence break) is not just a label."""
-        breaks = list(_SENTENCE_BREAK.finditer(lead))
-        lead = _bare(lead[breaks[-1].end():] if breaks else lead)
-        if not lead:
+        """Why the text before the verdict on its line is neither nothing nor one of the form's labels (a
+        question the judge put to itself, a label naming the loser, reasoning, a hedge...)."""
+        key = _label_key(lead)
+        if not key or key in self._label_keys:
             return None
-        plain = _PARENTHETICAL.sub(" ", lead)
-        if not lead.endswith(":") or not _LABEL_WORD.search(plain):
-            return f"the verdict is not stated alone on its line (it follows {lead[-40:]!r}, which is no label)"
-        if self.hits(plain):
-            return "the verdict's label holds a verdict itself (an echo of the choices)"
-        if _NEGATION.search(plain):
-            return f"the verdict's label negates or hedges it ({lead[-40:]!r})"
-        return None
+        shown = _bare(lead)[-40:]
+        if self.hits(_PARENTHETICAL.sub(" ", lead)):
+            return "another verdict stands on the verdict's line"
+        if "?" in key:
+            return f"the verdict answers a question the judge asked itself ({shown!r}), not the prompt's"
+        return (f"the verdict follows {shown!r} on its line, which is not a label its prompt uses (accepted: "
+                f"{', '.join(self.labels)}, each ending in ':')")
 
 
 # ---------------------------------------------------------------------------------------- parsers
@@ -241,37 +247,70 @@ def _canon_boxed(s: str) -> str:
     return s
 
 
-def _box_hits(canon: dict[str, str]) -> Callable[[str], list[Hit]]:
+def _box_hits(canon: Callable[[str], str | None]) -> Callable[[str], list[Hit]]:
+    """Boxed verdicts: every short ``\\boxed{...}`` whose content ``canon`` maps to a label."""
     def hits(body: str) -> list[Hit]:
-        return [(s, e, canon[k]) for s, e, c in boxed_spans(body, _MAX_VERDICT)
-                if (k := _canon_boxed(c).lower().replace(" ", "")) in canon]
+        return [(s, e, label) for s, e, c in boxed_spans(body, _MAX_VERDICT)
+                if (label := canon(_canon_boxed(c))) is not None]
     return hits
 
 
 def _word_hits(pattern: re.Pattern, canon: Callable[[re.Match], str]) -> Callable[[str], list[Hit]]:
+    """Written verdicts: every match of ``pattern``; one written inside a ``\\boxed{}`` (``\\boxed{True}``,
+    ``\\boxed{\\text{Answer 1}}``) spans its box, which is formatting around it."""
     def hits(body: str) -> list[Hit]:
         # a zero-width match (a lookahead, for overlapping hits) holds its text in group 1
-        return [(*(m.span(1) if m.end() == m.start() else m.span()), canon(m)) for m in pattern.finditer(body)]
+        found = [(*(m.span(1) if m.end() == m.start() else m.span()), canon(m)) for m in pattern.finditer(body)]
+        boxes = {} if not found else {(at, at + len(inner)): (s, e)  # the box's content starts at e - 1 - len(c)
+                                      for s, e, c in boxed_spans(body, _MAX_VERDICT)
+                                      if (inner := _canon_boxed(c)) and (at := e - 1 - len(c) + c.find(inner)) >= 0}
+        return [(*boxes.get((s, e), (s, e)), label) for s, e, label in found]
     return hits
+
+
+# the tournament prompt asks for "the final verdict" (our logit prefix: "Final verdict: \\boxed{")
+_CHOICE_LABELS = ("Final verdict",)
 
 
 def parse_boxed_choice(text: str, choices: Sequence[str] = ("A", "B", "Tie"), finish_reason: str | None = None) -> Verdict:
     """Reasoning Arena App. D: the response ends with ``\\boxed{X}``, X one of ``choices`` (case-insensitive)."""
     canon = {c.lower().replace(" ", ""): c for c in choices}
-    return _Form("boxed " + "/".join(choices), _box_hits(canon), "end").read(text, finish_reason)
+    # the tournament prompt asks for "the final verdict" (our logit prefix: "Final verdict: \boxed{")
+    return _Form("boxed " + "/".join(choices), _box_hits(lambda c: canon.get(c.lower().replace(" ", ""))), "end",
+                 labels=("Final verdict",)).read(text, finish_reason)
 
 
-_SCORE_CANON = {"1": "1", "1.0": "1", "0.5": "0.5", ".5": "0.5", "1/2": "0.5", "\\frac{1}{2}": "0.5", "0": "0", "0.0": "0"}
-_SCORE = _Form("boxed 1/0.5/0", _box_hits(_SCORE_CANON), "end")
+_DECIMAL = re.compile(r"\d+(?:\.\d*)?|\.\d+")
+_HALF = re.compile(r"(?:\\[dt]?frac\s*\{\s*1\s*\}\s*\{\s*2\s*\}|1\s*/\s*2)")
+
+
+def _score_label(content: str) -> str | None:
+    """``"1"``, ``"0.5"`` or ``"0"`` for a box holding a number equal to one of them (``0.50``, ``1.00``,
+    ``\\frac{1}{2}``); None for anything else."""
+    c = content.strip()
+    if _HALF.fullmatch(c):
+        return "0.5"
+    if not _DECIMAL.fullmatch(c):
+        return None
+    return {Fraction(1): "1", Fraction(1, 2): "0.5", Fraction(0): "0"}.get(Fraction(c))
+
+
+# App. D: the pointwise prompt says "Score it as ...", the RLAIF rubric "conclude with 'Based on my evaluation,
+# the final overall score should be:'"; "Final score" and "Final overall score" shorten the rubric's phrase
+_SCORE = _Form("boxed 1/0.5/0", _box_hits(_score_label), "end",
+               labels=("Score", "Final score", "Final overall score", "the final overall score should be",
+                       "Based on my evaluation, the final overall score should be"))
 
 
 def parse_boxed_score(text: str, finish_reason: str | None = None) -> Verdict:
-    """Pointwise rubric score (App. D): the response ends with ``\\boxed{1}``, ``\\boxed{0.5}`` or ``\\boxed{0}``."""
+    """Pointwise rubric score (App. D): the response ends with ``\\boxed{1}``, ``\\boxed{0.5}`` or ``\\boxed{0}``
+    (any number equal to one of them: ``\\boxed{0.50}`` is 0.5)."""
     return _SCORE.read(text, finish_reason)
 
 
-# a lookahead finds overlapping hits, so "**YES**NO**" holds both words (a conflict)
-_YES_NO = _Form("**YES**/**NO**", _word_hits(re.compile(r"(?=(\*\*[ \t]*(YES|NO)[ \t]*\*\*))", re.IGNORECASE),
+# a lookahead finds overlapping hits, so "**YES**NO**" holds both words (a conflict); a period or "!" may sit
+# inside the bold ("**YES.**"). GAR's prompt asks for "your judgment" (a neutral label) and no other.
+_YES_NO = _Form("**YES**/**NO**", _word_hits(re.compile(r"(?=(\*\*[ \t]*(YES|NO)[ \t]*[.!]?[ \t]*\*\*))", re.IGNORECASE),
                                              lambda m: m.group(2).upper()), "first", explained=True)
 
 
@@ -281,12 +320,18 @@ def parse_yes_no(text: str, finish_reason: str | None = None) -> Verdict:
     return _YES_NO.read(text, finish_reason)
 
 
+# RARO: App. E's poetry critic ends "Final Judgment:\nPoem 2"; our logit prefixes are "Final Judgment (1, 2 or
+# tie): " and "Final Judgment (Expert or Policy): "; our instructions ask for "one verdict" (a neutral label)
 _ANSWER_CHOICE = _Form("Answer 1/Answer 2/tie", _word_hits(re.compile(r"\banswer\s*([12])\b|\b(tie)\b", re.IGNORECASE),
-                                                           lambda m: m.group(1) or "tie"), "end")
+                                                           lambda m: m.group(1) or "tie"), "end",
+                       labels=("Final Judgment", "Final Judgment (1, 2 or tie)"))
 _EXPERT_POLICY = _Form("Expert/Policy", _word_hits(re.compile(r"\b(expert|policy)\b", re.I),
-                                                   lambda m: m.group(1).capitalize()), "end")
+                                                   lambda m: m.group(1).capitalize()), "end",
+                       labels=("Final Judgment", "Final Judgment (Expert or Policy)"))
+# JURY-RL App. D: "end your response with your final judgment: True or False"; its example ends "Final judgment: False."
 _TRUE_FALSE = _Form("True/False", _word_hits(re.compile(r"\b(true|false)\b", re.I),
-                                             lambda m: m.group(1).capitalize()), "end")
+                                             lambda m: m.group(1).capitalize()), "end", labels=("Final judgment",))
+# JURY-RL App. C.5 puts the tag alone on its line and names no label for it
 _CONSISTENCY = _Form("<consistency>", _word_hits(
     re.compile(r"<consistency>\s*\[?\s*(correct|incorrect)\s*\]?\s*</consistency>", re.I),
     lambda m: m.group(1).capitalize()), "tag")
@@ -312,6 +357,17 @@ def parse_consistency(text: str, finish_reason: str | None = None) -> Verdict:
     that disagrees is a second verdict (the prompt asks for exactly one)."""
     return _CONSISTENCY.read(text, finish_reason)
 
+
+# the labels each parser accepts before its verdict on the verdict's line (docs/verdicts.md lists them)
+LABELS = {
+    "ab_tie": (*NEUTRAL_LABELS, *_CHOICE_LABELS),
+    "score": _SCORE.labels,
+    "yes_no": _YES_NO.labels,
+    "answer_choice": _ANSWER_CHOICE.labels,
+    "expert_policy": _EXPERT_POLICY.labels,
+    "true_false": _TRUE_FALSE.labels,
+    "consistency": _CONSISTENCY.labels,
+}
 
 PARSERS = {
     "ab_tie": parse_boxed_choice,

@@ -9,7 +9,8 @@
 # OpenRLHF 0.11.2 needs deepspeed, flash-attn, CUDA and vllm), so their packages go in --no-deps, with the few
 # modules the reward path imports (docs/integrations.md lists them and what `pip check` still reports).
 # omegaconf 2.3 needs antlr4 4.9.3 while math-verify's LaTeX parser needs 4.13: hence an environment of its
-# own, on top of the current one (--system-site-packages: rewardkit, torch, ray, transformers come from there).
+# own, on top of the current one (scripts/venv_inheriting.py: torch, ray, transformers, httpx come from the
+# environment PYTHON runs in, a virtual environment included, which `venv --system-site-packages` would skip).
 # Environment: FRAMEWORKS_VENV (default .venv-frameworks, git-ignored), PYTHON (default python).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,12 +22,17 @@ start=$(date +%s)
 
 if [ "$(cat "$VENV/.recipe" 2>/dev/null)" != "$RECIPE" ]; then
   rm -rf "$VENV"
-  "$PY" -m venv --system-site-packages "$VENV"
+  "$PY" scripts/venv_inheriting.py "$VENV"
   # shellcheck disable=SC2086  # the recipe is a list of requirements
-  "$VENV/bin/pip" install -q --no-deps $RECIPE
+  "$VENV/bin/python" -m pip install -q --no-deps $RECIPE
   echo "$RECIPE" > "$VENV/.recipe"
 fi
-"$VENV/bin/pip" install -q --no-deps -e .  # this checkout, whatever the outer environment holds
+"$VENV/bin/python" -m pip install -q --no-deps -e .  # this checkout, whatever the outer environment holds
+# the frameworks must import: say why not (e.g. "No module named 'ray'"), not "not installed"
+if ! err=$("$VENV/bin/python" -c "import rewardkit, verl" 2>&1); then
+  echo "error: verl does not import in $VENV: $(tail -n 1 <<<"$err")" >&2
+  exit 1
+fi
 "$VENV/bin/python" -c "import rewardkit; from importlib.metadata import version as v
 print('verl', v('verl'), '| OpenRLHF', v('openrlhf'), '| rewardkit from', rewardkit.__file__)"
 echo "frameworks environment ready in $(( $(date +%s) - start )) s"

@@ -93,6 +93,20 @@ def test_equivalence_is_mathematical():
     assert equivalent("3", None) is False
 
 
+def test_a_gold_of_several_boxes_with_prose_between_reads_as_math_verify_reads_it():
+    """math-verify's own cases (tests/test_open_thoughts.py): "\\boxed{1} no no no no no \\boxed{2}" is its final box
+    (against {1, 2}: False), "\\boxed{1} papers and \\boxed{2} bins" the set. rewardkit wrapped every gold in one
+    $...$, which made the set of the boxes of both (issue 29); a gold holding a box is now parsed as written."""
+    from math_verify import parse
+
+    for gold, read in [(r"\boxed{1} no no no no no \boxed{2}", "2"), (r"First \boxed{3}. Then the final answer is \boxed{5}", "5"),
+                       (r"\boxed{1} papers and \boxed{2} bins", "{1, 2}")]:
+        assert str(parse(gold)[0]) == read  # math-verify's own reading
+        final = read.strip("{}").split(", ")[-1]
+        assert equivalent(gold, final) is (read == final) and equivalent(gold, f"1,{final}") is (read != final), gold
+    assert equivalent(r"\boxed{3}", "3") is True and equivalent(r"\boxed{\frac{1}{2}}", "0.5") is True
+
+
 def test_clusters_merge_equivalent_answers():
     ids = cluster_answers(["1/2", "0.5", "3", None, r"\frac{1}{2}", "3.0"])
     assert ids[0] == ids[1] == ids[4]

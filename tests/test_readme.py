@@ -29,7 +29,8 @@ def test_every_documented_command_exists():
     from rewardkit.cli.app import app
     from typer.main import get_command
 
-    names = set(get_command(app).commands)
+    root = get_command(app)
+    names = set(root.commands) | {o for p in root.params for o in p.opts}  # commands and top-level options
     documented = set(re.findall(r"`rewardkit ([a-z-]+)", README))
     assert documented <= names, documented - names
 

@@ -17,6 +17,18 @@ def test_non_ok_responses_never_carry_a_reward():
     assert row["statuses"] == ["ok", "invalid", "timeout"]
 
 
+def test_a_non_ok_response_has_no_component_value_in_its_row():
+    """Before: the row kept what the scorer computed (a lone-surrogate response: `verifier: 0.0`, status error)."""
+    statuses = [Status.OK, Status.ERROR, Status.ABSTAIN, Status.INVALID, Status.TIMEOUT]
+    s = GroupScore("g", [1.0, 0.0, 0.0, 0.0, 0.0], statuses,
+                   components={"verifier": np.array([1.0, 0.0, 0.0, 1.0, 0.0]), "label": ["a", "b", "c", "d", "e"],
+                               "routed": [True] * 5, "votes": [[1, 2]] * 5})
+    row = json.loads(json.dumps(s.to_row(), allow_nan=False))
+    assert row["components"] == {"verifier": [1.0, None, None, None, None], "label": ["a", None, None, None, None],
+                                 "routed": [True, None, None, None, None], "votes": [[1, 2], None, None, None, None]}
+    assert s.components["verifier"].tolist() == [1.0, 0.0, 0.0, 1.0, 0.0]  # in memory, the scorer's own values
+
+
 def test_ok_without_reward_is_rejected():
     with pytest.raises(ValueError, match="ok but have no reward"):
         GroupScore("g", [np.nan], [Status.OK])

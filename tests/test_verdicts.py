@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from rewardkit.types import Status
 from rewardkit.verdicts import (
+    LABELS,
+    NEUTRAL_LABELS,
     PARSERS,
     boxed_contents,
     parse_answer_choice,
@@ -30,7 +32,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "judge_outputs.json"
 # "was X": what the parser before issue 21 read.
 TABLE = [
     # Reasoning Arena App. D: "Your response MUST end with exactly one of: \boxed{A}, \boxed{B}, or \boxed{Tie}"
-    (parse_boxed_choice, "Response A is right. Final verdict: $\\boxed{A}$", "A"),
+    (parse_boxed_choice, "Response A is right.\nFinal verdict: $\\boxed{A}$", "A"),
+    (parse_boxed_choice, "Response A is right. Final verdict: $\\boxed{A}$", None),  # reasoning on its line (was A)
     (parse_boxed_choice, "Both reach 420.\n\n\\boxed{Tie}", "Tie"),
     (parse_boxed_choice, "\\boxed{tie}", "Tie"),
     (parse_boxed_choice, "\\boxed{ B }", "B"),
@@ -48,8 +51,9 @@ TABLE = [
     (parse_boxed_choice, "\\boxed{A}\n\nNote: B might be better.", None),  # the verdict does not end the response
     (parse_boxed_choice, "must end with exactly one of: \\boxed{A}, \\boxed{B}, or \\boxed{Tie}.", None),  # echo
     (parse_boxed_choice, "\\boxed{A}\\boxed{B}", None),
-    (parse_boxed_choice, "one of \\boxed{A}, \\boxed{B}, or \\boxed{Tie}.\n\nA errs in step 2. \\boxed{B}", "B"),
-    (parse_boxed_choice, "A is right, B is not. \\boxed{A}", "A"),  # a negation in another sentence
+    (parse_boxed_choice, "one of \\boxed{A}, \\boxed{B}, or \\boxed{Tie}.\n\nA errs in step 2.\n\\boxed{B}", "B"),
+    (parse_boxed_choice, "A is right, B is not.\n\\boxed{A}", "A"),  # a negation on another line
+    (parse_boxed_choice, "A is right, B is not. \\boxed{A}", None),  # reasoning on the verdict's line (was A)
     (parse_boxed_choice, "<think>\\boxed{A}</think>Final verdict: \\boxed{B}", "B"),
     (parse_boxed_choice, "\\boxed{B} and the answer is \\boxed{420}", None),  # does not end with a verdict (was B)
     (parse_boxed_choice, "<think>Comparing the two: A computes 24 which", None),  # cut off mid-reasoning
@@ -58,7 +62,8 @@ TABLE = [
     (parse_boxed_choice, "\\boxed{A or B}", None),
     (parse_boxed_choice, "\\boxed{A", None),  # unclosed
     (parse_boxed_choice, "", None),
-    (parse_boxed_score, "Minor slip in step 3. \\boxed{0.5}", "0.5"),
+    (parse_boxed_score, "Minor slip in step 3.\n\\boxed{0.5}", "0.5"),
+    (parse_boxed_score, "Minor slip in step 3. \\boxed{0.5}", None),  # reasoning on the verdict's line (was 0.5)
     (parse_boxed_score, "\\boxed{\\frac{1}{2}}", "0.5"),
     (parse_boxed_score, "\\boxed{1}", "1"),
     (parse_boxed_score, "\\boxed{1.0}", "1"),
@@ -75,7 +80,7 @@ TABLE = [
      "False"),
     (parse_true_false, "so it is true... Final judgment: False.", None),  # two verdicts on one line (was False)
     (parse_true_false, "**Final judgment:** **True**", "True"),
-    (parse_true_false, "The answer matches the question, so: True", "True"),
+    (parse_true_false, "The answer matches the question, so: True", None),  # no label, though it holds "answer" (was True)
     (parse_true_false, "True\nNote: this might be False", None),  # a note after the verdict (was False)
     (parse_true_false, "True\n\nNote: False", None),  # "Note:" is no label
     (parse_true_false, "It is not true.", None),
@@ -95,7 +100,8 @@ TABLE = [
      "Incorrect"),
     (parse_consistency, "Correct", None),
     # GAR App. B: "analyze ... briefly, then respond with '**YES**' ... or '**NO**' ... Finally, provide a ... explanation"
-    (parse_yes_no, "The slice is sound. **YES**", "YES"),
+    (parse_yes_no, "The slice is sound.\n**YES**", "YES"),
+    (parse_yes_no, "The slice is sound. **YES**", None),  # reasoning on the verdict's line (was YES)
     (parse_yes_no, "**no**", "NO"),
     (parse_yes_no, "**NO** -- Not high quality", "NO"),  # the verdict, then the explanation (was invalid)
     (parse_yes_no, "Verdict: **NO** (division by zero in step 2)", "NO"),
@@ -133,7 +139,8 @@ TABLE = [
     (parse_answer_choice, "Answer 1\n\nNote: Answer 2 has an arithmetic slip.", None),  # last line is not a verdict
     (parse_answer_choice, "Final Judgment (1, 2 or tie): Answer 2", "2"),  # a label holding the choices in brackets
     (parse_answer_choice, '"Answer 1" if the first answer is better, "Answer 2" if the second, or "tie"', None),
-    (parse_answer_choice, "Both are correct, neither is better. tie", "tie"),
+    (parse_answer_choice, "Both are correct, neither is better.\ntie", "tie"),
+    (parse_answer_choice, "Both are correct, neither is better. tie", None),  # reasoning on its line (was tie)
     (parse_answer_choice, "<think>Answer 1</think>no idea", None),  # only the part after </think> counts
     (parse_answer_choice, "<think>Answer 1 computes 24 which", None),  # the issue's cut-off critic (was 1)
     (parse_answer_choice, "Answer 12", None),
@@ -156,6 +163,39 @@ def test_regression_table(parser, text, label):
         assert v.message and "in judge output" in v.message  # says why and shows the output's end
     else:
         assert v.message is None
+
+
+# issue 29: a label before the verdict is accepted because its prompt uses it (or it is neutral), never because it
+# holds some word; a verdict stated clearly with a neutral label, punctuation inside its formatting, a box, or a
+# score numerically equal to 1/0.5/0 is read. (parser, output, label or None); every row was read the other way.
+ISSUE_29 = [
+    (parse_answer_choice, "Worse answer: Answer 2", None),  # a label naming the loser (was 2)
+    (parse_boxed_choice, "Losing answer: \\boxed{B}", None),  # was B
+    (parse_boxed_choice, "Incorrect answer: \\boxed{A}", None),  # a negative label (was A)
+    (parse_true_false, "Is the answer incorrect? Answer: True", None),  # a question the judge asked itself (was True)
+    (parse_yes_no, "Is there an error in this step? **YES** -- the sum is wrong.", None),  # its YES: an error (was YES)
+    (parse_expert_policy, "Less likely answer: Policy", None),  # was Policy
+    (parse_boxed_score, "Incorrect score: \\boxed{1}", None),  # was 1
+    (parse_true_false, "Final judgment: \\boxed{True}", "True"),  # was invalid
+    (parse_yes_no, "The step is fine.\n**YES.** It adds correctly.", "YES"),  # was invalid
+    (parse_yes_no, "Final: **NO** -- wrong sum", "NO"),  # was invalid
+    (parse_boxed_choice, "Final: \\boxed{A}", "A"),  # was invalid
+    (parse_boxed_score, "Final score: \\boxed{0.50}", "0.5"),  # was invalid
+    (parse_boxed_score, "\\boxed{1.00}", "1"),  # was invalid
+    (parse_boxed_score, "\\boxed{\\dfrac{1}{2}}", "0.5"),  # was invalid
+    (parse_answer_choice, "Verdict: \\boxed{\\text{Answer 1}}", "1"),  # was invalid
+]
+
+
+@pytest.mark.parametrize(("parser", "text", "label"), ISSUE_29)
+def test_issue_29_no_verdict_read_as_its_opposite_and_every_clear_one_read(parser, text, label):
+    v = parser(text)
+    assert (v.label, v.status) == (label, Status.OK if label is not None else Status.INVALID), v.message
+
+
+def test_a_self_question_is_named_in_the_message():
+    v = parse_yes_no("Is there an error in this step? **YES**")
+    assert "question" in v.message and "Is there an error in this step?" in v.message
 
 
 @pytest.mark.parametrize("parser", PARSERS.values())
@@ -334,6 +374,58 @@ def test_the_asked_for_form_is_read(name, data, before, fmt, labelled, period, t
     assert form["parser"](text, finish_reason="stop").label == form["labels"][verdict]
 
 
+# labels a judge may write that no prompt uses, of both polarities, and questions it may put to itself
+ADJECTIVES = ["Worse", "Losing", "Incorrect", "Wrong", "Rejected", "Flawed", "Negative", "Bad", "Better", "Winning",
+              "Correct", "Best", "Preferred", "Accepted", "Sound", "Good", "Valid", "Invalid", "Weaker", "Stronger"]
+NOUNS = ["answer", "response", "choice", "verdict", "judgment", "score", "result", "option", "solution", "one",
+         "label", "decision"]
+QUESTIONS = ["Is the answer incorrect?", "Is there an error in this step?", "Does response B win?",
+             "Which one is worse?", "Is it wrong?", "Was this written by a model?", "Is the formalization wrong?",
+             "Should it score lower?", "Are there mistakes?", "Is the step flawed?", "Did it fail?"]
+polar_labels = st.builds(lambda final, adj, noun: f"{'Final ' if final else ''}{adj} {noun}:",
+                         st.booleans(), st.sampled_from(ADJECTIVES), st.sampled_from(NOUNS))
+self_questions = st.builds(lambda q, then: f"{q} {then}".strip(), st.sampled_from(QUESTIONS),
+                           st.sampled_from(["", "Answer:", "Verdict:", "Final answer:", "Final:", "Judgment:"]))
+label_formatting = st.sampled_from([("", ""), ("**", "**"), ("*", "*"), ("### ", "")])
+
+
+def _labelled(name: str, verdict: str, label: str, fmt: tuple[str, str]) -> str:
+    form = FORMS[name]
+    return f"The reasoning comes first.\n\n{fmt[0]}{label}{fmt[1]} {form['token'](verdict)}"
+
+
+@settings(max_examples=400, deadline=None)
+@given(names, st.data(), st.one_of(polar_labels, self_questions), label_formatting)
+def test_a_label_no_prompt_uses_or_a_self_question_makes_it_invalid(name, data, lead, fmt):
+    """A label naming the loser or the winner, a negative or a positive quality, or a question the judge put to
+    itself before the verdict on its line: invalid, while the same verdict under an accepted label is read."""
+    form = FORMS[name]
+    verdict = data.draw(st.sampled_from(sorted(form["labels"])))
+    assert form["parser"](_labelled(name, verdict, lead, fmt)).status is Status.INVALID, (lead, verdict)
+    accepted = data.draw(st.sampled_from(LABELS[name]))
+    assert form["parser"](_labelled(name, verdict, f"{accepted}:", fmt)).label == form["labels"][verdict]
+
+
+def test_docs_list_every_accepted_label():
+    """docs/verdicts.md says exactly what is accepted: every parser's labels stand in its table."""
+    docs = (Path(__file__).parents[1] / "docs" / "verdicts.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in docs.splitlines() if line.startswith("| `parse_")
+            or line.startswith("| every parser")}
+    assert all(f"`{label}`" in rows["every parser"] for label in NEUTRAL_LABELS)
+    for name, parser in PARSERS.items():
+        row = rows[f"`{parser.__name__}`"]
+        assert all(f"`{label}`" in row for label in LABELS[name] if label not in NEUTRAL_LABELS), name
+
+
+def test_every_parser_names_its_labels():
+    """Each parser accepts the neutral labels and the ones its prompt uses (docs/verdicts.md lists them)."""
+    assert set(LABELS) == set(PARSERS)
+    assert all(set(NEUTRAL_LABELS) <= set(labels) for labels in LABELS.values())
+    assert {"Final verdict"} <= set(LABELS["ab_tie"]) and "Final judgment" in LABELS["true_false"]
+    assert "Based on my evaluation, the final overall score should be" in LABELS["score"]
+    assert "Final Judgment (1, 2 or tie)" in LABELS["answer_choice"]
+
+
 @settings(max_examples=300, deadline=None)
 @given(names, st.data(), reasoning)
 def test_paraphrases_are_invalid(name, data, before):
@@ -394,7 +486,7 @@ ECHOES = [
     (parse_boxed_score, "Your response MUST end with exactly one of: \\boxed{1}, \\boxed{0.5}, or \\boxed{0}."),
     (parse_boxed_score, 'conclude with "Based on my evaluation, the final overall score should be:" followed by exactly '
                         "one of: \\boxed{1}, \\boxed{0.5}, or \\boxed{0}."),
-    (parse_yes_no, "Analyze this reasoning very briefly, then answer **YES** or **NO**, then give a short rationale."),
+    (parse_yes_no, "Analyze this reasoning very briefly, then answer **YES** or **NO** at the start of a line of its own, then give a short rationale."),
     (parse_yes_no, "respond with '**YES**' for high quality or '**NO**' if it is not."),
     (parse_answer_choice, 'Then, on the last line, write exactly one verdict: "Answer 1" if the first answer is better, '
                           '"Answer 2" if the second answer is better, or "tie" if they are equally good.'),
@@ -435,7 +527,7 @@ def _verdict_for(prompt: str) -> str:
     if "[RESPONSE]" in prompt:
         return "\\boxed{1}"
     if "Reasoning to evaluate" in prompt:
-        return "The slice restates the problem. **YES**"  # a stop for length here is before any explanation
+        return "The slice restates the problem.\n**YES**"  # a stop for length here is before any explanation
     if "<answer_1>" in prompt:
         return "Answer 1"
     if "<answer>" in prompt:

@@ -257,6 +257,7 @@ class ArenaScorer(_ArenaJudge):
     """Reasoning Arena (eq. 5): verifier reward on reward-diverse groups, trace-tournament reward otherwise."""
 
     name = "arena"
+    group_relative = True
     Options = ArenaOptions
     options: ArenaOptions
     route = True
@@ -473,5 +474,6 @@ class AdaptivePointwiseScorer(PointwiseScorer):
     """Adaptive Pointwise: verifier reward on reward-diverse groups, rubric judge on non-diverse ones (eq. 5)."""
 
     name = "adaptive-pointwise"
+    group_relative = True
     Options = AdaptivePointwiseOptions
     route = True

@@ -60,7 +60,7 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     kind, target, raw = split_spec(spec)
     kw: dict[str, Any] = {"base_url": target} if kind == "http" else {"model": target}
     if "model" in raw and kind != "http":
-        raise ValueError(f"backend spec {redact(spec)!r}: the model is {target!r}; 'model=' is for URLs")
+        raise ValueError(f"backend spec {redact(spec)!r}: the model is {redact(target)!r}; 'model=' is for URLs")
     kw.update(backend_options(_backend_class(kind), raw, spec))
     return kind, kw
 
@@ -101,7 +101,30 @@ def load_backend(spec: str | JudgeBackend = "smollm2", **options: Any) -> JudgeB
         return _LOADED[key]
 
 
+def check_judge(spec: str | JudgeBackend, *, load: bool = True, **options: Any) -> JudgeBackend | None:
+    """Make sure the judge a spec names can answer, before any work is queued for it.
+
+    ``load=True``: load it (``load_backend``, so the scorer's later ``load_backend`` gets this instance) and
+    ``check()`` it: a server URL must answer ``GET /models`` listing the model asked for. ``load=False`` (the
+    judge loads elsewhere, e.g. on Ray workers): a URL is still asked, a local model is only located. Raises
+    ``ValueError`` naming the spec; returns the loaded backend (None when not loaded).
+    """
+    if isinstance(spec, JudgeBackend):
+        spec.check()
+        return spec
+    kind, kw = parse_spec(spec)
+    try:
+        if not load and kind != "http":
+            _backend_class(kind).locate(kw["model"])
+            return None
+        backend = load_backend(spec, **options)
+        backend.check()
+    except (OSError, ImportError, RuntimeError) as e:  # ValueError already names the judge
+        raise ValueError(f"judge {redact(spec)!r}: {e}") from None
+    return backend
+
+
 __all__ = [
-    "ChatRequest", "Completion", "JudgeBackend", "VerdictRequest", "VerdictResult", "cost_of", "load_backend",
-    "parse_spec",
+    "ChatRequest", "Completion", "JudgeBackend", "VerdictRequest", "VerdictResult", "check_judge", "cost_of",
+    "load_backend", "parse_spec",
 ]

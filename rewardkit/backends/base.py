@@ -201,6 +201,26 @@ class JudgeBackend(ABC):
         """What determines this backend's answers besides the request (the judge cache keys on it)."""
         return self.model_id
 
+    def describe(self) -> str:
+        """One line for people: the model, and for a local one where and how it runs (``rewardkit score`` prints
+        it once)."""
+        return self.model_id
+
+    def served_name(self) -> str:
+        """The model name ``serve-judge`` shows for this backend (``/v1/models`` id and root): never a URL."""
+        return self.model_id
+
+    @classmethod
+    def locate(cls, model: str) -> None:
+        """Raise ``ValueError`` when ``model`` cannot be found, without loading it (``check_judge(load=False)``:
+        a job whose judge loads elsewhere, on Ray workers). Default: nothing to check."""
+        return None
+
+    def check(self) -> None:
+        """Raise ``ValueError`` when this loaded backend cannot answer (``check_judge``, before the first group).
+        A local model that loaded can; a server is asked (``HTTPBackend``)."""
+        return None
+
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Token counts with this model's tokenizer (used e.g. for GAR's slice budget)."""
         raise NotImplementedError(f"{type(self).__name__} has no tokenizer")
@@ -253,6 +273,36 @@ class HFChatTemplateMixin:
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return [len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False).input_ids]
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]] | None]:
+        """Token ids of ``text`` and each token's character span (fast tokenizers; None from slow ones)."""
+        if not getattr(self.tokenizer, "is_fast", False):
+            return self.encode(text), None
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return enc.input_ids, [tuple(o) for o in enc.offset_mapping]
+
+
+def response_offsets(offsets: list[tuple[int, int]] | None, n: int, prompt_chars: int) -> np.ndarray | None:
+    """The ``[n, 2]`` character spans, within the response, of the last ``n`` tokens of prompt + response
+    (``offsets`` from ``encode_with_offsets``); a token merged across the boundary starts at 0. Every backend's
+    ``score_tokens`` reports these, so answer-token spans are the same whichever backend scored them."""
+    if offsets is None:
+        return None
+    return np.clip(np.asarray(offsets[-n:], dtype=np.int64).reshape(n, 2) - prompt_chars, 0, None)
+
+
+def whitespace_tokens(texts: Sequence[str]) -> list[int]:
+    """Whitespace word counts: a tokenizer-free stand-in for tests and for backends without a tokenizer."""
+    return [len(t.split()) for t in texts]
+
+
+def token_counts(backend: JudgeBackend, texts: Sequence[str]) -> list[int]:
+    """``texts``' token counts with ``backend``'s tokenizer; whitespace words when it has none (budgets the
+    judges' inputs: GAR's slice length L, the per-rollout judge's response budget)."""
+    try:
+        return list(backend.count_tokens(texts))
+    except NotImplementedError:
+        return whitespace_tokens(texts)
 
 
 def cost_of(results: Sequence[Completion | VerdictResult]) -> Cost:

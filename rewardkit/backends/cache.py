@@ -152,6 +152,15 @@ class CachedBackend(JudgeBackend):
     def cache_identity(self) -> str:
         return self.inner.cache_identity()
 
+    def served_name(self) -> str:
+        return self.inner.served_name()
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()} (behind the judge cache)"
+
+    def check(self) -> None:
+        self.inner.check()
+
     def _identity(self) -> str | None:
         try:
             return self.inner.cache_identity()

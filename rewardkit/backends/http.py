@@ -23,12 +23,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import numpy as np
 
 from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
-from rewardkit.backends.spec import redact
+from rewardkit.backends.spec import redact, user_part
 from rewardkit.options import Options, option
 from rewardkit.types import Status
 
@@ -156,6 +156,26 @@ class HTTPBackend(JudgeBackend):
         served = {k: v for k, v in entry.items() if k not in VOLATILE_MODEL_FIELDS}
         return json.dumps({"url": self.base_url, "model": self.model, "served": served},
                           sort_keys=True, default=str)
+
+    def served_name(self) -> str:
+        """The upstream's model name when known, else ``judge``: its URL (host, port) stays private."""
+        return self.model or "judge"
+
+    def check(self) -> None:
+        """Ask ``GET /models`` once (no retries: a wrong URL or a stopped server is found before the first group)
+        and make sure it lists the model asked for; without one, take the first listed (as discovery would)."""
+        try:
+            ids = [m["id"] for m in run_sync(self._models())]
+        except Exception as e:
+            status = getattr(getattr(e, "response", None), "status_code", None)  # httpx.HTTPStatusError
+            raise ValueError(f"judge {self.base_url}: GET {self.base_url}/models failed "
+                             f"({f'HTTP {status}' if status else _describe(e)}); is an OpenAI-compatible judge "
+                             "server running at that URL?") from None
+        if self.model is None and ids:
+            self._set_model(ids[0])
+        elif self.model not in ids:
+            raise ValueError(f"judge {self.base_url}: its /models does not list {self.model!r} "
+                             f"(it lists {', '.join(map(repr, ids[:5])) or 'no model'})")
 
     def _set_model(self, name: str) -> None:
         self.model = name
@@ -392,12 +412,23 @@ def _top_entry(t: Any) -> tuple[str, float]:
 
 
 def _split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
-    """(``url`` without its ``user:password@``, the percent-decoded (user, password) or None)."""
-    u = urlsplit(url)
-    if u.username is None and u.password is None:
+    """(``url`` without its user part, the (user, password) httpx would send as Basic auth for ``url``, or None).
+
+    The user part ends at the authority's last ``@`` (``spec.user_part``, httpx's rule), so a login
+    ``me@corp.com`` or a password ``p@ss word`` stays whole; the values are httpx's own ``URL.username`` and
+    ``URL.password``. A URL httpx refuses is a ValueError that shows it redacted only (httpx's message may
+    quote part of a password)."""
+    import httpx
+
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        raise ValueError(f"option 'base_url': {redact(url)!r} is not a URL httpx accepts (write '/', '?', '#' and "
+                         "control characters in a user name or password percent-encoded: %2F %3F %23)") from None
+    span = user_part(url)
+    if span is None:
         return url, None
-    host = u.netloc.rpartition("@")[2]
-    return urlunsplit(u._replace(netloc=host)), (unquote(u.username or ""), unquote(u.password or ""))
+    return url[:span[0]] + url[span[1] + 1:], (parsed.username, parsed.password)
 
 
 def key_for(base_url: str, api_key: str | None = None, api_key_env: str | None = None) -> str | None:

@@ -215,7 +215,7 @@ class JudgeServer:
                  header_timeout: float = 5.0, max_connections: int = 1000, body_timeout: float = 30.0):
         require_key_off_loopback(host, api_key, "serve-judge")
         self.backend = backend
-        self.model_name = model_name or backend.model_id or "judge"
+        self.model_name = model_name or backend.served_name() or "judge"  # a name, never an upstream's URL
         # what the HTTP client's cache keys on: changes whenever the served model (id, dtype, ...) changes
         self.fingerprint = "rk-" + hashlib.sha256((backend.model_id or self.model_name).encode()).hexdigest()[:16]
         self.limits = limits
@@ -326,7 +326,7 @@ class JudgeServer:
 
     def models(self) -> dict[str, Any]:
         return {"object": "list", "data": [{"id": self.model_name, "object": "model", "created": self.created,
-                                            "owned_by": "rewardkit", "root": self.backend.model_id or None,
+                                            "owned_by": "rewardkit", "root": self.backend.served_name() or None,
                                             "system_fingerprint": self.fingerprint}]}
 
 

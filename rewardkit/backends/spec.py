@@ -13,10 +13,11 @@ Each value is converted to the type the backend's ``Options`` class declares for
 option gains it here with no change to this module. An unknown option, a repeated one or a value of the
 wrong type is a ``ValueError`` naming it and the valid options. Values are percent-decoded (``%26`` for
 ``&``). A spec cannot carry secrets: ``api_key`` is refused (name an environment variable with
-``api_key_env=VAR`` instead), since specs end up in logs, manifests and process lists. A password in a URL
-(``http://user:PASSWORD@host/v1``) is accepted and sent as HTTP Basic auth, but ``redact`` masks it (and any
-``api_key=``-like value) wherever a spec is shown or stored: error messages, manifests, start-up lines,
-served model names.
+``api_key_env=VAR`` instead), since specs end up in logs, manifests and process lists. A user part in a URL
+(``http://user:PASSWORD@host/v1``, in any form httpx accepts: ``me@corp.com:p@ss word``) is accepted and sent
+as HTTP Basic auth exactly as httpx would send it, but ``redact`` masks it whole (and any ``api_key=``-like
+value) wherever a spec is shown or stored: error messages, manifests, start-up lines; serve-judge serves a
+model name, never its upstream's URL.
 """
 
 from __future__ import annotations
@@ -30,18 +31,44 @@ from rewardkit.options import coerce_options
 
 SECRET_OPTIONS = {"api_key"}
 
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/?#@\s]*)@")
+_SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://")
+_AUTHORITY_END = re.compile(r"[/?#\x00-\x1f\x7f]")  # httpx: the authority is [^/?#]*; it refuses control chars
+_RUN_END = re.compile(r"[\s'\"<>]")  # where a URL written in running text ends at the latest
+_OPENAI = re.compile(r"(.+?)@(https?://.*)", re.S)
 _SECRET_QUERY = re.compile(r"(?i)(?P<key>[?&#](?:api_?key|access_?token|token|password|passwd|secret|key)=)[^&#\s'\"]*")
 
 
-def redact(text: str) -> str:
-    """``text`` with the credentials of every URL in it masked: ``http://user:***@host``, ``http://***@host``
-    (a bare user part may be a token) and ``?api_key=***``. Use it on anything shown or stored."""
-    def info(m: re.Match) -> str:
-        user, colon, _ = m.group("info").partition(":")
-        return m.group("scheme") + (f"{user}:***" if colon else "***") + "@"
+def user_part(url: str, start: int = 0) -> tuple[int, int] | None:
+    """``(begin, end)`` of the user part (``user:password``, before its ``@``) of the URL in ``url`` whose scheme
+    begins at ``start``, as httpx parses it: the authority runs from ``//`` to the first ``/``, ``?`` or ``#``,
+    and its *last* ``@`` ends the user part (a login ``me@corp.com`` and a password ``p@ss word`` stay whole);
+    None when the URL has none."""
+    begin = url.index("://", start) + 3
+    end = _AUTHORITY_END.search(url, begin)
+    at = url.rfind("@", begin, end.start() if end else len(url))
+    return (begin, at) if at >= 0 else None
 
-    return _SECRET_QUERY.sub(lambda m: m.group("key") + "***", _USERINFO.sub(info, text))
+
+def redact(text: str) -> str:
+    """``text`` with the user part of every URL in it masked (``http://***@host``: a login can be an e-mail
+    address, a bare user part a token) and ``?api_key=***``. Use it on anything shown or stored.
+
+    The user part is read as httpx reads it (``user_part``), and also runs to the last ``@`` before the URL's
+    first space or quote, so a mistyped credential that httpx would refuse (``http://u:p/w@host``) is masked
+    too: in running text this may mask a little more than the user part, never less."""
+    parts, pos = [], 0
+    for m in _SCHEME.finditer(text):
+        if m.start() < pos:  # inside a user part already masked
+            continue
+        span = user_part(text, m.start())
+        run = _RUN_END.search(text, m.end())
+        at = text.rfind("@", m.end(), run.start() if run else len(text))
+        end = max(span[1] if span else -1, at)
+        if end >= 0:
+            parts += [text[pos:m.end()], "***"]
+            pos = end
+    parts.append(text[pos:])
+    return _SECRET_QUERY.sub(lambda m: m.group("key") + "***", "".join(parts))
 
 
 def split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
@@ -57,8 +84,9 @@ def split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
         return "http", target, opts
     prefix, sep, rest = target.partition(":")
     if sep and prefix == "openai":
-        name, at, url = rest.rpartition("@")
-        if not at or not name or not url.startswith(("http://", "https://")):
+        m = _OPENAI.fullmatch(rest)  # the URL's own user part may hold '@': split before its scheme
+        name, url = m.groups() if m else ("", "")
+        if not name:
             raise ValueError(f"backend spec {redact(spec)!r}: expected 'openai:MODEL@http(s)://HOST[:PORT]/v1'")
         _put(spec, opts, "model", name)
         return "http", url, opts

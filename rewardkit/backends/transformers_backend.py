@@ -21,6 +21,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import groupby
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ from rewardkit.backends.base import (
     VerdictResult,
     choice_probs,
     distribution_stats,
+    response_offsets,
 )
 from rewardkit.backends.hardware import place, resolve_device, resolve_dtype, resolve_threads
 from rewardkit.options import Options, option
@@ -71,6 +73,28 @@ class TransformersOptions(Options):
             raise ValueError(f"option 'memory_fraction': must be in (0, 1], got {self.memory_fraction}")
 
 
+def local_model_path(model: str) -> str:
+    """The folder to load ``model`` from: a local model folder, or a hub id's snapshot already in the local
+    Hugging Face cache. Nothing is downloaded (``HF_HUB_OFFLINE``-style): a name that is neither is a
+    ``ValueError`` at once, where transformers would spend its hub retries (46 s here) and then fail."""
+    p = Path(model).expanduser()
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise ValueError(f"judge {model!r}: the folder has no config.json (not a transformers model folder)")
+        return str(p)
+    if p.exists():
+        raise ValueError(f"judge {model!r}: a file, not a model folder (a GGUF file is 'llamacpp:{model}')")
+    from huggingface_hub import snapshot_download
+
+    try:  # a hub id downloaded earlier (the cache under $HF_HOME)
+        return snapshot_download(model, local_files_only=True)
+    except Exception:  # not cached, or not a valid hub id (huggingface_hub raises several kinds)
+        raise ValueError(
+            f"judge {model!r}: no such model folder, and no hub model of that name in the local Hugging Face "
+            "cache; rewardkit loads judges from disk only (pass a folder, 'smollm2' for the embedded model, a "
+            f"server URL, or download the model first: `hf download {model}`)") from None
+
+
 def _cache_kwarg(model) -> str:
     """The forward() keyword for a KV cache: ``cache`` in current transformers (``past_key_values`` is deprecated
     there and goes in 5.40), ``past_key_values`` in the 5.x releases before the rename."""
@@ -96,6 +120,15 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
 
     Options = TransformersOptions
 
+    @classmethod
+    def locate(cls, model: str) -> None:
+        from rewardkit.backends.embedded import ALIASES, gguf_dir
+
+        if model in ALIASES:
+            gguf_dir()  # installed (FileNotFoundError says how to install it)
+        else:
+            local_model_path(model)
+
     def __init__(self, model: str = "smollm2", **options: Any):
         o = self.options = TransformersOptions(**options)
         import torch
@@ -111,7 +144,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         else:
             self.num_threads = torch.get_num_threads()
         dtype = resolve_dtype(o.dtype, device)
-        path = str(embedded_model_path(dtype)) if model in ALIASES else model
+        path = str(embedded_model_path(dtype)) if model in ALIASES else local_model_path(model)
         self.dtype = dtype
         self.min_shared_prefix = o.min_shared_prefix
         self.lock = threading.RLock()  # one forward at a time when called from several threads (serve-judge)
@@ -320,14 +353,14 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         rendered = self.render_many([r.messages for r in requests])
         prompt_ids = self.encode_many(rendered)
         for i, (r, prompt, p_ids) in enumerate(zip(requests, rendered, prompt_ids, strict=True)):
-            ids, offsets = self._encode_with_offsets(prompt + r.response)
+            ids, offsets = self.encode_with_offsets(prompt + r.response)
             n = len(ids) - common_prefix_length(p_ids, ids)  # a merge across the boundary counts as response
             err = "empty response: no tokens to score" if n == 0 or not r.response else self._too_long(len(ids))
             if err:
                 out[i] = TokenScores(*(np.array([]),) * 3, Status.ERROR, len(p_ids), error=err)
             else:
                 rows[i] = (ids, n)
-                spans[i] = None if offsets is None else np.clip(np.asarray(offsets[-n:]) - len(prompt), 0, None)
+                spans[i] = response_offsets(offsets, n, len(prompt))
         with self.lock:
             for batch in self._batches(sorted(rows, key=lambda i: len(rows[i][0])), lambda i: len(rows[i][0])):
                 ids, mask, pos = self._pad([rows[i][0] for i in batch])
@@ -342,13 +375,6 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
                         lp, entropy, kl = torch.stack([lp, entropy, kl]).cpu().numpy()  # one transfer per row
                         out[i] = TokenScores(lp, entropy, kl, Status.OK, len(full) - n, logp.shape[-1], offsets=spans[i])
         return out  # type: ignore[return-value]
-
-    def _encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]] | None]:
-        """Token ids of ``text`` and each token's character span (fast tokenizers; None from slow ones)."""
-        if not getattr(self.tokenizer, "is_fast", False):
-            return self.encode(text), None
-        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        return enc.input_ids, [tuple(o) for o in enc.offset_mapping]
 
     # ---------------------------------------------------------------- next-token log-probs, batched
     def _each_last_logprobs(self, prompts: list[list[int]], indices: list[int], pick, consume,

@@ -39,6 +39,7 @@ from rewardkit.backends.base import (
     choice_probs,
     continuation_tokens,
     distribution_stats,
+    response_offsets,
 )
 from rewardkit.options import Options, option
 from rewardkit.types import Status
@@ -293,9 +294,10 @@ class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
 
         out: list[TokenScores | None] = [None] * len(requests)
         rows: dict[int, tuple[list[int], int]] = {}
+        spans: dict[int, np.ndarray | None] = {}  # i -> [n, 2] character spans of the response tokens
         for i, r in enumerate(requests):
             prompt, p_ids, err = self._prompt(r.messages)
-            ids = self.encode(prompt + r.response) if not err else []
+            ids, offsets = self.encode_with_offsets(prompt + r.response) if not err else ([], None)
             n = len(ids) - common_prefix_length(p_ids, ids)  # a merge across the boundary counts as response
             if not err:
                 err = "empty response: no tokens to score" if n == 0 or not r.response else self._too_long(len(ids))
@@ -303,16 +305,18 @@ class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
                 out[i] = TokenScores(*(np.array([]),) * 3, Status.ERROR, len(p_ids), error=err)
             else:
                 rows[i] = (ids, n)
+                spans[i] = response_offsets(offsets, n, len(prompt))
         sp = self._params(max_tokens=1, temperature=0.0, prompt_logprobs=-1, flat_logprobs=True, detokenize=False)
         order = sorted(rows, key=lambda i: len(rows[i][0]))
         for batch in token_batches(order, lambda i: len(rows[i][0]), SCORE_POSITIONS):
             for i, res in zip(batch, self._engine([rows[i][0] for i in batch], [sp] * len(batch)), strict=True):
                 ids, n = rows[i]
-                out[i] = self._token_scores(res, ids, n)
+                out[i] = self._token_scores(res, ids, n, spans[i])
         return out  # type: ignore[return-value]
 
-    def _token_scores(self, res: Any, ids: list[int], n: int) -> TokenScores:
-        """The last ``n`` positions of a full-vocabulary ``prompt_logprobs`` result as ``TokenScores``."""
+    def _token_scores(self, res: Any, ids: list[int], n: int, offsets: np.ndarray | None) -> TokenScores:
+        """The last ``n`` positions of a full-vocabulary ``prompt_logprobs`` result as ``TokenScores``, with the
+        response tokens' character spans (``offsets``: where the answer tokens stand)."""
         if isinstance(res, str):
             return TokenScores(*(np.array([]),) * 3, Status.ERROR, len(ids) - n, error=res)
         flat = res.prompt_logprobs  # FlatLogprobs: per position the prompt token first, then every token by rank
@@ -325,7 +329,7 @@ class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
         block = np.asarray(flat.logprobs[flat.start_indices[first]:flat.end_indices[last]], dtype=np.float64)
         block = block.reshape(n, width)
         entropy, kl = distribution_stats(block[:, 1:])
-        return TokenScores(block[:, 0], entropy, kl, Status.OK, len(ids) - n, self.vocab_size)
+        return TokenScores(block[:, 0], entropy, kl, Status.OK, len(ids) - n, self.vocab_size, offsets=offsets)
 
     def close(self) -> None:
         """Shut the engine core (and its worker processes) down."""

@@ -244,12 +244,12 @@ def _verdict(problem: Problem, res: SandboxResult, nonce: str, config: GradeConf
     if res.error:
         return CodeResult([Code.RUNNER_ERROR], n, f"sandbox failure: {res.error}", **base)
     record = _find_record(res.stdout, nonce)
+    memory = _memory_overrun(res, config)
     if record is None or res.returncode != 0:
+        if memory:
+            return CodeResult([Code.RUNTIME_ERROR], n, memory, **base)
         if res.timed_out or res.cpu_exceeded:
             return CodeResult([Code.TIME_LIMIT], n, "time limit exceeded (the whole run)", **base)
-        if res.memory_exceeded:
-            return CodeResult([Code.RUNTIME_ERROR], n, f"memory limit exceeded (all processes together, "
-                              f"{config.program_memory_bytes >> 20} MiB)", **base)
         if res.output_truncated:
             return CodeResult([Code.RUNTIME_ERROR], n, "output limit exceeded", **base)
         tail = res.stderr.decode("utf-8", "replace")[-500:]
@@ -268,8 +268,21 @@ def _verdict(problem: Problem, res: SandboxResult, nonce: str, config: GradeConf
                 break
     if not codes or (len(codes) < n and all(c == Code.PASSED for c in codes)):
         return CodeResult([Code.RUNNER_ERROR], n, f"the harness reported {len(codes)} results for {n} tests", **base)
+    if memory and Code.TIME_LIMIT in codes:  # a test held at the memory cap crawls to its time limit
+        codes = [Code.RUNTIME_ERROR if c == Code.TIME_LIMIT else c for c in codes]
+        reason = memory if codes[details.get("test", 0)] == Code.RUNTIME_ERROR else reason
     base["details"].update(details)
     return CodeResult(codes, n, reason, **base)
+
+
+def _memory_overrun(res: SandboxResult, config: GradeConfig) -> str | None:
+    """What happened to the program's memory, when it went over the cap of all its processes together: the
+    kernel killed one of them, or the tree reached the cap and was held there (reclaim) until a deadline."""
+    if not (res.memory_exceeded or res.memory_at_cap):
+        return None
+    how = ("the kernel's OOM killer ended a process" if res.memory_exceeded
+           else "the program reached the cap and was held there")
+    return f"memory limit exceeded (all processes together, {config.program_memory_bytes >> 20} MiB): {how}"
 
 
 def _find_record(stdout: bytes, nonce: str) -> dict | None:

@@ -8,7 +8,8 @@ capped by a memory cgroup where one can be made (root, or a delegated cgroup v2 
 says which bound held. With namespaces (the default where the kernel allows them) the program also runs as
 pid 2 of its own PID namespace, with no network, a read-only file system except its working directory (a
 tmpfs of ``Limits.disk_bytes``: all its files together), /tmp, /home, /root, /run and the caller's home
-hidden behind empty read-only tmpfs, and (when the caller is root) an unprivileged uid of its own. See the
+hidden behind empty read-only tmpfs, and (when the caller is root) an unprivileged uid of its own. Every run
+gets a seccomp filter that refuses new user namespaces (so no private mounts past ``disk_bytes``). See the
 README's "Sandbox" section for what this does not promise.
 """
 
@@ -98,6 +99,8 @@ class SandboxResult:
     memory_bound: str = "rlimit"  # "cgroup v2" / "cgroup v1": the whole tree; "rlimit": per process only
     disk_bound: str = "file"  # "tmpfs": all files together (disk_bytes); "file": per file only (RLIMIT_FSIZE)
     memory_exceeded: bool = False  # the cgroup's OOM killer ended a process of the run
+    memory_at_cap: bool = False  # the whole tree's memory reached the cgroup's cap (the kernel reclaimed or refused)
+    user_namespaces: str = "allowed"  # "refused": a seccomp filter stops the program making user namespaces
     peak_memory_bytes: int = 0  # the whole tree's peak (cgroup), else 0
 
     @property
@@ -367,7 +370,8 @@ def _result(status: list[dict], out: bytes, err: bytes, truncated: bool, seconds
         isolation_used="namespaces" if use_ns else "none", cpu_seconds=cpu,
         max_rss_bytes=int(merged.get("max_rss_bytes", 0)), error=error, notes=notes,
         memory_bound=str(merged.get("memory_bound", "rlimit")), disk_bound=str(merged.get("disk_bound", "file")),
-        memory_exceeded=bool(merged.get("memory_exceeded")),
+        memory_exceeded=bool(merged.get("memory_exceeded")), memory_at_cap=bool(merged.get("memory_at_cap")),
+        user_namespaces=str(merged.get("user_namespaces", "allowed")),
         peak_memory_bytes=int(merged.get("peak_memory_bytes", 0)))
 
 

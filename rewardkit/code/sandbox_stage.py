@@ -171,6 +171,8 @@ def _exec_program(cfg: dict, status_fd: int) -> None:
         elif cfg["user_ns"]:
             _drop_capabilities()  # uid 0 of its own user namespace: take its capabilities away for good
         _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")  # setuid binaries gain nothing
+        why = _forbid_user_namespaces()
+        _report(status_fd, **({"notes": [why]} if why else {"user_namespaces": "refused"}))
         for name, (soft, hard) in cfg["rlimits"].items():
             resource.setrlimit(getattr(resource, name), (soft, hard))
         os.closerange(3, status_fd)
@@ -179,6 +181,61 @@ def _exec_program(cfg: dict, status_fd: int) -> None:
     except BaseException as e:  # noqa: BLE001 - report anything, then die
         _report(status_fd, stage_error=f"exec {cfg['argv'][0]!r}: {e}", exec_failed=True)
     os._exit(127)
+
+
+# seccomp: refuse new user namespaces (unshare/clone with CLONE_NEWUSER; clone3, whose flags a filter cannot
+# read, answers ENOSYS so libc falls back to clone). Without a user namespace of its own the program gets no
+# capabilities, so it can mount nothing (a private tmpfs would escape the disk limit).
+_ARCH = {"x86_64": (0xC000003E, 56, 272, 435), "aarch64": (0xC00000B7, 220, 97, 435)}  # audit arch, clone,
+#                                                                                    unshare, clone3
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+_SECCOMP_ALLOW, _SECCOMP_ERRNO = 0x7FFF0000, 0x00050000
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _userns_filter(machine: str) -> list[tuple[int, int, int, int]] | None:
+    """The BPF program (code, jt, jf, k) for ``machine``, or None where its syscall numbers are not known.
+    Syscalls of another ABI (i386 on x86_64, x32) are refused outright."""
+    if machine not in _ARCH:
+        return None
+    arch, clone, unshare, clone3 = _ARCH[machine]
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    deny, nosys = _SECCOMP_ERRNO | errno.EPERM, _SECCOMP_ERRNO | errno.ENOSYS
+    return [
+        (ld, 0, 0, 4),  # 0: seccomp_data.arch
+        (jeq, 0, 8, arch),  # 1: another ABI -> 10
+        (ld, 0, 0, 0),  # 2: seccomp_data.nr
+        (jge, 6, 0, 0x40000000),  # 3: x32 syscall numbers -> 10
+        (jeq, 6, 0, clone3),  # 4: -> 11
+        (jeq, 1, 0, unshare),  # 5: -> 7
+        (jeq, 0, 2, clone),  # 6: -> 7, else 9
+        (ld, 0, 0, 16),  # 7: low word of args[0]: the flags of unshare and clone
+        (jset, 1, 0, CLONE_NEWUSER),  # 8: -> 10, else 9
+        (ret, 0, 0, _SECCOMP_ALLOW),  # 9
+        (ret, 0, 0, deny),  # 10
+        (ret, 0, 0, nosys),  # 11
+    ]
+
+
+def _forbid_user_namespaces() -> str | None:
+    """Install the filter on this thread (inherited by every descendant, kept across exec; needs
+    no_new_privs first); None, or why it could not be."""
+    prog = _userns_filter(os.uname().machine)
+    if prog is None:
+        return f"no seccomp filter for {os.uname().machine}: new user namespaces stay possible"
+    arr = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
+    fprog = _SockFprog(len(prog), arr)
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        e = ctypes.get_errno()
+        return f"seccomp refused ({errno.errorcode.get(e, e)}): new user namespaces stay possible"
+    return None
 
 
 def _drop_capabilities() -> None:
@@ -347,7 +404,9 @@ def _sweep(base: str) -> None:
 
 
 def _cgroup_report(path: str) -> dict:
-    """Whether the kernel killed a process of the cgroup for memory, and its peak usage."""
+    """Whether the kernel killed a process of the cgroup for memory, whether the tree's memory reached the
+    cap at all (v2: ``max`` events; v1: ``failcnt``, or the peak at the limit: a tree held at its cap is
+    reclaimed from, and may crawl until the deadline without an OOM kill), and its peak usage."""
     def read(name: str) -> str:
         try:
             with open(os.path.join(path, name)) as f:
@@ -355,11 +414,17 @@ def _cgroup_report(path: str) -> dict:
         except OSError:
             return ""
 
+    def number(text: str) -> int:
+        return int(text) if text.strip().isdigit() else 0
+
     events = dict(ln.split() for ln in (read("memory.events") or read("memory.oom_control")).splitlines()
                   if len(ln.split()) == 2)
-    peak = read("memory.peak") or read("memory.max_usage_in_bytes")
-    return {"memory_exceeded": int(events.get("oom_kill", "0")) > 0 or int(events.get("oom", "0")) > 0,
-            "peak_memory_bytes": int(peak) if peak.strip().isdigit() else 0}
+    peak = number(read("memory.peak") or read("memory.max_usage_in_bytes"))
+    limit = number(read("memory.max") or read("memory.limit_in_bytes"))
+    killed = int(events.get("oom_kill", "0")) > 0 or int(events.get("oom", "0")) > 0
+    at_cap = killed or int(events.get("max", "0")) > 0 or number(read("memory.failcnt")) > 0 or (
+        limit > 0 and peak >= limit - (1 << 20))
+    return {"memory_exceeded": killed, "memory_at_cap": at_cap, "peak_memory_bytes": peak}
 
 
 class _Deadline(Exception):

@@ -78,6 +78,12 @@ def discriminator_reward(r_d: float, r_a: float, lambda3: float = 1.0, lambda4: 
     return lambda3 * r_d + lambda4 * r_a
 
 
+# Said wherever a GAR joint run is configured or reported (the gar mode's options, README, docs/training.md)
+R_A_AT_PAPER_LAMBDA4 = ("with hard verdicts (a wrong verdict scores log 1e-6 = -13.8 in R^d), R^a cannot change "
+                        "any advantage at the paper's lambda4 = 0.5: it reverses a slice's YES/NO rewards only "
+                        "for lambda4 > 13.8, so at 0.5 the discriminator trains on R^d alone (with advantage=grpo)")
+
+
 def judgment_rewards(scores: Sequence[float | None], is_reference: Sequence[bool],
                      correct: Sequence[bool | None], lambda3: float = 1.0, lambda4: float = 0.5,
                      eps: float = 1e-6) -> np.ndarray:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rewardkit.answers import AnswerChecker
-from rewardkit.backends.base import ChatRequest, VerdictRequest, cost_of
+from rewardkit.backends.base import ChatRequest, VerdictRequest, cost_of, token_counts
 from rewardkit.gar.rewards import (
     alignment_reward,
     discriminator_reward,
@@ -29,7 +29,7 @@ from rewardkit.gar.rewards import (
     reasoner_reward,
     slice_mean,
 )
-from rewardkit.gar.slicing import DEFAULT_SLICE_TOKENS, Slice, make_slices, whitespace_tokens
+from rewardkit.gar.slicing import DEFAULT_SLICE_TOKENS, Slice, make_slices
 from rewardkit.options import option
 from rewardkit.prompts.gar import VERDICT_CHOICES, VERDICT_PREFIX, discriminator_messages
 from rewardkit.scoring import JudgeOptions, JudgeScorer, VerdictMode
@@ -131,10 +131,7 @@ class DiscriminatorScorer(JudgeScorer):
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """The discriminator's token counts (whitespace words when the backend has no tokenizer)."""
-        try:
-            return list(self.judge.count_tokens(texts))
-        except NotImplementedError:
-            return whitespace_tokens(texts)
+        return token_counts(self.judge, texts)
 
     def slices(self, text: str) -> list[Slice]:  # pragma: no cover - interface
         """The pieces of one trace the discriminator judges."""

@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from rewardkit.backends.base import whitespace_tokens  # noqa: F401  (re-exported: the slicers' default)
+
 TokenCounter = Callable[[Sequence[str]], list[int]]  # batched, like JudgeBackend.count_tokens
 
 DEFAULT_SLICE_TOKENS = 320  # L (sec. 3)
@@ -32,11 +34,6 @@ def default_min_tokens(max_tokens: int) -> int:
     """rewardkit's early-close threshold for budget L: ``DEFAULT_MIN_FRACTION * L`` tokens."""
     return int(round(DEFAULT_MIN_FRACTION * max_tokens))
 
-
-
-def whitespace_tokens(texts: Sequence[str]) -> list[int]:
-    """Whitespace word counts: a tokenizer-free stand-in for tests and for backends without a tokenizer."""
-    return [len(t.split()) for t in texts]
 
 
 # ------------------------------------------------------------------------------ protected blocks

@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
-from rewardkit.gar.rewards import judgment_rewards
+from rewardkit.gar.rewards import R_A_AT_PAPER_LAMBDA4, judgment_rewards
 from rewardkit.gar.slices import SliceItem, SliceOptions, SliceScorer
 from rewardkit.grpo.trainer import GRPOTrainer, Learner, Rollouts, set_advantages
 from rewardkit.options import Options, coerce_options, option, resolve_options
@@ -210,7 +210,7 @@ class GarOptions(Options):
     discriminator: str = option("smollm2", "the discriminator: a model folder (stage 1's output, rewardkit.grpo.sft) or 'smollm2'")
     lr: float = option(1e-6, "the discriminator's AdamW learning rate (sec. 4.1: 1e-6, as the reasoner's)")
     lambda3: float = option(1.0, "weight of R^d in R^dis (sec. 4.1: 1)")
-    lambda4: float = option(0.5, "weight of R^a in R^dis (sec. 4.1: 0.5)")
+    lambda4: float = option(0.5, f"weight of R^a in R^dis (sec. 4.1: 0.5); {R_A_AT_PAPER_LAMBDA4}")
     dis_samples: int = option(2, "judgments sampled per slice: one GRPO group of the discriminator (not stated in the paper)")
     dis_update: Literal["grpo", "expected"] = option(
         "grpo", "grpo: GRPO on its sampled judgments (sec. 3); expected: rewardkit's variant, gradient ascent on the "

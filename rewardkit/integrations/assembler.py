@@ -13,6 +13,7 @@ it is scheduled even when the trainer's placement groups hold every CPU.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from rewardkit.integrations.common import GroupGatherer, load_scorer
 from rewardkit.scoring import Scorer
 
 ASSEMBLER_NAME = "rewardkit_group_assembler"
+log = logging.getLogger(__name__)
+_SAID: set[str] = set()
 MAX_WAITING_ROWS = 1_000_000  # the actor's concurrency: every waiting row is one pending call
 
 
@@ -35,6 +38,13 @@ class RowScore:
     group_size: int
     partial: bool
     judge_calls: float
+
+
+def say_once(message: str) -> None:
+    """A warning logged once per process (the job's assembler actor is one process for all its workers)."""
+    if message not in _SAID:
+        _SAID.add(message)
+        log.warning(message)
 
 
 class GroupAssembler:
@@ -51,6 +61,10 @@ class GroupAssembler:
         return RowScore(None if math.isnan(v) else v, s.statuses[i].value,
                         s.messages[i] if s.messages else None, len(s.rewards), partial,
                         s.cost.judge_calls / max(len(s.rewards), 1))
+
+    def say_once(self, message: str) -> None:
+        """Log ``message`` (a warning) once per job, however many workers send it."""
+        say_once(message)
 
     def counts(self) -> dict[str, int]:
         """Rows seen, groups scored, partial groups, scorer calls, rows waiting now."""

@@ -124,6 +124,8 @@ class GroupGatherer:
 
     async def score(self, groups: list[Group]) -> list[GroupScore]:
         """Score whole groups through the shared scorer worker (batched with whatever else is queued)."""
+        self.counts["rows"] += sum(len(g) for g in groups)
+        self.counts["groups"] += len(groups)
         fut = asyncio.get_running_loop().create_future()
         self._submit(_Job(groups, fut))
         return await fut

@@ -21,20 +21,18 @@ The scorer comes from ``$REWARDKIT_SCORER`` (a name or ``module:Class``) and ``$
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 from typing import Any
 
-from rewardkit.integrations.assembler import GroupAssembler, shared_assembler
+import numpy as np
+
+from rewardkit.integrations.assembler import GroupAssembler, say_once, shared_assembler
 from rewardkit.integrations.common import load_scorer
-from rewardkit.scoring import Scorer
+from rewardkit.scoring import Scorer, is_group_relative
 from rewardkit.types import Group
 
-# scorers whose reward of a response depends on its group peers: never per response
-GROUP_RELATIVE = {"arena", "tournament", "adaptive-pointwise", "proof-gate", "majority-vote", "llm-judge"}
 _SCORERS: dict[str, Scorer] = {}
-log = logging.getLogger(__name__)
 
 
 def env_scorer_spec() -> tuple[str, dict[str, Any]]:
@@ -61,7 +59,18 @@ def _ground_truth(item_nt: dict[str, Any]) -> str | None:
     if rm is not None and not isinstance(rm, dict):
         raise ValueError(f"rewardkit verl adapter: reward_model must be a dict with 'ground_truth' (verl's shape), "
                          f"got {type(rm).__name__} {str(rm)[:60]!r}")
-    gt = rm.get("ground_truth") if isinstance(rm, dict) else None
+    return _reference(rm.get("ground_truth") if isinstance(rm, dict) else None)
+
+
+def _reference(gt: Any) -> str | None:
+    """One reference answer from verl's ``ground_truth``. A list of references (a parquet list column arrives as
+    a numpy array) is not read as the text of a list: the row gets no reference, so a scorer that needs one
+    masks it (``rewardkit_ok = 0``), and the log says why, once."""
+    if isinstance(gt, (list, tuple, np.ndarray)):
+        say_once(f"rewardkit verl adapter: reward_model.ground_truth is a list of {len(gt)} references "
+                 f"({str(list(gt))[:60]}); rewardkit takes one reference answer per row, so these rows have none "
+                 "(a scorer that needs one masks them: rewardkit_ok = 0): store one answer in ground_truth")
+        return None
     return None if gt is None else str(gt)
 
 
@@ -115,7 +124,7 @@ class RewardkitLoopManager(_LoopBase):  # type: ignore[misc, valid-type]
         if assembler not in ("auto", "ray", "local"):
             raise ValueError(f"option 'assembler': expected auto, ray or local, got {assembler!r}")
         self._mode, self._add = assembler, None
-        _warn_on_validation_groups(config, self.group_size)
+        self._warning = _validation_warning(config, self.group_size)  # said by the job's assembler, once
 
     def _adder(self) -> Any:
         """``add(key, prompt, response, reference)`` -> awaitable RowScore, on the shared or a local assembler."""
@@ -123,9 +132,14 @@ class RewardkitLoopManager(_LoopBase):  # type: ignore[misc, valid-type]
             bound = type(self).scorer
             scorer, options = (bound, None) if bound is not None else env_scorer_spec()
             if self._mode == "ray" or (self._mode == "auto" and _ray_running()):
-                self._add = shared_assembler(scorer, self.group_size, self.group_timeout, options=options).add.remote
+                actor = shared_assembler(scorer, self.group_size, self.group_timeout, options=options)
+                self._add = actor.add.remote
+                if self._warning:  # every worker builds a manager: the one assembler logs the warning once
+                    actor.say_once.remote(self._warning)
             else:
                 self._add = GroupAssembler(scorer, self.group_size, self.group_timeout, options).add
+                if self._warning:
+                    say_once(self._warning)
         return self._add
 
     async def run_single(self, data: Any) -> dict[str, Any]:
@@ -146,16 +160,17 @@ def _ray_running() -> bool:
     return ray.is_initialized()
 
 
-def _warn_on_validation_groups(config: Any, n: int) -> None:
+def _validation_warning(config: Any, n: int) -> str | None:
     """verl's validation sends ``val_kwargs.n`` rows per uid, indistinguishable from training rows here."""
     try:
         val_n = int(config.actor_rollout_ref.rollout.val_kwargs.n)
     except (AttributeError, KeyError, TypeError):
-        return
-    if val_n != n:
-        log.warning("rewardkit verl adapter: validation sends actor_rollout_ref.rollout.val_kwargs.n=%d rows per "
-                    "uid but groups are %d rows, so each validation group waits group_timeout and is scored short "
-                    "(rewardkit_partial=1); set val_kwargs.n=%d, or validate without the reward loop", val_n, n, n)
+        return None
+    if val_n == n:
+        return None
+    return (f"rewardkit verl adapter: validation sends actor_rollout_ref.rollout.val_kwargs.n={val_n} rows per uid "
+            f"but groups are {n} rows, so each validation group waits group_timeout and is scored short "
+            f"(rewardkit_partial=1); set val_kwargs.n={n}, or validate without the reward loop")
 
 
 def _rollout_n(config: Any) -> int:
@@ -186,12 +201,11 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     ``rewardkit_ok`` 0. Group-relative scorers are refused: use the reward manager for those.
     """
     sc = env_scorer()
-    if getattr(sc, "name", "") in GROUP_RELATIVE:
+    if is_group_relative(sc):
         raise ValueError(f"scorer {sc.name!r} rewards a response relative to its group; compute_score sees one "
                          "response at a time: use the reward manager RewardkitLoopManager instead")
     prompt = str((extra_info or {}).get("question") or (extra_info or {}).get("prompt") or "")
-    (s,) = sc.score([Group(f"{data_source}", prompt, [solution_str],
-                           reference=None if ground_truth is None else str(ground_truth))])
+    (s,) = sc.score([Group(f"{data_source}", prompt, [solution_str], reference=_reference(ground_truth))])
     v = float(s.rewards[0])
     ok = not math.isnan(v)
     return {"score": v if ok else float(os.environ.get("REWARDKIT_MASKED_REWARD", 0.0)), "rewardkit_ok": float(ok)}

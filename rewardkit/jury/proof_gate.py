@@ -95,6 +95,7 @@ class MajorityVoteScorer(BaseScorer):
     plurality answer, 0 otherwise (no answer -> 0); ties go to the answer that appears first."""
 
     name = "majority-vote"
+    group_relative = True
     Options = MajorityVoteOptions
     options: MajorityVoteOptions
 
@@ -145,6 +146,7 @@ class ProofGateScorer(BaseScorer):
     that answer, 0 otherwise; refuted or inconclusive -> the fallback (ResZero, eq. 5, by default)."""
 
     name = "proof-gate"
+    group_relative = True
     Options = ProofGateOptions
     options: ProofGateOptions
     mask_failures = False  # judge baselines: an unusable verdict masks the group (never a silent 0)

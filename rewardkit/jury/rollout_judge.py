@@ -1,11 +1,14 @@
 """JURY-RL's LLM-as-a-Judge baseline judging every rollout (App. D), beside the majority-only ``llm-judge``.
 
-The App. D judge "assesses the reasoning process and the final answer of each rollout": each response's
-trunk (the response without a ``<think>`` block: its written reasoning and its final answer) goes to the
-judge ("... whether a given mathematical question and answer are correctly matched ... True or False") in
-one batched call for the whole batch: reward 1 for True, 0 for False. This is the per-rollout judge reward
-of the paper's LLM-as-a-Judge baseline; ``llm-judge`` (``rewardkit.jury.proof_gate``) instead asks the judge
-once per group about the majority answer alone. The judging itself is ``LLMJudgeVerifier``, shared.
+The App. D judge "assesses the reasoning process and the final answer of each rollout": each response goes
+to the judge whole, its reasoning (a ``<think>`` block included, closed or not) and its final answer ("...
+whether a given mathematical question and answer are correctly matched ... True or False"), in one batched
+call for the whole batch: reward 1 for True, 0 for False. A response longer than the judge's budget
+(``response_tokens``, counted with the judge's tokenizer) is cut from the front, so its final answer stays.
+The answer is extracted from the same text the judge sees: a ``<think>`` block never closed (the policy cut
+off mid-reasoning) is read the same way by both, as part of the response. This is the per-rollout judge
+reward of the paper's LLM-as-a-Judge baseline; ``llm-judge`` (``rewardkit.jury.proof_gate``) instead asks
+the judge once per group about the majority answer alone. The judging itself is ``LLMJudgeVerifier``, shared.
 
 A response without a final answer is not sent and gets 0 (the policy gave no answer). A judge failure,
 an unparseable judgment or an even split of ``samples`` judgments masks that response with its status.
@@ -14,11 +17,14 @@ an unparseable judgment or an even split of ``samples`` judgments masks that res
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from rewardkit.answers import extract_answer, response_trunk
+from rewardkit.answers import extract_answer_span
+from rewardkit.backends.base import token_counts
 from rewardkit.jury.proof_gate import LLMJudgeVerifier
 from rewardkit.options import option
 from rewardkit.scoring import BaseScorer, JudgeOptions
@@ -31,11 +37,37 @@ class RolloutJudgeOptions(JudgeOptions):
     samples: int = option(1, "judgments per response, majority of them (an even split masks the response)")
     max_tokens: int = option(512, "generation budget of one judgment")
     temperature: float = option(0.0, "judge sampling temperature (at least 0.7 when samples > 1)")
+    response_tokens: int = option(2048, "the most response tokens the judge is shown (its tokenizer; whitespace "
+                                        "words without one): a longer response is cut from the front, so the "
+                                        "final answer stays")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._at_least(1, "samples", "max_tokens")
+        self._at_least(1, "samples", "max_tokens", "response_tokens")
         self._at_least(0, "temperature")
+
+
+CUT_MARK = "[... the start of the response is cut to fit the judge's budget ...]\n"
+_WORD_START = re.compile(r"(?<=\s)\S")
+
+
+def response_tail(text: str, budget: int, count: Callable[[Sequence[str]], list[int]], keep_from: int) -> str:
+    """``text`` within ``budget`` tokens (``count``), cut from the front at a word boundary behind ``CUT_MARK``;
+    never cut past the word holding ``keep_from`` (the final answer's start): a response whose answer alone is
+    over the budget is kept from there. A binary search over word starts: O(log n) counts."""
+    if count([text])[0] <= budget:
+        return text
+    starts = [m.start() for m in _WORD_START.finditer(text, 1, keep_from + 1)]
+    if not starts:  # the answer stands in the first word: nothing before it to cut
+        return text
+    lo, hi = 0, len(starts) - 1  # the first start whose tail fits, else the last (the answer's)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if count([CUT_MARK + text[starts[mid]:]])[0] <= budget:
+            hi = mid
+        else:
+            lo = mid + 1
+    return CUT_MARK + text[starts[lo]:]
 
 
 def judged_reward(res: VerifyResult) -> tuple[float, Status, str | None]:
@@ -61,10 +93,14 @@ class RolloutJudgeScorer(BaseScorer):
                                          temperature=o.temperature)
 
     def _score(self, groups: list[Group]) -> list[GroupScore]:
-        answers = [[extract_answer(r) for r in g.responses] for g in groups]
-        # App. D: the judge sees the reasoning and the final answer, not the extracted answer alone
-        claims = [Claim(g.prompt, response_trunk(r)) for g, ans in zip(groups, answers, strict=True)
-                  for r, a in zip(g.responses, ans, strict=True) if a is not None]
+        spans = [[extract_answer_span(r) for r in g.responses] for g in groups]
+        answers = [[sp[2] if sp else None for sp in g_spans] for g_spans in spans]
+        # App. D: the judge sees the reasoning and the final answer (the whole response, cut from the front to
+        # its budget), not the extracted answer alone, and the answer is read from that same text
+        count = lambda texts: token_counts(self.verifier.backend, texts)  # noqa: E731
+        claims = [Claim(g.prompt, response_tail(r, self.options.response_tokens, count, sp[0]))
+                  for g, g_spans in zip(groups, spans, strict=True)
+                  for r, sp in zip(g.responses, g_spans, strict=True) if sp is not None]
         judged = iter(self.verifier.verify_many(claims))  # one backend call for the whole batch
         out = []
         for g, ans in zip(groups, answers, strict=True):

@@ -72,7 +72,7 @@ Over = Literal["final-answer", "whole-response"]
 @dataclass(frozen=True)
 class TokenRewardOptions(Options):
     judge: JudgeBackend | str = option("smollm2", "the model whose token distributions are read (normally the policy); "
-                                                  "a transformers backend spec or instance")
+                                                  "a backend with full next-token distributions (transformers or vllm:), spec or instance")
     system: str = option("", "optional system message of the prompt the response is scored after")
     over: Over = option("final-answer", "final-answer: JURY-RL App. D, the tokens of the extracted answer (self-certainty: "
                                         "their cumulative log-probability); whole-response: every response token "

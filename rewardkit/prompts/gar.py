@@ -22,14 +22,15 @@ DISCRIMINATOR_SYSTEM = (
 )
 
 # The paper does not print its user turn; this one gives the problem, optional earlier reasoning as
-# context, and the slice to judge, and restates the output format.
+# context, and the slice to judge, and restates the output format, asking for the verdict where the one
+# verdict rule reads it (docs/verdicts.md: a verdict after analysis on the same line is invalid).
 DISCRIMINATOR_USER = """Problem:
 {problem}
 {context}
 Reasoning to evaluate:
 {slice}
 
-Analyze this reasoning very briefly, then answer **YES** or **NO**, then give a short rationale."""
+Analyze this reasoning very briefly, then answer **YES** or **NO** at the start of a line of its own, then give a short rationale."""
 
 CONTEXT_BLOCK = """
 Earlier reasoning (context only, do not judge it):

@@ -5,8 +5,13 @@ chat-format prompts (a list of ``{"role", "content"}`` messages: the judge sees 
 messages stay in ``Group.metadata["messages"]``), verl rows (``prompt`` as messages,
 ``reward_model.ground_truth``, ``data_source``, ``extra_info``) and TRL rows (``prompt``/``completion``,
 plain or conversational; one completion per line is grouped by ``group_id``/``prompt_id``/``uid``, else
-by identical prompt). Every malformed record raises ``InputError`` naming file, line (or row) and field,
-or, with ``skip_bad=True``, comes out as a ``BadRecord`` so a job can log it and keep going.
+by identical prompt within a ``step``). What the frameworks write during a run reads the same way, so a
+finished run can be re-scored: verl's generation dumps (``trainer.rollout_data_dir`` /
+``validation_data_dir``: ``STEP.jsonl`` rows ``{"input", "output", "gts", "score", "step", ...}``) and TRL's
+completion logs (``log_completions=True``: ``OUTPUT_DIR/completions/completions_STEP.parquet`` rows
+``{"step", "prompt", "completion", <reward columns>, "advantage"}``). Every malformed record raises
+``InputError`` naming file, line (or row) and field, or, with ``skip_bad=True``, comes out as a ``BadRecord``
+so a job can log it and keep going.
 """
 
 from __future__ import annotations
@@ -29,6 +34,12 @@ LABEL_KEYS = ("labels", "correct")
 RESPONSE_LIST_KEYS = ("responses", "completions")
 RESPONSE_KEYS = ("response", "completion")
 GROUP_KEYS = ("group_id", "prompt_id", "uid")
+#: verl's generation dump row (``RayPPOTrainer._write_generations``): decoded prompt, response, ground truth, reward
+VERL_DUMP_KEYS = ("input", "output", "step")
+SUPPORTED = ("JSONL (.jsonl: grouped, or one response per line), Parquet (.parquet, either shape) or a saved "
+             "Hugging Face dataset folder")
+#: formats people try that are not read: named, with what is
+UNSUPPORTED_SUFFIXES = {".csv": "CSV", ".tsv": "TSV", ".xlsx": "Excel", ".xls": "Excel", ".json": "a JSON document"}
 
 
 class InputError(ValueError):
@@ -77,6 +88,9 @@ def read_numbered(path: str | Path, *, skip_bad: bool = False, group_key: str | 
         raise FileNotFoundError(f"{p}: no such file or directory")
     if src.is_dir():
         records = _dataset_records(src, p)
+    elif p.suffix.lower() in UNSUPPORTED_SUFFIXES and not _starts_with_object(src):
+        raise InputError(p, None, None, f"{UNSUPPORTED_SUFFIXES[p.suffix.lower()]} is not an input format rewardkit "
+                                        f"reads; it reads {SUPPORTED}")
     elif p.suffix == ".parquet":
         records = _parquet_records(src, p)
     else:
@@ -100,6 +114,13 @@ def spool_stream(path: str | Path, into: str | Path) -> str:
     return h.hexdigest()
 
 
+def _starts_with_object(src: Path) -> bool:
+    """True when the file's first non-blank byte opens a JSON object (JSONL whatever its suffix)."""
+    with open(src, "rb") as f:
+        head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head.startswith(b"{")
+
+
 def _jsonl_records(src: Path, p: Path) -> Iterator[tuple[int, dict | BadRecord]]:
     with open(src, "rb") as f:
         for n, raw in enumerate(f, 1):
@@ -117,6 +138,9 @@ def _jsonl_records(src: Path, p: Path) -> Iterator[tuple[int, dict | BadRecord]]
                 obj = json.loads(text)
             except json.JSONDecodeError as e:
                 msg = e.msg.removesuffix(" at")  # "Unterminated string starting at" + " at column 3"
+                if n == 1 and "," in text and not text.lstrip().startswith(("{", "[")):  # a CSV header
+                    raise InputError(p, n, None, f"malformed JSON ({msg} at column {e.colno}); this looks like "
+                                                 f"CSV, which rewardkit does not read: it reads {SUPPORTED}") from None
                 yield n, BadRecord(str(p), n, None, f"malformed JSON ({msg} at column {e.colno})", text[:500])
                 continue
             except RecursionError:
@@ -293,6 +317,7 @@ def _to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, s
                 yield n, obj
                 continue
             raise InputError(obj.path, obj.line, obj.field, obj.message)
+        obj = _from_verl_dump(obj)
         if fmt is None:
             fmt = "grouped" if _first(obj, RESPONSE_LIST_KEYS)[0] else "flat" if _first(obj, RESPONSE_KEYS)[0] else "grouped"
         try:
@@ -316,6 +341,18 @@ def _to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, s
                                  labels, acc["meta"])
 
 
+def _from_verl_dump(obj: dict) -> dict:
+    """A verl generation dump row as a one-response row: ``input`` -> prompt, ``output`` -> response, ``gts`` ->
+    reference; its per-response fields (the logged ``score``, reward extras) are dropped from the group's
+    metadata, ``step`` is kept (groups are the rows of one input within one step). Other rows pass as they are."""
+    if not all(k in obj for k in VERL_DUMP_KEYS) or _first(obj, PROMPT_KEYS + RESPONSE_KEYS)[0] is not None:
+        return obj
+    row = {"prompt": obj["input"], "response": obj["output"], "step": obj["step"], "source": "verl generation dump"}
+    if obj.get("gts") is not None:
+        row["ground_truth"] = obj["gts"]
+    return row
+
+
 def _raw(obj: Any) -> str:
     try:
         return json.dumps(obj, default=str)[:500]
@@ -334,8 +371,9 @@ def _add_flat(path: Path, n: int, obj: dict, acc: dict[str, dict[str, Any]], gro
     resp = _text(path, n, rkey, resp)
     meta: dict[str, Any] = {}
     pkey, prompt = _prompt(path, n, obj, meta)
-    # no group key (TRL rows): the completions of one prompt form a group
-    gid = _group_id(path, n, gkey, gid) if gkey else "prompt:" + json.dumps(obj[pkey], sort_keys=True, default=str)
+    # no group key (TRL rows, verl dumps): the completions of one prompt within one logged step form a group
+    gid = (_group_id(path, n, gkey, gid) if gkey else
+           "prompt:" + json.dumps([obj.get("step"), obj[pkey]], sort_keys=True, default=str))
     if gid not in acc:
         fkey, ref = _find_reference(path, n, obj)
         ekey, expert = _first(obj, EXPERT_KEYS)

@@ -3,8 +3,9 @@
 A job owns its output ``OUT`` through side files (``rewardkit.runtime.output``): ``OUT.manifest.json`` (what
 produced the rows: scorer, options, judge spec, input path and SHA-256, rewardkit version; written
 atomically before the first row), ``OUT.lock`` (an exclusive ``flock`` held while the job runs, so a second
-job on the same ``OUT`` fails at once), ``OUT.rejects.jsonl`` (malformed input records with ``--skip-bad``)
-and ``OUT.retry.jsonl`` (the journal of a ``--retry-failed`` run).
+job on the same ``OUT`` fails at once; removed when the job ends), ``OUT.rejects.jsonl`` (malformed input
+records with ``--skip-bad``) and ``OUT.retry.jsonl`` (the journal of a ``--retry-failed`` run). What ``OUT``
+may be is decided before anything is created beside it: a refused job leaves the folder as it was.
 
 Rows are appended batch by batch with flush + fsync. On restart the manifest is compared first: a file
 without one (not ours: empty, a device, a FIFO, a link) or with another job's is refused and left byte for
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import tempfile
 import traceback
 from collections import Counter
@@ -226,8 +228,14 @@ def score_file(inp: str | Path, scorer: Scorer, out: str | Path, *, batch_size: 
                limit: int | None = None, restart: bool = False, retry_failed: bool = False,
                options: dict[str, Any] | None = None, executor: Executor | None = None,
                on_start: Callable[[int, int], None] | None = None,
-               on_batch: Callable[[int], None] | None = None) -> JobSummary:
+               on_batch: Callable[[int], None] | None = None,
+               on_mkdir: Callable[[Path], None] | None = None) -> JobSummary:
     """Score every group of ``inp`` into ``out`` (JSONL), resuming if ``out`` already has this job's rows.
+
+    Everything that can refuse the job (the input, ``out`` and its side files, the lock, the records) is
+    checked before anything is created beside ``out``: a refused job leaves its folder as it was. Missing
+    folders above ``out`` are created (``on_mkdir(topmost)`` is told, once) and removed again if the job then
+    fails before writing. ``OUT.lock`` is removed when the job ends.
 
     ``options``: the options the scorer was built with, for the manifest when it has no ``options``
     dataclass. ``executor``: see the module docstring. ``on_start(total, already_done)`` and
@@ -249,94 +257,133 @@ def score_file(inp: str | Path, scorer: Scorer, out: str | Path, *, batch_size: 
     kw = dict(batch_size=batch_size, skip_bad=skip_bad, group_key=group_key, fmt=fmt, limit=limit, restart=restart,
               retry_failed=retry_failed, options=options, executor=executor, on_start=on_start, on_batch=on_batch)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
         if kind != PIPE:
-            return _run_job(inp, scorer, out, name, state, **kw)
+            return _run_job(inp, scorer, out, name, state, on_mkdir=on_mkdir, **kw)
         with tempfile.TemporaryDirectory(prefix="rewardkit-input-") as d:  # a pipe is read once: spool it
             spooled = Path(d) / "rows"
-            return _run_job(inp, scorer, out, name, state, source=(spooled, spool_stream(inp, spooled)), **kw)
+            return _run_job(inp, scorer, out, name, state, source=(spooled, spool_stream(inp, spooled)),
+                            on_mkdir=on_mkdir, **kw)
     except OSError as e:  # unwritable folder, full disk, ...: one clear line, finished rows stay
         hint = "; rows written so far are kept, re-run to resume" if state["scoring"] else ""
         raise JobError(f"{e.filename or out}: {e.strerror or e}{hint}") from None
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and the folders above it that do not exist yet, topmost first; a JobError when the nearest
+    existing one is not a folder (``--out notes.txt/o.jsonl``)."""
+    missing = []
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    if not folder.is_dir():
+        raise JobError(f"{folder}: is a {file_kind(folder, follow=True) or 'broken link'}, not a folder; "
+                       "--out must lie in a folder")
+    return missing[::-1]
 
 
 def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, batch_size: int, skip_bad: bool,
              group_key: str | None, fmt: str | None, limit: int | None, restart: bool, retry_failed: bool,
              options: dict[str, Any] | None, executor: Executor | None,
              on_start: Callable[[int, int], None] | None, on_batch: Callable[[int], None] | None,
-             source: tuple[Path, str] | None = None) -> JobSummary:
-    """The job under the lock. ``source``: (spooled copy, SHA-256) of an input that was a pipe."""
-    with OutputLock(out):
-        for base in (out, manifest_path(out)):  # staging files of a rewrite killed before its rename
-            for tmp in stale_temp_files(base):
-                tmp.unlink(missing_ok=True)
-        manifest = job_manifest(scorer, inp, options=options, fmt=fmt, group_key=group_key,
-                                digest=source[1] if source else None)
-        fresh = check_output(inp, out, manifest, restart)  # refuses anything that is not ours, untouched
-        groups, bad = load_groups(inp, skip_bad=skip_bad, group_key=group_key, fmt=fmt, limit=limit,
-                                  source=source[0] if source else None)
-        if not groups:
-            if bad:
-                what = f"all {len(bad)} records were rejected (the first: {InputError(*_where(bad[0]))})"
-            else:
-                what = "it holds no records" + (" (a pipe: was its writer open?)" if source else "")
-            raise JobError(f"{inp}: no groups to score: {what}")
-        if fresh:  # check_output found a manifest beside them, or none of them exists: ours to remove
-            for p in (out, rejects_path(out), retry_path(out), manifest_path(out)):
-                p.unlink(missing_ok=True)
-        if not manifest_path(out).exists():
-            write_atomic(manifest_path(out), (json.dumps(manifest, indent=1) + "\n").encode())
-        last: dict[str, dict] = {}
-        rows = repair_jsonl(out)
-        for r in rows:
-            last[r.get("id")] = r
-        journal = retry_path(out)  # rows of a --retry-failed run not yet merged into OUT
-        journaled = repair_jsonl(journal)
-        for r in journaled:
-            last[r.get("id")] = r
+             on_mkdir: Callable[[Path], None] | None, source: tuple[Path, str] | None = None) -> JobSummary:
+    """Check everything, create the folders, then the job under the lock. ``source``: (spooled copy,
+    SHA-256) of an input that was a pipe."""
+    created = _missing_folders(out.parent)
+    manifest = job_manifest(scorer, inp, options=options, fmt=fmt, group_key=group_key,
+                            digest=source[1] if source else None)
+    check_output(inp, out, manifest, restart)  # refuses anything that is not ours, untouched
+    OutputLock.check(out)  # a foreign lock, or another job's: refused before anything is created
+    groups, bad = load_groups(inp, skip_bad=skip_bad, group_key=group_key, fmt=fmt, limit=limit,
+                              source=source[0] if source else None)
+    if not groups:
         if bad:
-            rp = rejects_path(out)
-            known = {(r.get("path"), r.get("line"), r.get("field")) for r in repair_jsonl(rp)}
-            append_lines(rp, [dump_row(b.to_row()) for b in bad if (b.path, b.line, b.field) not in known])
-        retry = {gid for gid, r in last.items() if _failed(r)} if retry_failed else set()
-        todo = [g for g in groups if g.id not in last or g.id in retry]
-        if on_start:
-            on_start(len(groups), len(groups) - len(todo))
-        summary = JobSummary(skipped_done=len(groups) - len(todo), retried=len(retry & {g.id for g in todo}),
-                             rejected=len(bad))
-        batches = (todo[i:i + batch_size] for i in range(0, len(todo), batch_size))
-        run = executor or local_executor(scorer)
-        # a retry never appends to OUT: its rows go to the journal, so OUT holds one row per group at every moment
-        target = journal if retry or journaled else out
-        state["scoring"] = True
-        expected = iter(range(0, len(todo), batch_size))
-        for batch, scores in run(batches):
-            i = next(expected, None)
-            if i is None or [g.id for g in batch] != [g.id for g in todo[i:i + batch_size]]:
-                raise RuntimeError("executor returned batches out of input order")
-            new = [output_row(g, s, name) for g, s in zip(batch, _check_scores(batch, scores))]
-            for g, r in zip(batch, new):
-                if r.get("exception"):
-                    summary.exceptions += 1
-                    summary.first_exception = summary.first_exception or f"group {g.id!r}: {r['messages'][0]}"
-            append_lines(target, [dump_row(r) for r in new])
-            if target is out:
-                rows.extend(new)
-            for r in new:
-                last[r["id"]] = r
-            summary.scored_now += len(batch)
-            if on_batch:
-                on_batch(len(batch))
-        if next(expected, None) is not None:
-            raise RuntimeError("executor stopped before the last batch")
-        ids = [g.id for g in groups]
-        known = set(ids)
-        order = [gid for gid in ids if gid in last] + [gid for gid in last if gid not in known]
-        if journal.exists() or [r.get("id") for r in rows] != order:  # one row per group, input order
-            final = [last[gid] for gid in order]
-            write_atomic(out, b"".join(dump_row(r) for r in final))  # the journal's rows merged in one rename
-            rows = final
-        journal.unlink(missing_ok=True)
+            what = f"all {len(bad)} records were rejected (the first: {InputError(*_where(bad[0]))})"
+        else:
+            what = "it holds no records" + (" (a pipe: was its writer open?)" if source else "")
+        raise JobError(f"{inp}: no groups to score: {what}")
+    for d in created:
+        d.mkdir(exist_ok=True)
+    if created and on_mkdir:
+        on_mkdir(created[0])
+    try:
+        with OutputLock(out):
+            # checked again under the lock: another job may have written OUT since
+            fresh = check_output(inp, out, manifest, restart)
+            for base in (out, manifest_path(out)):  # staging files of a rewrite killed before its rename
+                for tmp in stale_temp_files(base):
+                    tmp.unlink(missing_ok=True)
+            if fresh:  # check_output found a manifest beside them, or none of them exists: ours to remove
+                for p in (out, rejects_path(out), retry_path(out), manifest_path(out)):
+                    p.unlink(missing_ok=True)
+            if not manifest_path(out).exists():
+                write_atomic(manifest_path(out), (json.dumps(manifest, indent=1) + "\n").encode())
+            created = []  # the job has written: its folders stay
+            return _score_groups(groups, bad, scorer, out, name, state, batch_size=batch_size,
+                                 retry_failed=retry_failed, executor=executor, on_start=on_start, on_batch=on_batch)
+    finally:
+        for d in reversed(created):  # refused before writing: the folders made for it go again (if empty)
+            try:
+                d.rmdir()
+            except OSError:
+                break
+
+
+def _score_groups(groups: list[Group], bad: list[BadRecord], scorer: Scorer, out: Path, name: str, state: dict, *,
+                  batch_size: int, retry_failed: bool, executor: Executor | None,
+                  on_start: Callable[[int, int], None] | None,
+                  on_batch: Callable[[int], None] | None) -> JobSummary:
+    """Append the rows of the groups not yet done (under the lock, the manifest written)."""
+    last: dict[str, dict] = {}
+    rows = repair_jsonl(out)
+    for r in rows:
+        last[r.get("id")] = r
+    journal = retry_path(out)  # rows of a --retry-failed run not yet merged into OUT
+    journaled = repair_jsonl(journal)
+    for r in journaled:
+        last[r.get("id")] = r
+    if bad:
+        rp = rejects_path(out)
+        known = {(r.get("path"), r.get("line"), r.get("field")) for r in repair_jsonl(rp)}
+        append_lines(rp, [dump_row(b.to_row()) for b in bad if (b.path, b.line, b.field) not in known])
+    retry = {gid for gid, r in last.items() if _failed(r)} if retry_failed else set()
+    todo = [g for g in groups if g.id not in last or g.id in retry]
+    if on_start:
+        on_start(len(groups), len(groups) - len(todo))
+    summary = JobSummary(skipped_done=len(groups) - len(todo), retried=len(retry & {g.id for g in todo}),
+                         rejected=len(bad))
+    batches = (todo[i:i + batch_size] for i in range(0, len(todo), batch_size))
+    run = executor or local_executor(scorer)
+    # a retry never appends to OUT: its rows go to the journal, so OUT holds one row per group at every moment
+    target = journal if retry or journaled else out
+    state["scoring"] = True
+    expected = iter(range(0, len(todo), batch_size))
+    for batch, scores in run(batches):
+        i = next(expected, None)
+        if i is None or [g.id for g in batch] != [g.id for g in todo[i:i + batch_size]]:
+            raise RuntimeError("executor returned batches out of input order")
+        new = [output_row(g, s, name) for g, s in zip(batch, _check_scores(batch, scores))]
+        for g, r in zip(batch, new):
+            if r.get("exception"):
+                summary.exceptions += 1
+                summary.first_exception = summary.first_exception or f"group {g.id!r}: {r['messages'][0]}"
+        append_lines(target, [dump_row(r) for r in new])
+        if target is out:
+            rows.extend(new)
+        for r in new:
+            last[r["id"]] = r
+        summary.scored_now += len(batch)
+        if on_batch:
+            on_batch(len(batch))
+    if next(expected, None) is not None:
+        raise RuntimeError("executor stopped before the last batch")
+    ids = [g.id for g in groups]
+    known = set(ids)
+    order = [gid for gid in ids if gid in last] + [gid for gid in last if gid not in known]
+    if journal.exists() or [r.get("id") for r in rows] != order:  # one row per group, input order
+        final = [last[gid] for gid in order]
+        write_atomic(out, b"".join(dump_row(r) for r in final))  # the journal's rows merged in one rename
+        rows = final
+    journal.unlink(missing_ok=True)
     return summarize(rows, summary)
 
 

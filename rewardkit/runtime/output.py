@@ -2,7 +2,7 @@
 
 ``OUT.manifest.json`` records what produced the rows (scorer, options, judge spec, input path and SHA-256,
 rewardkit version) and is written atomically before the first row; ``OUT.lock`` carries an exclusive
-``flock`` for the life of a job; ``OUT.rejects.jsonl`` holds rejected input records; ``OUT.retry.jsonl``
+``flock`` for the life of a job and is removed when it ends; ``OUT.rejects.jsonl`` holds rejected input records; ``OUT.retry.jsonl``
 journals the rows of a ``--retry-failed`` run until they are merged into ``OUT`` in one atomic rename.
 
 A file is rewardkit's only if rewardkit made it: ``OUT`` and its side files only when a rewardkit manifest
@@ -304,16 +304,38 @@ _LOCK_RE = re.compile(rb"rewardkit lock, pid +(\d+)\n|(\d+)")  # the second form
 
 
 class OutputLock:
-    """An exclusive, non-blocking flock on ``OUT.lock`` for the life of a job.
+    """An exclusive, non-blocking flock on ``OUT.lock`` for the life of a job, removed when the job ends.
 
     The lock file is created whole (written aside, then linked into place), so it always holds a lock
     record; an ``OUT.lock`` without one (another program's file, an empty file, a link, a FIFO) is refused
-    and left as it is.
+    and left as it is. The job that holds the lock removes the file on exit, while still holding it and only
+    if the path still names the file it locked; a job that takes the lock checks the same after its flock and
+    starts over if the file was removed meanwhile, so two jobs never hold one ``OUT`` at once. A lock left by
+    a killed job holds no flock: the next job takes it over, and removes it when it ends.
     """
 
     def __init__(self, out: Path):
         self.path = lock_path(out)
         self.fd: int | None = None
+
+    @staticmethod
+    def check(out: Path) -> None:
+        """Refuse, creating nothing, where ``__enter__`` would: ``OUT.lock`` is not rewardkit's, or another job
+        holds it (the lock itself is taken later, after the output's other checks)."""
+        path = lock_path(out)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            if e.errno != errno.ELOOP:
+                raise
+            raise JobError(_not_a_lock(path, "symbolic link")) from None
+        try:
+            _check_record(path, fd)
+            _try_flock(path, fd)
+        finally:
+            os.close(fd)  # a probe's flock ends with its descriptor
 
     def _open(self) -> int:
         flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -333,33 +355,64 @@ class OutputLock:
                 if e.errno != errno.ELOOP:
                     raise
                 break
-        raise JobError(f"{self.path}: is a {file_kind(self.path) or 'file that vanished'}, not rewardkit's lock; "
-                       "left as it is: move it away or choose another --out")
+        raise JobError(_not_a_lock(self.path, file_kind(self.path) or "file that vanished"))
 
     def __enter__(self) -> OutputLock:
         if fcntl is None:  # pragma: no cover
             return self
-        fd = self._open()
-        try:
-            kind = next((name for test, name in _KINDS if test(os.fstat(fd).st_mode)), "special file")
-            record = os.pread(fd, 64, 0) if kind == "regular file" else b""
-            if kind != "regular file" or not _LOCK_RE.fullmatch(record):
-                raise JobError(f"{self.path}: exists and is not a rewardkit lock ({kind}, "
-                               f"{len(record)} bytes); left as it is: move it away or choose another --out")
+        for _ in range(100):  # each retry means another job removed the lock file between our open and flock
+            fd = self._open()
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                m = _LOCK_RE.fullmatch(os.pread(fd, 64, 0))
-                other = (m.group(1) or m.group(2)).decode() if m else "?"
-                raise JobError(f"{self.path.with_suffix('')}: another rewardkit job (pid {other}) is writing it; "
-                               "wait for it or choose another --out") from None
-            os.pwrite(fd, LOCK_RECORD % os.getpid(), 0)  # same length as any record: never half empty
-        except BaseException:
+                _check_record(self.path, fd)
+                _try_flock(self.path, fd)
+                if _names(self.path, fd):
+                    os.pwrite(fd, LOCK_RECORD % os.getpid(), 0)  # same length as any record: never half empty
+                    self.fd = fd
+                    return self
+            except BaseException:
+                os.close(fd)
+                raise
             os.close(fd)
-            raise
-        self.fd = fd
-        return self
+        raise JobError(f"{self.path}: removed and re-created 100 times while taking it; choose another --out")
 
     def __exit__(self, *exc: Any) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # releases the lock; the file stays (removing it would race another job)
+        if self.fd is None:
+            return
+        try:
+            if _names(self.path, self.fd):
+                self.path.unlink()  # still under our flock: a job that opened it meanwhile retries
+        except OSError:
+            pass  # the job's outcome stands; a lock file left behind is taken over by the next job
+        finally:
+            os.close(self.fd)  # releases the lock
+            self.fd = None
+
+
+def _not_a_lock(path: Path, what: str) -> str:
+    return f"{path}: exists and is not a rewardkit lock ({what}); left as it is: move it away or choose another --out"
+
+
+def _check_record(path: Path, fd: int) -> None:
+    kind = next((name for test, name in _KINDS if test(os.fstat(fd).st_mode)), "special file")
+    record = os.pread(fd, 64, 0) if kind == "regular file" else b""
+    if kind != "regular file" or not _LOCK_RE.fullmatch(record):
+        raise JobError(_not_a_lock(path, f"{kind}, {len(record)} bytes"))
+
+
+def _try_flock(path: Path, fd: int) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        m = _LOCK_RE.fullmatch(os.pread(fd, 64, 0))
+        other = (m.group(1) or m.group(2)).decode() if m else "?"
+        raise JobError(f"{path.with_suffix('')}: another rewardkit job (pid {other}) is writing it; "
+                       "wait for it or choose another --out") from None
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether ``path`` is still the file open at ``fd`` (not removed or replaced since it was opened)."""
+    try:
+        a, b = os.lstat(path), os.fstat(fd)
+    except FileNotFoundError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)

@@ -52,7 +52,7 @@ def QualityJudge(always_a: bool = False) -> ScriptedJudge:  # noqa: N802 - reads
     def reply(text: str) -> str:
         if "[RESPONSE A]" in text:
             lab = pair_label(text)
-            return "I cannot decide." if lab is None else f"Reasoning... \\boxed{{{lab}}}"
+            return "I cannot decide." if lab is None else f"Reasoning...\n\\boxed{{{lab}}}"
         resp = text.split("[RESPONSE]")[1]
         return "hmm" if "[broken]" in resp else f"\\boxed{{{ {3: '1', 2: '0.5'}.get(_q(resp), '0') }}}"
 

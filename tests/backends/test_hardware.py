@@ -89,3 +89,27 @@ def test_auto_device_and_dtype_follow_what_torch_sees(monkeypatch):
     assert resolve_device("auto") == "cuda"
     assert resolve_dtype("auto", "cuda") == resolve_dtype("auto", "cuda", training=True) == "bfloat16"
     assert resolve_dtype("float16", "cuda") == "float16"
+
+
+@pytest.mark.model
+def test_rewardkit_score_says_once_what_the_defaults_chose(tmp_path):
+    """`rewardkit score` with a local judge prints one line naming device, dtype, budgets and prefix sharing."""
+    import json
+
+    import torch
+    from typer.testing import CliRunner
+
+    if torch.cuda.is_available():
+        pytest.skip("the line checked is the CPU's placement")
+
+    from rewardkit.cli.app import app
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"id": "g", "problem": "What is 2+3?", "answer": "5",
+                                "responses": ["2+3 = \\boxed{5}", "\\boxed{6}"]}) + "\n")
+    res = CliRunner().invoke(app, ["score", str(rows), "--scorer", "pointwise", "--judge", "smollm2", "--dtype",
+                                   "float32", "-o", "mode=logit", "--out", str(tmp_path / "out.jsonl")])
+    assert res.exit_code == 0, res.output
+    said = [line for line in res.stderr.splitlines() if line.startswith("judge: ")]
+    assert said == ["judge: smollm2-135m-instruct@float32: cpu, float32, 4,096 tokens per scoring pass, 16,384 "
+                    "tokens (rows x (prompt + new)) per generation batch, prefix sharing on"]

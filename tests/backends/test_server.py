@@ -215,3 +215,20 @@ def test_serve_judge_cli_refuses_a_keyless_public_bind_before_loading_the_model(
     r = CliRunner().invoke(app, ["serve-judge", "smollm2", "--host", "0.0.0.0", "--port", "0"])
     assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
     assert r.stderr.startswith("error: serve-judge: listening on 0.0.0.0 without an API key")
+
+
+def test_a_burst_of_500_clients_gets_no_408_for_bodies_sent_with_their_headers():
+    """The probe's setting: 500 clients at once against serve-judge's defaults, each request (headers and a
+    ~100-byte body) in one write. Before: hundreds of 408 "body still arriving ... send it faster"."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from server_flood import one_write_burst, post_request
+
+    body = json.dumps({"messages": [{"role": "user", "content": "Say hi, judge."}], "max_tokens": 4}).encode()
+    assert 60 < len(body) < 120
+    with JudgeServer(Echo(), port=0, max_connections=1000) as s:
+        bursts = [one_write_burst(_port(s), post_request("/v1/chat/completions", body), 500) for _ in range(3)]
+    for got in bursts:  # 503 (Retry-After) past the 256 work slots is the designed answer; a 408 is not
+        assert "408" not in got and set(got) <= {"200", "503"} and got.get("200", 0) >= 256, bursts

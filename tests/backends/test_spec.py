@@ -83,36 +83,23 @@ from pathlib import Path  # noqa: E402
 import httpx  # noqa: E402
 
 from rewardkit.backends.spec import redact  # noqa: E402
-from rewardkit.http_server import BackgroundServer, Route, make_app  # noqa: E402
+from rewardkit.http_server import BackgroundServer  # noqa: E402
 
-MARKER = "S3cretMarker42"
 ROOT = Path(__file__).resolve().parents[2]
+# every user-part form httpx accepts, each with a login and a password marker: the forms the probe counts
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from reliability_probe import FORMS, LOGIN, MARKER, recording_judge  # noqa: E402
+
 CLI = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import main; main()"]
 
 
 def test_redact_masks_url_passwords_tokens_and_key_parameters():
-    assert redact(f"http://user:{MARKER}@h:8/v1?model=m") == "http://user:***@h:8/v1?model=m"
+    assert redact(f"http://user:{MARKER}@h:8/v1?model=m") == "http://***@h:8/v1?model=m"
     assert redact(f"judge at https://{MARKER}@h/v1 failed") == "judge at https://***@h/v1 failed"
     assert redact(f"http://h/v1?timeout=3&api_key={MARKER}&x=1") == "http://h/v1?timeout=3&api_key=***&x=1"
-    assert redact(f"openai:gpt@http://u:{MARKER}@h/v1") == "openai:gpt@http://u:***@h/v1"
+    assert redact(f"openai:gpt@http://u:{MARKER}@h/v1") == "openai:gpt@http://***@h/v1"
     for plain in ("smollm2?dtype=bfloat16", "http:judge@http://127.0.0.1:8000/v1", "vllm:Org/Model"):
         assert redact(plain) == plain
-
-
-def _upstream(seen):
-    """An OpenAI-compatible judge that records the Authorization header of every request."""
-
-    def models(req):
-        seen.append(req.headers.get("authorization"))
-        return {"object": "list", "data": [{"id": "upstream-judge", "object": "model"}]}
-
-    def chat(req):
-        seen.append(req.headers.get("authorization"))
-        return {"id": "x", "object": "chat.completion", "model": "upstream-judge",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "Score: \\boxed{7}"},
-                             "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
-
-    return make_app([Route("GET", "/v1/models", models), Route("POST", "/v1/chat/completions", chat)])
 
 
 def _everything_under(folder: Path) -> str:
@@ -123,8 +110,10 @@ def test_a_password_in_a_judge_url_is_sent_as_auth_and_appears_in_no_output(tmp_
     """Before: written to OUT.manifest.json, printed by serve-judge at start-up, returned in /v1/models and in
     every completion's `model`; an `api_key=` refused in a spec was printed in the refusal."""
     seen: list = []
-    with BackgroundServer(_upstream(seen)) as up:
-        spec = f"http://judge:{MARKER}@127.0.0.1:{up.url.rsplit(':', 1)[1]}/v1?retries=0&timeout=20"
+    with BackgroundServer(recording_judge(seen)) as up:
+        # an e-mail login, '@' and a space in the password: the form `redact` cut short before
+        url = f"http://me.{LOGIN}@corp.com:p@ss {MARKER}@127.0.0.1:{up.url.rsplit(':', 1)[1]}/v1"
+        spec = f"{url}?retries=0&timeout=20"
         inp = tmp_path / "in.jsonl"
         inp.write_text(json.dumps({"id": "g", "problem": "1+1?", "answer": "2", "responses": ["2", "3"]}) + "\n")
         out = tmp_path / "out" / "scores.jsonl"
@@ -135,12 +124,16 @@ def test_a_password_in_a_judge_url_is_sent_as_auth_and_appears_in_no_output(tmp_
         shown += [r.stdout, r.stderr]
         rows = [json.loads(x) for x in out.read_text().splitlines()]
         assert set(rows[0]["statuses"]) <= {"ok", "invalid"}  # the judge was reached and answered (no error)
-        assert "judge:***@127.0.0.1" in json.loads((out.parent / "scores.jsonl.manifest.json").read_text())["judge"]
+        assert "http://***@127.0.0.1" in json.loads((out.parent / "scores.jsonl.manifest.json").read_text())["judge"]
+        shown.append(out.parent.joinpath("scores.jsonl.manifest.json").read_text())
 
         proc = subprocess.Popen([*CLI, "serve-judge", spec, "--port", "0"], cwd=ROOT, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         try:
             first = proc.stdout.readline()
+            while not first.startswith("serving"):  # start-up lines ("judge: ...") before it
+                shown.append(first)
+                first = proc.stdout.readline()
             shown.append(first)
             url = re.findall(r"http://127\.0\.0\.1:\d+/v1", first)[-1]  # the served URL ends the line
             models = httpx.get(url + "/models", timeout=30)
@@ -158,7 +151,81 @@ def test_a_password_in_a_judge_url_is_sent_as_auth_and_appears_in_no_output(tmp_
         assert "must not carry 'api_key'" in refused.stderr  # refused (each group's row says so too)
         shown += [refused.stdout, refused.stderr]
 
-    basic = "Basic " + base64.b64encode(f"judge:{MARKER}".encode()).decode()
+    basic = "Basic " + base64.b64encode(f"me.{LOGIN}@corp.com:p@ss {MARKER}".encode()).decode()
     assert seen and set(seen) == {basic}  # the credential still reaches the judge it belongs to
-    assert MARKER not in "\n".join(shown)
-    assert MARKER not in _everything_under(tmp_path)
+    assert MARKER not in "\n".join(shown) and LOGIN not in "\n".join(shown)
+    assert MARKER not in _everything_under(tmp_path) and LOGIN not in _everything_under(tmp_path)
+
+
+@pytest.mark.parametrize("info", FORMS.values(), ids=FORMS.keys())
+def test_redact_masks_the_whole_user_part_of_every_form_httpx_accepts(info):
+    """Before: the user part ended at its first '@' or space, so `me@corp.com:PW@host` kept the password."""
+    for url in (f"http://{info}@127.0.0.1:8000/v1", f"https://{info}@[::1]/v1?model=m", f"HTTP://{info}@h"):
+        u = httpx.URL(url)  # a form httpx accepts, with this user part
+        assert MARKER in u.password + u.username or LOGIN in u.username, url
+        assert u.host in ("127.0.0.1", "::1", "h")
+        for text in (url, f"backend spec {url!r}: bad", f"openai:judge@{url}", json.dumps({"judge": url}),
+                     f"{url} failed\nthen {url}"):
+            shown = redact(text)
+            assert MARKER not in shown and LOGIN not in shown, shown
+            assert "***@" in shown and u.host.strip("[]") in shown  # the host stays readable
+
+
+@pytest.mark.parametrize("info", FORMS.values(), ids=FORMS.keys())
+def test_every_url_form_sends_what_httpx_sends_and_shows_no_credential(tmp_path, caplog, info):
+    """Before: the manifest kept `PW@REST`, `corp.com:PASSWORD` or a spaced password in clear, and serve-judge
+    listed the upstream's URL as its model id. Checked against real servers on 127.0.0.1: the Basic auth the
+    judge receives equals what httpx itself sends for the same URL, and no login or password appears in the
+    manifest, the rows, the CLI's error line, any log record, serve-judge's /v1/models, completions or error
+    bodies."""
+    import logging
+
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    from rewardkit.backends.server import JudgeServer
+    from rewardkit.runtime.jobs import score_file
+    from rewardkit.scoring import get_scorer
+
+    caplog.set_level(logging.DEBUG)
+    seen: list = []
+    shown: list[str] = []
+    with BackgroundServer(recording_judge(seen)) as up:
+        url = f"http://{info}@127.0.0.1:{up.url.rsplit(':', 1)[1]}/v1"
+        assert httpx.get(url + "/models", timeout=20).status_code == 200  # httpx's own request: the reference
+        reference = seen.pop()
+        caplog.clear()  # httpx logs the URL it was given, credentials included: rewardkit never gives it them
+        assert reference and reference.startswith("Basic ")
+        spec = f"{url}?retries=0&timeout=20"
+
+        inp = tmp_path / "in.jsonl"
+        inp.write_text(json.dumps({"id": "g", "problem": "1+1?", "answer": "2", "responses": ["2", "3"]}) + "\n")
+        out = tmp_path / "scores.jsonl"
+        score_file(inp, get_scorer("pointwise", judge=spec), out, options={"judge": spec})
+        assert set(json.loads(out.read_text())["statuses"]) <= {"ok", "invalid"}  # the judge was reached
+
+        r = CliRunner().invoke(app, ["score", str(inp), "--scorer", "pointwise", "--out", str(tmp_path / "o2.jsonl"),
+                                     "--judge", spec, "--device", "cpu"])  # refused, naming the spec
+        assert r.exit_code == 2 and "apply to a local transformers judge" in r.output, r.output
+        assert "***@127.0.0.1" in r.output
+        shown.append(r.output)
+
+        with JudgeServer(HTTPBackend(url, retries=0, timeout=20), port=0) as srv:  # over the credentialed upstream
+            models = httpx.get(srv.url + "/models", timeout=20)
+            ok = httpx.post(srv.url + "/chat/completions", timeout=60,
+                            json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+            bad = httpx.post(srv.url + "/chat/completions", timeout=60,
+                             json={"messages": [{"role": "user", "content": "FAIL"}], "max_tokens": 4})
+        assert models.status_code == 200 and ok.status_code == 200 and bad.status_code == 500, bad.text
+        assert "upstream broke" in bad.text and "127.0.0.1" in bad.text  # the error says where, not who
+        served = models.json()["data"][0]
+        assert served["id"] == served["root"] == "judge" and "127.0.0.1" not in models.text
+        with JudgeServer(load_backend(spec + "&model=upstream-judge"), port=0) as srv:
+            named = httpx.get(srv.url + "/models", timeout=20).json()["data"][0]
+        assert named["id"] == "upstream-judge"  # the upstream's model name once known, no URL
+        shown += [models.text, ok.text, bad.text, json.dumps(named)]
+
+    assert seen and set(seen) == {reference}  # every request the judge got carried httpx's own credentials
+    shown += [rec.getMessage() for rec in caplog.records]
+    assert MARKER not in "\n".join(shown) and LOGIN not in "\n".join(shown)
+    assert MARKER not in _everything_under(tmp_path) and LOGIN not in _everything_under(tmp_path)

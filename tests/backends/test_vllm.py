@@ -192,6 +192,33 @@ def test_score_tokens_full_vocabulary_matches_transformers(vllm_backend, judge_b
     assert got[2].status is Status.ERROR and "empty response" in got[2].error
 
 
+# the same responses on both backends: a final answer in a box, a bare number, an answer after a think block
+ANSWERED = Group("sc", "What is 2 + 3? Put the answer in \\boxed{}.",
+                 ["2 + 3 = 5, so \\boxed{5}.", "Adding gives 5. So the answer is 5",
+                  "<think>2 plus 3 is 5</think>\nThe sum is \\boxed{\\frac{10}{2}}"])
+
+
+def test_self_certainty_and_entropy_score_the_same_answer_tokens_on_both_backends(vllm_backend, judge_backend):
+    """App. D's Self-Certainty and Entropy read the final-answer tokens, located with token offsets. vLLM returned
+    none, so every response abstained on ``vllm:`` (issue 29); now both backends give the same character spans,
+    the same answer tokens, and rewards within TOL per answer token (a sum of log-probabilities for
+    Self-Certainty, a mean entropy for Entropy)."""
+    from rewardkit.jury.self_certainty import EntropyScorer, SelfCertaintyScorer
+
+    reqs = [TokenScoreRequest([{"role": "user", "content": ANSWERED.prompt}], r) for r in ANSWERED.responses]
+    for g, w in zip(vllm_backend.score_tokens(reqs), judge_backend.score_tokens(reqs), strict=True):
+        assert g.offsets is not None and w.offsets is not None
+        np.testing.assert_array_equal(g.offsets, w.offsets)
+    for cls in (SelfCertaintyScorer, EntropyScorer):
+        (v,) = cls(judge=vllm_backend).score([ANSWERED])
+        (t,) = cls(judge=judge_backend).score([ANSWERED])
+        assert v.statuses == t.statuses == [Status.OK] * 3, v.messages
+        n_answer = np.asarray(v.components["answer_tokens"])
+        assert list(n_answer) == list(t.components["answer_tokens"]) and (n_answer > 0).all()
+        tol = TOL * n_answer if cls is SelfCertaintyScorer else TOL
+        assert (np.abs(v.rewards - t.rewards) <= tol).all(), (cls.name, v.rewards, t.rewards)
+
+
 # ----------------------------------------------------------------------------- batching and prefix caching
 
 

@@ -74,3 +74,66 @@ def test_score_summary_is_not_cut_when_piped(tmp_path):
     assert res.exit_code == 0, res.output
     assert "non-diverse groups (routed by the scorer)\t" in res.output or "groups with equal rewards\t" in res.output
     assert "…" not in res.output
+
+
+# ---- progress when stderr is not a terminal (a log file, CI): plain lines with rate and ETA
+
+def test_progress_lines_when_not_a_terminal():
+    import io
+
+    from rewardkit.cli.common import JobProgress
+    from rich.console import Console
+
+    now = [100.0]
+    buf = io.StringIO()
+    with JobProgress("score arena", Console(file=buf, force_terminal=False), clock=lambda: now[0]) as p:
+        p.start(50, done=10)  # a resumed job: 10 groups were done before
+        for _ in range(40):
+            now[0] += 2.0
+            p.advance(1)
+    lines = buf.getvalue().splitlines()
+    # one line per 5% of the work (3 groups), at most one per 10 s: every 5 groups here, and the last
+    assert lines[0] == "score arena: 15/50 groups (30%), 0.5 groups/s, ETA 1m10s"
+    assert lines[-1] == "score arena: 50/50 groups (100%), 0.5 groups/s, took 1m20s"
+    assert len(lines) == 8
+    slow = io.StringIO()
+    with JobProgress("generate math", Console(file=slow, force_terminal=False), unit="problems",
+                     clock=lambda: now[0]) as p:
+        p.start(2)
+        now[0] += 90.0
+        p.advance(1)  # 1 item = 5%+ of 2, 90 s since the start: shown, as seconds per item
+    assert slow.getvalue() == "generate math: 1/2 problems (50%), 90 s per problem, ETA 1m30s\n"
+
+
+def test_score_prints_progress_lines_to_a_log(tmp_path, monkeypatch):
+    import rewardkit.cli.common as common
+
+    monkeypatch.setattr(common, "PROGRESS_INTERVAL", 0.0)  # every 5%: each batch of 3 here
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"id": f"g{i}", "problem": "2+3?", "answer": "5", "responses": [r"\boxed{5}"]})
+                            + "\n" for i in range(12)))
+    res = CliRunner().invoke(app, ["score", str(rows), "--batch-size", "3", "--out", str(tmp_path / "o.jsonl")])
+    assert res.exit_code == 0, res.output
+    shown = [ln.split(",")[0] for ln in res.stderr.splitlines() if ln.startswith("score verifier: ")]
+    assert shown == [f"score verifier: {k}/12 groups ({k / 12:.0%})" for k in (3, 6, 9, 12)], res.stderr
+
+
+def test_eval_commands_write_under_the_git_ignored_run_folder():
+    import inspect
+    import subprocess
+    from pathlib import Path
+
+    from rewardkit.cli import eval as ev
+
+    root = Path(__file__).resolve().parents[2]
+    defaults = {name: inspect.signature(fn).parameters["out"].default
+                for name, fn in vars(ev).items() if inspect.isfunction(fn) and "out" in inspect.signature(fn).parameters
+                and isinstance(inspect.signature(fn).parameters["out"].default, Path)
+                and not inspect.signature(fn).parameters["out"].default.suffix}  # folders (generate's is a file)
+    assert {"lm_eval_cmd", "verifier", "select", "judge"} <= set(defaults), defaults
+    for name, out in defaults.items():
+        if out == Path("benchmarks/results"):  # headline/tables: the committed results
+            continue
+        assert out.parts[0] == "runs", (name, out)  # before: eval-out/ at the top of the checkout
+        ignored = subprocess.run(["git", "check-ignore", "-q", str(out / "lm_eval.json")], cwd=root)
+        assert ignored.returncode == 0, (name, out)

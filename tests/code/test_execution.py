@@ -214,6 +214,18 @@ HOSTILE = {
                 raise MemoryError("a process was killed")
             return a + b
     """, Code.RUNTIME_ERROR),
+    "memory balloon whose processes wait": ("""
+        import os, time
+        def add(a, b):
+            for _ in range(4):  # 4 x 300 MiB, each under its own limit: together over the 1 GiB cap
+                if os.fork() == 0:
+                    hog = b'x' * (300 << 20)
+                    time.sleep(60)  # the survivors of the OOM kill hold the parent past the test's time limit
+                    os._exit(0)
+            for _ in range(4):
+                os.wait()
+            return a + b
+    """, Code.RUNTIME_ERROR),
     "recursion bomb": ("def add(a, b):\n    return add(a, b) + 1\n", Code.RUNTIME_ERROR),
     "C-stack recursion bomb": ("""
         import sys
@@ -346,13 +358,16 @@ HOSTILE = {
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_hostile_program_is_contained_and_fails(name, planted):
     program, expected = HOSTILE[name]
-    if name == "many processes of memory" and not run_sandboxed(["/bin/true"]).memory_bound.startswith("cgroup"):
+    cgroup = name in ("many processes of memory", "memory balloon whose processes wait")
+    if cgroup and not run_sandboxed(["/bin/true"]).memory_bound.startswith("cgroup"):
         pytest.skip("no memory cgroup here: memory is bounded per process (x the process cap), as the README states")
     program = textwrap.dedent(program).format(file=planted["file"], dir=planted["dir"], port=planted["port"],
                                               host_pid=os.getpid())
     t0 = time.monotonic()
-    r = grade(ADD, program, GradeConfig(timeout=10 if name == "many processes of memory" else 2))  # OOM is slow
+    r = grade(ADD, program, GradeConfig(timeout=10 if cgroup else 2))  # OOM is slow
     assert r.results == [expected], (r.results, r.reason)
+    if name == "memory balloon whose processes wait":  # before: -3, "time limit exceeded (test code)"
+        assert r.reason.startswith("memory limit exceeded (all processes together, 1024 MiB)"), r.reason
     assert not r.passed and time.monotonic() - t0 < 30
     time.sleep(0.1)
     assert sandbox_procs(r.details.get("uid")) == []  # nothing of the run is left, daemons included

@@ -333,6 +333,65 @@ def test_memory_is_bounded_for_the_whole_process_tree():
     assert ok.ok and not ok.memory_exceeded and ok.stdout == b"0 of 6 killed\n", ok
 
 
+BALLOON = """
+    import os, time
+    for _ in range(4):  # 4 x 100 MiB under a 256 MiB cap, each process under its own limit
+        if os.fork() == 0:
+            hog = b"x" * (100 << 20)
+            time.sleep(60)  # the survivors wait: the run ends at its deadline, not by itself
+            os._exit(0)
+    for _ in range(4):
+        os.wait()
+"""
+
+
+@needs_cgroup
+def test_a_memory_balloon_that_ends_at_the_deadline_says_it_hit_the_memory_cap():
+    # before: only timed_out; nothing said the tree had reached its memory cap (grade() answered "time limit")
+    r = py(BALLOON, limits=Limits(memory_bytes=512 << 20, program_memory_bytes=256 << 20, wall_seconds=4))
+    assert r.timed_out and r.memory_at_cap and r.error is None, (r, r.stderr[-300:])
+    quiet = py("import time; time.sleep(60)", limits=Limits(program_memory_bytes=256 << 20, wall_seconds=1))
+    assert quiet.timed_out and not quiet.memory_at_cap and not quiet.memory_exceeded
+
+
+def _user_namespaces_here() -> str | None:
+    """Why this kernel makes no user namespaces (None: it does, so a sandboxed program could try)."""
+    if shutil.which("unshare") is None:
+        return "no unshare(1) on this machine"
+    r = subprocess.run(["unshare", "-Ur", "true"], capture_output=True, text=True)
+    return None if r.returncode == 0 else f"the kernel refuses user namespaces here: {r.stderr.strip()[:200]}"
+
+
+_NO_USERNS = _user_namespaces_here()
+
+NEW_USERNS = """
+    import ctypes, os, subprocess, threading
+    libc = ctypes.CDLL(None, use_errno=True)
+    print("unshare", libc.unshare(0x10000000), ctypes.get_errno())  # CLONE_NEWUSER: EPERM
+    t = threading.Thread(target=print, args=("thread ok",)); t.start(); t.join()  # clone3 -> ENOSYS -> clone
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    print("fork", os.waitpid(pid, 0)[1] >> 8)
+    print(subprocess.run(["/bin/echo", "spawn ok"], capture_output=True, text=True).stdout.strip())
+"""
+
+
+@needs_ns
+@pytest.mark.skipif(_NO_USERNS is not None, reason=_NO_USERNS or "")
+def test_a_program_cannot_make_a_user_namespace_and_mount_past_the_disk_limit():
+    # before: `unshare -Urm` gave the program a mount namespace of its own: a private tmpfs over /tmp took
+    # 640 MiB against disk_bytes=64 MiB
+    script = ("unshare -Urm /bin/sh -c 'mount -t tmpfs none /tmp && for i in 1 2 3 4; do "
+              "head -c 4000000 /dev/zero > /tmp/f$i || exit 3; done && echo wrote 16 MB'; echo rc=$?")
+    r = run_sandboxed(["/bin/sh", "-c", script], limits=Limits(disk_bytes=8 << 20))
+    assert b"wrote" not in r.stdout and b"rc=1" in r.stdout, (r.stdout, r.stderr)
+    assert b"Operation not permitted" in r.stderr and r.user_namespaces == "refused"
+    r = py(NEW_USERNS)
+    assert r.ok, r.stderr[-500:]
+    assert r.stdout.decode().split("\n") == ["unshare -1 1", "thread ok", "fork 7", "spawn ok", ""]
+
+
 @needs_cgroup
 def test_the_runs_cgroup_is_removed_after_it():
     r = py("print(open('/proc/self/cgroup').read())")

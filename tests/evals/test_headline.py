@@ -1,9 +1,12 @@
 """The headline table's group selection and per-scorer options (real shared rollouts)."""
 
 import json
+from pathlib import Path
 
 from rewardkit.evals.data import rollouts_path
-from rewardkit.evals.headline import JUDGE_GROUPS, headline, headline_markdown, mixed_groups
+from rewardkit.evals.headline import JUDGE_GROUPS, headline, headline_markdown, headline_table, mixed_groups
+
+from rewardkit.testing import ScriptedJudge
 
 
 def test_mixed_groups_are_the_ten_with_both_labels():
@@ -30,3 +33,21 @@ def test_note_names_other_groups_as_mixed():
     assert "3 groups (" in md and "4 of 8 correct each" not in md and "scores 50%" not in md
     md = headline_markdown({**data, "judge_groups": list(JUDGE_GROUPS)}, "rewardkit eval headline")
     assert "2 mixed groups (" in md and "4 of 8 correct each" in md
+
+
+def test_judge_rows_name_the_verdict_mode_they_ran_in(tmp_path):
+    """Issue 29: logit mode reads the JURY-RL judge's True/False from its probabilities, with none of the reasoning
+    its App. D prompt asks for, so every judge row names its mode; "auto" is resolved for the judge it ran."""
+    judge = ScriptedJudge(reply=lambda p: "The answer checks out.\nFinal judgment: True", probs=lambda p, c: [0.7, 0.3])
+    for logit, options, mode in ((True, None, "logit"), (False, None, "generate"),
+                                 (True, {"llm-judge-rollout": {"mode": "auto"}}, judge.default_mode)):
+        data = headline(rollouts_path(), tmp_path / f"{mode}{options is None}", scorers=["llm-judge-rollout"],
+                        judge=judge, logit=logit, options=options, n_boot=10)
+        (rep,) = data["reports"]
+        assert rep["options"]["mode"] == mode and rep["statuses"] == {"ok": 16}
+        assert f"| `llm-judge-rollout` (judge, {mode}) |" in headline_table(data)
+    # the committed results, "logits" (logit mode's older spelling) included
+    recorded = json.loads((Path(__file__).parents[2] / "benchmarks" / "results" / "headline.json").read_text())
+    table = headline_table(recorded)
+    assert "| `critic` (judge, logit) |" in table and "| `llm-judge` (judge, logit) |" in table
+    assert "| `verifier` |" in table and "(judge)" not in table

@@ -27,7 +27,7 @@ def _reply(prompt: str):
     s = _slice_text(prompt)
     if "GARBLE" in s:
         return "I cannot tell."
-    return f"Checked. **{'NO' if 'ERR' in s else 'YES'}** Short rationale."
+    return f"Checked.\n**{'NO' if 'ERR' in s else 'YES'}** Short rationale."
 
 
 def _group(responses):

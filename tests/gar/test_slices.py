@@ -274,7 +274,7 @@ def _rule_reply(prompt: str):
     if "GARBLE" in s:
         return "I cannot tell."
     v = "NO" if "ERR" in s else "YES"
-    return f"Checks the step. **{v}** Because {v.lower()}."
+    return f"Checks the step.\n**{v}** Because {v.lower()}."
 
 
 def _rule_probs(prompt: str, choices):

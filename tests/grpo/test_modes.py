@@ -8,6 +8,8 @@ import math
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rewardkit.gar.rewards import alignment_reward, gan_reward, judgment_rewards
 from rewardkit.gar.slices import SliceOptions
@@ -16,6 +18,7 @@ from rewardkit.grpo.modes import GarJoint, RaroShared, critic_items, critic_roll
 from rewardkit.grpo.trainer import Rollouts
 from rewardkit.raro.critic import CriticOptions
 from rewardkit.raro.replay import CriticExample
+from rewardkit.scoring import grpo_advantages
 from rewardkit.types import Group
 
 SETTINGS = dict(steps=1, prompts_per_step=1, samples_per_prompt=2, max_new_tokens=4, num_threads=1,
@@ -133,7 +136,7 @@ def _scripted_sample(learner, calls: list[int]):
             prompt = list(tok.apply_chat_template(chat, add_generation_prompt=True)["input_ids"])
             for j in range(n):
                 v = first if j == 0 else {"YES": "NO", "NO": "YES"}[first]
-                text = f"Checked. **{v}** Brief."
+                text = f"Checked.\n**{v}** Brief."
                 r.prompt_ids.append(prompt)
                 r.completion_ids.append(tok(text).input_ids + [tok.eos_token_id])
                 r.texts.append(text)
@@ -175,8 +178,8 @@ def test_gar_reasoner_gets_binary_r_s_and_the_discriminator_learns_from_its_own_
     assert calls == [1]  # only the reference slice was sampled: the generated ones reuse the scoring judgments
     assert m["dis_slices"] == 3 and m["dis_ref_yes"] == 0.5 and m["dis_gen_ok_fraction"] == 1.0
     (ref, gen), = seen  # two objectives, R^d's two expectations, each averaged on its own
-    assert ref.texts == ["Checked. **YES** Brief.", "Checked. **NO** Brief."] and ref.weight == gen.weight == 1.0
-    assert gen.texts[::2] == ["Checked. **YES** Brief.", "Checked. **NO** Brief."]  # the scorer's first judgments
+    assert ref.texts == ["Checked.\n**YES** Brief.", "Checked.\n**NO** Brief."] and ref.weight == gen.weight == 1.0
+    assert gen.texts[::2] == ["Checked.\n**YES** Brief.", "Checked.\n**NO** Brief."]  # the scorer's first judgments
     # R^d = E_ref log M_d + E_gen log(1 - M_d): YES is the better judgment of the expert's slice, NO of each
     # generated one (the alignment term does not outweigh log eps)
     assert ref.advantages[0] > 0 > ref.advantages[1]
@@ -253,3 +256,37 @@ def test_gar_soft_variant_rewards_p_yes_and_samples_the_judgments_apart(tiny_mod
     assert calls == [] and all(0 < x < 1 for x in r_s)  # P(YES) of the discriminator, no sampled judgment
     m = mode.after_step(trainer, groups, [score], step=0)
     assert calls == [2, 1] and m["dis_slices"] == 3  # the generated slices' judgments, then the reference's
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.booleans(), min_size=2, max_size=6), min_size=1, max_size=4),
+       st.lists(st.booleans(), min_size=4, max_size=4))
+def test_r_a_changes_no_advantage_at_the_papers_lambda4_with_hard_verdicts(groups, correct):
+    """Issue 29: what docs/training.md says, checked: with hard YES/NO verdicts the GRPO advantages of a generated
+    slice's judgments are the same at lambda4 = 0.5 as at lambda4 = 0 (R^d alone), and not at lambda4 = 20."""
+    def advantages(lambda4: float) -> list[np.ndarray]:
+        return [grpo_advantages(judgment_rewards([float(v) for v in verdicts], [False] * len(verdicts),
+                                                 [c] * len(verdicts), 1.0, lambda4).reshape(1, -1))[0]
+                for verdicts, c in zip(groups, correct, strict=False)]
+
+    for a, b in zip(advantages(0.5), advantages(0.0), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-9)
+    # a correct trace's slice judged both ways: YES scores -13.8 + lambda4, NO 0, reversed once lambda4 > 13.8
+    for verdicts, c, a0, a20 in zip(groups, correct, advantages(0.0), advantages(20.0), strict=False):
+        if c and 0 < sum(verdicts) < len(verdicts):
+            np.testing.assert_array_equal(np.sign(a20), -np.sign(a0))
+
+
+def test_the_gar_mode_says_r_a_changes_nothing_at_lambda4_one_half():
+    """The sentence stands in the gar mode's lambda4 help, the README's training section and docs/training.md."""
+    import dataclasses
+    from pathlib import Path
+
+    from rewardkit.gar.rewards import R_A_AT_PAPER_LAMBDA4
+    from rewardkit.grpo.modes import GarOptions
+
+    (help_,) = [f.metadata["help"] for f in dataclasses.fields(GarOptions) if f.name == "lambda4"]
+    assert R_A_AT_PAPER_LAMBDA4 in help_
+    root = Path(__file__).resolve().parents[2]
+    for doc in ("README.md", "docs/training.md"):
+        assert " ".join(R_A_AT_PAPER_LAMBDA4.split()) in " ".join((root / doc).read_text().split()), doc

@@ -55,6 +55,7 @@ def test_verifier_rewards_over_http_in_row_order():
     assert out["rewards"] == [1.0, 0.0, 0.0, 1.0] == out["scores"]
     assert out["extra_logs"]["group_size"] == [2.0] * 4 and out["extra_logs"]["status_ok"] == [1.0] * 4
     assert health["status"] == "ok"
+    assert (health["rows"], health["groups"], health["refused"]) == (4, 2, {})  # counted without --group-size too
 
 
 def test_rows_are_grouped_by_prompt_and_label_within_a_request():
@@ -128,7 +129,7 @@ def test_bearer_token_is_required_when_set():
     ({"query": [P1 + "a"], "prompts": [P1, P2], "labels": ["4"]}, 400, "2 prompts for 1 queries"),
     ({"query": [P1 + "a"], "prompts": [P1], "labels": ["4", "5"]}, 400, "'labels'"),
     ({"query": [P1 + "a"], "prompts": [P1], "labels": [{"x": 1}]}, 400, "labels[0]"),
-    ({"query": ["something else"], "prompts": [P1], "labels": ["4"]}, 400, "does not start with"),
+    ({"query": ["something else"], "prompts": [P1], "labels": ["4"]}, 400, "starts with neither"),
     ({"query": [P1 + "a"], "prompts": [P1], "labels": ["4"], "extra": 1}, 400, "unknown field"),
     ({"query": [P1 + "a"] * 5, "prompts": [P1] * 5, "labels": ["4"] * 5}, 413, "at most 4"),
 ])
@@ -139,6 +140,100 @@ def test_malformed_requests_get_a_clear_4xx_and_never_rewards(body, status, need
     assert r.status_code == status
     assert needle in r.json()["error"]["message"] and "rewards" not in r.json()
     assert sc.calls == []  # the scorer never ran
+
+
+def test_a_query_whose_prompt_was_cut_from_the_left_is_scored_on_the_prompts_tail():
+    # OpenRLHF keeps the last max_len - max_new_tokens tokens of a long prompt; prompts[i] stays whole
+    long_prompt = "Background: " + "the same old story, " * 40 + "so what is 2+2? "
+    tail = long_prompt[-120:]
+    body = {"query": [tail + r"\boxed{4}", tail + r"\boxed{5}", P1 + r"\boxed{6}"],
+            "prompts": [long_prompt, long_prompt, P1], "labels": ["4", "4", "6"]}
+    sc = get_scorer("verifier")
+    with BackgroundServer(reward_app(sc)) as srv:
+        r = _post(srv.url, body)
+    assert r.status_code == 200, r.text
+    assert r.json()["rewards"] == [1.0, 0.0, 1.0]
+    assert parse_request(body).responses == [r"\boxed{4}", r"\boxed{5}", r"\boxed{6}"]
+
+
+def test_split_query_takes_the_longest_tail_and_skips_a_cut_multibyte_character():
+    from rewardkit.integrations.openrlhf import split_query
+
+    prompt = "Ein langer Prompt über Zahlen, wirklich lang genug: 2+2? "
+    assert split_query("\ufffd" + prompt[20:] + "vier", prompt) == "vier"
+    assert split_query(prompt[-10:] + "vier", prompt) is None  # under MIN_TAIL characters left: not a tail
+    assert split_query("ganz etwas anderes, nicht der Prompt", prompt) is None
+
+
+def test_refusals_are_logged_once_per_reason_and_counted(caplog):
+    bad = {"query": ["something else"], "prompts": [P1], "labels": ["4"]}
+    other = {"query": [P1 + "a", "x" * 40], "prompts": [P1, P2], "labels": ["4", "6"]}
+    with caplog.at_level("ERROR", logger="rewardkit.integrations.openrlhf"):
+        with BackgroundServer(reward_app(Recorder())) as srv:
+            codes = [_post(srv.url, bad).status_code for _ in range(5)]  # OpenRLHF's five tries
+            codes.append(_post(srv.url, other).status_code)  # same reason, another row index
+            codes.append(_post(srv.url, {"query": [P1 + "a"], "prompts": [P1], "labels": [["4", "four"]]}).status_code)
+            health = httpx.get(srv.url + "/health").json()
+    assert codes == [400] * 7
+    lines = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert "query[0]" in lines[0] and "starts with neither prompts[0]" in lines[0]
+    assert "labels[0]" in lines[1] and "a list of 2 references" in lines[1]
+    assert health["refused"] == {"400": 7}
+
+
+def test_a_group_relative_scorer_needs_a_group_size_or_whole_groups_per_request():
+    with pytest.raises(ValueError, match="no --group-size was given"):
+        reward_app(get_scorer("majority-vote"))
+    with pytest.raises(ValueError, match="expected an integer >= 1"):
+        reward_app(get_scorer("verifier"), group_size=0)
+    body = {"query": [P1 + r"\boxed{4}", P1 + r"\boxed{5}", P1 + r"\boxed{5}"], "prompts": [P1] * 3,
+            "labels": [None] * 3}
+    with BackgroundServer(reward_app(get_scorer("majority-vote"), group_size="request")) as srv:
+        out = _post(srv.url, body).json()
+    assert out["rewards"] == [0.0, 1.0, 1.0] and out["extra_logs"]["group_size"] == [3.0] * 3
+
+
+def test_a_group_timeout_at_or_over_openrlhfs_client_timeout_is_warned_about(caplog):
+    with caplog.at_level("WARNING", logger="rewardkit.integrations.openrlhf"):
+        reward_app(Recorder(), group_size=2, group_timeout=200)
+        reward_app(Recorder(), group_size=2, group_timeout=150)
+    lines = [r.getMessage() for r in caplog.records if "client timeout" in r.getMessage()]
+    assert len(lines) == 1 and "200s" in lines[0] and "180s" in lines[0]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--scorer", "majority-vote"], "scorer 'majority-vote' rewards a response against its group"),
+    (["--scorer", "verifier", "--group-size", "0"], "--group-size: expected an integer >= 1"),
+])
+def test_serve_refuses_to_start_without_usable_groups_in_one_line(args, needle):
+    cmd = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import main; main()", "serve", "--port", "0",
+           *args]
+    done = subprocess.run(cmd, cwd=str(ROOT), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("error: ") and needle in done.stderr
+
+
+def test_serve_says_when_the_open_file_limit_holds_fewer_requests_than_max_pending():
+    import resource
+
+    def low_limit():  # a hard limit of 2,048 descriptors, as a small machine or container might have
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 2048))
+
+    cmd = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import main; main()", "serve", "--port", "0",
+           "--scorer", "verifier", "--max-pending", "4096"]
+    proc = subprocess.Popen(cmd, cwd=str(ROOT), stderr=subprocess.PIPE, text=True, preexec_fn=low_limit)
+    try:
+        lines = []
+        while not lines or "serving" not in lines[-1]:
+            lines.append(proc.stderr.readline())
+            assert lines[-1] or proc.poll() is None, lines
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    said = [x for x in lines if "open files" in x]
+    # 2,048 descriptors less 256 for everything that is not a connection
+    assert len(said) == 1 and "at most 1792 requests are held at once" in said[0], lines
 
 
 def test_not_json_and_oversized_bodies_are_refused():
@@ -178,7 +273,10 @@ def openrlhf():
     """OpenRLHF's executor class and its response -> Experience function (vllm stubbed for the import only)."""
     import types
 
-    pytest.importorskip("openrlhf", reason="pip install --no-deps openrlhf==0.11.2 pylatexenc")
+    from rewardkit.testing import import_or_skip
+
+    import_or_skip("openrlhf", "scripts/frameworks_env.sh builds an environment with it (pip install --no-deps "
+                               "openrlhf==0.11.2 pylatexenc)")
     stubs = {"vllm": types.ModuleType("vllm"), "vllm.inputs": types.ModuleType("vllm.inputs"),
              "vllm.utils": types.ModuleType("vllm.utils")}
     stubs["vllm"].SamplingParams, stubs["vllm"].__version__ = object, "0.0"
@@ -215,13 +313,14 @@ class _Engine:
         import asyncio
 
         await asyncio.sleep(self.rng.uniform(0, 2))  # samples of one prompt finish at different times
-        text = self.replies[self.tok.decode(prompt_token_ids)].pop()
+        seen = self.tok.decode(prompt_token_ids)  # the prompt, or its tail when OpenRLHF cut it from the left
+        text = next(v for k, v in self.replies.items() if k.endswith(seen)).pop()
         out = SimpleNamespace(token_ids=self.tok.encode(text, add_special_tokens=False), finish_reason="stop",
                               logprobs=None)
         return SimpleNamespace(outputs=[out])
 
 
-def _rollout(openrlhf, urls, groups, labels=None):
+def _rollout(openrlhf, urls, groups, labels=None, max_len=256):
     """OpenRLHF's rollout of ``groups`` ({prompt: [reply, ...]}): every sample's request in flight at once."""
     import asyncio
     import logging
@@ -238,14 +337,14 @@ def _rollout(openrlhf, urls, groups, labels=None):
     jobs = [(p, (labels or {}).get(p, "")) for p, replies in groups.items() for _ in replies]
 
     async def run():
-        return await asyncio.gather(*(ex.execute(p, label, params, 256, openrlhf.tokenizer, engine)
+        return await asyncio.gather(*(ex.execute(p, label, params, max_len, openrlhf.tokenizer, engine)
                                       for p, label in jobs))
 
     try:
         outs = asyncio.run(run())
     finally:
         client_log.removeHandler(handler)
-    return outs, [e for e in errors if "error" in e.lower()]
+    return outs, [e for e in errors if "error" in e.lower() or "truncat" in e.lower()]
 
 
 def _serve(*args):
@@ -301,6 +400,22 @@ def test_openrlhf_without_label_key_gets_numbers_and_one_clear_log_line(openrlhf
     assert [e.info["status_ok"].item() for e in exps] == [0.0] * 6
     lines = [x for x in err.splitlines() if "--data.label_key" in x]
     assert len(lines) == 1 and "verifier" in lines[0] and "no reference" in lines[0]
+
+
+def test_openrlhf_prompt_longer_than_max_len_is_cut_from_the_left_and_still_scored(openrlhf):
+    """OpenRLHF's executor keeps the last max_len - max_tokens prompt tokens; the server matches that tail."""
+    prompt = "Context: " + " ".join(f"fact {i} is irrelevant." for i in range(80)) + " Question: what is 2+2? "
+    assert len(openrlhf.tokenizer(prompt)["input_ids"]) > 64
+    url, proc = _serve("--scorer", "verifier", "--group-size", "2")
+    try:
+        outs, client_log = _rollout(openrlhf, url, {prompt: ["\\boxed{4}", "\\boxed{5}"]}, {prompt: "4"}, max_len=64)
+    finally:
+        err = _stop(proc)
+    assert any("Truncating" in x for x in client_log)  # OpenRLHF did cut the prompt
+    assert not any("error" in x.lower() for x in client_log), client_log  # and no request failed
+    exps = [openrlhf.to_experience(o) for o in outs]
+    assert sorted(float(e.rewards.item()) for e in exps) == [0.0, 1.0]
+    assert [e.info["status_ok"].item() for e in exps] == [1.0, 1.0] and "refused" not in err
 
 
 def test_openrlhf_client_carries_the_key_in_the_url(openrlhf):

@@ -35,13 +35,49 @@ def test_reward_function_scores_whole_groups_and_returns_none_for_masked():
             trainer_state=None, log_metric=lambda k, v: logged.__setitem__(k, v), log_extra=None)
     assert out == [1.0, None, 0.5, None]
     assert sc.seen == [("A?", 2, "1", None), ("B?", 2, "2", None)]
-    assert logged["rewardkit/masked_fraction"] == 0.5
+    assert logged["rewardkit/rewardkit_length/masked_fraction"] == 0.5
 
 
 def test_incomplete_groups_are_an_error_when_num_generations_is_known():
     f = scorer_reward_func(LengthScorer(), num_generations=4)
     with pytest.raises(ValueError, match="num_generations is 4"):
         f(prompts=["p", "p", "q"], completions=["a", "b", "c"])
+    with pytest.raises(ValueError, match="completions 0-1 .* different prompts"):
+        scorer_reward_func(LengthScorer(), num_generations=2)(prompts=["p", "q", "q", "p"], completions=list("abcd"))
+
+
+def test_a_list_reference_column_is_refused_by_name_not_read_as_its_text():
+    f = scorer_reward_func("verifier")
+    with pytest.raises(ValueError, match="column 'answer' holds a list of 2 references"):
+        f(prompts=["2+2?"], completions=[r"\boxed{4}"], answer=[["4", "four"]])
+
+
+def test_groups_are_trls_blocks_of_num_generations_not_prompt_text():
+    # two identical dataset rows in one batch: TRL computes advantages over two groups of 4, not one of 8
+    sc = MaskLast(target=1)
+    f = scorer_reward_func(sc, num_generations=4)
+    out = f(prompts=["Same?"] * 8, completions=["a"] * 8)
+    assert [n for _, n, _, _ in sc.seen] == [4, 4]
+    assert out == [1.0, 1.0, 1.0, None] * 2
+
+
+def test_a_group_relative_scorer_without_num_generations_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="pass num_generations="):
+        scorer_reward_func("majority-vote")
+    votes = scorer_reward_func("majority-vote", num_generations=3)(
+        prompts=["2+2?"] * 6, completions=[r"\boxed{4}", r"\boxed{5}", r"\boxed{5}", r"\boxed{4}", r"\boxed{4}", r"\boxed{5}"])
+    assert votes == [0.0, 1.0, 1.0, 1.0, 1.0, 0.0]  # two votes of three, not one of six (a tie)
+
+
+def test_several_rewardkit_functions_log_their_metrics_under_their_own_names():
+    logged: dict[str, list[float]] = {}
+    log = lambda k, v: logged.setdefault(k, []).append(v)  # noqa: E731
+    for f in (scorer_reward_func(MaskLast(target=1), name="masked"), scorer_reward_func(LengthScorer(target=1))):
+        f(prompts=["p", "p"], completions=["a", "bb"], log_metric=log)
+    assert logged["rewardkit/masked/masked_fraction"] == [0.5]  # the function's name, as TRL's rewards/<name>/mean
+    assert logged["rewardkit/rewardkit_length/masked_fraction"] == [0.0]
+    assert set(logged) == {f"rewardkit/{n}/{m}" for n in ("masked", "rewardkit_length")
+                           for m in ("masked_fraction", "judge_calls")}
 
 
 @pytest.mark.model
@@ -59,15 +95,29 @@ def test_trl_grpo_trainer_runs_two_cpu_steps_with_a_rewardkit_scorer(tmp_path):
     sc = MaskLast(target=5)
     args = trl.GRPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=3, num_generations=3,
                           max_completion_length=8, use_cpu=True, report_to="none", save_strategy="no",
-                          logging_steps=1, learning_rate=1e-5, bf16=False)
+                          logging_steps=1, learning_rate=1e-5, bf16=False, log_completions=True)
     trainer = trl.GRPOTrainer(model=str(embedded_model_path()), args=args, train_dataset=ds,
                               reward_funcs=[scorer_reward_func(sc, num_generations=3)])
     trainer.train()
     assert trainer.state.global_step == 2
     assert sorted(sc.seen) == [("Say no.", 3, "no", None), ("Say yes.", 3, "yes", None)]  # whole groups
-    logs = [h for h in trainer.state.log_history if "rewardkit/masked_fraction" in h]
-    assert len(logs) == 2 and all(h["rewardkit/masked_fraction"] == pytest.approx(1 / 3) for h in logs)
+    key = "rewardkit/rewardkit_length/masked_fraction"  # rewardkit/<reward function name>/...
+    logs = [h for h in trainer.state.log_history if key in h]
+    assert len(logs) == 2 and all(h[key] == pytest.approx(1 / 3) for h in logs)
     assert all(np.isfinite(h["rewards/rewardkit_length/mean"]) for h in logs)
+    # TRL's completion logs (log_completions: OUTPUT_DIR/completions/completions_STEP.parquet) re-score as they
+    # are, put together too: one group per prompt and step (a step here generates one prompt's 3 completions)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rewardkit.runtime.inputs import read_groups
+
+    logged = sorted((tmp_path / "completions").glob("completions_*.parquet"))
+    assert [f.name for f in logged] == ["completions_00001.parquet", "completions_00002.parquet"]
+    pq.write_table(pa.concat_tables([pq.read_table(f) for f in logged]), tmp_path / "all.parquet")
+    groups = list(read_groups(tmp_path / "all.parquet"))
+    assert sorted((g.metadata["step"], len(g)) for g in groups) == [(1, 3), (2, 3)]
+    assert {g.prompt for g in groups} == {"Say no.", "Say yes."}
 
 
 _TWO_PROCESS_SCRIPT = r'''
@@ -88,14 +138,17 @@ class Index(BaseScorer):
         return [GroupScore(g.id, np.arange(len(g), dtype=float), [Status.OK] * len(g)) for g in groups]
 
 st = PartialState(cpu=True)  # what GRPOTrainer's Accelerator sets up
-rows = {0: [("p0", "a"), ("p0", "b"), ("p1", "c")], 1: [("p0", "d"), ("p1", "e"), ("p1", "f")]}[st.process_index]
-out = scorer_reward_func(Index(), num_generations=3)(prompts=[p for p, _ in rows], completions=[c for _, c in rows])
+# TRL's layout: the batch [p0 p0 p1 p1 p2 p2] (num_generations=2 in a row) cut into contiguous per-process slices
+rows = {0: [("p0", "a"), ("p0", "b"), ("p1", "c")], 1: [("p1", "d"), ("p2", "e"), ("p2", "f")]}[st.process_index]
+out = scorer_reward_func(Index(), num_generations=2)(prompts=[p for p, _ in rows], completions=[c for _, c in rows])
 print("RESULT", st.process_index, json.dumps(out), flush=True)
-# tear the gloo group down on every rank before exit: a rank that exits with its group alive lets its
-# peer's gloo threads hit a closed socket during interpreter teardown ("terminate called without an active
-# exception", exit code 1), and torchrun then kills the other rank, sometimes before its RESULT line
+# Leave without tearing gloo down. Any teardown races the peer: whichever rank closes its sockets first,
+# the other can still be destroying its process group, and a gloo object destroyed with a live thread calls
+# std::terminate ("terminate called without an active exception", exit code 1; torchrun then kills the other
+# rank). destroy_process_group() after a barrier only narrows that window (5 of 6 runs passed with both
+# cores busy). After the barrier no collective is left, so each rank exits at once, running no destructors.
 st.wait_for_everyone()
-st.destroy_process_group()
+os._exit(0)
 '''
 
 
@@ -120,11 +173,11 @@ def test_groups_split_across_two_processes_are_scored_whole_once(tmp_path):
                            str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     results = {int(m[0]): json.loads(m[1]) for m in re.findall(r"RESULT (\d) (\[.*\])", done.stdout)}
-    # p0 = [a, b | d], p1 = [c | e, f]: rewards are positions within the WHOLE group, each process its slice
-    assert results == {0: [0.0, 1.0, 0.0], 1: [2.0, 1.0, 2.0]}
+    # p1 = [c | d] is split over the processes: rewards are positions within the WHOLE group, each process its slice
+    assert results == {0: [0.0, 1.0, 0.0], 1: [1.0, 0.0, 1.0]}
     calls = sorted(p.name for p in tmp_path.glob("calls.*"))
     assert calls == ["calls.0"]  # one scorer call, on the main process only
-    assert json.loads((tmp_path / "calls.0").read_text()) == [["p0", ["a", "b", "d"]], ["p1", ["c", "e", "f"]]]
+    assert json.loads((tmp_path / "calls.0").read_text()) == [["p0", ["a", "b"]], ["p1", ["c", "d"]], ["p2", ["e", "f"]]]
 
 
 def test_the_docs_example_logs_rewards_at_every_step():

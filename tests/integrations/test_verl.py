@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from rewardkit.scoring import BaseScorer
+from rewardkit.testing import import_or_skip
 from rewardkit.types import GroupScore, Status
 
-verl = pytest.importorskip("verl", reason="verl 0.9.1 not installed (see this module's docstring)")
+verl = import_or_skip("verl", "scripts/frameworks_env.sh builds an environment with verl 0.9.1 (this module's docstring)")
 torch = pytest.importorskip("torch")
 
 
@@ -114,15 +115,54 @@ def test_reward_loop_manager_gathers_single_rows_into_uid_groups():
     assert float(rm[0, 3]) == 0.5
 
 
-def test_validation_groups_of_another_size_are_announced(caplog):
+def test_validation_groups_of_another_size_are_announced_once_not_by_every_worker(caplog, monkeypatch):
     from omegaconf import OmegaConf
 
+    from rewardkit.integrations import assembler
     from rewardkit.integrations.verl import reward_manager_for
 
+    monkeypatch.setattr(assembler, "_SAID", set(), raising=False)  # said-once messages of this test only
     cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"n": 8, "val_kwargs": {"n": 1}}}})
+    data = _batch(ROWS, CharTokenizer())
     with caplog.at_level("WARNING"):
-        reward_manager_for(Recorder())(cfg, CharTokenizer(), None, assembler="local")
-    assert "val_kwargs.n=1" in caplog.text and "set val_kwargs.n=8" in caplog.text
+        for _ in range(3):  # verl builds one manager per reward-loop worker (8 by default)
+            mgr = reward_manager_for(Recorder())(cfg, CharTokenizer(), None, group_size=2, assembler="local")
+
+            async def run(mgr=mgr):
+                return await asyncio.gather(*(mgr.run_single(data[i:i + 1]) for i in range(len(data))))
+
+            asyncio.run(run())
+    lines = [r.getMessage() for r in caplog.records if "val_kwargs.n=1" in r.getMessage()]
+    assert len(lines) == 1 and "set val_kwargs.n=2" in lines[0]
+
+
+def test_a_list_ground_truth_is_no_reference_with_a_clear_status_not_the_text_of_a_list(monkeypatch, caplog):
+    # before: str(["4", "four"]) was the reference, so a right answer scored 0.0 with rewardkit_ok 1.0
+    from omegaconf import OmegaConf
+
+    from rewardkit.integrations import assembler
+    from rewardkit.integrations import verl as rv
+
+    monkeypatch.setattr(assembler, "_SAID", set(), raising=False)  # said-once messages of this test only
+    monkeypatch.setenv("REWARDKIT_SCORER", "verifier")
+    monkeypatch.delenv("REWARDKIT_SCORER_OPTIONS", raising=False)
+    with caplog.at_level("WARNING"):
+        out = rv.compute_score("math", r"so \boxed{4}", ["4", "four"])
+        assert rv.compute_score("math", r"so \boxed{4}", np.array(["4", "four"], dtype=object))["rewardkit_ok"] == 0.0
+    assert out == {"score": 0.0, "rewardkit_ok": 0.0}
+    lines = [r.getMessage() for r in caplog.records if "list of 2 references" in r.getMessage()]
+    assert len(lines) == 1 and "ground_truth" in lines[0]
+    data = _batch(ROWS, CharTokenizer())
+    data.non_tensor_batch["reward_model"] = np.array([{"ground_truth": ["4", "four"]}] * 4, dtype=object)
+    sc = Recorder()
+    mgr = rv.reward_manager_for(sc)(OmegaConf.create({"actor_rollout_ref": {"rollout": {"n": 2}}}), CharTokenizer(),
+                                    None, assembler="local")
+
+    async def run():
+        return await asyncio.gather(*(mgr.run_single(data[i:i + 1]) for i in range(len(data))))
+
+    asyncio.run(run())
+    assert {ref for c in sc.calls for _, _, ref in c} == {None}
 
 
 class _Picks(list):
@@ -141,8 +181,9 @@ def test_random_dispatch_over_verl_reward_workers_scores_every_group_whole_once(
     AgentLoopWorker._compute_score sends each finished sample to random.choice(workers), as in training."""
     import random
     import time
+    from pathlib import Path
 
-    ray = pytest.importorskip("ray", reason="Ray is the optional 'ray' extra")
+    ray = import_or_skip("ray", "Ray is the optional 'ray' extra")
     from omegaconf import OmegaConf
     from transformers import AutoTokenizer
     from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput, AgentLoopWorker
@@ -155,7 +196,7 @@ def test_random_dispatch_over_verl_reward_workers_scores_every_group_whole_once(
     n, n_groups = 4, 6
     cfg = OmegaConf.create({
         "actor_rollout_ref": {"model": {"path": model, "tokenizer_path": None},
-                              "rollout": {"n": n, "val_kwargs": {"n": n}}},
+                              "rollout": {"n": n, "val_kwargs": {"n": 1}}},  # 1: the warning to say once
         "reward": {"num_workers": 3, "reward_model": {"enable": False, "enable_resource_pool": False},
                    "custom_reward_function": {"path": None}, "sandbox_fusion": None,
                    "reward_manager": {"source": "importlib", "name": "RewardkitLoopManager",
@@ -198,8 +239,11 @@ def test_random_dispatch_over_verl_reward_workers_scores_every_group_whole_once(
         t0 = time.monotonic()
         outs = asyncio.run(all_rows())
         counts = ray.get(ray.get_actor(ASSEMBLER_NAME).counts.remote())
+        logs = Path(ray._private.worker._global_node.get_logs_dir_path())
     finally:
         ray.shutdown()
+    said = [x for f in logs.glob("worker-*") for x in f.read_text(errors="replace").splitlines() if "val_kwargs.n=1" in x]
+    assert len(said) == 1, said  # by the job's assembler, not by each of the 3 workers
     by_uid: dict[str, set[int]] = {}
     for (uid, *_), w in zip(rows, picks.picked, strict=True):
         by_uid.setdefault(uid, set()).add(w)
@@ -235,3 +279,42 @@ def test_a_reward_model_that_is_not_verls_dict_is_an_error_not_an_abstain():
     mgr = reward_manager_for(Recorder())(cfg, CharTokenizer(), None, assembler="local")
     with pytest.raises(ValueError, match="reward_model must be a dict with 'ground_truth' .*got str '4'"):
         asyncio.run(mgr.run_single(data[0:1]))
+
+
+def verl_function(module: str, qualname: str):
+    """A function of verl's installed source, run as written without importing its module (verl's trainer module
+    imports peft, torchdata and wandb, which the reward path's environment does not install)."""
+    import ast
+    import json
+    import os
+    import textwrap
+    from pathlib import Path
+
+    path = Path(verl.__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    source = path.read_text()
+    cls, name = qualname.split(".")
+    node = next(f for c in ast.parse(source).body if isinstance(c, ast.ClassDef) and c.name == cls
+                for f in c.body if isinstance(f, ast.FunctionDef) and f.name == name)
+    ns: dict = {"os": os, "json": json}
+    exec(textwrap.dedent(ast.get_source_segment(source, node)), ns)  # noqa: S102 - verl's own code
+    return ns[name]
+
+
+def test_verls_own_generation_dump_is_rescored_by_rewardkit(tmp_path):
+    """The file verl's trainer writes to ``trainer.rollout_data_dir`` (``RayPPOTrainer._write_generations``, the
+    method's own code) is read by ``rewardkit score`` as it is: groups are the responses to one input of one step."""
+    import json
+
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    write_generations = verl_function("verl.trainer.ppo.ray_trainer", "RayPPOTrainer._write_generations")
+    inputs = ["user\nWhat is 2+2?\nassistant\n", "user\nWhat is 3+3?\nassistant\n"] * 2
+    outputs = [r"\boxed{4}", r"\boxed{7}", r"\boxed{5}", r"\boxed{6}"]
+    write_generations(inputs, outputs, ["4", "6", "4", "6"], [1.0, 0.0, 0.0, 1.0], {"acc": [1.0, 0.0, 0.0, 1.0]},
+                      str(tmp_path), 5)
+    out = tmp_path / "o.jsonl"
+    res = CliRunner().invoke(app, ["score", str(tmp_path / "5.jsonl"), "--scorer", "verifier", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["id"], r["rewards"]) for r in rows] == [("5-1", [1.0, 0.0]), ("5-2", [0.0, 1.0])]

@@ -10,7 +10,7 @@ import pytest
 
 from rewardkit.answers import extract_answer
 from rewardkit.jury.proof_gate import LLMJudgeScorer
-from rewardkit.jury.rollout_judge import RolloutJudgeScorer
+from rewardkit.jury.rollout_judge import CUT_MARK, RolloutJudgeScorer, response_tail
 from rewardkit.scoring import describe, get_scorer
 from rewardkit.testing import ScriptedJudge
 from rewardkit.types import Group, Status
@@ -19,7 +19,7 @@ _ANSWER = re.compile(r"Answer: (.*)$", re.S)
 
 
 def _answer(prompt: str) -> str:
-    """What the judge was shown as the answer (the response's trunk)."""
+    """What the judge was shown as the answer (the response, cut to the judge's budget)."""
     return _ANSWER.search(prompt).group(1).strip()
 
 
@@ -55,13 +55,39 @@ def test_each_rollout_judged_in_one_call():
 
 
 def test_the_judge_sees_the_reasoning_and_the_final_answer():
-    """App. D: the judge "assesses the reasoning process and the final answer of each rollout" (it used to be
-    shown only the extracted answer, 42); a <think> block is not part of the response's trunk."""
+    """App. D: the judge "assesses the reasoning process and the final answer of each rollout": it is shown the
+    whole response, its <think> reasoning included (issue 29: it used to get the trunk, without the block)."""
     judge = ScriptedJudge(_reply)
-    response = "<think>scratch work</think>6 * 7 = 6 * 5 + 6 * 2 = 30 + 12 = 42.\nSo the answer is \\boxed{42}."
+    response = "<think>6 * 7 = 6 * 5 + 6 * 2 = 30 + 12</think>So 6 * 7 = 42, and the answer is \\boxed{42}."
     (s,) = RolloutJudgeScorer(judge=judge).score([_group([response])])
-    assert _answer(judge.prompts[0]) == "6 * 7 = 6 * 5 + 6 * 2 = 30 + 12 = 42.\nSo the answer is \\boxed{42}."
-    assert "scratch" not in judge.prompts[0] and s.rewards.tolist() == [1.0]
+    assert _answer(judge.prompts[0]) == response and s.rewards.tolist() == [1.0]
+
+
+def test_an_unclosed_think_block_is_read_the_same_by_extraction_and_the_judge():
+    """A policy cut off inside <think>: the answer is extracted from the block, so the judge is shown that same
+    block, not the empty trunk it used to get (issue 29)."""
+    judge = ScriptedJudge(_reply)
+    response = "<think>6 * 7: six sevens are 42, so \\boxed{42}"
+    (s,) = RolloutJudgeScorer(judge=judge).score([_group([response])])
+    assert _answer(judge.prompts[0]) == response
+    assert s.components["answer"] == ["42"] and s.rewards.tolist() == [1.0]
+
+
+def test_a_long_response_is_cut_from_the_front_to_the_judges_budget():
+    """Over ``response_tokens`` (the judge's tokenizer; ScriptedJudge counts whitespace words), the response is
+    cut at a word boundary from the front behind a mark, so the reasoning's end and the final answer stay."""
+    judge = ScriptedJudge(_reply)
+    reasoning = " ".join(f"step{k}" for k in range(500))
+    response = f"{reasoning} so 6 * 7 = 42 and \\boxed{{42}}"
+    (s,) = RolloutJudgeScorer(judge=judge, response_tokens=50).score([_group([response])])
+    shown = _answer(judge.prompts[0])
+    assert shown.startswith(CUT_MARK.strip()) and shown.endswith("step499 so 6 * 7 = 42 and \\boxed{42}")
+    assert 45 <= judge.count_tokens([shown])[0] <= 50 and s.rewards.tolist() == [1.0]
+    assert response_tail("short \\boxed{1}", 50, judge.count_tokens, 7) == "short \\boxed{1}"
+    # an answer longer than the budget is never cut: the text is kept from the answer's word on
+    long_answer = "reasoning here \\boxed{" + " + ".join(["1"] * 40) + "}"
+    kept = response_tail(long_answer, 10, judge.count_tokens, long_answer.index("{") + 1)
+    assert kept == CUT_MARK + long_answer[long_answer.index("\\boxed"):]
 
 
 def test_differs_from_the_majority_only_judge():

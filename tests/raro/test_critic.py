@@ -119,14 +119,14 @@ def test_expert_positions_are_seeded_and_balanced():
 
 
 def test_critic_rollout_rewards_masks_unparseable():
-    r, s, m = critic_rollout_rewards(["... Answer 2", "hmm", "tie"], [2, 1, 1])
+    r, s, m = critic_rollout_rewards(["...\nAnswer 2", "hmm", "tie"], [2, 1, 1])
     assert r[0] == 1.0 and np.isnan(r[1]) and r[2] == 0.55
     assert s == [Status.OK, Status.INVALID, Status.OK] and m[1]
 
 
 def test_critic_rollout_rewards_mask_rollouts_cut_off_for_length():
     """A critic rollout that hit the token budget gives no verdict, even when its text ends like one."""
-    r, s, m = critic_rollout_rewards(["... Answer 2", "... Answer 2"], [2, 2], finish_reasons=["stop", "length"])
+    r, s, m = critic_rollout_rewards(["...\nAnswer 2", "...\nAnswer 2"], [2, 2], finish_reasons=["stop", "length"])
     assert r[0] == 1.0 and np.isnan(r[1])
     assert s == [Status.OK, Status.INVALID] and "length" in m[1]
 

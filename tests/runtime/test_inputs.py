@@ -146,6 +146,12 @@ MALFORMED = [
      "flat.jsonl:1: field 'correct': labels given for only some responses"),
     ("flatkey.jsonl", jl({"prompt": "p", "response": "a"}), ["--group-key", "qid"], "flatkey.jsonl:1: field 'qid': missing group key"),
     ("fmt.jsonl", jl(G), ["--format", "csv"], "fmt.jsonl: unknown format 'csv'"),
+    ("rows.csv", b"problem,answer,response\n1+1,2,2\n", [],
+     "rows.csv: CSV is not an input format rewardkit reads; it reads JSONL (.jsonl: grouped, or one response per "
+     "line), Parquet (.parquet, either shape) or a saved Hugging Face dataset folder"),
+    ("csvbody.jsonl", b"problem,answer,response\n1+1,2,2\n", [], "csvbody.jsonl:1: malformed JSON (Expecting value "
+     "at column 1); this looks like CSV, which rewardkit does not read: it reads JSONL"),
+    ("doc.json", b'[{"problem": "1+1", "responses": ["2"]}]', [], "doc.json: a JSON document is not an input format"),
     ("corrupt.parquet", b"PAR1" + b"\x00garbage" * 50 + b"PAR1", [], "corrupt.parquet: not a readable Parquet file"),
     ("cut.parquet", lambda t: parquet_bytes(t)[:300], [], "cut.parquet: not a readable Parquet file"),
     ("missing.jsonl", None, [], "missing.jsonl: no such file or directory"),
@@ -160,7 +166,7 @@ MALFORMED = [
     ("scorer.jsonl", jl(G), ["--scorer", "nope"], "unknown scorer 'nope'"),
     ("judge.jsonl", jl(G), ["--judge", "smollm2"], "scorer 'verifier' takes no judge"),
     ("outdir.jsonl", jl(G), ["--out", "{tmp}"], "is a directory; --out must be a file"),
-    ("outfile.jsonl", jl(G), ["--out", "{tmp}/outfile.jsonl/x.jsonl"], "outfile.jsonl: File exists"),
+    ("outfile.jsonl", jl(G), ["--out", "{tmp}/outfile.jsonl/x.jsonl"], "outfile.jsonl: is a regular file, not a folder"),
     ("outin.jsonl", jl(G), ["--out", "{tmp}/outin.jsonl"], "--out would write over or into the input"),
     ("foreign.jsonl", jl(G), ["--out", "{tmp}/notes.txt"], "notes.txt: exists and is not a rewardkit output"),
 ]
@@ -335,3 +341,47 @@ def test_fifo_without_a_writer_is_an_error_not_a_hang(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "no groups to score: it holds no records (a pipe: was its writer open?)" in r.stderr
     assert not out.exists()
+
+
+def verl_dump(tmp_path: Path, step: int, rows: list[tuple[str, str, object, float]]) -> Path:
+    """A file as verl 0.9.1's ``RayPPOTrainer._write_generations`` writes it (``rollout_data_dir/STEP.jsonl``):
+    one JSON object per response with input/output/gts/score/step plus the reward extras of equal length
+    (tests/integrations/test_verl.py writes one with verl's own method)."""
+    p = tmp_path / f"{step}.jsonl"
+    with open(p, "w") as f:
+        for i, (inp, out, gt, score) in enumerate(rows):
+            entry = {"input": inp, "output": out, "gts": gt, "score": score, "step": step, "acc": score,
+                     "request_id": f"r{i}"}
+            f.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
+    return p
+
+
+def test_verl_generation_dumps_are_grouped_by_input_within_a_step(tmp_path):
+    # verl balances the batch across ranks, so one prompt's responses need not be adjacent
+    rows = [("user\nWhat is 2+2?\nassistant\n", r"\boxed{4}", "4", 1.0),
+            ("user\nWhat is 3+3?\nassistant\n", r"\boxed{7}", "6", 0.0),
+            ("user\nWhat is 2+2?\nassistant\n", r"\boxed{5}", "4", 0.0),
+            ("user\nWhat is 3+3?\nassistant\n", r"\boxed{6}", "6", 1.0)]
+    p = verl_dump(tmp_path, 3, rows)
+    g1, g2 = read_groups(p)
+    assert (g1.id, g1.prompt, g1.responses, g1.reference) == ("3-1", rows[0][0], [r"\boxed{4}", r"\boxed{5}"], "4")
+    assert (g2.id, g2.responses, g2.reference) == ("3-2", [r"\boxed{7}", r"\boxed{6}"], "6")
+    assert g1.metadata == {"step": 3, "source": "verl generation dump"}  # no one response's logged score
+    # the same prompt at two steps is two groups (dumps of several steps concatenated)
+    both = tmp_path / "all.jsonl"
+    both.write_text(p.read_text() + verl_dump(tmp_path, 4, rows[:2]).read_text())
+    assert [len(g) for g in read_groups(both)] == [2, 2, 1, 1]
+
+
+def test_verl_generation_dump_is_rescored_by_the_cli(tmp_path):
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    p = verl_dump(tmp_path, 1, [("q: 2+2?", r"\boxed{4}", "4", 0.0), ("q: 2+2?", r"\boxed{5}", "4", 0.0),
+                                ("q: 9-1?", r"\boxed{8}", 8, 0.0), ("q: no gts", r"\boxed{1}", None, 0.0)])
+    out = tmp_path / "o.jsonl"
+    r = CliRunner().invoke(app, ["score", str(p), "--scorer", "verifier", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    got = {row["id"]: (row["rewards"], row["statuses"]) for row in map(json.loads, out.read_text().splitlines())}
+    assert got["1-1"] == ([1.0, 0.0], ["ok", "ok"]) and got["1-3"] == ([1.0], ["ok"])
+    assert got["1-4"][1] != ["ok"]  # no ground truth logged: never a silent 0

@@ -50,12 +50,14 @@ def test_kill_and_resume_matches_uninterrupted_run(tmp_path, rollouts_path, refe
     proc.wait()
     n_before = len(ids(out)) if out.exists() else 0
     assert n_before >= kill_after_rows
+    assert lock_path(out).exists()  # a killed job cannot remove its lock: the next run takes it over
     # simulate a kill in the middle of a write: a half line at the end must not survive
     with open(out, "ab") as f:
         f.write(b'{"id": "math_cot_100-0')
     r = run_cli("score", rollouts_path, "--scorer", "verifier", "-o", "timeout=60", "--out", out)
     assert r.returncode == 0, r.stderr
     assert "resuming" in r.stderr
+    assert not lock_path(out).exists()  # and removes it when it ends (before: it stayed)
     got, want = ids(out), ids(reference_output)
     assert got == want  # same rows, same order, no duplicates, nothing lost
     ref_rows = {json.loads(x)["id"]: json.loads(x) for x in reference_output.read_text().splitlines()}
@@ -98,7 +100,6 @@ def test_cli_lists_scorers():
 
 # ------------------------------------------------------------------ jobs never mix, lose or destroy data
 
-import fcntl  # noqa: E402
 import hashlib  # noqa: E402
 import resource  # noqa: E402
 
@@ -106,7 +107,7 @@ import numpy as np  # noqa: E402
 from rewardkit.cli.app import app  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from rewardkit.runtime.jobs import JobError, lock_path, manifest_path, summarize  # noqa: E402
+from rewardkit.runtime.jobs import JobError, OutputLock, lock_path, manifest_path, summarize  # noqa: E402
 from rewardkit.types import GroupScore, Status  # noqa: E402
 
 
@@ -251,17 +252,44 @@ def test_second_concurrent_job_on_one_out_fails_fast(tmp_path):
     assert [x["id"] for x in rows(out)] == list("abcd") and {x["scorer"] for x in rows(out)} == {"scripted"}
 
 
-def test_lock_is_released_when_the_job_ends(tmp_path):
+def test_the_lock_is_removed_when_the_job_ends_and_still_keeps_a_second_job_out(tmp_path):
+    """Before: OUT.lock stayed beside every finished output."""
     inp = write_groups(tmp_path / "in.jsonl", "ab")
     out = tmp_path / "out.jsonl"
     score_file(inp, Scripted(), out)
-    fd = os.open(lock_path(out), os.O_RDWR)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # would raise if the job still held it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl", "out.jsonl.manifest.json"]
+    with OutputLock(out):  # a job holding the lock (this process) still keeps a second one out
+        with pytest.raises(JobError, match="another rewardkit job"):
+            score_file(inp, Scripted(), out, restart=True)
+        assert lock_path(out).exists()
+    assert not lock_path(out).exists()
+
+
+def test_a_lock_removed_between_open_and_flock_is_not_taken(tmp_path):
+    """The removal is safe: a job that opened the lock file just before its holder removed it, and takes the
+    flock after, must not run beside the job that created the next lock file."""
+    out = tmp_path / "out.jsonl"
+    first, late, third = OutputLock(out), OutputLock(out), OutputLock(out)
+    first.__enter__()
+    real_open = late._open
+    calls = []
+
+    def open_then_race():
+        fd = real_open()
+        if not calls:  # between this open and the flock: the holder ends, a third job starts
+            first.__exit__(None, None, None)
+            third.__enter__()
+        calls.append(fd)
+        return fd
+
+    late._open = open_then_race
     try:
         with pytest.raises(JobError, match="another rewardkit job"):
-            score_file(inp, Scripted(), out)
+            late.__enter__()
+        assert len(calls) == 2  # the orphaned file was flocked, noticed and left for the live one
     finally:
-        os.close(fd)
+        third.__exit__(None, None, None)
+    assert not lock_path(out).exists()
 
 
 def test_one_raising_group_gets_error_with_the_exception_and_the_rest_goes_on(tmp_path):
@@ -302,6 +330,7 @@ def test_lone_surrogates_get_a_status_and_the_job_goes_on(tmp_path, skip_bad):
     assert got["ok1"]["rewards"] == [1.0, 0.0] and got["ok2"]["rewards"] == [1.0]
     assert got["bad\ud800id"]["statuses"] == ["error"] and "lone surrogate" in got["bad\ud800id"]["messages"][0]
     assert got["resp"]["statuses"] == ["ok", "error"] and got["resp"]["rewards"] == [1.0, None]
+    assert got["resp"]["components"]["verifier"] == [1.0, None]  # before: 0.0, a "wrong answer" for a failure
     assert "lone surrogate at character 1" in got["resp"]["messages"][1]
     r = CliRunner().invoke(app, args)  # the escaped id reads back as the same id: nothing rescored
     assert r.exit_code == 0 and "resuming: 4 of 4" in r.output
@@ -508,9 +537,10 @@ def test_a_rewardkit_lock_file_of_an_earlier_job_is_reused(tmp_path):
     out = tmp_path / "out.jsonl"
     lock_path(out).write_bytes(b"12345")  # what earlier releases wrote: the pid alone
     score_file(inp, Scripted(), out)
-    assert lock_path(out).read_bytes() == b"rewardkit lock, pid %10d\n" % os.getpid()
-    score_file(inp, Scripted(), out)  # and what this one writes
-    assert [r["id"] for r in rows(out)] == ["a", "b"]
+    assert not lock_path(out).exists()  # taken over, then removed at the end
+    lock_path(out).write_bytes(b"rewardkit lock, pid %10d\n" % 99999)  # what a killed job of this one leaves
+    score_file(inp, Scripted(), out, restart=True)
+    assert [r["id"] for r in rows(out)] == ["a", "b"] and not lock_path(out).exists()
 
 
 @pytest.mark.parametrize("side", ["rejects", "retry"])
@@ -545,7 +575,7 @@ def test_all_records_rejected_names_the_first_and_writes_nothing(tmp_path):
     out = tmp_path / "out.jsonl"
     with pytest.raises(JobError, match=r"all 2 records were rejected \(the first: .*in.jsonl:1: malformed JSON"):
         score_file(inp, Scripted(), out, skip_bad=True)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]  # before: out.jsonl.lock stayed
 
 
 # ------------------------------------------------------------------ --retry-failed is atomic at every moment
@@ -598,3 +628,67 @@ def test_retry_failed_killed_at_random_moments_never_leaves_duplicate_rows(tmp_p
     assert ids(out) == want and not retry_path(out).exists()
     ref = {x["id"]: x for x in rows(reference_output)}
     assert all(x["rewards"] == ref[x["id"]]["rewards"] for x in rows(out))
+
+
+# ------------------------------------------------------------------ a refused job leaves its folder as it was
+
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+# the probe's targets and folder listing: it counts what these tests check
+from reliability_probe import REFUSED_TARGETS, refused_target  # noqa: E402
+from reliability_probe import listing as _listing  # noqa: E402
+
+
+@pytest.mark.parametrize("what", REFUSED_TARGETS)
+def test_a_refused_job_leaves_the_folder_exactly_as_it_was(tmp_path, what):
+    """Before: every refused target got an OUT.lock beside it (and a missing folder was created and left)."""
+    if what == "null device" and os.geteuid() != 0:
+        pytest.skip("making a device node needs root")
+    inp, out = refused_target(tmp_path, what)
+    before = _listing(tmp_path)
+    with pytest.raises(JobError):
+        score_file(inp, Scripted(), out, skip_bad=True)
+    assert _listing(tmp_path) == before
+
+
+def test_a_refused_job_under_another_jobs_lock_leaves_it_alone(tmp_path):
+    inp = write_groups(tmp_path / "in.jsonl", "abc")
+    out = tmp_path / "out.jsonl"
+    score_file(inp, Scripted(), out)
+    with OutputLock(out):
+        before = _listing(tmp_path)
+        with pytest.raises(JobError, match="another rewardkit job"):
+            score_file(inp, Scripted(), out, restart=True)
+        assert _listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("target", ["/dev/stdout", "/dev/null"])
+def test_cli_out_on_a_device_link_or_device_creates_nothing_in_dev(tmp_path, target):
+    """Before: `--out /dev/stdout` exited 2 but created /dev/stdout.lock (and rewrote one left there)."""
+    lock = Path(target + ".lock")
+
+    def seen():  # a lock an older release left here must stay as it was, too
+        st = os.lstat(lock) if os.path.lexists(lock) else None
+        return st and (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    before = seen()
+    inp = write_groups(tmp_path / "in.jsonl", "a")
+    try:
+        r = run_cli("score", inp, "--out", target)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert "not a regular file" in r.stderr and seen() == before
+    finally:
+        if before is None:
+            lock.unlink(missing_ok=True)  # keep /dev clean for other tests even when this one fails
+
+
+def test_cli_says_when_it_creates_the_folder_of_out(tmp_path):
+    """Before: `--out /nonexistent/dir/o.jsonl` created the folders without a word."""
+    inp = write_groups(tmp_path / "in.jsonl", "ab")
+    out = tmp_path / "new" / "deeper" / "o.jsonl"
+    r = CliRunner().invoke(app, ["score", str(inp), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert r.stderr.count(f"created folder {tmp_path / 'new'} for --out") == 1
+    assert [x["id"] for x in rows(out)] == ["a", "b"] and not lock_path(out).exists()
+    r = CliRunner().invoke(app, ["score", str(inp), "--out", str(out)])  # it exists now: nothing to say
+    assert r.exit_code == 0 and "created folder" not in r.stderr

@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from rewardkit.jury.lean.lexer import ID_REST_CLASS, lex, place
+
 ALLOWED_AXIOMS = frozenset({"propext", "Classical.choice", "Quot.sound"})
 SORRY_WARNINGS = ("declaration uses 'sorry'", "declaration uses `sorry`")  # older / Lean >= 4.2x spelling
 EXIT_WARNING = "using 'exit' to interrupt Lean"
@@ -95,127 +97,15 @@ class LeanChecker(Protocol):
 
 def _lex(code: str, blank_literals: bool) -> str:
     """Blank comments (``--``, nested ``/- -/``) and, with ``blank_literals``, the insides of string, char
-    and ``«»`` name literals; same length, newlines kept. String-aware, so ``"--"`` hides nothing; the
-    ``{...}`` of an interpolated string (``s!"..."``, ``m!``, ``f!``) is code and is lexed as code."""
-    return _scan(code, blank_literals)[0]
-
-
-_INTERPOLATED = re.compile(r"(?<![\w.'!?])[smf]!\s*\Z")  # s!"..", m!"..", f!"..": braces hold terms
-
-
-def _scan(code: str, blank_literals: bool) -> tuple[str, list[int]]:
-    """``_lex``'s text, and the offsets of string literals holding a ``{`` that are not ``s!``/``m!``/``f!``
-    strings: Lean may read those as interpolations too (``throwError "{x}"``), so their reading is ambiguous."""
-    out = list(code)
-    n = len(code)
-    ambiguous: list[int] = []
-
-    def erase(a: int, b: int) -> None:  # comments, always
-        for k in range(a, min(b, n)):
-            if out[k] != "\n":
-                out[k] = " "
-
-    def blank(a: int, b: int) -> None:  # literal contents, when asked
-        if blank_literals:
-            erase(a, b)
-
-    def code_until(i: int, in_braces: bool) -> int:
-        """Lex code from ``i``; inside an interpolation, stop at its closing brace (returned)."""
-        depth = 0
-        while i < n:
-            c = code[i]
-            if code.startswith("/-", i):  # block comment (doc comments too), nested
-                d, j = 1, i + 2
-                while j < n and d:
-                    if code.startswith("/-", j):
-                        d, j = d + 1, j + 2
-                    elif code.startswith("-/", j):
-                        d, j = d - 1, j + 2
-                    else:
-                        j += 1
-                erase(i, j)
-                i = j
-            elif code.startswith("--", i):
-                j = code.find("\n", i)
-                j = n if j < 0 else j
-                erase(i, j)
-                i = j
-            elif c == '"' or (c == "r" and re.match(r'r#*"', code[i:i + 8]) and (i == 0 or not _ident_char(code[i - 1]))):
-                i = string(i)
-            elif c == "'" and (i == 0 or not _ident_char(code[i - 1])) and re.match(r"'(\\.[^']*|[^'\\\n])'", code[i:i + 12]):
-                j = code.index("'", i + 2 if code[i + 1] != "\\" else i + 3) + 1
-                blank(i + 1, j - 1)
-                i = j
-            elif c == "«":
-                j = code.find("»", i)
-                j = n if j < 0 else j + 1
-                blank(i + 1, j - 1)
-                i = j
-            elif in_braces and c == "{":
-                depth, i = depth + 1, i + 1
-            elif in_braces and c == "}":
-                if depth == 0:
-                    return i
-                depth, i = depth - 1, i + 1
-            else:
-                i += 1
-        return n
-
-    def string(i: int) -> int:
-        """Lex the string literal at ``i``; return the offset just past it."""
-        if code[i] == "r":  # raw strings have no escapes and no interpolation
-            j = _string_end(code, i)
-            blank(i + 1, j - 1)
-            return j
-        interpolated = bool(_INTERPOLATED.search(code, max(0, i - 16), i))
-        seg, j = i + 1, i + 1
-        while j < n:
-            if code[j] == "\\":
-                j += 2
-            elif code[j] == '"':
-                blank(seg, j)
-                return j + 1
-            elif code[j] == "{" and interpolated:
-                blank(seg, j)
-                j = code_until(j + 1, True) + 1  # the interpolation: code, comments and nested strings
-                seg = j
-            else:
-                if code[j] == "{" and (not ambiguous or ambiguous[-1] != i):
-                    ambiguous.append(i)
-                j += 1
-        blank(seg, n)
-        return n
-
-    code_until(0, False)
-    return "".join(out), ambiguous
-
-
-def _ident_char(ch: str) -> bool:
-    return ch.isalnum() or ch in "_'.!?"
-
-
-def _string_end(code: str, i: int) -> int:
-    """Offset just past the string literal starting at ``i`` (``"..."`` with escapes, or raw ``r#"..."#``);
-    an unterminated literal runs to the end."""
-    if code[i] == "r":
-        hashes = len(re.match(r"r(#*)", code[i:]).group(1))  # type: ignore[union-attr]
-        close = '"' + "#" * hashes
-        j = code.find(close, i + 2 + hashes)
-        return len(code) if j < 0 else j + len(close)
-    j = i + 1
-    while j < len(code):
-        if code[j] == "\\":
-            j += 2
-        elif code[j] == '"':
-            return j + 1
-        else:
-            j += 1
-    return len(code)
+    and ``«»`` name literals; same length, newlines kept. Read as Lean reads it (``lexer.lex``): a
+    character stays whenever some reading of the token table or Lean version makes it code."""
+    lx = lex(code)
+    return lx.code if blank_literals else lx.no_comments
 
 
 def strip_comments(code: str) -> str:
     """Blank out ``--`` and (nested) ``/- -/`` comments outside string literals, keeping length and newlines."""
-    return _lex(code, blank_literals=False)
+    return lex(code).no_comments
 
 
 def _normalise(text: str) -> str:
@@ -281,26 +171,40 @@ _COMMAND_WORDS = (
     "declare_syntax_cat add_decl_doc run_cmd run_elab run_meta run_tac by_elab register_option "
     "irreducible_def alias"
 ).split()
-_COMMAND_RE = re.compile(r"(?<![\w.'!?])(" + "|".join(map(re.escape, _COMMAND_WORDS)) + r")(?![\w'!?])|(#[A-Za-z_]\w*)")
-_OPEN_IN = re.compile(r"open(?:\s+(?:scoped\s+)?[\w.]+(?:\s+hiding(?:\s+[\w.]+)+)?)+\s+in(?![\w'])")
+_COMMAND_SET = frozenset(_COMMAND_WORDS)
+# a word is a keyword unless an identifier character (every Lean version's) or a dotted name runs into it
+_COMMAND_RE = re.compile(rf"(?<![{ID_REST_CLASS}])(?<![{ID_REST_CLASS}»]\.)(" + "|".join(map(re.escape, _COMMAND_WORDS))
+                         + rf")(?![{ID_REST_CLASS}])|(#[A-Za-z_]\w*)")
+_NAME = rf"[{ID_REST_CLASS}.«»]+"
+_OPEN_IN = re.compile(rf"open(?:\s+(?:scoped\s+)?{_NAME}(?:\s+hiding(?:\s+{_NAME})+)?)+\s+in(?![{ID_REST_CLASS}])")
 _SKIP_KERNEL = "debug.skipKernelTC"
 
 
 def forbidden_commands(proof: str, first_line: int = 1) -> list[str]:
-    """Commands found in the text after the statement's ``:=`` (comments and literals blanked, the
-    ``{...}`` of interpolated strings scanned as code): each as ``line N: word``, counting ``proof``'s first
-    line as ``first_line``. ``open NAMES in`` (scoped to the next tactic or term) is allowed. A string with a
-    ``{`` that is not an ``s!``/``m!``/``f!`` string is refused too: Lean may run its braces as code."""
-    text, ambiguous = _scan(proof, blank_literals=True)
-    found = [f"line {proof.count(chr(10), 0, i) + first_line}: '{{' in a string literal that is not s!/m!/f! "
-             "(Lean may run it as code)" for i in ambiguous]
-    for m in _COMMAND_RE.finditer(text):
-        if m.group(1) == "open" and _OPEN_IN.match(text, m.start()):
+    """Commands found in the text after the statement's ``:=`` (comments and literals blanked as Lean reads
+    them, the ``{...}`` of interpolated strings scanned as code): each as ``line N: word``, counting
+    ``proof``'s first line as ``first_line``. A keyword counts wherever some reading of the text makes it a
+    token (``1theorem`` is ``1`` then ``theorem``). ``open NAMES in`` (scoped to the next tactic or term) is
+    allowed. A string with a ``{`` that is not an ``s!``/``m!``/``f!`` string is refused too (Lean may run its
+    braces as code), and so is every place the lexer cannot settle (``lexer.LeanLex.refusals``)."""
+    lx = lex(proof)
+    text = lx.code
+    line = lambda i: proof.count(chr(10), 0, i) + first_line  # noqa: E731
+    found: dict[int, str] = {}
+    for i, why in lx.refusals:
+        found[i] = f"{place(proof, i, first_line)}: {why}"
+    for i in lx.ambiguous:
+        found.setdefault(i, f"line {line(i)}: '{{' in a string literal that is not s!/m!/f! (Lean may run it as code)")
+    hits = [(m.start(), m.group(0)) for m in _COMMAND_RE.finditer(text)]
+    hits += [(i, w) for i, w in lx.idents if w in _COMMAND_SET]
+    for i, word in hits:
+        if word == "open" and _OPEN_IN.match(text, i):
             continue
-        found.append(f"line {text.count(chr(10), 0, m.start()) + first_line}: {m.group(0)}")
+        found.setdefault(i, f"line {line(i)}: {word}")
+    out = [found[i] for i in sorted(found)]
     if _SKIP_KERNEL in text:
-        found.append(_SKIP_KERNEL)
-    return found
+        out.append(_SKIP_KERNEL)
+    return out
 
 
 def qualified_name(formal: str, theorem: str = DEFAULT_THEOREM) -> str:
@@ -335,6 +239,10 @@ def build_source(formal: str, submission: str, theorem: str = DEFAULT_THEOREM) -
         return None, [f"the formalisation has no theorem named {theorem!r}"]
     if not split_header(submission)[0]:  # a bare theorem: put it under the formalisation's preamble
         submission = formal[: statement_end(formal, theorem)[0]] + submission  # type: ignore[index]
+    unsure = lex(submission).refusals
+    if unsure:
+        shown = "; ".join(f"{place(submission, i)}: {why}" for i, why in unsure[:3])
+        return None, [f"the checker cannot tell how Lean reads the submission, so it is refused ({shown})"]
     span = statement_end(submission, theorem)
     if span is None:
         return None, [f"the proof has no theorem named {theorem!r}"]

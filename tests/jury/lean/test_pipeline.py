@@ -148,7 +148,7 @@ def test_proof_gate_scorer_with_the_lean_pipeline():
 
 
 def test_llm_judge_masks_invalid_output():
-    replies = iter(["It is correct. Final judgment: True", "hmm"])
+    replies = iter(["It is correct.\nFinal judgment: True", "hmm"])
     groups = [Group(str(i), "q", ["\\boxed{1}", "\\boxed{1}", "\\boxed{2}"]) for i in range(2)]
     a, b = LLMJudgeScorer(judge=ScriptedJudge(lambda prompt: next(replies))).score(groups)
     np.testing.assert_array_equal(a.rewards, [1, 1, 0])

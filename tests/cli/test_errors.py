@@ -1,0 +1,156 @@
+"""Errors every command reports the same way: one ``error:`` line and exit code 2, found before any work (a judge
+that cannot answer before the first group or before listening), never a traceback or a row of error statuses."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rewardkit.cli.app import app
+from typer.testing import CliRunner
+
+from rewardkit import __version__
+from rewardkit.http_server import BackgroundServer, Route, make_app
+
+ROOT = Path(__file__).resolve().parents[2]
+# this checkout's CLI (the root conftest maps cli/ to rewardkit.cli), not whichever rewardkit is installed
+CLI = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import main; main()"]
+
+
+def run_cli(*args: object, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def assert_one_line(res: subprocess.CompletedProcess, *needles: str) -> None:
+    """Exit 2, stderr exactly one ``error:`` line containing every needle, no traceback (beside it only the
+    start-up line saying what the judge loaded as: ``judge: ...``)."""
+    lines = [x for x in res.stderr.strip().splitlines() if not x.startswith("judge: ")]
+    assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr[-2000:]
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+
+
+@pytest.fixture
+def rollouts(tmp_path: Path) -> Path:
+    p = tmp_path / "rollouts.jsonl"
+    p.write_text(json.dumps({"id": "g", "problem": "1+1?", "answer": "2", "responses": ["2", "2"], "correct": [True, True]}) + "\n")
+    return p
+
+
+@pytest.fixture(scope="module")
+def judge_server():
+    """A real HTTP server on 127.0.0.1 that lists one model, 'judge-a', at /v1/models (and serves nothing else)."""
+    async def models(req):
+        return {"object": "list", "data": [{"id": "judge-a", "object": "model"}]}
+
+    with BackgroundServer(make_app([Route("GET", "/v1/models", models)])) as srv:
+        yield srv.url + "/v1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ------------------------------------------------------------------------------ a bad judge, before any work
+
+def test_score_with_a_judge_that_does_not_exist_fails_before_the_first_group(rollouts, tmp_path, monkeypatch):
+    def no_network(self, address):  # nothing may try the hub for a local name that does not exist
+        if not (isinstance(address, tuple) and address[0] in ("127.0.0.1", "::1", "localhost")):
+            raise AssertionError(f"network connection attempted: {address}")
+        return real_connect(self, address)
+
+    real_connect = socket.socket.connect
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    out = tmp_path / "o.jsonl"
+    res = CliRunner().invoke(app, ["score", str(rollouts), "--scorer", "arena", "--judge", "nosuchmodel",
+                                   "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: judge 'nosuchmodel': no such model folder"), res.output
+    assert not out.exists()  # no rows of status error
+
+
+def test_score_with_a_url_judge_that_does_not_serve_the_model_fails_at_start(rollouts, tmp_path, judge_server):
+    out = tmp_path / "o.jsonl"
+    res = CliRunner().invoke(app, ["score", str(rollouts), "--scorer", "pointwise", "--judge",
+                                   f"{judge_server}?model=judge-b", "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert "does not list 'judge-b'" in res.output and "'judge-a'" in res.output
+    assert not out.exists()
+
+
+def test_eval_with_a_judge_that_does_not_exist_fails_before_the_first_group(rollouts, tmp_path):
+    res = CliRunner().invoke(app, ["eval", "verifier", str(rollouts), "--scorer", "pointwise", "--judge", "nosuchmodel",
+                                   "--out", str(tmp_path / "ev")])
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith("error: judge 'nosuchmodel': no such model folder") and res.output.count("\n") == 1
+    assert not (tmp_path / "ev" / "verifier.json").exists()
+
+
+def test_check_judge_asks_the_server_for_its_models(judge_server):
+    from rewardkit.backends import check_judge
+
+    backend = check_judge(judge_server)  # no model named: the first one listed, as discovery would
+    assert backend.model == "judge-a"
+    assert check_judge(f"{judge_server}?model=judge-a", load=False).model == "judge-a"
+    with pytest.raises(ValueError, match="does not list 'judge-b'"):
+        check_judge(f"{judge_server}?model=judge-b")
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    with pytest.raises(ValueError, match=r"/models failed \(ConnectError"):
+        check_judge(f"{dead}?retries=5&timeout=5")  # one try, no retries: found at once
+
+
+def test_check_judge_without_loading_locates_a_local_model(tmp_path):
+    from rewardkit.backends import check_judge
+
+    with pytest.raises(ValueError, match="no such model folder"):
+        check_judge("nosuchmodel", load=False)
+    (tmp_path / "m").mkdir()
+    with pytest.raises(ValueError, match="has no config.json"):
+        check_judge(str(tmp_path / "m"), load=False)
+
+
+@pytest.mark.parametrize("command", [["serve", "--scorer", "arena", "--group-size", "8", "--judge", "nosuchmodel"],
+                                     ["serve-judge", "nosuchmodel"]])
+def test_servers_refuse_a_judge_that_does_not_exist_before_listening(command):
+    res = run_cli(*command, "--port", free_port(), timeout=60)  # before: listened, then 46 s of hub retries -> 500
+    assert_one_line(res, "judge 'nosuchmodel': no such model folder")
+
+
+def test_serve_refuses_a_url_judge_that_does_not_answer():
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    res = run_cli("serve", "--scorer", "pointwise", "--judge", dead, "--port", free_port(), timeout=60)
+    assert_one_line(res, f"judge {dead}: GET {dead}/models failed")
+
+
+# ------------------------------------------------------------------------------ every command, one line
+
+@pytest.mark.parametrize("command", [["serve", "--port", "0"], ["score", "{rollouts}"],
+                                     ["eval", "verifier", "{rollouts}", "--out", "{out}"]])
+def test_a_scorer_name_with_a_typo_is_one_line_for_every_command(command, rollouts, tmp_path):
+    args = [a.format(rollouts=rollouts, out=tmp_path / "ev") for a in command]
+    res = run_cli(*args, "--scorer", "verifer")
+    assert_one_line(res, "unknown scorer 'verifer'", "verifier")
+
+
+def test_a_port_in_use_is_one_line(judge_server):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        res = run_cli("serve", "--scorer", "verifier", "--port", port, "--max-pending", 1024)  # within any file limit
+        assert_one_line(res, f"127.0.0.1:{port}: cannot listen: Address already in use", "--port")
+        res = run_cli("serve-judge", judge_server, "--port", port)  # the judge answers; the port does not
+        assert_one_line(res, f"127.0.0.1:{port}: cannot listen")
+
+
+def test_version():
+    res = CliRunner().invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.output.strip() == f"rewardkit {__version__}"
