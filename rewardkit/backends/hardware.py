@@ -1,7 +1,7 @@
 """Defaults that follow the hardware: one place decides where a local model runs and how big its batches are.
 
 A local judge or policy runs on the GPU when torch sees one, else on the CPU (``device="auto"``), in bfloat16
-where the hardware has it (``dtype="auto"``; a trained policy stays float32 on a CPU). Its token budget per
+where the hardware has it (``dtype="auto"``; weights being trained stay float32). Its token budget per
 forward pass comes from the model's size and the device's free memory on a GPU, and stays at 4,096 tokens on a
 CPU, where a few large passes do not pay; prefix sharing (one KV cache for a prefix several verdict prompts
 share) is on only on the CPU, where it was measured to win (2.4x) -- on a GPU its extra passes and cache copies
@@ -52,10 +52,14 @@ def resolve_device(device: str) -> str:
 
 
 def resolve_dtype(dtype: str, device: str, *, training: bool = False) -> str:
-    """``auto`` -> bfloat16 on a GPU (float16 where it lacks bf16) and on a bf16-capable CPU, else float32;
-    a policy being trained (``training``) stays float32 on a CPU. Other names pass through."""
+    """``auto`` -> bfloat16 on a GPU (float16 where it lacks bf16) and on a bf16-capable CPU, else float32.
+    Weights being trained (``training``) stay float32 on every device: AdamW on pure bf16 weights rounds away
+    updates below bf16's resolution (about 0.4% of a weight), i.e. most steps at the papers' 1e-6..1e-5
+    learning rates. Other names pass through."""
     if dtype != "auto":
         return dtype
+    if training:
+        return "float32"
     import torch
 
     if device.startswith("cuda"):

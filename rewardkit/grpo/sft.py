@@ -127,7 +127,7 @@ class SFTOptions(Options):
     max_length: int = option(1024, "longest prompt + judgment in tokens (a longer prompt loses its beginning)")
     seed: int = option(0, "seeds balancing, the split, shuffling and initialisation")
     dtype: Literal["auto", "float32", "bfloat16"] = option("auto", "weights' dtype when the model is loaded by name "
-                                                                   "(auto: bfloat16 on a GPU, float32 on a CPU)")
+                                                                   "(auto: float32, as trained weights need)")
     device: str = option("auto", "torch device when the model is loaded by name (auto: cuda when torch sees a GPU)")
     num_threads: int | None = option(None, "torch CPU threads when the model is loaded by name")
 

@@ -87,8 +87,8 @@ class TrainConfig(Options):
                                        "with the AdamW state resuming needs); a kill redoes the steps since")
     keep_checkpoints: int = option(2, "checkpoints kept; all but the newest are cut to weights only (0.54 GB)")
     device: str = option("auto", "torch device: auto (cuda when torch sees a GPU, else cpu), cpu, cuda, cuda:1")
-    dtype: Literal["auto", "float32", "bfloat16"] = option("auto", "policy weights' dtype (auto: bfloat16 on a GPU, "
-                                                                   "float32 on a CPU)")
+    dtype: Literal["auto", "float32", "bfloat16"] = option("auto", "policy weights' dtype (auto: float32: AdamW on "
+                                                                   "bf16 weights rounds small updates away)")
     num_threads: int | None = option(None, "torch CPU threads (process-wide; 1 is fastest on a busy shared CPU)")
     tensorboard: bool = option(True, "also write TensorBoard scalars when tensorboard is installed")
 
