@@ -534,7 +534,33 @@ def _server(app: Any, sock: socket.socket, keep_alive: int, header_timeout: floa
     config = uvicorn.Config(app, http=_protocol(header_timeout, max_connections), lifespan="off",
                             log_config=None, log_level="warning", access_log=False, backlog=backlog,
                             timeout_keep_alive=keep_alive, server_header=False, proxy_headers=False)
-    return uvicorn.Server(config)
+
+    class Server(uvicorn.Server):
+        async def serve(self, sockets=None) -> None:
+            asyncio.get_running_loop().set_exception_handler(_accept_errors_once())
+            await super().serve(sockets)
+
+    return Server(config)
+
+
+def _accept_errors_once() -> Callable[[Any, dict], None]:
+    """An event-loop exception handler that reports a failed ``accept()`` (the open-file limit reached in a
+    flood of connections) in one log line, once, where asyncio would print a traceback per attempt; asyncio
+    itself retries the accept a second later. Everything else goes to the default handler."""
+    said = False
+
+    def handler(loop: Any, context: dict) -> None:
+        nonlocal said
+        if context.get("message") == "socket.accept() out of system resource":
+            if not said:
+                said = True
+                log.warning("cannot accept connections: %s (the process's open-file limit: `ulimit -n`); "
+                            "waiting connections are accepted as others close (logged once)",
+                            context.get("exception"))
+            return
+        loop.default_exception_handler(context)
+
+    return handler
 
 
 def url_of(sock: socket.socket) -> str:

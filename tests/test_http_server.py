@@ -359,3 +359,35 @@ def test_a_burst_of_complete_requests_never_times_out_a_body_that_arrived():
     with BackgroundServer(_app(max_concurrency=8, request_timeout=30.0), max_connections=1000) as s:
         got = one_write_burst(_port(s.url), post_request("/echo", b'{"x": "' + b"a" * 90 + b'"}', "s3cret"), 200)
     assert "408" not in got and set(got) <= {"200", "503"} and got.get("200", 0) >= 8, got
+
+
+def test_a_flood_past_the_open_file_limit_is_one_log_line_not_a_traceback_per_accept():
+    """Before: asyncio printed 'socket.accept() out of system resource' with a traceback for every failed
+    accept (23,084 log lines in the 32,768-row OpenRLHF run). Now one line, and the server still answers."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import resource, sys, time\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (48, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+        "from rewardkit.http_server import BackgroundServer, Route, make_app\n"
+        "app = make_app([Route('GET', '/health', lambda req: {'status': 'ok'}, public=True)])\n"
+        "s = BackgroundServer(app, max_connections=1000).start()\n"
+        "print(s.url, flush=True)\n"
+        "sys.stdin.read()\n"  # until the test is done
+        "s.stop()\n")
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    url = proc.stdout.readline().strip()
+    socks = [socket.create_connection(url.removeprefix("http://").split(":"), timeout=5) for _ in range(80)]
+    time.sleep(2.5)  # asyncio retries a failed accept every second
+    for c in socks:
+        c.close()
+    r = httpx.get(url + "/health", timeout=30)  # fds free again: served
+    _, err = proc.communicate("", timeout=30)
+    assert r.status_code == 200
+    assert err.count("cannot accept connections") == 1 and "Too many open files" in err, err[-2000:]
+    assert "Traceback" not in err and "out of system resource" not in err, err[-2000:]
