@@ -48,7 +48,8 @@ def fail(message: object, code: int = 2) -> typer.Exit:
 
 
 #: exceptions that are a programming error, not a user's: their traceback is kept for the bug report
-BUGS = (AttributeError, NameError, AssertionError, SyntaxError, ZeroDivisionError, NotImplementedError)
+BUGS = (AttributeError, NameError, AssertionError, SyntaxError, ZeroDivisionError)  # NotImplementedError is not one:
+# backends raise it with advice for users ("use the transformers backend or vllm:")
 
 
 def error_message(e: BaseException) -> str:

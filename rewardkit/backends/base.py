@@ -222,8 +222,9 @@ class JudgeBackend(ABC):
         return None
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Token counts with this model's tokenizer (used e.g. for GAR's slice budget)."""
-        raise NotImplementedError(f"{type(self).__name__} has no tokenizer")
+        """Token counts with this model's tokenizer; whitespace words for a backend without one (an OpenAI-style
+        server exposes none). Budgets the judges' inputs: GAR's slice length L, the rollout judge's response."""
+        return whitespace_tokens(texts)
 
     def top_logprobs(self, requests: Sequence[VerdictRequest], k: int = 20) -> list[TopLogprobs]:
         """The ``k`` most likely next tokens after each prompt (+ assistant prefix); serve-judge uses it."""
@@ -295,14 +296,6 @@ def whitespace_tokens(texts: Sequence[str]) -> list[int]:
     """Whitespace word counts: a tokenizer-free stand-in for tests and for backends without a tokenizer."""
     return [len(t.split()) for t in texts]
 
-
-def token_counts(backend: JudgeBackend, texts: Sequence[str]) -> list[int]:
-    """``texts``' token counts with ``backend``'s tokenizer; whitespace words when it has none (budgets the
-    judges' inputs: GAR's slice length L, the per-rollout judge's response budget)."""
-    try:
-        return list(backend.count_tokens(texts))
-    except NotImplementedError:
-        return whitespace_tokens(texts)
 
 
 def cost_of(results: Sequence[Completion | VerdictResult]) -> Cost:

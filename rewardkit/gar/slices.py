@@ -20,7 +20,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rewardkit.answers import AnswerChecker
-from rewardkit.backends.base import ChatRequest, VerdictRequest, cost_of, token_counts
+from rewardkit.backends.base import ChatRequest, VerdictRequest, cost_of
 from rewardkit.gar.rewards import (
     alignment_reward,
     discriminator_reward,
@@ -131,7 +131,7 @@ class DiscriminatorScorer(JudgeScorer):
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """The discriminator's token counts (whitespace words when the backend has no tokenizer)."""
-        return token_counts(self.judge, texts)
+        return list(self.judge.count_tokens(texts))
 
     def slices(self, text: str) -> list[Slice]:  # pragma: no cover - interface
         """The pieces of one trace the discriminator judges."""

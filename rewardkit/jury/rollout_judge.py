@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from rewardkit.answers import extract_answer_span
-from rewardkit.backends.base import token_counts
 from rewardkit.jury.proof_gate import LLMJudgeVerifier
 from rewardkit.options import option
 from rewardkit.scoring import BaseScorer, JudgeOptions
@@ -97,7 +96,7 @@ class RolloutJudgeScorer(BaseScorer):
         answers = [[sp[2] if sp else None for sp in g_spans] for g_spans in spans]
         # App. D: the judge sees the reasoning and the final answer (the whole response, cut from the front to
         # its budget), not the extracted answer alone, and the answer is read from that same text
-        count = lambda texts: token_counts(self.verifier.backend, texts)  # noqa: E731
+        count = self.verifier.backend.count_tokens
         claims = [Claim(g.prompt, response_tail(r, self.options.response_tokens, count, sp[0]))
                   for g, g_spans in zip(groups, spans, strict=True)
                   for r, sp in zip(g.responses, g_spans, strict=True) if sp is not None]
