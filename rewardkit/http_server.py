@@ -251,9 +251,8 @@ class _Guard:
             started = started or message["type"] == "http.response.start"
             await send(message)
 
-        try:  # asyncio.timeout, not wait_for: no extra task per request (thousands wait at once)
-            async with asyncio.timeout(lim.request_timeout):
-                await self.app(scope, _replay(body, receive), send_tracked)
+        try:
+            await _within(lim.request_timeout, self.app(scope, _replay(body, receive), send_tracked))
         except (asyncio.TimeoutError, TimeoutError):
             if not started:
                 await _send_json(send, 504, error_body(f"the request did not finish within {lim.request_timeout:g}s",
@@ -541,6 +540,15 @@ def _server(app: Any, sock: socket.socket, keep_alive: int, header_timeout: floa
             await super().serve(sockets)
 
     return Server(config)
+
+
+async def _within(seconds: float, work: Awaitable[Any]) -> Any:
+    """``work`` under a deadline (``TimeoutError`` past it): ``asyncio.timeout`` where Python has it (3.11+: no
+    extra task per request, with thousands waiting at once), else ``asyncio.wait_for`` (3.10)."""
+    if hasattr(asyncio, "timeout"):
+        async with asyncio.timeout(seconds):
+            return await work
+    return await asyncio.wait_for(work, seconds)
 
 
 def _accept_errors_once() -> Callable[[Any, dict], None]:
