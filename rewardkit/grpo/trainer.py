@@ -179,7 +179,8 @@ class Learner:
     """One causal LM under GRPO: sampling with token ids, per-token log-probs, optimizer steps.
 
     The trainer's policy is one; a mode trains a second model the same way (GAR's discriminator). The model
-    is loaded through the judge backend class, so the very same weights can also judge (``backend``).
+    is loaded through the judge backend class, so the very same weights can also judge (``backend``). On a GPU
+    the float32 weights sample from a bfloat16 copy (``Placement.sample_dtype``), refreshed after each update.
     """
 
     def __init__(self, config: TrainConfig):
@@ -191,7 +192,7 @@ class Learner:
         device = resolve_device(config.device)
         # built directly, never from the shared backend cache: these weights are trained
         self.backend = TransformersBackend(config.model, dtype=resolve_dtype(config.dtype, device, training=True),
-                                           device=device, num_threads=config.num_threads)
+                                           device=device, num_threads=config.num_threads, sample_dtype="auto")
         self.model, self.tokenizer, self.device = self.backend.model, self.backend.tokenizer, self.backend.device
         self.ref_model = None
         if config.beta > 0:
@@ -257,6 +258,7 @@ class Learner:
             loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else math.inf)
             self.optimizer.step()
+            self.backend.refresh_sampler()
             n_tok = tmask.sum().clamp(min=1)
             stats = {"loss": float(loss.detach()), "grad_norm": float(norm), **st,
                      "entropy": float((entropy * tmask).sum() / n_tok)}
@@ -274,6 +276,7 @@ class Learner:
         if res.unexpected_keys or set(res.missing_keys) - tied:
             raise RuntimeError(f"checkpoint {ckpt} does not fit the model: missing {res.missing_keys}, "
                                f"unexpected {res.unexpected_keys}")
+        self.backend.refresh_sampler()
 
 
 def completion_logprobs(model: Any, rows: Sequence[tuple[list[int], list[int]]], pad_id: int,
