@@ -64,6 +64,7 @@ ARCHS = {
                        num_key_value_heads=2, tie_word_embeddings=True),
 }
 PLAIN_BATCH_TOKENS = 65_536
+FORMAT = 2  # results layout: like-with-like anchors (issue 36)
 
 
 def build_model(arch: str, tokenizer_dir: str, device: str, out: Path) -> str:
@@ -383,11 +384,16 @@ def main() -> None:
     ap.add_argument("--grpo", metavar="ARCH", help="also time GRPO train steps with this --arch as the policy")
     ap.add_argument("--grpo-new", type=int, default=128, help="new tokens per GRPO rollout")
     ap.add_argument("--skip-engine", action="store_true", help="only the GRPO steps (--grpo)")
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="merge these results files' device sections (the "
+                                                                 "GPU script's parts) into benchmarks/results and exit")
     ap.add_argument("--out", help="results JSON (default benchmarks/results/engine_speed.json; merged per device)")
     ap.add_argument("--before", metavar="REF", help="CPU: also run benchmarks/judge_throughput.py at commit REF "
                                                     "and here, alternated (--rounds), in this run")
     ap.add_argument("--rounds", type=int, default=4)
     args = ap.parse_args()
+    if args.merge:
+        merge(args.merge)
+        return
 
     import torch
     import transformers
@@ -450,11 +456,32 @@ def main() -> None:
     save(out_path, kind, section)
 
 
+def merge(paths: list[str]) -> None:
+    """One section per device kind from several partial runs (models and GRPO steps joined; commands listed)."""
+    merged: dict[str, dict] = {}
+    for path in paths:
+        for kind, sec in json.loads(Path(path).read_text()).items():
+            if kind not in ("cuda", "cpu"):
+                continue
+            if kind not in merged:
+                merged[kind] = {**sec, "models": dict(sec.get("models", {}))}
+                continue
+            m = merged[kind]
+            m["models"].update(sec.get("models", {}))
+            m["command"] = f"{m['command']}; {sec['command']}"
+            for key in ("grpo", "judge_throughput_before_after"):
+                if key in sec:
+                    m[key] = sec[key]
+    for kind, sec in merged.items():
+        save(RESULTS / "engine_speed.json", kind, sec)
+
+
 def save(path: Path, kind: str, section: dict) -> None:
     """Merge ``section`` into the results JSON under ``kind`` and rewrite the Markdown beside it."""
     data = json.loads(path.read_text()) if path.exists() else {}
-    data = {k: v for k, v in data.items() if k in ("cuda", "cpu")}  # the layout before this benchmark is dropped
-    data[kind] = section
+    # sections of the layout before this benchmark (issue 36) are dropped: they compared unlike things
+    data = {k: v for k, v in data.items() if k in ("cuda", "cpu") and v.get("format") == FORMAT}
+    data[kind] = {**section, "format": FORMAT}
     if path.parent == RESULTS:
         write_results(path.stem, data, to_markdown(data))
     else:

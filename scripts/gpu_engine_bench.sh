@@ -4,8 +4,21 @@
 # Needs, git-ignored beside the checkout: .cache/tok (the embedded model's tokenizer files), .cache/data/
 # math_cot_100.jsonl (the shared rollouts) and .whl/ (math-verify, latex2sympy2_extended, antlr4 4.13.2 wheels
 # for Python 3.12). Writes $OUT/engine_speed.{json,md} (1.39B), $OUT/small/ (135M) and $OUT/grpo/.
-# SMOKE=1 runs tiny shapes on the CPU (a dry run of this script).
+# SMOKE=1 runs tiny shapes on the CPU (a dry run of this script). `--prepare` (on the CPU machine, in the
+# checkout the device tool copies) puts those three in place; afterwards merge the parts into the results:
+#   PYTHONPATH=. python benchmarks/engine_speed.py --merge FILES_AT/engine_speed.json \
+#       FILES_AT/small/engine_speed.json FILES_AT/grpo/engine_speed.json
 set -uo pipefail
+if [ "${1:-}" = --prepare ]; then
+  tok=$(python -c "from rewardkit.backends.embedded import embedded_model_path; print(embedded_model_path('float32'))")
+  mkdir -p .cache/tok .cache/data .whl
+  cp "$tok"/tokenizer.json "$tok"/tokenizer_config.json "$tok"/chat_template.jinja .cache/tok/
+  cp "$(python -c "from rewardkit.evals.data import rollouts_path; print(rollouts_path())")" .cache/data/math_cot_100.jsonl
+  (cd .whl && python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 math-verify==0.9.0 \
+     latex2sympy2_extended antlr4-python3-runtime==4.13.2)
+  du -sh .cache .whl
+  exit 0
+fi
 OUT=${OUT:-/tmp/engine_out}
 mkdir -p "$OUT"
 DEPS=/tmp/rk-deps
