@@ -17,8 +17,8 @@ shape it is timed at, the sides are alternated, and each figure is the best of `
   given the same rows in one batch with transformers' static KV cache and compiled decode step
   (``cache_implementation="static"``; the same model object, so the compile of a shape is paid once and the
   static cache keeps the longest length seen, as transformers does across calls), and at 64 rows also
-  ``model.generate`` with its default (dynamic) cache. The first call at each shape (the compile) is reported
-  on its own. Diagnostic: rewardkit's 512 sampled rows with ``top_k=50``, transformers' implicit default.
+  ``model.generate`` with its default (dynamic) cache. rewardkit's warm-up at each shape is its first call there
+  (the compile, reported on its own); the static anchor warms after it and finds the step compiled. Diagnostic: rewardkit's 512 sampled rows with ``top_k=50``, transformers' implicit default.
 - **GRPO step** (``--grpo``, GPU): ``GRPOTrainer.train_step`` wall time on a random-init policy, float32 weights
   trained, rollouts sampled from the bf16 copy.
 
@@ -67,8 +67,9 @@ PLAIN_BATCH_TOKENS = 65_536
 FORMAT = 2  # results layout: like-with-like anchors (issue 36)
 
 
-def build_model(arch: str, tokenizer_dir: str, device: str, out: Path) -> str:
-    """A folder with a random-init model of ``arch`` in fp32 and the tokenizer (loaded at defaults: bf16 on a GPU)."""
+def build_model(arch: str, tokenizer_dir: str, device: str, out: Path, dtype: str = "auto") -> str:
+    """A folder with a random-init model of ``arch`` and the tokenizer, saved in bf16 on a GPU (``auto``: what the
+    backend loads there; half the bytes to write) else fp32, or in ``dtype``."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
@@ -79,6 +80,9 @@ def build_model(arch: str, tokenizer_dir: str, device: str, out: Path) -> str:
     torch.manual_seed(0)
     with torch.device(device):
         model = LlamaForCausalLM(cfg)
+    if dtype == "auto":
+        dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    model.to(getattr(torch, dtype))
     model.save_pretrained(out)
     tok.save_pretrained(out)
     del model
@@ -268,15 +272,14 @@ def generation_bench(backend, rows: list[list[int]], new: int, sample: bool, rep
         sides["generate_static"] = lambda: plain(cache_implementation="static")
     if dynamic or not dev.startswith("cuda"):
         sides["generate_dynamic"] = plain
-    first, _ = timed(ours)  # the first call at this shape: the compile, on a GPU
     peak_reset(torch)
-    res = alternate(sides, reps)
+    res = alternate(sides, reps)  # rewardkit's warm-up is the first call at this shape: the compile, on a GPU
     made = sum(len(t) for t, _ in res["rewardkit"]["out"])
     assert made == len(rows) * new, (made, len(rows) * new)
     tokens = len(rows) * new
     rate = {k: round(tokens / r["best_s"], 1) for k, r in res.items()}
     anchor = "generate_static" if "generate_static" in sides else "generate_dynamic"
-    out = {"rows": len(rows), "new_tokens": new, "sampled": sample, "first_call_s": round(first, 2),
+    out = {"rows": len(rows), "new_tokens": new, "sampled": sample, "first_call_s": res["rewardkit"]["warm_s"],
            "tokens_per_s": rate, "times_s": {k: r["times"] for k, r in res.items()},
            "warm_s": {k: r["warm_s"] for k, r in res.items()}, "same_rows_anchor": anchor,
            "ratio_same_rows": round(res[anchor]["best_s"] / res["rewardkit"]["best_s"], 3),
@@ -444,7 +447,7 @@ def main() -> None:
             save(out_path, kind, section)  # after each architecture: a run cut short keeps what it measured
         if args.grpo:
             try:
-                section["grpo"] = {"arch": args.grpo, **grpo_bench(build_model(args.grpo, tokenizer, device, Path(tmp) / "policy"),
+                section["grpo"] = {"arch": args.grpo, **grpo_bench(build_model(args.grpo, tokenizer, device, Path(tmp) / "policy", "float32"),
                                                                    problems, 3, 8, args.samples, args.grpo_new)}
             except Exception as e:  # noqa: BLE001 - recorded; the engine's numbers stand
                 section["grpo"] = {"error": repr(e)[:500]}
