@@ -18,7 +18,8 @@ shape it is timed at, the sides are alternated, and each figure is the best of `
   (``cache_implementation="static"``; the same model object, so the compile of a shape is paid once and the
   static cache keeps the longest length seen, as transformers does across calls), and at 64 rows also
   ``model.generate`` with its default (dynamic) cache. rewardkit's warm-up at each shape is its first call there
-  (the compile, reported on its own); the static anchor warms after it and finds the step compiled. Diagnostic: rewardkit's 512 sampled rows with ``top_k=50``, transformers' implicit default.
+  (the compile, reported on its own); the static anchor warms after it and finds the step compiled.
+  Diagnostic: rewardkit's 512 sampled rows with ``top_k=50``, transformers' implicit default.
 - **GRPO step** (``--grpo``, GPU): ``GRPOTrainer.train_step`` wall time on a random-init policy, float32 weights
   trained, rollouts sampled from the bf16 copy.
 
