@@ -438,13 +438,24 @@ def math_verify_equivalent(gold: str, pred: str) -> bool:
 
 
 def math_verify_default(gold: str, response: str) -> bool:
-    """math-verify's documented use, the baseline rewardkit is held to: the gold as LaTeX, the whole
-    response parsed with the default extraction configs, ``verify`` (no timeouts: call it with a deadline)."""
+    """math-verify's documented use, the baseline rewardkit is held to: both texts parsed as given with the
+    default extraction configs, ``verify`` (no timeouts: call it with a deadline). Prepare them first the same
+    way for every checker (``latex_answer`` for an answer string; a whole response as it stands)."""
     from math_verify import parse, verify
 
-    g = parse(_as_latex(gold), parsing_timeout=None)
+    g = parse(gold, parsing_timeout=None)
     p = parse(response, parsing_timeout=None)
     return bool(g and p and verify(g, p, timeout_seconds=None))
+
+
+_HAS_LATEX = re.compile(r"\$.*\$|\\\(.*\\\)|\\\[.*\\\]|\\boxed\{", re.DOTALL)
+
+
+def latex_answer(answer: str) -> str:
+    """An answer string prepared for math-verify's LaTeX parser: in ``$...$`` unless it already holds a LaTeX
+    environment or a box. NeMo-Skills' ``math_equal`` prepares both sides so; answer-parity comparisons give
+    gold and answer this one preparation for every checker."""
+    return answer if _HAS_LATEX.search(answer) else f"${answer}$"
 
 
 def _as_latex(ans: str) -> str:
