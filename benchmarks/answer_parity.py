@@ -107,10 +107,11 @@ def main() -> None:
         for how in PREPARATIONS:
             for name in ("rewardkit", "math_verify"):
                 e[f"{name}_{how}"] = sum(r[f"{name}_{how}"] == r["label"] for r in sel) / len(sel)
-        rk, mv = ([r[f"{n}_latex"] == r["label"] for r in sel] for n in ("rewardkit", "math_verify"))
-        e["losses_latex"] = {"rewardkit_only": sum(m and not k for k, m in zip(rk, mv, strict=True)),
-                             "math_verify_only": sum(k and not m for k, m in zip(rk, mv, strict=True)),
-                             "both": sum(not k and not m for k, m in zip(rk, mv, strict=True))}
+        for how in PREPARATIONS:  # cases lost (verdict != label) by one checker only, or by both
+            rk, mv = ([r[f"{n}_{how}"] == r["label"] for r in sel] for n in ("rewardkit", "math_verify"))
+            e[f"losses_{how}"] = {"rewardkit_only": sum(m and not k for k, m in zip(rk, mv, strict=True)),
+                                  "math_verify_only": sum(k and not m for k, m in zip(rk, mv, strict=True)),
+                                  "both": sum(not k and not m for k, m in zip(rk, mv, strict=True))}
         splits[split] = e
     by_id = {c["id"]: c for c in cases}
     losses = [r for r in rows if not r["rewardkit_latex"] == r["math_verify_latex"] == r["label"]]
@@ -151,17 +152,27 @@ def main() -> None:
     for split, e in splits.items():
         lines.append(f"| {split} | {e['cases']} | " + " | ".join(
             f"{e[f'{n}_{h}']:.3f}" for h in PREPARATIONS for n in ("rewardkit", "math_verify")) + " |")
-    lines += ["", "Losses under `latex` (a case lost = the verdict differs from the label):", "",
-              "| split | lost by rewardkit only | lost by math-verify only | lost by both |", "|---|---|---|---|"]
+    lines += ["", "Losses per checker (a case lost = the verdict differs from the label):", "",
+              "| split | preparation | lost by rewardkit only | lost by math-verify only | lost by both |",
+              "|---|---|---|---|---|"]
     for split, e in splits.items():
-        lo = e["losses_latex"]
-        lines.append(f"| {split} | {lo['rewardkit_only']} | {lo['math_verify_only']} | {lo['both']} |")
+        for how in PREPARATIONS:
+            lo = e[f"losses_{how}"]
+            lines.append(f"| {split} | {how} | {lo['rewardkit_only']} | {lo['math_verify_only']} | {lo['both']} |")
     lines += ["", "Every lost case under `latex`:", "",
               "| split | case | gold | response | label | rewardkit | math-verify |", "|---|---|---|---|---|---|---|"]
     for r in losses:
         c = by_id[r["id"]]
         lines.append(f"| {r['split']} | `{r['id']}` | `{_short(c['gold'], 40)}` | `{_short(c['response'])}` | "
                      f"{r['label']} | {r['rewardkit_latex']} | {r['math_verify_latex']} |")
+    held = [r for r in rows if r["split"] == "held-out"
+            and not all(r[f"{n}_{h}"] == r["label"] for n in ("rewardkit", "math_verify") for h in PREPARATIONS)]
+    lines += ["", "Held-out cases lost under any preparation (rewardkit / math-verify, True = equivalent):", "",
+              "| case | gold | response | label | latex | raw | former |", "|---|---|---|---|---|---|---|"]
+    for r in held:
+        c = by_id[r["id"]]
+        lines.append(f"| `{r['id']}` | `{_short(c['gold'], 40)}` | `{_short(c['response'], 40)}` | {r['label']} | "
+                     + " | ".join(f"{r[f'rewardkit_{h}']} / {r[f'math_verify_{h}']}" for h in PREPARATIONS) + " |")
     write_results("answer_parity", data, "\n".join(lines))
     print("\n".join(lines))
 
