@@ -266,3 +266,106 @@ def test_the_appended_command_names_the_fully_qualified_theorem():
     formal = "import Mathlib\nnamespace Foo\nsection\nopen Nat\nend\ntheorem test_problem : True := by\n  sorry\n"
     assert qualified_name(formal) == "Foo.test_problem"
     assert build_source(formal, formal.replace("sorry", "trivial"))[0].endswith("_root_.Foo.test_problem\n")
+
+
+# ------------------------------------------------------------- issue 35: only the proof may follow the statement
+
+
+class Recorder:
+    """A check backend that records what it was asked to run (Lean must never see a refused text)."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def run_many(self, sources):
+        self.seen.extend(sources)
+        return [LeanRun() for _ in sources]
+
+    def close(self):
+        pass
+
+
+ISSUE_STATEMENT = "theorem test_problem (x : ℕ) (h : x + 1 = 2) : x = 1 :="
+ISSUE_FORMAL = DEFAULT_HEADER + "\n" + ISSUE_STATEMENT + " by\n  sorry\n"
+NINE = ["simproc", "dsimproc", "notation3", "binder_predicate", "unif_hint", "init_quot", "grind_pattern",
+        "gen_injective_theorems%", "variable?"]
+
+
+def refused_at(after_statement: str) -> str:
+    """The gate's reason for ``ISSUE_STATEMENT`` + ``after_statement``, checking Lean never saw the text."""
+    rec = Recorder()
+    (a,) = check_proofs(rec, [(ISSUE_FORMAL, DEFAULT_HEADER + "\n" + ISSUE_STATEMENT + after_statement)])
+    assert a.outcome == "rejected" and rec.seen == [], a
+    return a.reasons[0]
+
+
+def test_the_issue_35_interpolated_raw_string_submission_is_refused():
+    """``s!"{r"\\"}" ++ r"\\"``: Lean reads raw strings holding a backslash, so ``#eval`` stands at column 0."""
+    why = refused_at(' by\n  have := s!"{r"\\"}" ++ r"\\"\n  omega\n#eval IO.println "}"\n')
+    assert "line 11, column 0: '#eval' stands at column 0" in why, why
+
+
+def test_a_raw_string_with_300_hashes_hides_no_command():
+    raw = "r" + "#" * 300 + '"\\"' + "#" * 300
+    why = refused_at(f' by\n  have := {raw}\n  omega\n#eval IO.println "x" -- "\n')
+    assert "line 11, column 0: '#eval'" in why, why
+
+
+@pytest.mark.parametrize("word", NINE + ["frobnicate_cmd", "my_new_command%", "where"])
+def test_any_token_at_column_zero_after_the_statement_is_refused(word):
+    """A command position, whatever the word: the nine the deny-list missed and words no list holds."""
+    why = refused_at(f" by\n  omega\n{word} foo\n")
+    assert f"line 10, column 0: {word!r} stands at column 0" in why, why
+
+
+@pytest.mark.parametrize("word", NINE)
+def test_the_nine_commands_indented_are_refused(word):
+    """Indented, the proof's term ends and Lean parses a command there too."""
+    why = refused_at(f" by\n  omega\n  {word} foo\n")
+    assert f"line 10, column 2: {word}" in why, why
+
+
+@pytest.mark.parametrize("after, where", [
+    (" by\n  let rec @[implemented_by pwn] f : ℕ → ℕ := id\n  omega\n", "line 9, column 10: @["),
+    (' by\n  omega\n  where @[extern "system"] f : ℕ → ℕ := id\n', "line 10, column 8: @["),
+    (" by\n  have h2 : x = 1 := by\n    @[simp] theorem t : True := trivial\n  omega\n", "line 10, column 4: @["),
+    (" by omega /-- a docstring -/\n", "line 8, column 65: /--"),  # on the statement's own line
+    (" by\n  omega\n  /-! a module doc, which is a command -/\n", "line 10, column 2: /-!"),
+    (" by\n  omega\n\t#eval 1\n", "line 10, column 0: a tab"),  # Lean refuses tabs, then recovers
+])
+def test_attributes_doc_comments_and_tabs_inside_a_proof_are_refused(after, where):
+    why = refused_at(after)
+    assert where in why, why
+
+
+REAL_PROOFS = [
+    " by\n  omega\n",
+    " by\n  have h₁ : x = 1 := by\n    omega\n  -- the key step: #eval, theorem and def in a comment\n  exact h₁\n",
+    " by\n  nlinarith [sq_nonneg (x - 1), sq_nonneg (x + 1), h, mul_pos (by norm_num : (0:ℝ) < 2) one_pos]\n",
+    " by\n  calc x = (x + 1) - 1 := by omega\n    _ = 2 - 1 := by rw [h]\n    _ = 1 := by norm_num\n",
+    " by\n  match x, h with\n  | 0, h => simp at h\n  | n + 1, h => omega\n",
+    "\n  Nat.succ_injective (by simpa using h)\n",
+    "\n  (fun (y : ℕ) (hy : y + 1 = 2) => by omega) x h\n",
+    " by\n  rcases Nat.even_or_odd x with ⟨k, rfl⟩ | ⟨k, rfl⟩ <;> omega\n",
+    " by\n  constructor <;> intro hx\n  · linarith\n  · nlinarith [hx]\n",
+    " by\n  show x = 1\n  have : x + 1 = 1 + 1 := by simpa using h\n  exact Nat.add_right_cancel this\n",
+    " by\n  exact aux x h\n  where\n    aux (y : ℕ) (hy : y + 1 = 2) : y = 1 := by omega\n",
+    " by\n  let rec go : ℕ → ℕ\n    | 0 => 0\n    | n + 1 => go n\n  omega\n",
+    " by\n  open Real in\n  simp only [Finset.sum_range_succ, Finset.sum_range_zero] at h ⊢\n  omega\n",
+    " by\n  /- nested /- comment -/ with #eval -/\n  obtain ⟨k, hk⟩ : ∃ k, k = x := ⟨x, rfl⟩\n  subst hk\n  omega\n",
+    " by\n  have e : s!\"{x} and {r#\"raw \"quoted\"\"#}\" = s!\"{x} and {r#\"raw \"quoted\"\"#}\" := rfl\n  omega\n",
+    " by\n  have hs : (∑' n : ℕ, (0 : ℝ)) = 0 := tsum_zero\n  have hi : (fun n : ℕ => n) '' {0} = {0} := by simp\n  omega\n",
+    " by\n  interval_cases x <;> simp_all\n",
+    " by\n  refine ?_\n  norm_num [Nat.factorial] at h ⊢\n  omega\n",
+]
+
+
+@pytest.mark.parametrize("after", REAL_PROOFS)
+def test_real_proof_shapes_pass_the_gate(after):
+    """No false refusal: multi-line tactic blocks, calc, match, term-mode fun, have ... := by, show, bullets,
+    <;>, comments, an indented where and let rec, open ... in, raw strings in interpolations, Mathlib's ∑' and ''."""
+    sub = DEFAULT_HEADER + "\n" + ISSUE_STATEMENT + after
+    source, reasons = build_source(ISSUE_FORMAL, sub)
+    assert source is not None and reasons == [], reasons
