@@ -185,7 +185,10 @@ _COMMAND_WORDS = (
     "assert_not_imported suppress_compilation unsuppress_compilation initialize_simps_projections "
     "register_simp_attr register_label_attr add_aesop_rules erase_aesop_rules declare_aesop_rule_sets "
     "declare_config_elab declare_command_config_elab declare_simp_like_tactic mk_iff_of_inductive_prop "
-    "register_tactic_tag tactic_extension"
+    "register_tactic_tag tactic_extension coinductive whatsnew count_heartbeats extend_docs declare_uint_theorems "
+    "declare_int_theorems declare_bitwise_uint_theorems declare_bitwise_int_theorems recommended_spelling "
+    "register_linter_set register_try?_tactic simproc_pattern% grind_propagator builtin_grind_propagator "
+    "show_panel_widgets register_error_explanation insert_to_additive_translation initialize_simps_projections?"
 ).split()
 _COMMAND_SET = frozenset(_COMMAND_WORDS)
 # a word is a keyword unless an identifier character (every Lean version's) or a dotted name runs into it; a

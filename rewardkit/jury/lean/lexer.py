@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from dataclasses import dataclass
 
 # ------------------------------------------------------------------ Lean's character classes (Init/Meta/Defs)
@@ -86,6 +87,7 @@ _HEX = "0123456789abcdefABCDEF"
 _SAFE_SINGLE = "()[]{}⟨⟩,"  # tokens that never run on into a longer token
 _TOKEN_SPAN = 16  # the longest symbol token considered (Lean's and Mathlib's are shorter)
 _NOT_IN_TOKEN = '"`«»\\' + _WHITESPACE  # no token of Lean or Mathlib holds these
+_NO_TOKEN_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})  # control, format and space characters
 _INTERPOLATED = re.compile(rf"(?<![{ID_REST_CLASS}.])[smf]!\s*\Z")  # s!"..", m!"..", f!"..": braces hold terms
 
 
@@ -196,6 +198,10 @@ class _Lexer:
         s, n, c = self.s, self.n, self.s[q]
         nxt = s[q + 1] if q + 1 < n else ""
         self.starts.add(q)
+        if unicodedata.category(c) in _NO_TOKEN_CATEGORIES:
+            self.refuse(q, f"U+{ord(c):04X} ({unicodedata.category(c)}), which starts no Lean token and is no Lean "
+                           f"whitespace (Lean's error recovery reads on after it)")
+            return [q + 1]
         if c == '"':
             return self.string(q)
         if c == "'" and nxt != "'":
@@ -339,6 +345,8 @@ class _Lexer:
             self.lit(q + 1, i)
             self.code(i, i + 1)
             return [i + 1]
+        if q == 0 or s[q - 1] in _WHITESPACE + _SAFE_SINGLE:  # no token of the table can hold this quote
+            self.refuse(q, "a malformed character literal (Lean's error recovery may read the rest as code)")
         self.code(q, q + 1)
         return list(range(q + 1, min(i + 1, n) + 1))
 

@@ -369,3 +369,11 @@ def test_real_proof_shapes_pass_the_gate(after):
     sub = DEFAULT_HEADER + "\n" + ISSUE_STATEMENT + after
     source, reasons = build_source(ISSUE_FORMAL, sub)
     assert source is not None and reasons == [], reasons
+
+
+@pytest.mark.parametrize("blank", ["\u00a0", "\u2003", "\u200b", "\u000c", "\u000b", "\u2028", "\ufeff"])
+def test_characters_lean_cannot_read_hide_no_command(blank):
+    """A no-break space, em space, zero-width space, form feed ... is no whitespace to Lean and starts no token:
+    a lexical error, after which Lean reads on. Refused wherever it stands outside comments and literals."""
+    why = refused_at(f" by\n  omega\n  {blank}frobnicate_cmd foo\n")
+    assert "line 10, column 2: U+" in why, why
