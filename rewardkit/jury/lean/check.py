@@ -188,7 +188,8 @@ _COMMAND_WORDS = (
     "register_tactic_tag tactic_extension coinductive whatsnew count_heartbeats extend_docs declare_uint_theorems "
     "declare_int_theorems declare_bitwise_uint_theorems declare_bitwise_int_theorems recommended_spelling "
     "register_linter_set register_try?_tactic simproc_pattern% grind_propagator builtin_grind_propagator "
-    "show_panel_widgets register_error_explanation insert_to_additive_translation initialize_simps_projections?"
+    "show_panel_widgets register_error_explanation insert_to_additive_translation initialize_simps_projections? "
+    "test_extern builtin_simproc_pattern% set_premise_selector prelude"
 ).split()
 _COMMAND_SET = frozenset(_COMMAND_WORDS)
 # a word is a keyword unless an identifier character (every Lean version's) or a dotted name runs into it; a

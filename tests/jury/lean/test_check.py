@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -377,3 +378,17 @@ def test_characters_lean_cannot_read_hide_no_command(blank):
     a lexical error, after which Lean reads on. Refused wherever it stands outside comments and literals."""
     why = refused_at(f" by\n  omega\n  {blank}frobnicate_cmd foo\n")
     assert "line 10, column 2: U+" in why, why
+
+
+@pytest.mark.parametrize("after", [
+    ' by\n  have := m!"{r#"\\"#}" ++ r#"\\"#\n  omega\n#eval 1 -- "\n',  # m!, one #
+    ' by\n  have := s!"{s!"{r"\\"}"}" ++ r"\\"\n  omega\n#eval 1 -- "\n',  # nested interpolation
+    ' by\n  have := s!"{ (r"\\") }" ++ r"\\"\n  omega\n  run_cmd pure () -- "\n',  # blanks, parentheses; indented
+    ' by\n  have := f!"{\'"\'}" ++ "\\""\n  omega\n#eval 1 -- "\n',  # a character literal holding a quote
+    ' by\n  have := s!"\\{r"\\"}" ++ "\\""\n  omega\n#eval 1 -- "\n',  # \\{ is no interpolation
+    " by\n  have := r" + "#" * 1000 + '"\\"#"' + "#" * 1000 + "\n  omega\n#eval 1 -- \"\n",
+    " by\n  have := r" + "#" * 257 + '"' + '"' + "#" * 256 + '\\"' + "#" * 257 + "\n  omega\n#eval 1 -- \"\n",
+], ids=["m!", "nested", "blanks", "char", "escaped-brace", "1000#", "257#"])
+def test_variants_of_the_issue_35_literals_hide_no_command(after):
+    why = refused_at(after)
+    assert re.search(r"line \d+, column \d+: ('#eval'|run_cmd)", why), why
