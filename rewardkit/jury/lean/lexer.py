@@ -27,8 +27,10 @@ any reading makes it code:
 - Lean versions before 2024 do not count Latin-1/Latin Extended-A letters (``é``) or ``ⱼ`` as identifier
   characters, so identifiers are also cut there.
 Where a reading runs into something that cannot be settled -- an unterminated string, comment, raw string
-or ``«`` name, an invalid escape, a comment or literal inside an interpolation's braces -- the text is
-refused (``LeanLex.refusals``: position and reason); ``{`` in a string that is not ``s!``/``m!``/``f!`` is
+or ``«`` name, an invalid escape, a malformed character literal after a blank, a tab, a control, format or
+space character that starts no token, or inside an interpolation's braces (read in one reading) a comment,
+name literal, quote glued to a symbol or identifier that older Lean cuts -- the text is refused
+(``LeanLex.refusals``: position and reason); ``{`` in a string that is not ``s!``/``m!``/``f!`` is
 listed apart (``ambiguous``), since Lean may read it as an interpolation (``throwError "{x}"``).
 """
 
