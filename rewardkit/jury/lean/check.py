@@ -12,7 +12,8 @@ A proof of the formal statement is accepted only if all of these hold (DESIGN.md
    starts, listed or not), an attribute ``@[...]`` anywhere (``let rec @[implemented_by f]``, ``where
    @[extern "f"]``), a doc comment (``/--`` documents a declaration, ``/-!`` is a command), every command
    keyword Lean or Mathlib would parse where the proof's term ends (``#eval``, ``run_cmd``, ``simproc``,
-   ``set_option``, declarations, ...; ``open ... in`` scoped to the next tactic is allowed), and whatever
+   ``set_option``, declarations, ...; ``open ... in`` scoped to the next tactic is allowed), terms and tactics
+   that evaluate the submission's code while Lean elaborates (``eval%``, ``plausible``, ``unsafeBaseIO``), and whatever
    the lexer cannot settle (``lexer.LeanLex.refusals``: unterminated literals or comments, invalid escapes,
    tabs, what it does not model inside an interpolation's ``{...}``). The ``{...}`` of ``s!``/``m!``/``f!``
    strings is code and is scanned as such; a ``{`` in any other string literal is refused
@@ -189,7 +190,8 @@ _COMMAND_WORDS = (
     "declare_int_theorems declare_bitwise_uint_theorems declare_bitwise_int_theorems recommended_spelling "
     "register_linter_set register_try?_tactic simproc_pattern% grind_propagator builtin_grind_propagator "
     "show_panel_widgets register_error_explanation insert_to_additive_translation initialize_simps_projections? "
-    "test_extern builtin_simproc_pattern% set_premise_selector prelude"
+    "test_extern builtin_simproc_pattern% set_premise_selector prelude declare_aesop_exception "
+    "register_aesop_check_option register_hint deprecate pp_extended_field_notation variables"
 ).split()
 _COMMAND_SET = frozenset(_COMMAND_WORDS)
 # a word is a keyword unless an identifier character (every Lean version's) or a dotted name runs into it; a
@@ -199,6 +201,10 @@ _COMMAND_RE = re.compile(rf"(?<![{ID_REST_CLASS}])(?<![{ID_REST_CLASS}»]\.)(?:(
                          + "|".join(re.escape(w) for w in _COMMAND_WORDS if not w.endswith("%"))
                          + rf")(?![{ID_REST_CLASS}]))|(#[A-Za-z_]\w*)")
 _ATTRIBUTE_OR_DOC = re.compile(r"@\[|/--|/-!")
+# Tactics and terms that evaluate the submission's own code while Lean elaborates the proof, and never prove a
+# goal themselves (``native_decide`` and ``Lean.ofReduceBool`` are left to rule 5's axiom report)
+_EVALUATES = re.compile(rf"(?<![{ID_REST_CLASS}.])(eval%|(?:plausible|slim_check|unsafeBaseIO|unsafeIO|unsafeEIO)"
+                        rf"(?![{ID_REST_CLASS}]))")
 _NAME = rf"[{ID_REST_CLASS}.«»]+"
 _OPEN_IN = re.compile(rf"open(?:\s+(?:scoped\s+)?{_NAME}(?:\s+hiding(?:\s+{_NAME})+)?)+\s+in(?![{ID_REST_CLASS}])")
 _SKIP_KERNEL = "debug.skipKernelTC"
@@ -230,6 +236,8 @@ def forbidden_commands(proof: str, first_line: int = 1, first_column: int = 0) -
             what = "an attribute" if m.group(0) == "@[" else "a doc comment"
             found.setdefault(m.start(), f"{where(m.start())}: {m.group(0)} ({what}: declarations and commands "
                                         f"have no place in a proof)")
+    for m in _EVALUATES.finditer(text):
+        found.setdefault(m.start(), f"{where(m.start())}: {m.group(0)} (evaluates code while Lean checks the proof)")
     hits = [(m.start(), m.group(0)) for m in _COMMAND_RE.finditer(text)]
     hits += [(i, w) for i, w in lx.idents if w in _COMMAND_SET]
     for i, word in hits:

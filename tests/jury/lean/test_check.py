@@ -392,3 +392,14 @@ def test_characters_lean_cannot_read_hide_no_command(blank):
 def test_variants_of_the_issue_35_literals_hide_no_command(after):
     why = refused_at(after)
     assert re.search(r"line \d+, column \d+: ('#eval'|run_cmd)", why), why
+
+
+@pytest.mark.parametrize("body, word", [
+    ("  have := eval% (unsafeBaseIO (IO.FS.writeFile \"/tmp/p\" \"\") *> pure 1)\n  omega\n", "eval%"),
+    ("  have : x + 0 = x := by plausible\n  omega\n", "plausible"),
+    ("  have : x + 0 = x := by slim_check\n  omega\n", "slim_check"),
+])
+def test_proof_terms_that_run_the_submissions_code_are_refused(body, word):
+    """Mathlib's ``eval%`` and the testers evaluate code while Lean elaborates; none of them proves a goal."""
+    why = refused_at(" by\n" + body)
+    assert re.search(rf"line 9, column \d+: {re.escape(word)} \(evaluates code", why), why
