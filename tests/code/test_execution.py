@@ -280,6 +280,17 @@ HOSTILE = {
             except OSError:
                 return None
     """, Code.WRONG_ANSWER),
+    "read the checkout and other top-level folders": ("""
+        import os
+        def add(a, b):
+            seen = []
+            for path in ({checkout!r}, "/opt", "/srv", "/var/log"):
+                try:
+                    seen.append(open(path).read(1) if os.path.isfile(path) else os.listdir(path))
+                except OSError:
+                    pass
+            return a + b if any(seen) else None  # before: this checkout's README and /opt were readable
+    """, Code.WRONG_ANSWER),
     "write outside the directory": ("""
         def add(a, b):
             try:
@@ -394,7 +405,8 @@ def test_hostile_program_is_contained_and_fails(name, planted):
     if cgroup and not run_sandboxed(["/bin/true"]).memory_bound.startswith("cgroup"):
         pytest.skip("no memory cgroup here: memory is bounded per process (x the process cap), as the README states")
     program = textwrap.dedent(program).format(file=planted["file"], dir=planted["dir"], port=planted["port"],
-                                              host_pid=os.getpid())
+                                              host_pid=os.getpid(),
+                                              checkout=str(Path(__file__).resolve().parents[2] / "README.md"))
     r = grade(ADD, program, GradeConfig(timeout=10 if cgroup else 2))  # OOM is slow
     assert r.results == [expected], (r.results, r.reason)
     # before: -3 "time limit exceeded (test code)"; passed with memory_exceeded; -4 "exited during a call"
