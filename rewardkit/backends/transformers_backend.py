@@ -225,6 +225,9 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         full = causal[None, None] & mask.bool()[:, None, None, :]  # [B, 1, T, T]
         return full | torch.eye(t, dtype=torch.bool, device=mask.device)[None, None]
 
+    def context_length(self) -> int | None:
+        return self.max_prompt_tokens
+
     def _too_long(self, n: int) -> str | None:
         if self.max_prompt_tokens and n >= self.max_prompt_tokens:
             return f"prompt has {n} tokens; the model's context is {self.max_prompt_tokens}"
