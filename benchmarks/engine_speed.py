@@ -507,8 +507,9 @@ def to_markdown(data: dict) -> str:
         s = data.get(kind)
         if not s:
             continue
-        md += [f"## {s['device']} (torch {s['torch']}, transformers {s['transformers']})", "", f"`{s['command']}`", "",
-               "| model | workload | rewardkit | anchor | anchor's rate | ratio |", "|---|---|---:|---|---:|---:|"]
+        md += [f"## {s['device']} (torch {s['torch']}, transformers {s['transformers']})", "", f"`{s['command']}`", ""]
+        if s["models"]:
+            md += ["| model | workload | rewardkit | anchor | anchor's rate | ratio |", "|---|---|---:|---|---:|---:|"]
         notes = []
         for arch, r in s["models"].items():
             name = f"{arch} ({r['parameters'] / 1e6:,.0f}M)"
@@ -564,7 +565,10 @@ def to_markdown(data: dict) -> str:
                          f"{ba['best_pairs_per_s']['after']['b']} (**{ba['after_over_before']['b']}x**), with "
                          f"{ba['best_pairs_per_s']['before']['c']} -> {ba['best_pairs_per_s']['after']['c']} "
                          f"(**{ba['after_over_before']['c']}x**); medians {ba['after_over_before_median']['b']}x "
-                         f"and {ba['after_over_before_median']['c']}x (every round in the JSON)")
+                         f"and {ba['after_over_before_median']['c']}x; after / before per round: " + "; ".join(
+                             f"{m}: " + ", ".join(f"{x[m] / y[m]:.2f}" for x, y in zip(ba["runs"]["after"],
+                                                                                     ba["runs"]["before"], strict=True))
+                             for m in ("b", "c")) + " (b: without prefix sharing, c: with it; every run in the JSON)")
         md += [""] + [f"- {n}" for n in notes] + [""]
     return "\n".join(md)
 
