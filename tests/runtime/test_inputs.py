@@ -402,3 +402,83 @@ def test_verl_generation_dump_is_rescored_by_the_cli(tmp_path):
     assert CliRunner().invoke(app, ["score", str(p), "--out", str(plain)]).exit_code == 0
     bare = [json.loads(x) for x in plain.read_text().splitlines()]
     assert [b["id"] for b in bare] == [x["id"] for x in rows] and "prompt" not in bare[0]
+
+
+# ------------------------------------------------------------------ one meaning per field
+
+
+def _score_cli(tmp_path, rows, *args):
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    p = write(tmp_path, "in.jsonl", [json.dumps(r) for r in rows])
+    out = tmp_path / "out.jsonl"
+    r = CliRunner().invoke(app, ["score", str(p), "--out", str(out), "--restart", *args])
+    return r, [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+
+
+def test_label_is_the_reference_in_flat_rows_as_in_openrlhf(tmp_path):
+    # before: "field 'correct': expected a boolean" about a field the file does not have
+    rows = [{"prompt": "2+2?", "response": r"\boxed{4}", "label": "4"},
+            {"prompt": "2+2?", "response": r"\boxed{5}", "label": "4"}]
+    r, out = _score_cli(tmp_path, rows)
+    assert r.exit_code == 0, r.output
+    assert [o["rewards"] for o in out] == [[1.0, 0.0]]
+
+
+def test_common_field_names_are_read(tmp_path):
+    rows = [{"question": "2+2?", "generation": r"\boxed{4}", "gold": 4},
+            {"question": "2+2?", "generation": r"\boxed{3}", "gold": 4}]
+    (g,) = read_groups(write(tmp_path, "g.jsonl", [json.dumps(r) for r in rows]))
+    assert (g.prompt, g.responses, g.reference) == ("2+2?", [r"\boxed{4}", r"\boxed{3}"], "4")
+    (h,) = read_groups(write(tmp_path, "h.jsonl", [json.dumps({"query": "q", "generations": ["a", "b"], "label": "x"})]))
+    assert (h.responses, h.reference) == (["a", "b"], "x")
+
+
+def test_a_field_mapping_reads_the_users_columns_and_errors_name_them(tmp_path):
+    rows = [{"q": "2+2?", "out": r"\boxed{4}", "my_answer": "4", "answer": "5"},
+            {"q": "2+2?", "out": r"\boxed{5}", "my_answer": "4", "answer": "5"}]
+    r, out = _score_cli(tmp_path, rows, "--field", "prompt=q", "--field", "response=out",
+                        "--field", "reference=my_answer")
+    assert r.exit_code == 0, r.output
+    assert [o["rewards"] for o in out] == [[1.0, 0.0]]  # my_answer, not the default 'answer' column
+    groups = list(read_groups(write(tmp_path, "m.jsonl", [json.dumps(x) for x in rows]),
+                          fields={"prompt": "q", "response": "out", "reference": "my_answer"}))
+    assert groups[0].reference == "4" and groups[0].metadata["answer"] == "5"
+    bad = [{"q": "2+2?", "out": "x", "my_answer": True}]
+    r, _ = _score_cli(tmp_path, bad, "--field", "prompt=q", "--field", "response=out", "--field", "reference=my_answer")
+    assert r.exit_code == 2 and "field 'my_answer'" in r.stderr and "correct" in r.stderr, r.stderr
+    r, _ = _score_cli(tmp_path, bad, "--field", "prompt=question", "--field", "response=out")
+    assert r.exit_code == 2 and "field 'question': missing" in r.stderr, r.stderr
+    r, _ = _score_cli(tmp_path, bad, "--field", "answer=q")
+    assert r.exit_code == 2 and "unknown field 'answer'" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_correctness_under_label_is_refused_naming_the_field(tmp_path):
+    rows = [{"prompt": "p", "response": "a", "label": True}]
+    with pytest.raises(InputError, match=r"field 'label': .*got boolean: 'label' is read as the reference answer; "
+                                         r"correctness goes in 'correct'"):
+        list(read_groups(write(tmp_path, "l.jsonl", [json.dumps(r) for r in rows])))
+    (g,) = read_groups(write(tmp_path, "c.jsonl", [json.dumps({"prompt": "p", "response": "a", "is_correct": 1})]))
+    assert g.labels == [True]
+
+
+def test_a_list_reference_means_any_of_them_is_right(tmp_path):
+    # verl's datasets store several acceptable answers in reward_model.ground_truth; before: refused
+    rows = [{"prompt": [{"role": "user", "content": "Half of 1?"}], "responses": [r"\boxed{0.5}", r"\boxed{1/2}", r"\boxed{2}"],
+             "reward_model": {"style": "rule", "ground_truth": ["1/2", "0.5"]}},
+            {"prompt": "Name 2", "response": r"\boxed{two}", "answer": ["2", "two"]}]
+    r, out = _score_cli(tmp_path, rows[:1])
+    assert r.exit_code == 0, r.output
+    assert out[0]["rewards"] == [1.0, 1.0, 0.0]
+    (g,) = read_groups(write(tmp_path, "f.jsonl", [json.dumps(rows[1])]))
+    assert g.reference == ("2", "two") and g.references == ("2", "two")
+
+
+def test_rescoring_logs_without_a_reference_says_why_in_one_line(tmp_path):
+    # TRL's completion logs hold prompt, completion and rewards, no reference: every response abstains
+    rows = [{"step": 1, "prompt": "2+2?", "completion": c, "reward": 1.0} for c in (r"\boxed{4}", r"\boxed{5}")]
+    r, out = _score_cli(tmp_path, rows)
+    assert r.exit_code == 0
+    why = [x for x in r.stderr.splitlines() if x.startswith("abstain 2:")]  # beside the summary table
+    assert len(why) == 1 and "no reference answer" in why[0] and "--field reference=COLUMN" in why[0], r.stderr
