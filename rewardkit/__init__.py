@@ -38,6 +38,7 @@ from rewardkit.scoring import (
     scorer_names,
 )
 from rewardkit.types import Cost, Group, GroupScore, Status, to_tensors
+from rewardkit.api import score  # noqa: E402  (the front door: rows in, rows with rewards and statuses out)
 from rewardkit.verifier import Claim, ReferenceVerifier, Verifier, VerifyResult
 
 __version__ = "0.1.0"
@@ -49,5 +50,5 @@ __all__ = [
     "critic_reward", "diversity_stats", "dr_grpo_advantages", "equivalent", "extract_answer", "get_scorer",
     "grpo_advantages", "load_backend", "majority_vote", "minmax_normalize", "newton_soft_pairwise_batched",
     "policy_reward", "proof_gate_rewards", "reszero_rewards", "reward_diversity", "rloo_advantages",
-    "scorer_names", "slice_text", "to_tensors", "vote", "win_rate_pairwise",
+    "score", "scorer_names", "slice_text", "to_tensors", "vote", "win_rate_pairwise",
 ]

@@ -370,10 +370,11 @@ def group_from_record(obj: dict, path: str | Path = "<record>", line: int = 1,
 
 
 def to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, skip_bad: bool = False,
-              names: dict[str, tuple[str, ...]] = FIELD_NAMES, fmt: str | None = None
-              ) -> Iterator[tuple[int | None, Group | BadRecord]]:
+              names: dict[str, tuple[str, ...]] = FIELD_NAMES, fmt: str | None = None,
+              rows: dict[str, list[int]] | None = None) -> Iterator[tuple[int | None, Group | BadRecord]]:
     """Numbered records (dicts, or BadRecords from the reader) as groups: grouped rows one each, flat rows
-    (one response each) put together by group key, else by prompt within a step."""
+    (one response each) put together by group key, else by prompt within a step. ``rows``, when given, is
+    filled with each group's record numbers (one per response, in response order)."""
     flat: dict[str, dict[str, Any]] = {}  # group key -> accumulated group (flat format)
     for n, obj in records:
         if isinstance(obj, BadRecord):
@@ -387,7 +388,10 @@ def to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, sk
                    "flat" if first_field(obj, names["response"])[0] else "grouped")
         try:
             if fmt == "grouped":
-                yield n, parse_grouped(path, n, obj, names)
+                g = parse_grouped(path, n, obj, names)
+                if rows is not None:
+                    rows[g.id] = [n] * len(g)
+                yield n, g
             else:
                 _add_flat(path, n, obj, flat, names)
         except InputError as e:
@@ -402,8 +406,11 @@ def to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, sk
                 raise e
             yield acc["line"], BadRecord(e.path, e.line, e.field, e.detail)
             continue
-        yield acc["line"], Group(acc.get("id", gid), acc["prompt"], acc["responses"], acc["reference"], acc["expert"],
-                                 labels, acc["meta"])
+        g = Group(acc.get("id", gid), acc["prompt"], acc["responses"], acc["reference"], acc["expert"], labels,
+                  acc["meta"])
+        if rows is not None:
+            rows[g.id] = acc["lines"]
+        yield acc["line"], g
 
 
 def _from_verl_dump(obj: dict, names: dict[str, tuple[str, ...]] = FIELD_NAMES) -> dict:
@@ -446,7 +453,7 @@ def _add_flat(path: Path, n: int, obj: dict, acc: dict[str, dict[str, Any]], nam
         ekey, expert = first_field(obj, names["expert"])
         ikey = first_field(obj, names["id"])[0]
         used = {gkey, rkey, pkey, fkey, ekey, lkey, ikey, "reward_model" if fkey == "reward_model.ground_truth" else None}
-        acc[gid] = {"prompt": prompt, "responses": [], "line": n, "reference": ref, "lkey": lkey or "correct",
+        acc[gid] = {"prompt": prompt, "responses": [], "lines": [], "line": n, "reference": ref, "lkey": lkey or "correct",
                     "expert": None if ekey is None else _check_str(path, n, ekey, expert),
                     "labels": [] if lkey is not None else None,
                     "meta": {**{k: v for k, v in obj.items() if k not in used}, **meta}}
@@ -458,6 +465,7 @@ def _add_flat(path: Path, n: int, obj: dict, acc: dict[str, dict[str, Any]], nam
             raise InputError(path, n, lkey, f"expected a boolean (is this response correct?), got {_kind(lab)}")
         g["labels"].append(bool(lab))
     g["responses"].append(resp)
+    g["lines"].append(n)
 
 
 def prompt_id(prompt: Any, step: Any = None) -> str:
