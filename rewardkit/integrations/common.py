@@ -40,7 +40,7 @@ def group_rows(keys: Sequence[Hashable]) -> list[list[int]]:
 
 
 def score_rows(scorer: Scorer, prompts: Sequence[str], responses: Sequence[str], keys: Sequence[Hashable] | None = None,
-               references: Sequence[str | None] | None = None, experts: Sequence[str | None] | None = None,
+               references: Sequence[Any] | None = None, experts: Sequence[str | None] | None = None,
                ) -> tuple[list[float | None], list[GroupScore], list[list[int]]]:
     """Score flat rows (one response each) as whole groups in ONE scorer call.
 
@@ -61,7 +61,7 @@ def score_rows(scorer: Scorer, prompts: Sequence[str], responses: Sequence[str],
             if col is not None and any(col[r] != col[first] for r in rows):
                 raise ValueError(f"rows {rows} share a group key but differ in their {what}")
         groups.append(Group(f"g{gi}", prompts[first], [responses[r] for r in rows],
-                            reference=None if references is None else _str(references[first]),
+                            reference=None if references is None else references[first],
                             expert=None if experts is None else _str(experts[first])))
     scores = scorer.score(groups)
     out: list[float | None] = [None] * n
