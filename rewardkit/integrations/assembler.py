@@ -40,10 +40,12 @@ class RowScore:
     judge_calls: float
 
 
-def say_once(message: str) -> None:
-    """A warning logged once per process (the job's assembler actor is one process for all its workers)."""
-    if message not in _SAID:
-        _SAID.add(message)
+def say_once(reason: str, message: str) -> None:
+    """A warning logged once per process and ``reason`` (the job's assembler actor is one process for all its
+    workers): the message may carry the row's values, the reason does not, so rows that differ only in their
+    values are one warning."""
+    if reason not in _SAID:
+        _SAID.add(reason)
         log.warning(message)
 
 
@@ -62,9 +64,9 @@ class GroupAssembler:
                         s.messages[i] if s.messages else None, len(s.rewards), partial,
                         s.cost.judge_calls / max(len(s.rewards), 1))
 
-    def say_once(self, message: str) -> None:
-        """Log ``message`` (a warning) once per job, however many workers send it."""
-        say_once(message)
+    def say_once(self, reason: str, message: str) -> None:
+        """Log ``message`` (a warning) once per job and reason, however many workers send it."""
+        say_once(reason, message)
 
     def counts(self) -> dict[str, int]:
         """Rows seen, groups scored, partial groups, scorer calls, rows waiting now."""
