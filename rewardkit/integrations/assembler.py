@@ -21,6 +21,7 @@ from typing import Any
 
 from rewardkit.integrations.common import GroupGatherer, load_scorer
 from rewardkit.scoring import Scorer
+from rewardkit.types import Reference
 
 ASSEMBLER_NAME = "rewardkit_group_assembler"
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class GroupAssembler:
                  options: dict[str, Any] | None = None):
         self.gatherer = GroupGatherer(load_scorer(scorer, options), group_size, group_timeout)
 
-    async def add(self, key: Hashable, prompt: str, response: str, reference: str | None = None,
+    async def add(self, key: Hashable, prompt: str, response: str, reference: Reference | None = None,
                   expert: str | None = None) -> RowScore:
         s, i, partial = await self.gatherer.add(key, prompt, response, reference, expert)
         v = float(s.rewards[i])

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardkit.scoring import Scorer, get_scorer, register_scorer, scorer_names, scorer_options
-from rewardkit.types import Group, GroupScore
+from rewardkit.types import Group, GroupScore, Reference
 
 
 def load_scorer(spec: str | Scorer, options: dict[str, Any] | None = None, judge: str | None = None) -> Scorer:
@@ -81,7 +81,7 @@ class _Pending:
 
     key: Hashable
     prompt: str
-    reference: str | None
+    reference: Reference | None
     expert: str | None
     rows: list[tuple[str, asyncio.Future]] = field(default_factory=list)
     timer: asyncio.TimerHandle | None = None
@@ -130,7 +130,7 @@ class GroupGatherer:
         self._submit(_Job(groups, fut))
         return await fut
 
-    async def add(self, key: Hashable, prompt: str, response: str, reference: str | None = None,
+    async def add(self, key: Hashable, prompt: str, response: str, reference: Reference | None = None,
                   expert: str | None = None) -> tuple[GroupScore, int, bool]:
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
