@@ -1,6 +1,7 @@
 """rewardkit: reward modelling for LLM reinforcement learning behind one batched Scorer interface."""
 
 from rewardkit.answers import AnswerChecker, cluster_answers, equivalent, extract_answer
+from rewardkit.api import score  # the front door: rows in, rows with rewards and statuses out
 
 # Reasoning Arena: Bradley-Terry (eq. 9-10), win rate (eq. 8), normalisation
 from rewardkit.arena.ranking import (
@@ -38,7 +39,6 @@ from rewardkit.scoring import (
     scorer_names,
 )
 from rewardkit.types import Cost, Group, GroupScore, Status, to_tensors
-from rewardkit.api import score  # noqa: E402  (the front door: rows in, rows with rewards and statuses out)
 from rewardkit.verifier import Claim, ReferenceVerifier, Verifier, VerifyResult
 
 __version__ = "0.1.0"
