@@ -40,8 +40,7 @@ from rewardkit.scoring import (
 )
 from rewardkit.types import Cost, Group, GroupScore, Status, to_tensors
 from rewardkit.verifier import Claim, ReferenceVerifier, Verifier, VerifyResult
-
-__version__ = "0.1.0"
+from rewardkit.version import __version__ as __version__
 
 __all__ = [
     "AnswerChecker", "BaseScorer", "Claim", "Cost", "CriticScorer", "Group", "GroupScore", "JudgeOptions",

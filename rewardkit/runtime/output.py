@@ -222,7 +222,7 @@ def job_manifest(scorer: Scorer, inp: str | Path, *, options: dict[str, Any] | N
     """What a job's rows depend on; a resumed job must match it field for field (the path is informative).
 
     ``digest``: the input's SHA-256 when already known (a pipe is hashed as it is read, once)."""
-    from rewardkit import __version__
+    from rewardkit.version import __version__
 
     opts = scorer_config(scorer, options)
     sha = digest or input_digest(inp)
