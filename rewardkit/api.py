@@ -35,19 +35,19 @@ def score(rows: Any, scorer: str | Scorer = "verifier", *, judge: str | None = N
     """
     records, kind = _records(rows)
     names = field_names(fields)
-    where: dict[str, list[int]] = {}
+    where: list[list[int]] = []  # each group's row numbers
     try:
         groups = [g for _, g in to_groups(Path("row"), iter(enumerate(records)), names=names, rows=where)]
     except InputError as e:
         raise ValueError(f"row {e.line}: " + (f"field {e.field!r}: " if e.field else "") + e.detail) from None
-    ids = [g.id for g in groups]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise ValueError(f"rows {sorted(set(where[dup]))}: duplicate group id {dup!r}")
+    first: dict[str, int] = {}
+    for g, lines in zip(groups, where, strict=True):
+        if first.setdefault(g.id, lines[0]) != lines[0]:
+            raise ValueError(f"row {lines[0]}: field 'id': duplicate group id {g.id!r} (first at row {first[g.id]})")
     sc = load_scorer(scorer, options or None, judge)
     out = [dict(r) for r in records]
-    for g, s in zip(groups, score_batch(sc, groups) if groups else [], strict=True):
-        _answer(out, where[g.id], s, grouped=first_field(records[where[g.id][0]], names["responses"])[0] is not None)
+    for lines, s in zip(where, score_batch(sc, groups) if groups else [], strict=True):
+        _answer(out, lines, s, grouped=first_field(records[lines[0]], names["responses"])[0] is not None)
     return _same_kind(out, kind)
 
 

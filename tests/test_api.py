@@ -69,3 +69,10 @@ def test_bad_rows_are_a_clear_error_naming_row_and_field():
         rewardkit.score(FLAT[0])
     with pytest.raises(ValueError, match="unknown field 'answer'"):
         rewardkit.score(FLAT, fields={"answer": "x"})
+
+
+def test_duplicate_group_ids_are_refused_naming_both_rows():
+    rows = [{"id": "a", "problem": "p", "responses": ["x"]}, {"id": "b", "problem": "q", "responses": ["y"]},
+            {"id": "a", "problem": "r", "responses": ["z"]}]
+    with pytest.raises(ValueError, match=r"row 2: field 'id': duplicate group id 'a' \(first at row 0\)"):
+        rewardkit.score(rows, "majority-vote")

@@ -370,10 +370,10 @@ def group_from_record(obj: dict, path: str | Path = "<record>", line: int = 1,
 
 def to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, skip_bad: bool = False,
               names: dict[str, tuple[str, ...]] = FIELD_NAMES, fmt: str | None = None,
-              rows: dict[str, list[int]] | None = None) -> Iterator[tuple[int | None, Group | BadRecord]]:
+              rows: list[list[int]] | None = None) -> Iterator[tuple[int | None, Group | BadRecord]]:
     """Numbered records (dicts, or BadRecords from the reader) as groups: grouped rows one each, flat rows
-    (one response each) put together by group key, else by prompt within a step. ``rows``, when given, is
-    filled with each group's record numbers (one per response, in response order)."""
+    (one response each) put together by group key, else by prompt within a step. ``rows``, when given, gets
+    each yielded group's record numbers appended (one per response, in response order)."""
     flat: dict[str, dict[str, Any]] = {}  # group key -> accumulated group (flat format)
     for n, obj in records:
         if isinstance(obj, BadRecord):
@@ -389,7 +389,7 @@ def to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, sk
             if fmt == "grouped":
                 g = parse_grouped(path, n, obj, names)
                 if rows is not None:
-                    rows[g.id] = [n] * len(g)
+                    rows.append([n] * len(g))
                 yield n, g
             else:
                 _add_flat(path, n, obj, flat, names)
@@ -408,7 +408,7 @@ def to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, sk
         g = Group(acc.get("id", gid), acc["prompt"], acc["responses"], acc["reference"], acc["expert"], labels,
                   acc["meta"])
         if rows is not None:
-            rows[g.id] = acc["lines"]
+            rows.append(acc["lines"])
         yield acc["line"], g
 
 
