@@ -9,6 +9,7 @@ Without it these tests skip, saying so.
 from __future__ import annotations
 
 import asyncio
+import json
 
 import numpy as np
 import pytest
@@ -232,8 +233,31 @@ def test_verls_naive_manager_awaits_compute_score_async_and_rows_are_scored_toge
 
     main, outs = asyncio.run(run())
     assert [o["reward_score"] for o in outs] == [1.0, 1.0, 1.0, 0.0]
-    assert len(sc.calls) == 1 and len(sc.calls[0]) == 4  # four awaiting rows, one scorer call
+    assert sum(len(c) for c in sc.calls) == 4  # verl decodes each row in a thread first: they arrive apart
     assert loop_thread and main not in loop_thread  # scored off the event loop's thread
+
+
+def test_rows_awaiting_compute_score_async_together_are_one_scorer_call(monkeypatch):
+    import rewardkit.integrations.verl as rv
+
+    calls: list[int] = []
+
+    class Counting(Recorder):
+        name = "counting"
+
+        def _score(self, groups):
+            calls.append(len(groups))
+            return super()._score(groups)
+
+    monkeypatch.setitem(rv._SCORERS, json.dumps(["counting", {}, None], sort_keys=True), Counting())
+
+    async def run():
+        return await asyncio.gather(*(rv.compute_score_async("math", r, "4", scorer="counting")
+                                      for r in ("a", "bb", "FAIL", "dddd")))
+
+    outs = asyncio.run(run())
+    assert calls == [4]  # four rows awaiting at once: one scorer call
+    assert [o["rewardkit_ok"] for o in outs] == [1.0, 1.0, 0.0, 1.0]
 
 
 def test_say_once_keys_on_the_reason_not_the_text(monkeypatch, caplog):
