@@ -62,11 +62,12 @@ class Pace:
         self._next = -math.inf
         self._lock = threading.Lock()
 
-    def reserve(self, amount: float, now: float) -> float:
-        """The time a request worth ``amount`` may start (>= now); books the quota it uses."""
+    def reserve(self, amount: float, now: float, latest: float = math.inf) -> float:
+        """The time a request worth ``amount`` may start (>= now); books the quota it uses, unless that time
+        is after ``latest`` (the request will not be sent: nothing booked)."""
         with self._lock:
             start = max(now, self._next)
-            if self.per_minute:
+            if self.per_minute and start <= latest:
                 self._next = start + amount * 60.0 / self.per_minute
             return start
 
@@ -326,7 +327,9 @@ class HTTPBackend(JudgeBackend):
         """Wait for this request's turn under the per-minute quotas (and any Retry-After); False when that
         turn comes after the overall deadline."""
         now = time.monotonic()
-        start = max(self._requests.reserve(1, now), self._tokens.reserve(tokens, now))
+        start = self._requests.reserve(1, now, end)
+        if start <= end:
+            start = max(start, self._tokens.reserve(tokens, now, end))
         if start > end:
             return False
         if start > now:
