@@ -253,15 +253,15 @@ def test_trl_awaits_the_async_reward_function_with_its_other_async_ones(tmp_path
         return [0.0] * len(completions)
 
     sc = Blocks(target=5)
-    f = async_scorer_reward_func(sc, num_generations=2)
+    f = async_scorer_reward_func(sc)  # no num_generations=: the trainer's is followed
     assert is_async_callable(f) and f.__name__ == "rewardkit_length"
-    ds = Dataset.from_list([{"prompt": "Say yes."}, {"prompt": "Say no."}])
+    ds = Dataset.from_list([{"prompt": "Say yes."}, {"prompt": "Say yes."}])  # one prompt twice: two groups
     args = trl.GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=2,
                           max_completion_length=4, use_cpu=True, report_to="none", save_strategy="no",
                           logging_steps=1, bf16=False)
     trainer = trl.GRPOTrainer(model=str(embedded_model_path()), args=args, train_dataset=ds, reward_funcs=[f, other])
     trainer.train()
-    assert sc.sizes == [2, 2] and calls == [4]
+    assert sc.sizes == [2, 2] and calls == [4]  # TRL's blocks of 2, not one group of 4 equal prompts
     assert np.isfinite(trainer.state.log_history[0]["rewards/rewardkit_length/mean"])
 
 
