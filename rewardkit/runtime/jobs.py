@@ -121,7 +121,7 @@ def score_batch(scorer: Scorer, batch: Batch) -> list[GroupScore]:
     bad_resp: dict[int, dict[int, str]] = {}
     send: list[Group] = []
     for k, g in enumerate(batch):
-        fields = {"id": g.id, "prompt": g.prompt, "reference": g.reference, "expert": g.expert}
+        fields = {"id": g.id, "prompt": g.prompt, "reference": "\n".join(g.references), "expert": g.expert}
         bad = [(f, i) for f, v in fields.items() if (i := lone_surrogate(v)) is not None]
         if bad:
             f, i = bad[0]
