@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rewardkit.prompts import render
+from rewardkit.types import reference_text
 
 # App. D, "Tournament prompt for pairwise preference (REASONING ARENA)"
 TOURNAMENT = """Compare the two solution attempts below and decide which is better.
@@ -63,15 +64,21 @@ POINTWISE_VERDICT_PREFIX = "Based on my evaluation, the final overall score shou
 NO_REFERENCE = "(not provided)"
 
 
-def tournament_prompt(problem: str, reference: str | None, response_a: str, response_b: str) -> str:
+def _final_answer(reference: str | tuple[str, ...] | None) -> str:
+    """The prompt's final-answer slot: the reference, several as "any one of these ...", or NO_REFERENCE."""
+    return NO_REFERENCE if reference is None else reference_text(reference)  # type: ignore[return-value]
+
+
+def tournament_prompt(problem: str, reference: str | tuple[str, ...] | None, response_a: str, response_b: str) -> str:
     """The App. D tournament prompt for one ordered pair (A is shown first)."""
     return render("arena.tournament", problem=problem, response_a=response_a, response_b=response_b,
-                  final_answer=reference if reference is not None else NO_REFERENCE)
+                  final_answer=_final_answer(reference))
 
 
-def pointwise_prompt(problem: str, reference: str | None, response: str, rubric: str = "adaptive") -> str:
+def pointwise_prompt(problem: str, reference: str | tuple[str, ...] | None, response: str,
+                     rubric: str = "adaptive") -> str:
     """The App. D pointwise prompt (``rubric="adaptive"``) or the RLAIF DeepSeekMath-style rubric (``"rlaif"``)."""
     if rubric not in POINTWISE_PROMPTS:
         raise ValueError(f"arena prompts: unknown rubric {rubric!r}; known: {sorted(POINTWISE_PROMPTS)}")
     return render(POINTWISE_PROMPTS[rubric], problem=problem, response=response,
-                  final_answer=reference if reference is not None else NO_REFERENCE)
+                  final_answer=_final_answer(reference))
