@@ -1,51 +1,40 @@
-"""Judge-output parsing: ``\\boxed{A|B|Tie}``, ``\\boxed{1|0.5|0}``, ``**YES**``/``**NO**``, ``Answer 1/2/tie``,
-``Expert``/``Policy``, ``True``/``False`` and ``<consistency>Correct|Incorrect</consistency>``.
+"""Judge-output parsing: each prompt's verdict read where and in the form that prompt asks for it.
 
-One rule for every parser (docs/verdicts.md): the verdict is read only where the judge's prompt asks for it and
-only in the exact form it asks for; anything else on that line, a second verdict anywhere after it, or a
-generation that stopped for length is ``Status.INVALID``.
+One rule for every parser (docs/verdicts.md), after issue 34: a verdict is read at its prompt's place, in its
+prompt's form (a ``VerdictForm``, declared beside its template in ``rewardkit/prompts/<paper>.py``), whatever
+reasoning, formatting or label surrounds it; it is ``Status.INVALID`` only where a reader could not be sure of it.
 
-- Where. The end of the response for Reasoning Arena (App. D, "MUST end with exactly one of \\boxed{A}, \\boxed{B},
-  or \\boxed{Tie}"; the pointwise and RLAIF scores alike) and the JURY-RL judge (App. D, "end your response with
-  your final judgment: True or False"); the last line for the RARO critics ("on the last line, write exactly
-  one verdict"; App. E responses end ``</think>\\nAnswer 1``); the first ``**YES**``/``**NO**`` for GAR's
-  discriminator (App. B: "analyze ... briefly, then respond with '**YES**' ... or '**NO**' ... Finally, provide a
-  ... explanation"); the ``<consistency>`` tag for JURY-RL's consistency checker (App. C.5). Only text after the
-  last ``</think>`` is read; a ``<think>`` never closed means the judge was cut off.
-- Form. Only the asked-for token, with formatting around it: bold, italics, quotes, ``$``/``\\(`` math,
-  HTML tags, a trailing period (inside the formatting too: ``**YES.**``), a ``\\boxed{}`` (``\\text{}`` inside
-  it); a boxed score is any number equal to 1, 0.5 or 0 (``\\boxed{0.50}``).
-- Before it on its line: nothing, or one label ending in a colon that its prompt uses or a neutral one
-  (``NEUTRAL_LABELS``: "Final answer", "Verdict", "Judgment", "Final"; ``LABELS`` lists every parser's). A label
-  is accepted because it is on that list, never because it contains some word: "Worse answer:", "Incorrect
-  answer:", a question the judge put to itself ("Is there an error in this step? **YES**") or reasoning
-  ("A is right. \\boxed{A}") before the verdict on its line make it invalid.
-- After it on its line: nothing, except where the prompt asks for an explanation there (GAR), which follows
-  a separator (". , ; : - (", a tag, a line break) or starts a new sentence (a capital letter) and is never
-  read as the verdict: "**NO** -- Not high quality" is NO, "**YES** is wrong" is no verdict.
-- After its line: nothing for a verdict that ends the response (nor may an earlier verdict stated alone on
-  its line disagree with it); no other verdict for GAR and the consistency tag.
-- A generation that stopped for length (``finish_reason="length"``) is invalid whatever it holds; except for
-  GAR, whose paper caps the discriminator at K = 128 tokens "preserving the verdict and truncating any
-  justification beyond that limit": there a stop inside the explanation, after the verdict, keeps the verdict.
+- Where. Reasoning Arena (tournament, pointwise, RLAIF rubric): the final ``\\boxed{}`` of the reply. GAR's
+  discriminator: the first bold ``**YES**``/``**NO**`` (the brief analysis before it, a rationale after it, as in
+  GAR Tables 2, 10, 11). JURY-RL's judge: the final ``True``/``False``; its consistency checker: the
+  ``<consistency>`` tag. RARO's critics: the final line naming ``Answer 1``/``Answer 2``/``tie`` (``Poem 1/2`` as
+  in App. E Fig. 20) or ``Expert``/``Policy``. Only text after the last ``</think>`` is read.
+- Around it, all fine: reasoning before it on its line ("... Therefore, Response A is better.  $\\boxed{A}$"),
+  any label in any language ("Final Judgement:", "最终判断：", "Veredicto:"), markdown, ``$...$``, ``\\[...\\]``,
+  ``\\text{}``, HTML tags, trailing punctuation, a positive predicate ("Answer 2 is better."), and text after
+  it that names no other verdict and takes nothing back.
+- Invalid, never a flip: two different verdicts on the verdict's line ("\\boxed{A}, \\boxed{B}, or \\boxed{Tie}");
+  a negation, hedge or comparison bound to it ("not \\boxed{B}", "probably True", "better than Answer 2"); a
+  question it answers ("Is there an error? **YES**"); a clause naming it the loser or a fault ("Worse answer:
+  Answer 2", "Incorrect answer: \\boxed{A}", "Answer 1 loses."); a later text that names another verdict or takes
+  it back ("True\\n\\nNote: this might be False"); for GAR (whose verdict comes first) a later, different verdict;
+  a cut-off reply (``finish_reason="length"``, or a ``<think>`` never closed), except GAR's K = 128 cap, which
+  "preserv[es] the verdict and truncat[es] any justification beyond that limit" (Sec. 4.3).
 
-So a paraphrase ("Response A is better"), a negation ("not \\boxed{B}", "Answer 1 loses."), a hedge ("probably
-True", "Answer 2?"), an echo of the instructions ("**YES** or **NO**"), a later note ("True\\n\\nNote: this might
-be False") or a truncation is ``Status.INVALID`` with a message saying why: an unparseable judge output is never
-turned into a verdict, a tie or a 0. Parsers never raise on any string.
+Parsers never raise; an invalid verdict carries a message saying why and showing the end of the output.
 
-    >>> parse_boxed_choice("B skips a case, A does not.\\nFinal verdict: \\\\boxed{A}").label
+    >>> parse_boxed_choice("Response B omits a step. Therefore, Response A is better.  $\\\\boxed{A}$").label
     'A'
-    >>> parse_yes_no("The step adds instead of multiplying.\\n\\n**NO**\\n\\nIt computes 6 + 7.").label
-    'NO'
-    >>> parse_answer_choice("<think>...</think>\\nAnswer 2").label, parse_true_false("It checks out.\\nTrue").label
-    ('2', 'True')
-    >>> parse_expert_policy("Reads like a textbook.\\nExpert").label, parse_boxed_score(r"Final score: \\boxed{0.5}").label
+    >>> parse_yes_no("... leading to a contradiction.</u>  **YES**</p> <p>The reasoning is rigorous.</p>").label
+    'YES'
+    >>> parse_answer_choice("<think>...</think>\\nFinal Judgment:\\nPoem 2").label, parse_true_false("Final judgment: False.").label
+    ('2', 'False')
+    >>> parse_expert_policy("Reads like a textbook.\\nExpert").label, parse_boxed_score(r"Score: \\boxed{0.5}").label
     ('Expert', '0.5')
     >>> parse_consistency("<consistency>Correct</consistency>").label
     'Correct'
-    >>> parse_boxed_choice(r"I answer \\boxed{A}, \\boxed{B}, or \\boxed{Tie}").status  # echoed the choices
-    <Status.INVALID: 'invalid'>
+    >>> parse_boxed_choice(r"Worse answer: \\boxed{B}").status, parse_yes_no("Is there an error? **YES**").status
+    (<Status.INVALID: 'invalid'>, <Status.INVALID: 'invalid'>)
 """
 
 from __future__ import annotations
@@ -53,6 +42,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 from fractions import Fraction
 
 from rewardkit.types import Status
@@ -110,18 +100,45 @@ def boxed_contents(text: str, max_len: int | None = None) -> list[str]:
     return [c for _, _, c in boxed_spans(text, max_len)]
 
 
-# ------------------------------------------------------------------------ where the verdict is read
+# ------------------------------------------------------------------------ how a verdict is read
 _THINK_END = "</think>"
-_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
-# formatting around a verdict: emphasis, quotes, math delimiters; before it also headings, block quotes, bullets
-_EMPHASIS = re.compile(r"\*+|_+|~+|`+|[\"'“”‘’]|\\[()\[\]]|\$+")
+_TAG = re.compile(r"</?[A-Za-z][\w.-]*(?:\s[^<>]*)?/?>")
+# formatting around a verdict: emphasis, quotes, math delimiters, \text{}; before it also headings, quotes, bullets
+_EMPHASIS = re.compile(r"\*+|_+|~+|`+|[\"'“”‘’]|\\[()\[\]]|\$+|\\(?:text|textbf|mathrm|mathbf)\s*\{|[{}]")
 _FORMAT = re.compile(_EMPHASIS.pattern + r"|^\s*#+|^\s*>|^\s*[-+•]\s")
-_PARENTHETICAL = re.compile(r"\([^()]*\)")
-# labels that may stand before any verdict on its line; each form adds the labels its own prompt uses
-NEUTRAL_LABELS = ("Final answer", "Verdict", "Judgment", "Final")
+_PARENTHETICAL = re.compile(r"\([^()]*\)|（[^（）]*）")
+# where the clause bound to a verdict begins: after sentence punctuation before a space (not the point of 0.5), or
+# a comma before a conjunction that starts a new clause ("B is wrong, so \boxed{A}"; "Worse answer, \boxed{B}" is one)
+_CLAUSE_END = re.compile(r"[.!?;](?=\s|$)|[。！？；]|[,，]\s*(?=(?:so|thus|therefore|hence|but|and so|which means|"
+                         r"meaning|making|overall|in conclusion|all in all|por lo tanto|así que|所以|因此)\b)",
+                         re.IGNORECASE)
+_QUESTION_BOUND = re.compile(r"[?？]\s*(?:[^\s:：?？]{1,20}(?:\s[^\s:：?？]{1,20}){0,3}\s*[:：])?\s*$")
+# words that turn a clause against its verdict (counted: "no errors" is two, so it stays positive) ...
+_NEGATORS = (r"not|never|no|none|neither|nor|without|less|fewer|lower|n't|cannot|"
+             r"sin|nunca|nicht|kein\w*|pas|jamais")
+_FAULTS = (r"worse|worst|los(?:e|es|er|ers|ing|t)|incorrect\w*|wrong\w*|flaw\w*|fault\w*|errors?|erroneous|mistakes?|"
+           r"mistaken|reject\w*|inferior|weak\w*|bad|invalid|fail\w*|poor\w*|"
+           r"peor|err[oó]ne[ao]s?|mal[ao]?s?|perdedor[ao]?s?|falsch|schlecht\w*|pire|mauvaise?s?")
+_CJK_NEGATORS, _CJK_FAULTS = "不没無无非未", "错錯差劣输輸误誤"
+_POLAR = re.compile(rf"\b(?:(?P<neg>{_NEGATORS})|(?P<fault>{_FAULTS}))\b|(?P<cjk_neg>[{_CJK_NEGATORS}])|"
+                    rf"(?P<cjk_fault>[{_CJK_FAULTS}]+)", re.IGNORECASE)  # 错误: one word
+# ... and words that make it uncertain or relative to something else, whatever their number
+_HEDGES = re.compile(r"\b(?:probably|maybe|perhaps|possibly|might|could|likely|unlikely|guess|unsure|uncertain|"
+                     r"think|believe|suppose|assume|if|whether|unless|either|than|over|versus|vs|against|except|unlike|instead|rather|"
+                     r"quizás|tal vez|peut-être|vielleicht)\b|可能|也许|或许|[?？]", re.IGNORECASE)
+# what may follow a verdict on its line without changing it: "Answer 2 is better.", "\boxed{A} is correct"
+_POSITIVE_TAIL = re.compile(
+    r"(?:(?:is|was|seems|appears|looks|would be|should be|remains)\s+)?(?:(?:clearly|definitely|slightly|much|far|"
+    r"overall|the|a|my)\s+)*(?:better|best|superior|stronger|preferred|preferable|correct|right|winner|wins|choice|"
+    r"verdict|answer|judgment|judgement|more\s+\w+)(?:\s+(?:one|answer|response|choice|solution|overall|here|"
+    r"verdict))?\s*[.!]*", re.IGNORECASE)
 # what parts GAR's verdict from its explanation: punctuation, a dash, a tag, a line break, or a new sentence
-_SEPARATOR = re.compile(r"\s*(?:[.,;:!(\[—–-]|<|$)|\s+[A-Z]")
-_EXPLANATION_BEGUN = re.compile(r"(?:\s*(?:[.,;:!(\[—–-]|<|\n)|\s+(?=[A-Z]))[\s\S]*?\w")
+_SEPARATOR = re.compile(r"\s*(?:[.,;:!(\[—–-]|<|$)|\s+[A-Z\u3000-\u9fff]")
+_EXPLANATION_BEGUN = re.compile(r"(?:\s*(?:[.,;:!(\[—–-]|<|\n)|\s+(?=[A-Z\u3000-\u9fff]))[\s\S]*?\w")
+# what takes a verdict back when it follows it: a reversal or a hedge
+_TAKEN_BACK = re.compile(r"\b(?:actually|wait|however|but|although|though|reconsider\w*|second thought|correction|"
+                         r"instead|rather|might|maybe|perhaps|possibly|could|unsure|not sure|on reflection)\b",
+                         re.IGNORECASE)
 
 Hit = tuple[int, int, str]  # (start, end, canonical label)
 
@@ -155,25 +172,41 @@ def _cut_off(text: str, finish_reason: str | None) -> str | None:
     return None
 
 
-def _label_key(text: str) -> str:
-    """A label as compared: formatting gone, lower case, single spaces, no space before its colon."""
-    return _bare(text).lower().replace(" :", ":")
+def _against(clause: str) -> str | None:
+    """Why ``clause`` (the words bound to a verdict) turns against it or leaves it uncertain (None when it does not):
+    a hedge or comparison, or an odd number of negations and fault words ("not", "Worse answer",
+    "Incorrect answer"; "no errors" is positive)."""
+    hedge = _HEDGES.search(clause)
+    if hedge:
+        return f"it is hedged or compared ({hedge.group(0)!r} in {clause[-60:]!r})"
+    polar = [m.group(0) for m in _POLAR.finditer(clause)]
+    if len(polar) % 2:
+        return f"it is negated or named a loser or a fault ({'/'.join(polar)!r} in {clause[-60:]!r})"
+    return None
 
 
-class _Form:
-    """How one prompt asks for its verdict: the token pattern (``hits``), where it stands (``place``: ``end`` of
-    the response, ``first`` token, or the ``tag``), whether an explanation may follow it on its line, and the
-    labels that prompt itself uses for it (``labels``; the ``NEUTRAL_LABELS`` are accepted for every form)."""
+class VerdictForm:
+    """How one prompt asks for its verdict: ``what`` (its name in messages), ``hits`` (every verdict token in a
+    text: ``(start, end, label)``), ``place`` (``end``: the final one; ``first``: the first one, later ones must
+    agree), ``explained`` (an explanation follows the verdict on its line: GAR), ``mentions`` (words naming a
+    verdict that are no token, e.g. a bare "B": they may not follow the verdict), ``polar`` (the verdict says right or
+    wrong, True / False: text after it may not argue the other way), ``tokens`` (the tokens as the
+    prompt writes them) and, for verdict-logit mode, the assistant ``prefix`` and the ``choices`` scored after it."""
 
-    def __init__(self, what: str, hits: Callable[[str], list[Hit]], place: str, explained: bool = False,
-                 labels: Sequence[str] = ()):
-        self.what, self.hits, self.place, self.explained = what, hits, place, explained
-        self.labels = (*NEUTRAL_LABELS, *labels)
-        self._label_keys = frozenset(_label_key(f"{label}:") for label in self.labels)
+    def __init__(self, what: str, hits: Callable[[str], list[Hit]], place: Literal["end", "first"],
+                 tokens: Sequence[str], prefix: str = "", choices: Sequence[str] = (), explained: bool = False,
+                 mentions: Callable[[str], list[Hit]] | None = None, polar: bool = False):
+        self.what, self.hits, self.place, self.explained, self.polar = what, hits, place, explained, polar
+        self.tokens, self.prefix, self.choices = tuple(tokens), prefix, tuple(choices)
+        self.mentions = mentions or hits
 
-    def read(self, text: str, finish_reason: str | None) -> Verdict:
+    def __repr__(self) -> str:
+        return f"VerdictForm({self.what!r}, place={self.place!r})"
+
+    def read(self, text: str, finish_reason: str | None = None) -> Verdict:
+        """The verdict of ``text`` (a judge's whole output) or ``Status.INVALID`` with the reason."""
         # GAR caps its discriminator at K tokens "preserving the verdict and truncating any justification beyond
-        # that limit" (App. B / Sec. 4.3): there a length stop inside the explanation keeps the verdict
+        # that limit" (Sec. 4.3): there a length stop inside the explanation keeps the verdict
         truncated_explanation = self.explained and finish_reason == "length"
         cut = _cut_off(text, None if truncated_explanation else finish_reason)
         if cut is not None:
@@ -183,19 +216,28 @@ class _Form:
         if not hits:
             return _invalid(self.what, text, "no {what} verdict where the prompt asks for one")
         hit = hits[-1] if self.place == "end" else hits[0]
-        why = self._statement_problem(body, hit)
+        why = self._problem(body, hit)
         if why:
             return _invalid(self.what, text, why)
         label = hit[2]
         if self.place == "end":
-            line_end = body.find("\n", hit[1])
-            if line_end >= 0 and _bare(body[line_end:]):
-                return _invalid(self.what, text, "the response goes on after the verdict line (the verdict must end it)")
-            # an earlier verdict stated alone on its line is a verdict too: the final one is a second verdict
-            later = sorted({h[2] for h in hits[:-1] if self._statement_problem(body, h) is None} - {label})
-            if later:
-                return _invalid(self.what, text, f"the verdict {label} follows another verdict ({'/'.join(later)}) "
-                                                 "stated alone on its line")
+            rest = body[_line_end(body, hit[1]):]
+            named = {m[2] for m in self.mentions(rest)}
+            other = sorted(named - {label})
+            if other and label not in named:
+                return _invalid(self.what, text, f"the text after the verdict {label} names another verdict "
+                                                 f"({'/'.join(other)})")
+            back = _TAKEN_BACK.search(_bare(rest))
+            if back:
+                return _invalid(self.what, text, f"the text after the verdict {label} takes it back or hedges it "
+                                                 f"({back.group(0)!r})")
+            if self.polar and _against(_bare(rest)):
+                return _invalid(self.what, text, f"the text after the verdict {label} argues the other way "
+                                                 f"({_against(_bare(rest))})")
+            earlier = sorted({h[2] for h in hits[:-1] if self._ends_line(body, h)} - {label})
+            if earlier:
+                return _invalid(self.what, text, f"the verdict {label} follows another verdict "
+                                                 f"({'/'.join(earlier)}) that ends an earlier line")
         else:
             later = sorted({h[2] for h in hits if h[0] >= hit[1]} - {label})
             if later:
@@ -205,39 +247,49 @@ class _Form:
                                              "explanation began: the verdict may not be complete")
         return Verdict(label)
 
-    def _statement_problem(self, body: str, hit: Hit) -> str | None:
-        """Why the verdict ``hit`` is not stated alone on its line (None when it is): what precedes it there must
-        be nothing or one of the form's labels, what follows it nothing (or, where an explanation is asked for,
-        a separator)."""
-        start, end, _ = hit
-        line_end = body.find("\n", end)
-        tail = body[end:len(body) if line_end < 0 else line_end]
-        why = self._lead_problem(body[body.rfind("\n", 0, start) + 1:start])
+    def _problem(self, body: str, hit: Hit) -> str | None:
+        """Why the verdict ``hit`` cannot be read for sure on its line (None when it can)."""
+        start, end, label = hit
+        lead = _PARENTHETICAL.sub(" ", body[body.rfind("\n", 0, start) + 1:start])
+        tail = body[end:_line_end(body, end)]
+        others = sorted({h[2] for h in self.hits(lead) + self.hits(_PARENTHETICAL.sub(" ", tail))} - {label})
+        if others:
+            return f"two different verdicts on the verdict's line ({label} and {'/'.join(others)})"
+        bare_lead = _bare(lead)
+        if _QUESTION_BOUND.search(bare_lead):
+            return f"the verdict answers a question the judge asked itself ({bare_lead[-60:]!r}), not the prompt's"
+        clause = _CLAUSE_END.split(bare_lead)[-1]
+        why = _against(clause)
         if why:
-            return why
-        if self.explained:
-            if not _SEPARATOR.match(_TAG.sub("<", _EMPHASIS.sub("", tail))):
+            return f"the verdict's clause does not state it: {why}"
+        return self._tail_problem(tail)
+
+    def _ends_line(self, body: str, hit: Hit) -> bool:
+        """The earlier verdict ``hit`` is stated as one: it ends its line and nothing on that line turns it."""
+        return not _bare(body[hit[1]:_line_end(body, hit[1])]).rstrip(".!。！ ") and self._problem(body, hit) is None
+
+    def _tail_problem(self, tail: str) -> str | None:
+        """Why what follows the verdict on its line changes it (None when it does not)."""
+        flat = _TAG.sub("<", _EMPHASIS.sub("", tail))
+        if self.explained:  # GAR: the explanation follows a separator or starts a new sentence
+            if not _SEPARATOR.match(flat):
                 return "the verdict runs on into its sentence (the explanation must follow a separator or start a new sentence)"
-        elif _bare(tail) not in ("", "."):
-            return f"the verdict line goes on after the verdict ({_bare(tail)[:40]!r})"
-        return None
-
-    def _lead_problem(self, lead: str) -> str | None:
-        """Why the text before the verdict on its line is neither nothing nor one of the form's labels (a
-        question the judge put to itself, a label naming the loser, reasoning, a hedge...)."""
-        key = _label_key(lead)
-        if not key or key in self._label_keys:
             return None
-        shown = _bare(lead)[-40:]
-        if self.hits(_PARENTHETICAL.sub(" ", lead)):
-            return "another verdict stands on the verdict's line"
-        if "?" in key:
-            return f"the verdict answers a question the judge asked itself ({shown!r}), not the prompt's"
-        return (f"the verdict follows {shown!r} on its line, which is not a label its prompt uses (accepted: "
-                f"{', '.join(self.labels)}, each ending in ':')")
+        bare = _bare(tail)
+        if not bare.rstrip(".!。！ ") or _POSITIVE_TAIL.fullmatch(bare):
+            return None
+        if _SEPARATOR.match(flat) and not bare.startswith(("?", "？")):
+            why = _against(bare)
+            return f"what follows the verdict on its line does not agree with it: {why}" if why else None
+        return f"the verdict line goes on after the verdict ({bare[:40]!r})"
 
 
-# ---------------------------------------------------------------------------------------- parsers
+def _line_end(body: str, at: int) -> int:
+    end = body.find("\n", at)
+    return len(body) if end < 0 else end
+
+
+# ---------------------------------------------------------------------------------------- verdict tokens
 _MAX_VERDICT = 64  # a boxed verdict is a short token; longer boxed spans cannot be one
 
 
@@ -247,7 +299,7 @@ def _canon_boxed(s: str) -> str:
     return s
 
 
-def _box_hits(canon: Callable[[str], str | None]) -> Callable[[str], list[Hit]]:
+def box_hits(canon: Callable[[str], str | None]) -> Callable[[str], list[Hit]]:
     """Boxed verdicts: every short ``\\boxed{...}`` whose content ``canon`` maps to a label."""
     def hits(body: str) -> list[Hit]:
         return [(s, e, label) for s, e, c in boxed_spans(body, _MAX_VERDICT)
@@ -255,12 +307,13 @@ def _box_hits(canon: Callable[[str], str | None]) -> Callable[[str], list[Hit]]:
     return hits
 
 
-def _word_hits(pattern: re.Pattern, canon: Callable[[re.Match], str]) -> Callable[[str], list[Hit]]:
-    """Written verdicts: every match of ``pattern``; one written inside a ``\\boxed{}`` (``\\boxed{True}``,
-    ``\\boxed{\\text{Answer 1}}``) spans its box, which is formatting around it."""
+def word_hits(pattern: re.Pattern, canon: Callable[[re.Match], str | None]) -> Callable[[str], list[Hit]]:
+    """Written verdicts: every match of ``pattern`` that ``canon`` labels; one written inside a ``\\boxed{}``
+    (``\\boxed{True}``, ``\\boxed{\\text{Answer 1}}``) spans its box, which is formatting around it."""
     def hits(body: str) -> list[Hit]:
         # a zero-width match (a lookahead, for overlapping hits) holds its text in group 1
-        found = [(*(m.span(1) if m.end() == m.start() else m.span()), canon(m)) for m in pattern.finditer(body)]
+        found = [(*(m.span(1) if m.end() == m.start() else m.span()), label) for m in pattern.finditer(body)
+                 if (label := canon(m)) is not None]
         boxes = {} if not found else {(at, at + len(inner)): (s, e)  # the box's content starts at e - 1 - len(c)
                                       for s, e, c in boxed_spans(body, _MAX_VERDICT)
                                       if (inner := _canon_boxed(c)) and (at := e - 1 - len(c) + c.find(inner)) >= 0}
@@ -268,23 +321,29 @@ def _word_hits(pattern: re.Pattern, canon: Callable[[re.Match], str]) -> Callabl
     return hits
 
 
-# the tournament prompt asks for "the final verdict" (our logit prefix: "Final verdict: \\boxed{")
-_CHOICE_LABELS = ("Final verdict",)
-
-
-def parse_boxed_choice(text: str, choices: Sequence[str] = ("A", "B", "Tie"), finish_reason: str | None = None) -> Verdict:
-    """Reasoning Arena App. D: the response ends with ``\\boxed{X}``, X one of ``choices`` (case-insensitive)."""
+def choice_canon(choices: Sequence[str]) -> Callable[[str], str | None]:
+    """A boxed choice's label: its content, case and spaces ignored, a leading "Response" allowed."""
     canon = {c.lower().replace(" ", ""): c for c in choices}
-    # the tournament prompt asks for "the final verdict" (our logit prefix: "Final verdict: \boxed{")
-    return _Form("boxed " + "/".join(choices), _box_hits(lambda c: canon.get(c.lower().replace(" ", ""))), "end",
-                 labels=("Final verdict",)).read(text, finish_reason)
+    return lambda c: canon.get(re.sub(r"^response", "", c.lower().replace(" ", "")))
+
+
+def choice_mentions(choices: Sequence[str]) -> Callable[[str], list[Hit]]:
+    """Every boxed choice and every bare one ("B", "Response B", "tie") in a text."""
+    boxed = box_hits(choice_canon(choices))
+    canon = {c.lower(): c for c in choices}
+    words = re.compile("|".join(rf"(?<![\w\\])(?:{re.escape(c)})(?!\w)" for c in choices
+                                if len(c) > 1) + "|" + "|".join(rf"(?<![\w\\]){re.escape(c)}(?!\w)"
+                                                                 for c in choices if len(c) == 1))
+    letters = word_hits(words, lambda m: canon.get(m.group(0).lower()) if len(m.group(0)) > 1 or
+                        m.group(0).isupper() else None)
+    return lambda body: boxed(body) + letters(body)
 
 
 _DECIMAL = re.compile(r"\d+(?:\.\d*)?|\.\d+")
 _HALF = re.compile(r"(?:\\[dt]?frac\s*\{\s*1\s*\}\s*\{\s*2\s*\}|1\s*/\s*2)")
 
 
-def _score_label(content: str) -> str | None:
+def score_label(content: str) -> str | None:
     """``"1"``, ``"0.5"`` or ``"0"`` for a box holding a number equal to one of them (``0.50``, ``1.00``,
     ``\\frac{1}{2}``); None for anything else."""
     c = content.strip()
@@ -295,79 +354,61 @@ def _score_label(content: str) -> str | None:
     return {Fraction(1): "1", Fraction(1, 2): "0.5", Fraction(0): "0"}.get(Fraction(c))
 
 
-# App. D: the pointwise prompt says "Score it as ...", the RLAIF rubric "conclude with 'Based on my evaluation,
-# the final overall score should be:'"; "Final score" and "Final overall score" shorten the rubric's phrase
-_SCORE = _Form("boxed 1/0.5/0", _box_hits(_score_label), "end",
-               labels=("Score", "Final score", "Final overall score", "the final overall score should be",
-                       "Based on my evaluation, the final overall score should be"))
+# ---------------------------------------------------------------------------------------- parsers
+# Each form is declared beside its prompt (rewardkit/prompts/<paper>.py); these are the named entry points.
+
+def parse_boxed_choice(text: str, choices: Sequence[str] = ("A", "B", "Tie"), finish_reason: str | None = None) -> Verdict:
+    """Reasoning Arena App. D tournament: the final ``\\boxed{X}``, X one of ``choices`` (case-insensitive)."""
+    from rewardkit.prompts.arena import TOURNAMENT_FORM, boxed_choice_form
+
+    form = TOURNAMENT_FORM if tuple(choices) == TOURNAMENT_FORM.choices else boxed_choice_form(choices)
+    return form.read(text, finish_reason)
 
 
 def parse_boxed_score(text: str, finish_reason: str | None = None) -> Verdict:
-    """Pointwise rubric score (App. D): the response ends with ``\\boxed{1}``, ``\\boxed{0.5}`` or ``\\boxed{0}``
-    (any number equal to one of them: ``\\boxed{0.50}`` is 0.5)."""
-    return _SCORE.read(text, finish_reason)
+    """Reasoning Arena App. D pointwise / RLAIF rubric: the final ``\\boxed{1}``, ``\\boxed{0.5}`` or
+    ``\\boxed{0}`` (any number equal to one of them: ``\\boxed{0.50}`` is 0.5)."""
+    from rewardkit.prompts.arena import POINTWISE_FORM
 
-
-# a lookahead finds overlapping hits, so "**YES**NO**" holds both words (a conflict); a period or "!" may sit
-# inside the bold ("**YES.**"). GAR's prompt asks for "your judgment" (a neutral label) and no other.
-_YES_NO = _Form("**YES**/**NO**", _word_hits(re.compile(r"(?=(\*\*[ \t]*(YES|NO)[ \t]*[.!]?[ \t]*\*\*))", re.IGNORECASE),
-                                             lambda m: m.group(2).upper()), "first", explained=True)
+    return POINTWISE_FORM.read(text, finish_reason)
 
 
 def parse_yes_no(text: str, finish_reason: str | None = None) -> Verdict:
-    """GAR discriminator (App. B): the first ``**YES**`` or ``**NO**``, which the format puts before the
-    explanation ("**NO** -- Not high quality" is NO); a later, different one is a second verdict."""
-    return _YES_NO.read(text, finish_reason)
+    """GAR discriminator (App. B; Tables 2, 10, 11): the first ``**YES**`` or ``**NO**``, after the brief analysis
+    and before the rationale ("**NO** -- Not high quality" is NO); a later, different one is a second verdict."""
+    from rewardkit.prompts.gar import DISCRIMINATOR_FORM
 
-
-# RARO: App. E's poetry critic ends "Final Judgment:\nPoem 2"; our logit prefixes are "Final Judgment (1, 2 or
-# tie): " and "Final Judgment (Expert or Policy): "; our instructions ask for "one verdict" (a neutral label)
-_ANSWER_CHOICE = _Form("Answer 1/Answer 2/tie", _word_hits(re.compile(r"\banswer\s*([12])\b|\b(tie)\b", re.IGNORECASE),
-                                                           lambda m: m.group(1) or "tie"), "end",
-                       labels=("Final Judgment", "Final Judgment (1, 2 or tie)"))
-_EXPERT_POLICY = _Form("Expert/Policy", _word_hits(re.compile(r"\b(expert|policy)\b", re.I),
-                                                   lambda m: m.group(1).capitalize()), "end",
-                       labels=("Final Judgment", "Final Judgment (Expert or Policy)"))
-# JURY-RL App. D: "end your response with your final judgment: True or False"; its example ends "Final judgment: False."
-_TRUE_FALSE = _Form("True/False", _word_hits(re.compile(r"\b(true|false)\b", re.I),
-                                             lambda m: m.group(1).capitalize()), "end", labels=("Final judgment",))
-# JURY-RL App. C.5 puts the tag alone on its line and names no label for it
-_CONSISTENCY = _Form("<consistency>", _word_hits(
-    re.compile(r"<consistency>\s*\[?\s*(correct|incorrect)\s*\]?\s*</consistency>", re.I),
-    lambda m: m.group(1).capitalize()), "tag")
+    return DISCRIMINATOR_FORM.read(text, finish_reason)
 
 
 def parse_answer_choice(text: str, finish_reason: str | None = None) -> Verdict:
-    """RARO critic: the last line is ``Answer 1``, ``Answer 2`` or ``tie`` (after ``</think>`` if present)."""
-    return _ANSWER_CHOICE.read(text, finish_reason)
+    """RARO critic (App. E): the final line naming ``Answer 1``, ``Answer 2`` or ``tie`` (``Poem 1/2``, Fig. 20)."""
+    from rewardkit.prompts.raro import CRITIC_FORM
+
+    return CRITIC_FORM.read(text, finish_reason)
 
 
 def parse_expert_policy(text: str, finish_reason: str | None = None) -> Verdict:
-    """RARO binary critic (Sec. 3.2): the last line is ``Expert`` or ``Policy`` (after ``</think>``)."""
-    return _EXPERT_POLICY.read(text, finish_reason)
+    """RARO binary critic (Sec. 3.2): the final line naming ``Expert`` or ``Policy``."""
+    from rewardkit.prompts.raro import BINARY_CRITIC_FORM
+
+    return BINARY_CRITIC_FORM.read(text, finish_reason)
 
 
 def parse_true_false(text: str, finish_reason: str | None = None) -> Verdict:
-    """JURY-RL App. D judge: the response ends with ``True`` or ``False`` ("end your response with ...")."""
-    return _TRUE_FALSE.read(text, finish_reason)
+    """JURY-RL App. D judge: the final ``True`` or ``False`` ("end your response with your final judgment")."""
+    from rewardkit.prompts.jury import LLM_JUDGE_FORM
+
+    return LLM_JUDGE_FORM.read(text, finish_reason)
 
 
 def parse_consistency(text: str, finish_reason: str | None = None) -> Verdict:
     """JURY-RL C.5 consistency checker: the ``<consistency>Correct|Incorrect</consistency>`` tag; a later tag
     that disagrees is a second verdict (the prompt asks for exactly one)."""
-    return _CONSISTENCY.read(text, finish_reason)
+    from rewardkit.prompts.jury import CONSISTENCY_FORM
 
+    return CONSISTENCY_FORM.read(text, finish_reason)
 
-# the labels each parser accepts before its verdict on the verdict's line (docs/verdicts.md lists them)
-LABELS = {
-    "ab_tie": (*NEUTRAL_LABELS, *_CHOICE_LABELS),
-    "score": _SCORE.labels,
-    "yes_no": _YES_NO.labels,
-    "answer_choice": _ANSWER_CHOICE.labels,
-    "expert_policy": _EXPERT_POLICY.labels,
-    "true_false": _TRUE_FALSE.labels,
-    "consistency": _CONSISTENCY.labels,
-}
 
 PARSERS = {
     "ab_tie": parse_boxed_choice,
