@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rewardkit.verdicts import Verdict, VerdictForm
+    from rewardkit.verdict_forms import Verdict, VerdictForm
 
 PAPER_MODULES = ("arena", "jury", "gar", "raro")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rewardkit.prompts import render
-from rewardkit.verdicts import VerdictForm, box_hits, choice_canon, choice_mentions, score_label
+from rewardkit.verdict_forms import VerdictForm, box_hits, choice_canon, choice_mentions, score_label
 
 # App. D, "Tournament prompt for pairwise preference (REASONING ARENA)"
 TOURNAMENT = """Compare the two solution attempts below and decide which is better.

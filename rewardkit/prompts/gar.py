@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from rewardkit.prompts import get_prompt, render
-from rewardkit.verdicts import VerdictForm, word_hits
+from rewardkit.verdict_forms import VerdictForm, word_hits
 
 # App. B, "System prompt for the LLM reasoner" (verbatim; "\n" are literal newlines in the format line).
 REASONER_SYSTEM = (

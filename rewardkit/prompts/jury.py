@@ -3,7 +3,7 @@
 
 import re
 
-from rewardkit.verdicts import VerdictForm, word_hits
+from rewardkit.verdict_forms import VerdictForm, word_hits
 
 AUTOFORMALIZER = (
     "Please autoformalize the following natural language problem statement in Lean 4.\n"

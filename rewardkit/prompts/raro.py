@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from rewardkit.prompts import get_prompt, render
-from rewardkit.verdicts import VerdictForm, word_hits
+from rewardkit.verdict_forms import VerdictForm, word_hits
 
 # The math opening sentence is verbatim from App. E (Figures 18-19); the general one is our adaptation
 # for non-math questions (the paper's poetry critic, Figure 20, answers "Poem 1/2", another format).
