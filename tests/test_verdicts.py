@@ -575,10 +575,10 @@ ISSUE_34_READ = [
     (parse_boxed_choice, "Por lo tanto, la mejor respuesta es la B: \\boxed{B}", "B"),
     (parse_true_false, "Juicio final: False", "False"),
     (parse_yes_no, "结论：**YES** 推理是正确的。", "YES"),
-    (parse_boxed_score, "Score: \\[ \\boxed{0.5} \\]", "0.5"),
+    (parse_boxed_score, "The score is: \\[ \\boxed{0.5} \\]", "0.5"),
     (parse_boxed_score, "The response is completely correct. $\\boxed{\\text{1}}$", "1"),
     (parse_boxed_choice, "Response B has a gap, so Response A is better: \\boxed{A}!", "A"),
-    (parse_boxed_choice, "**Final verdict**: <b>\\boxed{B}</b>.", "B"),
+    (parse_boxed_choice, "**The final verdict is**: <b>\\boxed{B}</b>.", "B"),
     (parse_yes_no, "The step applies the parity rule correctly. **YES** The logic is sound.", "YES"),
     (parse_yes_no, "It divides by zero in step 2.</u>  **NO**</p> <p>The division is undefined.</p>", "NO"),
     (parse_answer_choice, "Answer 1 computes 87, not 24.\nAnswer 2 is correct.", "2"),
@@ -655,3 +655,23 @@ def test_generated_clear_verdicts_in_every_papers_format_are_read(name, data, ab
         text += f"{after_sep}{after}"  # GAR's rationale; the end forms' closing remark
     v = form["parser"](text)
     assert (v.label, v.status) == (form["labels"][verdict], Status.OK), (text, v.message)
+
+
+def _docs_examples() -> list[tuple[str, str, str]]:
+    docs = (Path(__file__).parents[1] / "docs" / "verdicts.md").read_text()
+    table = docs.split("| output | parser | verdict |", 1)[1].split("\n\n", 1)[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.strip().splitlines()[1:]]
+    return [(out.strip("`").replace("\\n", "\n"), parser.strip("`"), verdict) for out, parser, verdict in rows]
+
+
+@pytest.mark.parametrize(("text", "parser", "verdict"), _docs_examples())
+def test_the_docs_examples_read_as_the_docs_say(text, parser, verdict):
+    """docs/verdicts.md's examples table is what the parsers do."""
+    v = {p.__name__: p for p in PARSERS.values()}[parser](text)
+    assert (v.label if v.ok else "invalid") == verdict, v.message
+
+
+def test_the_docs_list_every_parser_and_its_printed_examples():
+    docs = (Path(__file__).parents[1] / "docs" / "verdicts.md").read_text()
+    assert all(f"| `{p.__name__}` |" in docs for p in PARSERS.values())
+    assert len(_docs_examples()) >= 20 and {p for _, p, _ in _docs_examples()} == {p.__name__ for p in PARSERS.values()}
