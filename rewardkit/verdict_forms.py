@@ -105,6 +105,12 @@ _TAKEN_BACK = re.compile(r"\b(?:actually|wait|however|but|although|though|recons
                          r"instead|rather|might|maybe|perhaps|possibly|could|unsure|not sure|on reflection)\b",
                          re.IGNORECASE)
 
+# a clause that makes a box the problem's answer, not a verdict: "The correct answer is \boxed{1}" (a score of 1?),
+# "The reference answer is \boxed{B}" (a multiple-choice problem's B, or Response B?)
+PROBLEM_ANSWER = re.compile(r"\b(?:correct|reference|right|expected|exact|true|ground[- ]truth)\s+(?:final\s+)?answer\b|"
+                            r"\banswer\s+(?:to|of)\s+the\s+(?:problem|question)\b|\bthe\s+(?:final\s+)?answer\s+is\b|"
+                            r"(?:=|\\approx)\s*$", re.IGNORECASE)
+
 Hit = tuple[int, int, str]  # (start, end, canonical label)
 
 
@@ -155,13 +161,17 @@ class VerdictForm:
     text: ``(start, end, label)``), ``place`` (``end``: the final one; ``first``: the first one, later ones must
     agree), ``explained`` (an explanation follows the verdict on its line: GAR), ``mentions`` (words naming a
     verdict that are no token, e.g. a bare "B": they may not follow the verdict), ``polar`` (the verdict says right or
-    wrong, True / False: text after it may not argue the other way), ``tokens`` (the tokens as the
+    wrong, YES / NO, True / False: the words of the prompt's own question, so that it may answer a question that
+    restates the prompt's, "Is the step sound? **YES**"; text after an end verdict may not argue the other way), ``not_after`` (a clause that makes the token something else: a box
+    holding the problem's answer), ``tokens`` (the tokens as the
     prompt writes them) and, for verdict-logit mode, the assistant ``prefix`` and the ``choices`` scored after it."""
 
     def __init__(self, what: str, hits: Callable[[str], list[Hit]], place: Literal["end", "first"],
                  tokens: Sequence[str], prefix: str = "", choices: Sequence[str] = (), explained: bool = False,
-                 mentions: Callable[[str], list[Hit]] | None = None, polar: bool = False):
+                 mentions: Callable[[str], list[Hit]] | None = None, polar: re.Pattern | None = None,
+                 not_after: re.Pattern | None = None):
         self.what, self.hits, self.place, self.explained, self.polar = what, hits, place, explained, polar
+        self.not_after = not_after
         self.tokens, self.prefix, self.choices = tuple(tokens), prefix, tuple(choices)
         self.mentions = mentions or hits
 
@@ -221,9 +231,15 @@ class VerdictForm:
         if others:
             return f"two different verdicts on the verdict's line ({label} and {'/'.join(others)})"
         bare_lead = _bare(lead)
-        if _QUESTION_BOUND.search(bare_lead):
-            return f"the verdict answers a question the judge asked itself ({bare_lead[-60:]!r}), not the prompt's"
+        asked = _QUESTION_BOUND.search(bare_lead)
+        if asked:  # a YES / True answers a question only where it is the prompt's own ("Is the step sound? **YES**")
+            question = _CLAUSE_END.split(bare_lead[:asked.start()])[-1]
+            if not (self.polar and self.polar.search(question)) or _against(question):
+                return f"the verdict answers a question the judge asked itself ({bare_lead[-60:]!r}), not the prompt's"
+            bare_lead = bare_lead[asked.start() + 1:]
         clause = _CLAUSE_END.split(bare_lead)[-1]
+        if self.not_after and self.not_after.search(clause):
+            return f"the verdict's clause says the box holds something else ({clause[-60:]!r}), e.g. the problem's answer"
         why = _against(clause)
         if why:
             return f"the verdict's clause does not state it: {why}"

@@ -437,9 +437,13 @@ def test_negations_and_hedges_are_invalid(name, data, before, wrap):
 @given(names, st.data(), reasoning, reasoning, st.sampled_from(["\n\nNote: ", "\n\nOn second thought, ", " ... wait, ",
                                                                   "\n\nP.S. it might be "]))
 def test_a_second_verdict_after_it_is_invalid(name, data, before, between, note):
-    """A different verdict anywhere after the verdict ("True" then "Note: this might be False")."""
+    """A different verdict after a verdict stated on its own line ("True" then "Note: this might be False") or
+    later on the same line ("\\boxed{A} ... wait, \\boxed{B}"): two verdicts, neither sure. (For the end forms, a
+    verdict corrected on a later line, "\\boxed{A} ... wait, let me redo this.\\n...\\n\\boxed{B}", is the final one:
+    B, test_the_final_verdict_after_a_correction_is_read.)"""
     form = FORMS[name]
     first, second = data.draw(st.permutations(sorted(form["labels"])))[:2]
+    between = between.replace("\n", " ")
     text = f"{before}\n\n{_rendered(form, first, ('', ''), False, False)}{note}{between} {form['token'](second)}"
     assert form["parser"](text).status is Status.INVALID, text
 
@@ -608,6 +612,13 @@ ISSUE_34_REFUSED = [
 ]
 
 
+def test_the_final_verdict_after_a_correction_is_read():
+    """The end forms read the final verdict: a judge that corrects itself on a later line has given that one."""
+    assert parse_boxed_choice("At first glance \\boxed{A} ... wait, step 2 of A divides by zero.\n"
+                              "So Response B is better. \\boxed{B}").label == "B"
+    assert parse_answer_choice("Answer 1 looked right, but step 2 fails.\nAnswer 2").label == "2"
+
+
 @pytest.mark.parametrize(("parser", "text", "label"), ISSUE_34_READ + ISSUE_34_REFUSED)
 def test_issue_34_clear_verdicts_are_read_and_unsure_ones_refused(parser, text, label):
     v = parser(text)
@@ -639,7 +650,8 @@ def _token(name: str, verdict: str, text_box: bool) -> str:
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(names, st.data(), prose, prose, st.sampled_from(LEADS), st.sampled_from(WRAPS), st.booleans(),
-       st.sampled_from(["", ".", "!", " ."]), st.sampled_from(["", "\n\n", " "]), sentence, st.booleans())
+       st.sampled_from(["", ".", "!", " ."]), st.sampled_from(["", "\n\n", " -- ", "</p> <p>", " ("]), sentence,
+       st.booleans())
 def test_generated_clear_verdicts_in_every_papers_format_are_read(name, data, above, before, lead, wrap, text_box,
                                                                   punct, after_sep, after, think):
     """The opposite direction of the never-a-flip properties: a clear verdict in each paper's format, with
@@ -652,7 +664,7 @@ def test_generated_clear_verdicts_in_every_papers_format_are_read(name, data, ab
         line += data.draw(st.sampled_from(["", " is better.", " is the better answer.", " is correct."]))
     text = (f"<think>{above}</think>\n" if think else f"{above}\n\n") + line
     if after_sep and (name in ("yes_no", "consistency") or after_sep == "\n\n"):
-        text += f"{after_sep}{after}"  # GAR's rationale; the end forms' closing remark
+        text += f"{after_sep}{after}"  # GAR's rationale after a separator; the other forms' closing remark
     v = form["parser"](text)
     assert (v.label, v.status) == (form["labels"][verdict], Status.OK), (text, v.message)
 

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from rewardkit.prompts import render
-from rewardkit.verdict_forms import VerdictForm, box_hits, choice_canon, choice_mentions, score_label
+from rewardkit.verdict_forms import (
+    PROBLEM_ANSWER,
+    VerdictForm,
+    box_hits,
+    choice_canon,
+    choice_mentions,
+    score_label,
+)
 
 # App. D, "Tournament prompt for pairwise preference (REASONING ARENA)"
 TOURNAMENT = """Compare the two solution attempts below and decide which is better.
@@ -69,14 +76,14 @@ def boxed_choice_form(choices: tuple[str, ...] | list[str]) -> VerdictForm:
     choices = tuple(choices)
     return VerdictForm("boxed " + "/".join(choices), box_hits(choice_canon(choices)), "end",
                        tokens=[f"\\boxed{{{c}}}" for c in choices], prefix=TOURNAMENT_VERDICT_PREFIX, choices=choices,
-                       mentions=choice_mentions(choices))
+                       mentions=choice_mentions(choices), not_after=PROBLEM_ANSWER)
 
 
 # The verdict forms, beside their templates (docs/verdicts.md): the final box, any reasoning before it on its line.
 TOURNAMENT_FORM = boxed_choice_form(("A", "B", "Tie"))
 POINTWISE_FORM = VerdictForm("boxed 1/0.5/0", box_hits(score_label), "end",
                              tokens=("\\boxed{1}", "\\boxed{0.5}", "\\boxed{0}"), prefix=POINTWISE_VERDICT_PREFIX,
-                             choices=("1", "0.5", "0"))
+                             choices=("1", "0.5", "0"), not_after=PROBLEM_ANSWER)
 JUDGE_FORMS = {"arena.tournament": TOURNAMENT_FORM, "arena.pointwise": POINTWISE_FORM,
                "arena.rlaif_rubric": POINTWISE_FORM}  # template name -> the form it asks for
 

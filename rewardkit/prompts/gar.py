@@ -43,11 +43,13 @@ VERDICT_CHOICES = ("YES", "NO")
 
 # The verdict form (docs/verdicts.md): the first bold **YES** / **NO** after the brief analysis, on its line or not
 # (Table 10: "... leading to a contradiction.</u>  **YES**</p> <p>..."), the rationale after it. A lookahead finds
-# overlapping hits, so "**YES**NO**" holds both words (a conflict); a period or "!" may sit inside the bold.
+# overlapping hits, so "**YES**NO**" holds both words (a conflict); a period or "!" may sit inside the bold. ``polar``:
+# the words of the prompt's question ("reasonable, rigorous, and accurate ... high quality").
 DISCRIMINATOR_FORM = VerdictForm(
     "**YES**/**NO**", word_hits(re.compile(r"(?=(\*\*[ \t]*(YES|NO)[ \t]*[.!]?[ \t]*\*\*))", re.IGNORECASE),
                                 lambda m: m.group(2).upper()),
-    "first", tokens=("**YES**", "**NO**"), prefix=VERDICT_PREFIX, choices=VERDICT_CHOICES, explained=True)
+    "first", tokens=("**YES**", "**NO**"), prefix=VERDICT_PREFIX, choices=VERDICT_CHOICES, explained=True,
+    polar=re.compile(r"\b(?:reasonable|rigorous|accurate|high[- ]quality|sound|correct|valid|right)\b", re.I))
 JUDGE_FORMS = {"gar.discriminator_system": DISCRIMINATOR_FORM}  # template name -> the form it asks for
 
 

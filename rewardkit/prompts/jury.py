@@ -117,9 +117,11 @@ def _stated(m: re.Match) -> str | None:
 
 
 # The verdict forms (docs/verdicts.md). App. D: the final True / False, reasoning or a label before it
-# (App. H's judge ends "Final judgment: False."; C.5 spells it "Final Judgement"). C.5: the <consistency> tag.
+# (App. H's judge ends "Final judgment: False."; C.5 spells it "Final Judgement"); ``polar``: the words of the prompt's
+# question ("whether a given mathematical question and answer are correctly matched"). C.5: the <consistency> tag.
 LLM_JUDGE_FORM = VerdictForm("True/False", word_hits(re.compile(r"\b(true|false)\b", re.IGNORECASE), _stated), "end",
-                             tokens=("True", "False"), prefix="Final judgment: ", choices=("True", "False"), polar=True)
+                             tokens=("True", "False"), prefix="Final judgment: ", choices=("True", "False"),
+                             polar=re.compile(r"\b(?:correct(?:ly)?|match(?:ed|es)?|right|valid|true)\b", re.I))
 CONSISTENCY_FORM = VerdictForm(
     "<consistency>", word_hits(re.compile(r"<consistency>\s*\[?\s*(correct|incorrect)\s*\]?\s*</consistency>", re.I),
                                lambda m: m.group(1).capitalize()),
