@@ -1,20 +1,20 @@
-"""End to end (issue 34): an OpenAI-compatible judge on 127.0.0.1 that answers every rewardkit judge prompt in the
-style of the papers' printed judge outputs (Reasoning Arena App. C, GAR Tables 2 and 10, RARO App. E Figs. 19-20,
-JURY-RL App. H), behind the real HTTP backend: every judge scorer reads every verdict on the shared rollouts.
+"""End to end (issue 34): an OpenAI-compatible judge on 127.0.0.1 (``serve-judge``'s JudgeServer over a scripted
+backend) answers every rewardkit judge prompt in the style of the papers' printed judge outputs (Reasoning Arena
+App. C, GAR Tables 2 and 10, RARO App. E Figs. 19-20, JURY-RL App. H); behind the real HTTP backend, every judge
+scorer reads every verdict on the shared rollouts.
 Before issue 34, arena, tournament, slices and holistic read none of them (48 of 48 responses invalid)."""
 
 from __future__ import annotations
 
 import hashlib
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from rewardkit.backends import load_backend
+from rewardkit.backends.server import JudgeServer
 from rewardkit.runtime.jobs import load_groups
 from rewardkit.scoring import get_scorer
+from rewardkit.testing import ScriptedJudge
 from rewardkit.types import Status
 
 JUDGE_SCORERS = ["arena", "tournament", "pointwise", "adaptive-pointwise", "slices", "holistic", "critic",
@@ -26,9 +26,9 @@ def _pick(prompt: str, *options: str) -> str:
     return options[int(hashlib.sha256(prompt.encode()).hexdigest(), 16) % len(options)]
 
 
-def paper_style_reply(messages: list[dict]) -> str:
-    """A judgment of ``messages`` written as the paper of that prompt prints its judge's outputs."""
-    prompt = "\n".join(m["content"] for m in messages)
+def paper_style_reply(prompt: str) -> str:
+    """A judgment of ``prompt`` (the judge's last message) written as the paper of that prompt prints its judge's
+    outputs."""
     if "[RESPONSE A]" in prompt:  # Reasoning Arena App. C: one paragraph ending in the box, or a short last line
         w = _pick(prompt, "A", "B")
         lose = "B" if w == "A" else "A"
@@ -49,7 +49,7 @@ def paper_style_reply(messages: list[dict]) -> str:
         score = _pick(prompt, "1", "0.5", "0")
         return ("The response sets up the problem and carries out each step; its final answer is compared with the "
                 f"reference answer. Therefore, the score is  $\\boxed{{{score}}}$")
-    if "evaluator responsible for assessing" in prompt:  # GAR Table 10 (inline) and Table 2 (HTML paragraphs)
+    if "Reasoning to evaluate:" in prompt:  # GAR Table 10 (inline) and Table 2 (HTML paragraphs)
         return _pick(prompt,
                      "<p>The reasoning examines the case and <u>correctly concludes the value, leading to a consistent "
                      "result.</u>  **YES**</p> <p>The reasoning is rigorous and accurate. The logic is clear, "
@@ -65,7 +65,7 @@ def paper_style_reply(messages: list[dict]) -> str:
                      f"Answer {w}")
     if "<answer>" in prompt:  # RARO binary critic, in Fig. 20's layout
         return f"<think>\n\nThe derivation reads carefully.\n\n</think>\n\nFinal Judgment:\n{_pick(prompt, 'Expert', 'Policy')}"
-    if "professional math QA pair evaluator" in prompt:  # JURY-RL App. H
+    if prompt.startswith("Question:"):  # JURY-RL App. H
         return _pick(prompt,
                      "To evaluate whether the given answer is correct for the problem, we need to solve it.\n\n"
                      "This value matches the given answer. Therefore, the given answer is correct.\n\nFinal judgment: True.",
@@ -75,52 +75,6 @@ def paper_style_reply(messages: list[dict]) -> str:
     raise AssertionError(f"no paper style for this prompt: {prompt[:200]!r}")
 
 
-class PaperStyleJudge:
-    """An OpenAI-compatible chat-completions server on 127.0.0.1 (port 0) answering in the papers' style."""
-
-    def __init__(self):
-        self.calls = 0
-        self.lock = threading.Lock()
-        judge = self
-
-        class H(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with judge.lock:
-                    judge.calls += 1
-                text = paper_style_reply(body["messages"])
-                data = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "paper-style",
-                                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                                "finish_reason": "stop", "logprobs": None}],
-                                   "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def spec(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1?model=paper-style"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture(scope="module")
 def groups(rollouts_path):
     return load_groups(rollouts_path)[0][:2]
@@ -128,9 +82,10 @@ def groups(rollouts_path):
 
 @pytest.mark.parametrize("name", JUDGE_SCORERS)
 def test_every_judge_scorer_reads_a_judge_that_writes_as_the_papers_print(name, groups):
-    with PaperStyleJudge() as judge:
-        scores = get_scorer(name, judge=load_backend(judge.spec), mode="generate").score(groups)
-    assert judge.calls > 0
+    judge = ScriptedJudge(reply=paper_style_reply)
+    with JudgeServer(judge, port=0, model_name="paper-style") as server:
+        scores = get_scorer(name, judge=load_backend(f"{server.url}?model=paper-style"), mode="generate").score(groups)
+    assert judge.requests  # every verdict came over HTTP
     statuses = [s for score in scores for s in score.statuses]
     assert len(statuses) == sum(len(g.responses) for g in groups)
     why = [m for score in scores for m in (score.messages or []) if m]
