@@ -7,7 +7,8 @@ fields), so a re-run only refreshes ``text`` for new rows and never overwrites a
 
     PYTHONPATH=. python benchmarks/judge_outputs.py [GROUPS]  # ~5 min per 6 groups on 2 shared cores
 
-Rows from other sources (the papers' printed judge outputs, ``source`` on the row) are kept as they are.
+Each row names its source; rows from other sources (the papers' printed judge outputs, ids ``paper/...``; clear
+verdicts hand-written in the forms instruct judges write, ids ``form/...``) are kept as they are.
 """
 
 from __future__ import annotations
@@ -64,8 +65,12 @@ def _requests(n: int = PER_KIND) -> list[tuple[str, str, list[dict]]]:
     return out
 
 
+SOURCE = "SmolLM2-135M-Instruct (benchmarks/judge_outputs.py)"
+
+
 def main(n: int = PER_KIND) -> None:
-    old = {r["id"]: r for r in json.loads(FIXTURE.read_text())["outputs"]} if FIXTURE.exists() else {}
+    table = json.loads(FIXTURE.read_text()) if FIXTURE.exists() else {"source": SOURCE, "outputs": []}
+    old = {r["id"]: r for r in table["outputs"]}
     reqs = _requests(n)
     new = [(i, r) for i, r in enumerate(reqs) if old.get(r[0], {}).get("expected", "?") == "?"]
     judge = load_backend("smollm2")  # only rows not yet checked are generated (same seeds as a full run)
@@ -73,18 +78,14 @@ def main(n: int = PER_KIND) -> None:
     fresh = {r[0]: c for (_, r), c in zip(new, comps, strict=True)}
     rows = []
     for rid, parser, _ in reqs:
-        row = old.get(rid, {"id": rid, "parser": parser, "expected": "?", "why": ""})
+        row = old.get(rid, {"id": rid, "parser": parser, "expected": "?", "why": "", "source": SOURCE})
         if rid in fresh:
             row["text"] = fresh[rid].text
             row["finish_reason"] = fresh[rid].finish_reason()  # rows from before issue 21 have none recorded
         rows.append(row)
     asked = {r[0] for r in reqs}
     rows += [r for rid, r in old.items() if rid not in asked]  # rows from other sources, or from a larger run
-    FIXTURE.write_text(json.dumps({
-        "source": "benchmarks/judge_outputs.py: SmolLM2-135M-Instruct (embedded judge), temperature 0.7, "
-                  "192 tokens, prompts from rewardkit/prompts on data/math_rollouts_qwen25; expected "
-                  "verdicts hand-checked (null = invalid)",
-        "outputs": rows}, indent=1, ensure_ascii=False) + "\n")
+    FIXTURE.write_text(json.dumps({"source": table["source"], "outputs": rows}, indent=1, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":

@@ -44,8 +44,8 @@ def test_targets_in_the_papers_own_format_are_accepted():
     import json
     from pathlib import Path
 
-    rows = json.loads((Path(__file__).parents[1] / "fixtures" / "paper_judge_outputs.json").read_text())["outputs"]
-    gar = [r for r in rows if r["id"].startswith("gar-")]
+    rows = json.loads((Path(__file__).parents[1] / "fixtures" / "judge_outputs.json").read_text())["outputs"]
+    gar = [r for r in rows if r["id"].startswith("paper/gar-")]
     assert len(gar) == 8
     for r in gar:
         label = r["expected"] == "YES"
