@@ -82,7 +82,9 @@ _QUESTION_BOUND = re.compile(r"[?？]\s*(?:[^\s:：?？]{1,20}(?:\s[^\s:：?？]
 _NEGATORS = (r"not|never|no|none|neither|nor|without|less|fewer|lower|n't|cannot|"
              r"sin|nunca|nicht|kein\w*|pas|jamais")
 _FAULTS = (r"worse|worst|los(?:e|es|er|ers|ing|t)|incorrect\w*|wrong\w*|flaw\w*|fault\w*|errors?|erroneous|mistakes?|"
-           r"mistaken|reject\w*|inferior|weak\w*|bad|invalid|fail\w*|poor\w*|"
+           r"mistaken|reject\w*|inferior|weak\w*|bad|invalid|fail\w*|poor\w*|eliminat\w*|discard\w*|penali[sz]\w*|"
+           r"downgrad\w*|exclud\w*|disqualif\w*|lack\w*|omit\w*|miss(?:es|ing)?|incomplete|inaccurate|unsound|"
+           r"unjustified|inadequate|insufficient|"
            r"peor|err[oó]ne[ao]s?|mal[ao]?s?|perdedor[ao]?s?|falsch|schlecht\w*|pire|mauvaise?s?")
 _CJK_NEGATORS, _CJK_FAULTS = "不没無无非未", "错錯差劣输輸误誤"
 _POLAR = re.compile(rf"\b(?:(?P<neg>{_NEGATORS})|(?P<fault>{_FAULTS}))\b|(?P<cjk_neg>[{_CJK_NEGATORS}])|"

@@ -605,6 +605,8 @@ ISSUE_34_REFUSED = [
     (parse_boxed_choice, "错误答案：\\boxed{A}", None),
     (parse_boxed_choice, "Incorrect answer, in my view, \\boxed{B}", None),
     (parse_boxed_choice, "Response A is better, not \\boxed{B}", None),  # a negation bound to it
+    (parse_boxed_choice, "Eliminate \\boxed{B}", None),
+    (parse_boxed_choice, "Response B lacks rigor: \\boxed{B}", None),
     (parse_yes_no, "Is there an error? **YES**", None),  # a question bound to it
     (parse_boxed_choice, "Response B is better than \\boxed{A}", None),  # a comparison
     (parse_boxed_choice, "It could be \\boxed{A}.", None),  # a hedge
