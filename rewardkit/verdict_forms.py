@@ -77,6 +77,9 @@ _PARENTHETICAL = re.compile(r"\([^()]*\)|（[^（）]*）")
 _CLAUSE_END = re.compile(r"[.!?;](?=\s|$)|[。！？；]|[,，]\s*(?=(?:so|thus|therefore|hence|but|and so|which means|"
                          r"meaning|making|overall|in conclusion|all in all|por lo tanto|así que|所以|因此)\b)",
                          re.IGNORECASE)
+# a subordinate clause before the verdict's own, ended by its comma: its words are about something else
+_SUBORDINATE = re.compile(r"\s*(?:since|because|as|while|whereas|given(?: that)?|although|though|after|considering|"
+                          r"comparing|unlike|puesto que|ya que|mientras|由于|因为|虽然)\b[^,，]*[,，]", re.IGNORECASE)
 _QUESTION_BOUND = re.compile(r"[?？]\s*(?:[^\s:：?？]{1,20}(?:\s[^\s:：?？]{1,20}){0,3}\s*[:：])?\s*$")
 # words that turn a clause against its verdict (counted: "no errors" is two, so it stays positive) ...
 _NEGATORS = (r"not|never|no|none|neither|nor|without|less|fewer|lower|n't|cannot|"
@@ -112,6 +115,11 @@ _TAKEN_BACK = re.compile(r"\b(?:actually|wait|however|but|although|though|recons
 PROBLEM_ANSWER = re.compile(r"\b(?:correct|reference|right|expected|exact|true|ground[- ]truth)\s+(?:final\s+)?answer\b|"
                             r"\banswer\s+(?:to|of)\s+the\s+(?:problem|question)\b|\bthe\s+(?:final\s+)?answer\s+is\b|"
                             r"(?:=|\\approx)\s*$", re.IGNORECASE)
+
+# the tournament's box after "the answer is" names a response ("Which response is better?"); only the reference's
+# answer is the problem's
+REFERENCE_ANSWER = re.compile(r"\b(?:reference|ground[- ]truth|expected)\s+(?:final\s+)?answer\b|"
+                              r"\banswer\s+(?:to|of)\s+the\s+(?:problem|question)\b", re.IGNORECASE)
 
 Hit = tuple[int, int, str]  # (start, end, canonical label)
 
@@ -208,9 +216,9 @@ class VerdictForm:
             if back:
                 return _invalid(self.what, text, f"the text after the verdict {label} takes it back or hedges it "
                                                  f"({back.group(0)!r})")
-            if self.polar and _against(_bare(rest)):
-                return _invalid(self.what, text, f"the text after the verdict {label} argues the other way "
-                                                 f"({_against(_bare(rest))})")
+            turned = self.polar and label == self.choices[0] and len(_POLAR.findall(_bare(rest))) % 2
+            if turned:  # "True\n\nThe answer is incorrect." (a False explained negatively is consistent)
+                return _invalid(self.what, text, f"the text after the verdict {label} argues the other way")
             earlier = sorted({h[2] for h in hits[:-1] if self._ends_line(body, h)} - {label})
             if earlier:
                 return _invalid(self.what, text, f"the verdict {label} follows another verdict "
@@ -236,10 +244,19 @@ class VerdictForm:
         asked = _QUESTION_BOUND.search(bare_lead)
         if asked:  # a YES / True answers a question only where it is the prompt's own ("Is the step sound? **YES**")
             question = _CLAUSE_END.split(bare_lead[:asked.start()])[-1]
-            if not (self.polar and self.polar.search(question)) or _against(question):
+            if not (self.polar and self.polar.search(question)) or _against(question):  # "Is there an error?"
                 return f"the verdict answers a question the judge asked itself ({bare_lead[-60:]!r}), not the prompt's"
             bare_lead = bare_lead[asked.start() + 1:]
         clause = _CLAUSE_END.split(bare_lead)[-1]
+        while (sub := _SUBORDINATE.match(clause)) is not None:  # "Since B is wrong, the answer is \boxed{A}"
+            reason = clause[:sub.end()]
+            if self.polar:  # a reason for a right/wrong verdict must agree with it: "Since it errs, False"
+                negatives = len(_POLAR.findall(reason))
+                if negatives and (negatives % 2 == 1) != (label != self.choices[0]) or _HEDGES.search(reason[:-1]):
+                    return f"the reason given with the verdict {label} does not agree with it ({reason[-60:]!r})"
+            elif not {m[2] for m in self.mentions(reason)} - {label}:
+                break  # a reason that names no other verdict may be about this one ("Since it is worse, \boxed{B}")
+            clause = clause[sub.end():]
         if self.not_after and self.not_after.search(clause):
             return f"the verdict's clause says the box holds something else ({clause[-60:]!r}), e.g. the problem's answer"
         why = _against(clause)

@@ -594,6 +594,15 @@ ISSUE_34_READ = [
     (parse_answer_choice, "Answer 1 computes 87, not 24.\nAnswer 2 is correct.", "2"),
     (parse_expert_policy, "The derivation skips no step, so I judge: Expert.", "Expert"),
     (parse_consistency, "Both match. <consistency>Correct</consistency>", "Correct"),
+    # a reason in a subordinate clause is about another response, or agrees with a right/wrong verdict
+    (parse_boxed_choice, "Since Response A arrives at 27 while Response B does not, the answer is $\\boxed{A}$.", "A"),
+    (parse_boxed_choice, "Since Response B is wrong, \\boxed{A}", "A"),
+    (parse_true_false, "Since the answer does not match, the final judgment is: False", "False"),
+    (parse_yes_no, "Since the step divides by zero without a check, **NO** -- invalid.", "NO"),
+    (parse_boxed_score, "Since the final answer is wrong, \\boxed{0}", "0"),
+    (parse_yes_no, "Is the reasoning rigorous and accurate? **YES**", "YES"),  # the prompt's own question
+    (parse_true_false, "Final judgment: **False**\n\nIt is 1152 only if the constraint is an equality, which it is not.",
+     "False"),
 ]
 
 # what stays invalid under the issue-34 rule: no human could be sure of these (never a flip)
@@ -606,6 +615,12 @@ ISSUE_34_REFUSED = [
     (parse_boxed_choice, "Incorrect answer, in my view, \\boxed{B}", None),
     (parse_boxed_choice, "Response A is better, not \\boxed{B}", None),  # a negation bound to it
     (parse_boxed_choice, "Eliminate \\boxed{B}", None),
+    (parse_boxed_choice, "Since it is the worse one, \\boxed{B}", None),  # the reason may be about this verdict
+    (parse_true_false, "Since there is an error, True", None),  # a reason against the verdict
+    (parse_yes_no, "Since there is no error, **NO**", None),
+    (parse_boxed_score, "Errors: \\boxed{0}", None),  # a count of errors, or a score of 0?
+    (parse_yes_no, "Does the step contain a mistake? **NO**", None),  # not the prompt's question
+    (parse_true_false, "True\n\nThe given answer is incorrect.", None),  # the text after it argues the other way
     (parse_boxed_choice, "Response B lacks rigor: \\boxed{B}", None),
     (parse_yes_no, "Is there an error? **YES**", None),  # a question bound to it
     (parse_boxed_choice, "Response B is better than \\boxed{A}", None),  # a comparison

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from rewardkit.prompts import render
 from rewardkit.verdict_forms import (
     PROBLEM_ANSWER,
+    REFERENCE_ANSWER,
     VerdictForm,
     box_hits,
     choice_canon,
@@ -76,14 +79,16 @@ def boxed_choice_form(choices: tuple[str, ...] | list[str]) -> VerdictForm:
     choices = tuple(choices)
     return VerdictForm("boxed " + "/".join(choices), box_hits(choice_canon(choices)), "end",
                        tokens=[f"\\boxed{{{c}}}" for c in choices], prefix=TOURNAMENT_VERDICT_PREFIX, choices=choices,
-                       mentions=choice_mentions(choices), not_after=PROBLEM_ANSWER)
+                       mentions=choice_mentions(choices), not_after=REFERENCE_ANSWER)
 
 
-# The verdict forms, beside their templates (docs/verdicts.md): the final box, any reasoning before it on its line.
+# The verdict forms, beside their templates (docs/verdicts.md): the final box, any reasoning before it on its line;
+# a score is right or wrong (``polar``: 1 is the right one, the words of the prompt's own question).
 TOURNAMENT_FORM = boxed_choice_form(("A", "B", "Tie"))
 POINTWISE_FORM = VerdictForm("boxed 1/0.5/0", box_hits(score_label), "end",
                              tokens=("\\boxed{1}", "\\boxed{0.5}", "\\boxed{0}"), prefix=POINTWISE_VERDICT_PREFIX,
-                             choices=("1", "0.5", "0"), not_after=PROBLEM_ANSWER)
+                             choices=("1", "0.5", "0"), not_after=PROBLEM_ANSWER,
+                             polar=re.compile(r"\b(?:correct|right|valid|accurate|complete)\b", re.IGNORECASE))
 JUDGE_FORMS = {"arena.tournament": TOURNAMENT_FORM, "arena.pointwise": POINTWISE_FORM,
                "arena.rlaif_rubric": POINTWISE_FORM}  # template name -> the form it asks for
 
