@@ -105,6 +105,8 @@ _POSITIVE_TAIL = re.compile(
 # what parts GAR's verdict from its explanation: punctuation, a dash, a tag, a line break, or a new sentence
 _SEPARATOR = re.compile(r"\s*(?:[.,;:!(\[—–-]|<|$)|\s+[A-Z\u3000-\u9fff]")
 _EXPLANATION_BEGUN = re.compile(r"(?:\s*(?:[.,;:!(\[—–-]|<|\n)|\s+(?=[A-Z\u3000-\u9fff]))[\s\S]*?\w")
+_PHRASE = re.compile(r"\s+(?:errors?|issues?|problems?|mistakes?|flaws?|concerns?|gaps?|doubt|way)\b", re.IGNORECASE)
+_SENTENCE = re.compile(r".{0,300}?(?:[.!?。！？](?=\s|$)|$)", re.DOTALL)  # a first sentence, at most 300 characters
 # what takes a verdict back when it follows it: a reversal or a hedge
 _TAKEN_BACK = re.compile(r"\b(?:actually|wait|however|but|although|though|reconsider\w*|second thought|correction|"
                          r"instead|rather|might|maybe|perhaps|possibly|could|unsure|not sure|on reflection)\b",
@@ -262,24 +264,32 @@ class VerdictForm:
         why = _against(clause)
         if why:
             return f"the verdict's clause does not state it: {why}"
-        return self._tail_problem(tail)
+        return self._tail_problem(tail, label, body[end:])
 
     def _ends_line(self, body: str, hit: Hit) -> bool:
         """The earlier verdict ``hit`` is stated as one: it ends its line and nothing on that line turns it."""
         return not _bare(body[hit[1]:_line_end(body, hit[1])]).rstrip(".!。！ ") and self._problem(body, hit) is None
 
-    def _tail_problem(self, tail: str) -> str | None:
-        """Why what follows the verdict on its line changes it (None when it does not)."""
+    def _tail_problem(self, tail: str, label: str, after: str) -> str | None:
+        """Why what follows the verdict ``label`` (``tail`` on its line, ``after`` to the end) changes it (None when
+        it does not)."""
         flat = _TAG.sub("<", _EMPHASIS.sub("", tail))
-        if self.explained:  # GAR: the explanation follows a separator or starts a new sentence
-            if not _SEPARATOR.match(flat):
+        if self.explained:  # GAR: the explanation follows a separator or starts a new sentence ...
+            if not _SEPARATOR.match(flat) or _PHRASE.match(flat):  # "**NO** Issues found." is no verdict
                 return "the verdict runs on into its sentence (the explanation must follow a separator or start a new sentence)"
+            # ... and its first sentence agrees: "**YES**, there is an error" answers another question
+            first = _SENTENCE.match(_bare(after).lstrip(".!:;,-—– "))
+            negatives = len(_POLAR.findall(first.group(0))) if first else 0
+            if self.polar and negatives and (negatives % 2 == 1) != (label != self.choices[0]):
+                return f"the explanation's first sentence argues against the verdict {label} ({first.group(0)[:60]!r})"
             return None
         bare = _bare(tail)
         if not bare.rstrip(".!。！ ") or _POSITIVE_TAIL.fullmatch(bare):
             return None
         if _SEPARATOR.match(flat) and not bare.startswith(("?", "？")):
-            why = _against(bare)
+            other = {m[2] for m in self.mentions(tail)} - {label}
+            why = (_against(bare) or (f"it names another verdict ({'/'.join(sorted(other))})" if other else None)
+                   or (f"it takes the verdict back ({back.group(0)!r})" if (back := _TAKEN_BACK.search(bare)) else None))
             return f"what follows the verdict on its line does not agree with it: {why}" if why else None
         return f"the verdict line goes on after the verdict ({bare[:40]!r})"
 

@@ -621,6 +621,10 @@ ISSUE_34_REFUSED = [
     (parse_boxed_score, "Errors: \\boxed{0}", None),  # a count of errors, or a score of 0?
     (parse_yes_no, "Does the step contain a mistake? **NO**", None),  # not the prompt's question
     (parse_true_false, "True\n\nThe given answer is incorrect.", None),  # the text after it argues the other way
+    (parse_boxed_choice, "I initially thought \\boxed{B}, but Response A is better.", None),  # taken back on its line
+    (parse_yes_no, "**YES**, there is an error in step 2.", None),  # its explanation answers another question
+    (parse_yes_no, "**NO**, there are no errors.", None),
+    (parse_yes_no, "**NO** Issues found.", None),  # NO as a word of the phrase "no issues"
     (parse_boxed_choice, "Response B lacks rigor: \\boxed{B}", None),
     (parse_yes_no, "Is there an error? **YES**", None),  # a question bound to it
     (parse_boxed_choice, "Response B is better than \\boxed{A}", None),  # a comparison
