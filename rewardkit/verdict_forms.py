@@ -95,7 +95,8 @@ _POLAR = re.compile(rf"\b(?:(?P<neg>{_NEGATORS})|(?P<fault>{_FAULTS}))\b|(?P<cjk
 # ... and words that make it uncertain or relative to something else, whatever their number
 _HEDGES = re.compile(r"\b(?:probably|maybe|perhaps|possibly|might|could|likely|unlikely|guess|unsure|uncertain|"
                      r"think|believe|suppose|assume|if|whether|unless|either|than|over|versus|vs|against|except|unlike|instead|rather|"
-                     r"quizás|tal vez|peut-être|vielleicht)\b|可能|也许|或许|[?？]", re.IGNORECASE)
+                     r"not really|not sure|not certain|quizás|tal vez|peut-être|vielleicht)\b|可能|也许|或许|[?？]",
+                     re.IGNORECASE)
 # what may follow a verdict on its line without changing it: "Answer 2 is better.", "\boxed{A} is correct"
 _POSITIVE_TAIL = re.compile(
     r"(?:(?:is|was|seems|appears|looks|would be|should be|remains)\s+)?(?:(?:clearly|definitely|slightly|much|far|"
@@ -168,6 +169,18 @@ def _against(clause: str) -> str | None:
     return None
 
 
+_NEGATED_FAULT = re.compile(rf"\b(?:{_NEGATORS})\s+(?:\w+\s+)?(?:{_FAULTS})\b|[{_CJK_NEGATORS}][{_CJK_FAULTS}]",
+                            re.IGNORECASE)
+
+
+def _disagrees(text: str, negative_verdict: bool) -> bool:
+    """Whether ``text`` (a reason or a remark beside a right/wrong verdict) argues the other way: a fault named after a
+    YES / True / 1 ("**YES**, there is an error"), a fault denied beside a NO / False / 0 ("**NO**, no errors")."""
+    if negative_verdict:
+        return bool(_NEGATED_FAULT.search(text))
+    return len(_POLAR.findall(text)) % 2 == 1
+
+
 class VerdictForm:
     """How one prompt asks for its verdict: ``what`` (its name in messages), ``hits`` (every verdict token in a
     text: ``(start, end, label)``), ``place`` (``end``: the final one; ``first``: the first one, later ones must
@@ -218,8 +231,7 @@ class VerdictForm:
             if back:
                 return _invalid(self.what, text, f"the text after the verdict {label} takes it back or hedges it "
                                                  f"({back.group(0)!r})")
-            turned = self.polar and label == self.choices[0] and len(_POLAR.findall(_bare(rest))) % 2
-            if turned:  # "True\n\nThe answer is incorrect." (a False explained negatively is consistent)
+            if self.polar and _disagrees(_bare(rest), label != self.choices[0]):  # "True\n\nThe answer is incorrect."
                 return _invalid(self.what, text, f"the text after the verdict {label} argues the other way")
             earlier = sorted({h[2] for h in hits[:-1] if self._ends_line(body, h)} - {label})
             if earlier:
@@ -253,8 +265,7 @@ class VerdictForm:
         while (sub := _SUBORDINATE.match(clause)) is not None:  # "Since B is wrong, the answer is \boxed{A}"
             reason = clause[:sub.end()]
             if self.polar:  # a reason for a right/wrong verdict must agree with it: "Since it errs, False"
-                negatives = len(_POLAR.findall(reason))
-                if negatives and (negatives % 2 == 1) != (label != self.choices[0]) or _HEDGES.search(reason[:-1]):
+                if _disagrees(reason, label != self.choices[0]) or _HEDGES.search(reason[:-1]):
                     return f"the reason given with the verdict {label} does not agree with it ({reason[-60:]!r})"
             elif not {m[2] for m in self.mentions(reason)} - {label}:
                 break  # a reason that names no other verdict may be about this one ("Since it is worse, \boxed{B}")
@@ -279,8 +290,7 @@ class VerdictForm:
                 return "the verdict runs on into its sentence (the explanation must follow a separator or start a new sentence)"
             # ... and its first sentence agrees: "**YES**, there is an error" answers another question
             first = _SENTENCE.match(_bare(after).lstrip(".!:;,-—– "))
-            negatives = len(_POLAR.findall(first.group(0))) if first else 0
-            if self.polar and negatives and (negatives % 2 == 1) != (label != self.choices[0]):
+            if self.polar and first and _disagrees(first.group(0), label != self.choices[0]):
                 return f"the explanation's first sentence argues against the verdict {label} ({first.group(0)[:60]!r})"
             return None
         bare = _bare(tail)
@@ -288,7 +298,11 @@ class VerdictForm:
             return None
         if _SEPARATOR.match(flat) and not bare.startswith(("?", "？")):
             other = {m[2] for m in self.mentions(tail)} - {label}
-            why = (_against(bare) or (f"it names another verdict ({'/'.join(sorted(other))})" if other else None)
+            hedge = _HEDGES.search(bare)
+            against = (f"it is hedged ({hedge.group(0)!r})" if hedge else
+                       "it argues the other way" if _disagrees(bare, label != self.choices[0]) else None
+                       ) if self.polar else _against(bare)
+            why = (against or (f"it names another verdict ({'/'.join(sorted(other))})" if other else None)
                    or (f"it takes the verdict back ({back.group(0)!r})" if (back := _TAKEN_BACK.search(bare)) else None))
             return f"what follows the verdict on its line does not agree with it: {why}" if why else None
         return f"the verdict line goes on after the verdict ({bare[:40]!r})"

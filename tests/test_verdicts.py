@@ -603,6 +603,8 @@ ISSUE_34_READ = [
     (parse_yes_no, "Is the reasoning rigorous and accurate? **YES**", "YES"),  # the prompt's own question
     (parse_true_false, "Final judgment: **False**\n\nIt is 1152 only if the constraint is an equality, which it is not.",
      "False"),
+    (parse_boxed_score, "Final Score: $\\boxed{0.5}$ (minor errors)", "0.5"),  # a remark that agrees with the score
+    (parse_boxed_score, "\\boxed{0} (incorrect/fatal errors)", "0"),
 ]
 
 # what stays invalid under the issue-34 rule: no human could be sure of these (never a flip)
@@ -625,6 +627,8 @@ ISSUE_34_REFUSED = [
     (parse_yes_no, "**YES**, there is an error in step 2.", None),  # its explanation answers another question
     (parse_yes_no, "**NO**, there are no errors.", None),
     (parse_yes_no, "**NO** Issues found.", None),  # NO as a word of the phrase "no issues"
+    (parse_boxed_score, "\\boxed{0} (no errors)", None),  # a 0 beside a fault denied
+    (parse_true_false, "False\n\nThere is no mistake.", None),
     (parse_boxed_choice, "Response B lacks rigor: \\boxed{B}", None),
     (parse_yes_no, "Is there an error? **YES**", None),  # a question bound to it
     (parse_boxed_choice, "Response B is better than \\boxed{A}", None),  # a comparison
