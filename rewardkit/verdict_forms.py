@@ -117,7 +117,8 @@ _TAKEN_BACK = re.compile(r"\b(?:actually|wait|however|but|although|though|recons
 # "The reference answer is \boxed{B}" (a multiple-choice problem's B, or Response B?)
 PROBLEM_ANSWER = re.compile(r"\b(?:correct|reference|right|expected|exact|true|ground[- ]truth)\s+(?:final\s+)?answer\b|"
                             r"\banswer\s+(?:to|of)\s+the\s+(?:problem|question)\b|\bthe\s+(?:final\s+)?answer\s+is\b|"
-                            r"(?:=|\\approx)\s*$", re.IGNORECASE)
+                            r"\b(?:probability|value|result|sum|total|product|number|count|area|length|solution)\s+"
+                            r"(?:is|equals|of)\b|(?:=|\\approx)\s*$", re.IGNORECASE)
 
 # the tournament's box after "the answer is" names a response ("Which response is better?"); only the reference's
 # answer is the problem's
