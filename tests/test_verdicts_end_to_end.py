@@ -90,3 +90,25 @@ def test_every_judge_scorer_reads_a_judge_that_writes_as_the_papers_print(name, 
     assert len(statuses) == sum(len(g.responses) for g in groups)
     why = [m for score in scores for m in (score.messages or []) if m]
     assert all(s is Status.OK for s in statuses), (name, [s.value for s in statuses], why[:2])
+
+
+@pytest.mark.parametrize("name", ["arena", "tournament", "slices", "holistic"])
+def test_rewardkit_score_reads_the_paper_style_judge(name, rollouts_path, tmp_path):
+    """The issue's own run: `rewardkit score ROWS --scorer NAME --judge http://...` in a subprocess, 2 groups of the
+    shared rollouts; every response's status is ok (before issue 34: 16 of 16 invalid for these four)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(rollouts_path.read_text().splitlines(keepends=True)[:2]))
+    out = tmp_path / "out.jsonl"
+    cli = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import main; main()"]  # this checkout's CLI
+    with JudgeServer(ScriptedJudge(reply=paper_style_reply), port=0, model_name="paper-style") as server:
+        res = subprocess.run([*cli, "score", str(rows), "--scorer", name, "--judge", f"{server.url}?model=paper-style",
+                              "-o", "mode=generate", "--out", str(out)], capture_output=True, text=True, timeout=300,
+                             cwd=Path(__file__).resolve().parents[1])
+    assert res.returncode == 0, res.stderr[-2000:]
+    statuses = [s for line in out.read_text().splitlines() for s in json.loads(line)["statuses"]]
+    assert len(statuses) == 16 and set(statuses) == {"ok"}, statuses
