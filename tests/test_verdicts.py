@@ -690,6 +690,8 @@ def test_generated_clear_verdicts_in_every_papers_format_are_read(name, data, ab
     trailing period and, after it, text that names no other verdict, is read."""
     form = FORMS[name]
     verdict = data.draw(st.sampled_from(sorted(form["labels"])))
+    if name == "score" and lead == "So the result is":  # a number boxed after "the result is" may be the problem's
+        lead = "Overall,"                                 # answer: refused by design (docs/verdicts.md)
     line = f"{before} {lead} {wrap[0]}{_token(name, verdict, text_box)}{wrap[1]}{punct}".strip()
     if name == "answer_choice" and verdict != "tie":
         line += data.draw(st.sampled_from(["", " is better.", " is the better answer.", " is correct."]))
