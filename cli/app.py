@@ -99,10 +99,17 @@ def score(
             if done:
                 console.print(f"resuming: {done} of {total} groups already in {out}", soft_wrap=True)
 
+        on_batch = None
+        if executor is None:  # progress as groups finish (sub-batches of a few seconds), not once per batch
+            from rewardkit.runtime.pacing import paced_executor
+
+            executor = paced_executor(sc, progress.advance)
+        else:
+            on_batch = progress.advance
         try:
             summary = score_file(input, sc, out, batch_size=batch_size, skip_bad=skip_bad, group_key=group_key,
                                  fmt=fmt, limit=limit, restart=restart, retry_failed=retry_failed, options=opts,
-                                 executor=executor, on_start=on_start, on_batch=progress.advance,
+                                 executor=executor, on_start=on_start, on_batch=on_batch,
                                  on_mkdir=lambda d: console.print(f"created folder {d} for --out", soft_wrap=True,
                                                                   markup=False, highlight=False))
         except InputError as e:

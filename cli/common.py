@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 import os
 import sys
 import time
@@ -79,16 +78,26 @@ class OneLineErrors(TyperGroup):
             raise fail(error_message(e)) from None
 
 
-def check_scorer_judge(scorer: object, *, load: bool = True) -> None:
-    """Check a judge scorer's judge before its first group (``rewardkit.backends.check_judge``): a spec that
-    names no model, or a server that does not answer, is one error line at start, not a status per group."""
+def check_judge_spec(spec: str, *, load: bool = True, label: str = "judge") -> Any:
+    """Check a judge (or any backend) spec before the first piece of work (``rewardkit.backends.check_judge``):
+    a spec that names no model, or a server that does not answer, is one ``error:`` line and exit 2 at start,
+    not an error status per group. Returns the loaded backend (None when only located)."""
     from rewardkit.backends import check_judge
 
+    try:
+        backend = check_judge(spec, load=load)
+    except ValueError as e:
+        raise fail(e) from None
+    if backend is not None:  # what the defaults chose (device, dtype, budgets), said once
+        typer.echo(f"{label}: {backend.describe()}", err=True)
+    return backend
+
+
+def check_scorer_judge(scorer: object, *, load: bool = True) -> None:
+    """Check a judge scorer's judge before its first group (``check_judge_spec``)."""
     spec = getattr(getattr(scorer, "options", None), "judge", None)
     if spec is not None:
-        backend = check_judge(spec, load=load)
-        if backend is not None:  # what the defaults chose (device, dtype, budgets), said once
-            typer.echo(f"judge: {backend.describe()}", err=True)
+        check_judge_spec(spec, load=load)
 
 
 def parse_pairs(items: list[str] | None, flag: str) -> dict[str, str]:
@@ -235,7 +244,7 @@ def print_table(console: Console, table: Table | str) -> None:
 # ------------------------------------------------------------------------------------------- progress
 
 #: a plain progress line at most this often (seconds), except the last
-PROGRESS_INTERVAL = 10.0
+PROGRESS_INTERVAL = 5.0
 
 
 def _duration(seconds: float) -> str:
@@ -246,10 +255,11 @@ def _duration(seconds: float) -> str:
 class JobProgress:
     """Progress of a long job (``score``, ``eval``'s scoring and generation) on ``console`` (stderr).
 
-    On a terminal, rich's bar. Otherwise (a log file, a pipe, CI), where a bar is not drawn, one plain line
-    per 5% of the work (every 10 items when the total is unknown), at most one per ``PROGRESS_INTERVAL``
-    seconds, and always the last: ``score verifier: 400/800 groups (50%), 12.5 groups/s, ETA 32s``. The rate
-    counts only the work done in this run (a resumed job's finished items are not in it).
+    On a terminal, rich's bar. Otherwise (a log file, a pipe, CI), where a bar is not drawn, a plain line when
+    items finish, at most one per ``PROGRESS_INTERVAL`` seconds, and always the last:
+    ``score verifier: 400/800 groups (50%), 12.5 groups/s, ETA 32s``. The rate counts only the work done in
+    this run (a resumed job's finished items are not in it). Scoring reports groups as they finish
+    (``rewardkit.runtime.pacing``), so a slow judge's log shows one line per group, not one per batch.
     """
 
     def __init__(self, label: str, console: Console, unit: str = "groups",
@@ -285,10 +295,9 @@ class JobProgress:
         if self.bar is not None:
             self.bar.advance(self.task, n)
             return
-        step = max(1, math.ceil(self.total / 20)) if self.total else 10
         now = self.clock()
         final = self.total is not None and self.done >= self.total
-        if final or (self.done - self.shown >= step and now - self.last >= PROGRESS_INTERVAL):
+        if final or now - self.last >= PROGRESS_INTERVAL:
             self.shown, self.last = self.done, now
             self.console.print(self.line(now), soft_wrap=True, highlight=False, markup=False)
 

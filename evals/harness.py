@@ -156,10 +156,13 @@ class ScoredRun:
 
 
 def score_groups(groups: Sequence[Group], scorer: str, out_dir: Path, *, options: dict[str, Any] | None = None,
-                 batch_size: int = 8, tag: str | None = None, on_start=None, on_batch=None) -> ScoredRun:
+                 batch_size: int = 8, tag: str | None = None, restart: bool = False, on_start=None,
+                 on_batch=None) -> ScoredRun:
     """Score the groups with a registered scorer into ``out_dir/<tag or scorer>.scores.jsonl`` through
-    ``rewardkit.runtime.jobs.score_file`` (resumable: a re-run skips finished groups)."""
+    ``rewardkit.runtime.jobs.score_file`` (resumable: a re-run skips finished groups; ``restart`` discards
+    the file's rows first)."""
     from rewardkit.runtime.jobs import JobError, repair_jsonl, score_file
+    from rewardkit.runtime.pacing import paced_executor
     from rewardkit.scoring import get_scorer
 
     try:
@@ -171,7 +174,10 @@ def score_groups(groups: Sequence[Group], scorer: str, out_dir: Path, *, options
     inp = write_rollouts(groups, out_dir / f"{stem}.input.jsonl")
     out = out_dir / f"{stem}.scores.jsonl"
     try:
-        score_file(inp, sc, out, batch_size=batch_size, options=options, on_start=on_start, on_batch=on_batch)
+        # progress as groups finish (sub-batches of a few seconds), not once per batch
+        executor = None if on_batch is None else paced_executor(sc, on_batch)
+        score_file(inp, sc, out, batch_size=batch_size, options=options, restart=restart, executor=executor,
+                   on_start=on_start)
     except JobError as e:
         raise EvalError(f"scoring with {scorer!r}: {e}") from None
     return ScoredRun(scorer, align_rows(groups, repair_jsonl(out), out), out)

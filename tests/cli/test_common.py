@@ -92,10 +92,10 @@ def test_progress_lines_when_not_a_terminal():
             now[0] += 2.0
             p.advance(1)
     lines = buf.getvalue().splitlines()
-    # one line per 5% of the work (3 groups), at most one per 10 s: every 5 groups here, and the last
-    assert lines[0] == "score arena: 15/50 groups (30%), 0.5 groups/s, ETA 1m10s"
+    # a line as groups finish, at most one per 5 s: every 3 groups (6 s) here, and the last
+    assert lines[0] == "score arena: 13/50 groups (26%), 0.5 groups/s, ETA 1m14s"
     assert lines[-1] == "score arena: 50/50 groups (100%), 0.5 groups/s, took 1m20s"
-    assert len(lines) == 8
+    assert [int(x.split()[2].split("/")[0]) for x in lines] == [*range(13, 50, 3), 50]
     slow = io.StringIO()
     with JobProgress("generate math", Console(file=slow, force_terminal=False), unit="problems",
                      clock=lambda: now[0]) as p:
@@ -108,14 +108,15 @@ def test_progress_lines_when_not_a_terminal():
 def test_score_prints_progress_lines_to_a_log(tmp_path, monkeypatch):
     import rewardkit.cli.common as common
 
-    monkeypatch.setattr(common, "PROGRESS_INTERVAL", 0.0)  # every 5%: each batch of 3 here
+    monkeypatch.setattr(common, "PROGRESS_INTERVAL", 0.0)  # a line each time groups finish
     rows = tmp_path / "rows.jsonl"
     rows.write_text("".join(json.dumps({"id": f"g{i}", "problem": "2+3?", "answer": "5", "responses": [r"\boxed{5}"]})
                             + "\n" for i in range(12)))
     res = CliRunner().invoke(app, ["score", str(rows), "--batch-size", "3", "--out", str(tmp_path / "o.jsonl")])
     assert res.exit_code == 0, res.output
     shown = [ln.split(",")[0] for ln in res.stderr.splitlines() if ln.startswith("score verifier: ")]
-    assert shown == [f"score verifier: {k}/12 groups ({k / 12:.0%})" for k in (3, 6, 9, 12)], res.stderr
+    # the first group alone (to time it), then the verifier is fast: the rest of each batch of 3 at once
+    assert shown == [f"score verifier: {k}/12 groups ({k / 12:.0%})" for k in (1, 3, 6, 9, 12)], res.stderr
 
 
 def test_eval_commands_write_under_the_git_ignored_run_folder():
