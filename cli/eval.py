@@ -138,6 +138,7 @@ def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, option
         scorer_report,
         select_markdown,
         selection_baselines,
+        selection_curves,
         write_report,
     )
 
@@ -145,9 +146,10 @@ def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, option
     groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size, restart)
     reps = [scorer_report(groups, r, correct=correct, n_boot=200) for r in runs]
     base = selection_baselines(correct)
+    curves = selection_curves(reps, correct)  # what select.png draws, kept in select.json
     md = select_markdown(reps, f"Best-of-N selection on {rollouts.name}", base)
-    write_report(out, "select", {"input": str(rollouts), "baselines": base, "reports": reps}, md)
-    plot_best_of_n(reps, correct, out / "select.png", f"best-of-n on {rollouts.name}")
+    write_report(out, "select", {"input": str(rollouts), "baselines": base, "reports": reps, "curves": curves}, md)
+    plot_best_of_n(curves, out / "select.png", f"best-of-n on {rollouts.name}")
     _show(md)
     console.print(f"written: {out / 'select.md'}, {out / 'select.json'}, {out / 'select.png'}")
 

@@ -154,3 +154,27 @@ def test_a_port_in_use_is_one_line(judge_server):
 def test_version():
     res = CliRunner().invoke(app, ["--version"])
     assert res.exit_code == 0 and res.output.strip() == f"rewardkit {__version__}"
+
+
+# ------------------------------------------------------------ eval commands check their judge (or model) first
+
+@pytest.fixture
+def dead_url():
+    """A URL whose port is held bound but not listening: connecting is refused, and no other test can take it."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{held.getsockname()[1]}/v1"
+
+
+@pytest.mark.parametrize("command", [
+    ["eval", "headline", "-s", "pointwise", "--judge", "{judge}", "--work", "{out}"],
+    ["eval", "judge", "--judge", "{judge}", "--pairs", "1", "--pb-pairs", "1", "--injection-pairs", "1", "--out", "{out}"],
+    ["eval", "generate", "{judge}", "gsm8k", "--limit", "1", "--n", "1", "--out", "{out}/r.jsonl"],
+])
+@pytest.mark.parametrize("judge", ["/nonexistent/model", "dead"])
+def test_eval_commands_check_the_judge_before_any_work(command, judge, dead_url, tmp_path):
+    spec = dead_url if judge == "dead" else judge
+    res = run_cli(*[a.format(judge=spec, out=tmp_path / "o") for a in command], timeout=120)
+    # before: headline exit 0 with rows of `0.0 | - | 0%`, judge exit 0 with `invalid` rows, generate exit 1
+    assert_one_line(res, spec)
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
