@@ -38,7 +38,7 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+def _root(version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
                                                 help="Print rewardkit's version and exit.")] = False) -> None:
     """rewardkit: reward modelling for LLM RL - score rollouts, serve judges, run evals."""
 

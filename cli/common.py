@@ -60,10 +60,39 @@ def error_message(e: BaseException) -> str:
     return str(e) or type(e).__name__
 
 
+#: click's base of parser errors (vendored as typer._click in newer typers, the click package in older ones)
+ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+def usage_message(e: Any) -> str:
+    """A parser error (missing argument, unknown option, bad value) as one line, naming where help is."""
+    msg = e.format_message().strip().rstrip(".")
+    msg = msg[:1].lower() + msg[1:]
+    ctx = getattr(e, "ctx", None)
+    return f"{msg} (see '{ctx.command_path} --help')" if ctx is not None else msg
+
+
 class OneLineErrors(TyperGroup):
     """The one place every command's errors go through: an exception a command lets out (a scorer name with a
     typo, a port in use, a judge that cannot load, a bad file) is one ``error:`` line on stderr and exit code 2,
-    never a traceback. Programming errors (``BUGS``) keep theirs; ``REWARDKIT_TRACEBACK=1`` shows every one."""
+    never a traceback. Programming errors (``BUGS``) keep theirs; ``REWARDKIT_TRACEBACK=1`` shows every one.
+    Parser errors (a missing argument, ``--bogus``, a value out of range) are one ``error:`` line too, not
+    typer's boxed usage text."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except ClickException as e:
+            if not e.format_message().strip():  # no arguments: the help is the answer (no_args_is_help)
+                e.show()
+                raise SystemExit(getattr(e, "exit_code", 2)) from None
+            raise SystemExit(fail(usage_message(e), getattr(e, "exit_code", 2)).exit_code) from None
+        except typer.Abort:
+            sys.stderr.write("Aborted!\n")
+            raise SystemExit(1) from None
+        raise SystemExit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:
@@ -160,6 +189,8 @@ def with_options(cls: type[Options], panel: str | None = None) -> Callable[[Call
 
     return deco
 
+
+Port = Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port, 0-65535 (0 picks a free one).")]
 
 # ------------------------------------------------------------------------------------- local judge
 
