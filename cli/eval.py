@@ -416,8 +416,10 @@ def tables(
     from rewardkit.evals.tables import check as find_stale
     from rewardkit.evals.tables import regenerate, unlisted
 
-    for name in unlisted():
-        console.print(f"warning: benchmarks/results/{name} has no producer in benchmarks/runs.json", soft_wrap=True)
+    orphans = unlisted()
+    if orphans:  # one line, not one per file
+        console.print(f"warning: {len(orphans)} file(s) in benchmarks/results have no producer or record in "
+                      f"benchmarks/runs.json (not regenerated): {', '.join(orphans)}", soft_wrap=True, highlight=False)
     if check:
         problems = find_stale()
         for p in problems:
