@@ -20,6 +20,7 @@ from rewardkit.cli.common import (
     judge_spec,
     parse_pairs,
     print_table,
+    quiet_progress_bars,
 )
 from rich.console import Console
 from rich.table import Table
@@ -41,6 +42,7 @@ def _version(value: bool) -> None:
 def _root(version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
                                                 help="Print rewardkit's version and exit.")] = False) -> None:
     """rewardkit: reward modelling for LLM RL - score rollouts, serve judges, run evals."""
+    quiet_progress_bars()
 
 
 @app.command()

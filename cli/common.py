@@ -107,6 +107,22 @@ class OneLineErrors(TyperGroup):
             raise fail(error_message(e)) from None
 
 
+def quiet_progress_bars() -> None:
+    """No model-loading progress bars (Hugging Face's tqdm: "Loading weights", downloads) where stderr is
+    not a terminal: in a log file each redraw is another line. ``HF_HUB_DISABLE_PROGRESS_BARS=0`` keeps them."""
+    if sys.stderr.isatty() or os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") is not None:
+        return
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when huggingface_hub / transformers are imported
+    if "huggingface_hub" in sys.modules:  # already imported: switch them off at run time too
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+
+
 def check_judge_spec(spec: str, *, load: bool = True, label: str = "judge") -> Any:
     """Check a judge (or any backend) spec before the first piece of work (``rewardkit.backends.check_judge``):
     a spec that names no model, or a server that does not answer, is one ``error:`` line and exit 2 at start,

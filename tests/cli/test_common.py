@@ -138,3 +138,19 @@ def test_eval_commands_write_under_the_git_ignored_run_folder():
         assert out.parts[0] == "runs", (name, out)  # before: eval-out/ at the top of the checkout
         ignored = subprocess.run(["git", "check-ignore", "-q", str(out / "lm_eval.json")], cwd=root)
         assert ignored.returncode == 0, (name, out)
+
+
+def test_no_model_loading_progress_bars_in_a_log(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"id": "g", "problem": "1+1?", "answer": "2", "responses": [r"\boxed{2}", r"\boxed{3}"]}) + "\n")
+    cmd = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import main; main()", "score", str(rows),
+           "-s", "pointwise", "--judge", "smollm2", "--out", str(tmp_path / "o.jsonl")]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+    assert res.returncode == 0, res.stderr[-2000:]
+    # before: transformers' "Loading weights: 100%|####| 272/272" bar, redrawn with carriage returns
+    assert "Loading weights" not in res.stderr and "\r" not in res.stderr, res.stderr[-2000:]
+    assert "score pointwise: 1/1 groups (100%)" in res.stderr
