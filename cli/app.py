@@ -53,7 +53,7 @@ def score(
     option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Scorer option KEY=VALUE (repeatable).")] = None,
     judge: Annotated[Optional[str], typer.Option(help="Judge backend spec for judge-based scorers (e.g. smollm2).")] = None,
     # read as text and checked below, so a bad value is one `error:` line like every other bad option
-    batch_size: Annotated[str, typer.Option(metavar="INTEGER", help="Groups per scorer call (and per fsync'd write).")] = "16",
+    batch_size: Annotated[str, typer.Option(metavar="INTEGER", help="Groups per fsync'd write and at most per scorer call (a slow scorer gets fewer, so progress comes every few seconds).")] = "16",
     limit: Annotated[Optional[str], typer.Option(metavar="INTEGER", help="Score only the first N groups.")] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Write malformed records to OUT.rejects.jsonl and go on.")] = False,
     group_key: Annotated[Optional[str], typer.Option(help="Group key field for one-response-per-line input.")] = None,

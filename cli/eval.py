@@ -254,6 +254,7 @@ def headline(
     from rewardkit.evals.harness import EvalError, write_report
     from rewardkit.evals.headline import calls_judge, headline_markdown, mixed_groups
     from rewardkit.evals.headline import headline as run
+
     from rewardkit.scoring import scorer_names
 
     if update_results:

@@ -9,7 +9,6 @@ from typing import Annotated, Optional
 import typer
 from rewardkit.cli.common import BatchTokens, Device, DType, Threads, judge_spec, parse_pairs
 
-
 #: a ``--set`` key's prefix that says which part takes it, when a name is both a trainer setting and an option
 TRAINER, SCORER = "trainer.", "scorer."
 

@@ -78,6 +78,7 @@ class Sleepy(BaseScorer):
 def sleepy(monkeypatch):
     """``sleepy`` registered; a 1 ms pace and no minimum gap between lines, so a 20 ms group is 'slow'."""
     import rewardkit.cli.common as common
+
     import rewardkit.runtime.pacing as pacing
     from rewardkit import scoring
 
