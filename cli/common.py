@@ -12,6 +12,7 @@ import functools
 import inspect
 import os
 import sys
+import threading
 import time
 import typing
 from collections.abc import Callable
@@ -292,6 +293,8 @@ def print_table(console: Console, table: Table | str) -> None:
 
 #: a plain progress line at most this often (seconds), except the last
 PROGRESS_INTERVAL = 5.0
+#: with nothing finished for this long (seconds), a plain line says the job is still working
+HEARTBEAT_SECONDS = 15.0
 
 
 def _duration(seconds: float) -> str:
@@ -306,16 +309,24 @@ class JobProgress:
     items finish, at most one per ``PROGRESS_INTERVAL`` seconds, and always the last:
     ``score verifier: 400/800 groups (50%), 12.5 groups/s, ETA 32s``. The rate counts only the work done in
     this run (a resumed job's finished items are not in it). Scoring reports groups as they finish
-    (``rewardkit.runtime.pacing``), so a slow judge's log shows one line per group, not one per batch.
+    (``rewardkit.runtime.pacing``), so a slow judge's log shows one line per group, not one per batch; while
+    one item takes longer than ``HEARTBEAT_SECONDS``, a line says so every ``HEARTBEAT_SECONDS`` (``tick``,
+    called by a background thread).
     """
 
     def __init__(self, label: str, console: Console, unit: str = "groups",
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, heartbeat: bool = True) -> None:
         self.label, self.console, self.unit, self.clock = label, console, unit, clock
+        self.heartbeat = heartbeat  # the background thread calling tick (off where a test drives the clock)
         self.total: int | None = None
         self.done = self.first = self.shown = 0
         self.t0 = self.last = clock()
         self.bar: Progress | None = None
+        self.lock = threading.Lock()
+        self.started = False  # start() was called: the heartbeat may speak
+        self.since = self.t0  # when an item last finished
+        self.stop = threading.Event()
+        self.beat: threading.Thread | None = None
         if console.is_terminal:
             self.bar = Progress(TextColumn(f"[bold]{label}[/bold]"), BarColumn(), MofNCompleteColumn(),
                                 TimeElapsedColumn(), TimeRemainingColumn(), console=console)
@@ -324,16 +335,36 @@ class JobProgress:
     def __enter__(self) -> JobProgress:
         if self.bar is not None:
             self.bar.__enter__()
+        elif self.heartbeat:
+            self.beat = threading.Thread(target=self._beat, name="rewardkit-progress", daemon=True)
+            self.beat.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        if self.beat is not None:
+            self.beat.join()
         if self.bar is not None:
             self.bar.__exit__(*exc)
+
+    def _beat(self) -> None:
+        while not self.stop.wait(1.0):
+            self.tick()
+
+    def tick(self) -> None:
+        """A line saying the job works on, when a started job has shown nothing for ``HEARTBEAT_SECONDS``."""
+        with self.lock:
+            now = self.clock()
+            if self.started and now - self.last >= HEARTBEAT_SECONDS:
+                self.last = now
+                self.console.print(f"{self.line(now)}, working: none finished for {_duration(now - self.since)}",
+                                   soft_wrap=True, highlight=False, markup=False)
 
     def start(self, total: int | None, done: int = 0) -> None:
         """The job's size and the items already done (a resumed job); the clock starts here."""
         self.total, self.done, self.first, self.shown = total, done, done, done
-        self.t0 = self.last = self.clock()
+        self.t0 = self.last = self.since = self.clock()
+        self.started = True
         if self.bar is not None:
             self.bar.update(self.task, total=total, completed=done)
 
@@ -342,11 +373,12 @@ class JobProgress:
         if self.bar is not None:
             self.bar.advance(self.task, n)
             return
-        now = self.clock()
-        final = self.total is not None and self.done >= self.total
-        if final or now - self.last >= PROGRESS_INTERVAL:
-            self.shown, self.last = self.done, now
-            self.console.print(self.line(now), soft_wrap=True, highlight=False, markup=False)
+        with self.lock:
+            now = self.since = self.clock()
+            final = self.total is not None and self.done >= self.total
+            if final or now - self.last >= PROGRESS_INTERVAL:
+                self.shown, self.last = self.done, now
+                self.console.print(self.line(now), soft_wrap=True, highlight=False, markup=False)
 
     def line(self, now: float) -> str:
         """``label: done/total unit (pct), rate unit/s, ETA t`` (the parts that are known)."""

@@ -86,7 +86,8 @@ def test_progress_lines_when_not_a_terminal():
 
     now = [100.0]
     buf = io.StringIO()
-    with JobProgress("score arena", Console(file=buf, force_terminal=False), clock=lambda: now[0]) as p:
+    with JobProgress("score arena", Console(file=buf, force_terminal=False), clock=lambda: now[0],
+                     heartbeat=False) as p:
         p.start(50, done=10)  # a resumed job: 10 groups were done before
         for _ in range(40):
             now[0] += 2.0
@@ -98,7 +99,7 @@ def test_progress_lines_when_not_a_terminal():
     assert [int(x.split()[2].split("/")[0]) for x in lines] == [*range(13, 50, 3), 50]
     slow = io.StringIO()
     with JobProgress("generate math", Console(file=slow, force_terminal=False), unit="problems",
-                     clock=lambda: now[0]) as p:
+                     clock=lambda: now[0], heartbeat=False) as p:
         p.start(2)
         now[0] += 90.0
         p.advance(1)  # 1 item = 5%+ of 2, 90 s since the start: shown, as seconds per item
@@ -154,3 +155,26 @@ def test_no_model_loading_progress_bars_in_a_log(tmp_path):
     # before: transformers' "Loading weights: 100%|####| 272/272" bar, redrawn with carriage returns
     assert "Loading weights" not in res.stderr and "\r" not in res.stderr, res.stderr[-2000:]
     assert "score pointwise: 1/1 groups (100%)" in res.stderr
+
+
+def test_a_line_while_one_item_takes_long():
+    """A group that takes 40 s: a heartbeat line every 15 s says the job works on (tick, on a fake clock)."""
+    import io
+
+    from rewardkit.cli.common import JobProgress
+    from rich.console import Console
+
+    now = [0.0]
+    buf = io.StringIO()
+    p = JobProgress("score arena", Console(file=buf, force_terminal=False), clock=lambda: now[0], heartbeat=False)
+    p.tick()  # not started: nothing
+    p.start(800)
+    for _ in range(40):
+        now[0] += 1.0
+        p.tick()
+    p.advance(1)
+    assert buf.getvalue().splitlines() == [
+        "score arena: 0/800 groups (0%), 0 groups/s, working: none finished for 15s",
+        "score arena: 0/800 groups (0%), 0 groups/s, working: none finished for 30s",
+        "score arena: 1/800 groups (0%), 40 s per group, ETA 8h52m",
+    ]
