@@ -20,6 +20,7 @@ from rewardkit.cli.common import (
     judge_spec,
     parse_pairs,
     print_table,
+    quiet_progress_bars,
 )
 from rich.console import Console
 from rich.table import Table
@@ -38,9 +39,10 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+def _root(version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
                                                 help="Print rewardkit's version and exit.")] = False) -> None:
     """rewardkit: reward modelling for LLM RL - score rollouts, serve judges, run evals."""
+    quiet_progress_bars()
 
 
 @app.command()
@@ -51,7 +53,7 @@ def score(
     option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Scorer option KEY=VALUE (repeatable).")] = None,
     judge: Annotated[Optional[str], typer.Option(help="Judge backend spec for judge-based scorers (e.g. smollm2).")] = None,
     # read as text and checked below, so a bad value is one `error:` line like every other bad option
-    batch_size: Annotated[str, typer.Option(metavar="INTEGER", help="Groups per scorer call (and per fsync'd write).")] = "16",
+    batch_size: Annotated[str, typer.Option(metavar="INTEGER", help="Groups per fsync'd write and at most per scorer call (a slow scorer gets fewer, so progress comes every few seconds).")] = "16",
     limit: Annotated[Optional[str], typer.Option(metavar="INTEGER", help="Score only the first N groups.")] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Write malformed records to OUT.rejects.jsonl and go on.")] = False,
     group_key: Annotated[Optional[str], typer.Option(help="Group key field for one-response-per-line input.")] = None,
@@ -102,10 +104,17 @@ def score(
             if done:
                 console.print(f"resuming: {done} of {total} groups already in {out}", soft_wrap=True)
 
+        on_batch = None
+        if executor is None:  # progress as groups finish (sub-batches of a few seconds), not once per batch
+            from rewardkit.runtime.pacing import paced_executor
+
+            executor = paced_executor(sc, progress.advance)
+        else:
+            on_batch = progress.advance
         try:
             summary = score_file(input, sc, out, batch_size=batch_size, skip_bad=skip_bad, group_key=group_key,
                                  fmt=fmt, limit=limit, restart=restart, retry_failed=retry_failed, options=opts,
-                                 executor=executor, on_start=on_start, on_batch=progress.advance,
+                                 executor=executor, on_start=on_start, on_batch=on_batch,
                                  fields=fields, with_texts=with_texts,
                                  on_mkdir=lambda d: console.print(f"created folder {d} for --out", soft_wrap=True,
                                                                   markup=False, highlight=False))
