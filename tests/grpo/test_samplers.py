@@ -1,0 +1,209 @@
+"""Rollouts sampled by a colocated vLLM engine (vLLM's CPU build, scripts/vllm_cpu_env.sh runs the tests marked
+``vllm`` with none skipped), checked against the policy being trained: the embedded SmolLM2-135M in fp32.
+
+``TOL``: |log pi_vllm(token) - log pi_policy(token)| for every sampled token, fp32 on both sides. vLLM's CPU kernels
+sum in another order than torch's; measured up to 3e-5 here (tests/backends/test_vllm.py measured 2e-5 for its
+judging), so 1e-3 leaves room and is still 100x below what one training step moves (asserted below).
+
+Loss-path parity: two temperature-1 samplers never draw the same tokens (their random streams differ), and
+greedy sampling would give every group identical responses, hence zero advantages and a loss path of zeros that
+tests nothing. So the transformers run is fed the vLLM run's token sequences step by step (the same rollouts), and
+the vLLM run checks at every step that those tokens were drawn from the policy being trained (sampler log-probs
+== the policy's, within TOL): a stale engine fails that check from step 1 on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rewardkit.grpo import GRPOTrainer, TrainConfig
+from rewardkit.grpo.samplers import TransformersSampler, WeightSyncError, choose_sampler
+from rewardkit.grpo.toy_rewards import LengthScorer
+from rewardkit.types import Group
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+TOL = 1e-3
+PROMPTS = [Group("a", "Say hello.", []), Group("b", "Name a colour.", []), Group("c", "Count to three.", [])]
+SETTINGS = dict(model="smollm2", dtype="float32", prompts_per_step=2, samples_per_prompt=4, max_new_tokens=12,
+                beta=0.0, checkpoint_every=100, tensorboard=False, seed=3)
+
+
+@pytest.fixture
+def needs_vllm():
+    pytest.importorskip("vllm", reason="vLLM is not installed: scripts/vllm_cpu_env.sh builds its CPU environment "
+                                       "and runs the tests marked vllm")
+
+
+def _trainer(tmp: Path, name: str, sampler: str, **settings) -> GRPOTrainer:
+    cfg = TrainConfig(out_dir=str(tmp / name), sampler=sampler, **{**SETTINGS, **settings})
+    return GRPOTrainer(cfg, PROMPTS, LengthScorer(target=20))
+
+
+def _policy_logprobs(trainer: GRPOTrainer, r) -> list[np.ndarray]:
+    import torch
+
+    with torch.no_grad():
+        logp, mask, _ = trainer.learner.logprobs(trainer.model, [r])
+    return [logp[i][mask[i]].numpy() for i in range(len(r))]
+
+
+def _max_diff(trainer: GRPOTrainer, r) -> float:
+    mine = _policy_logprobs(trainer, r)
+    return max(float(np.abs(np.array(s) - m).max()) for s, m in zip(r.sampler_logprobs, mine, strict=True))
+
+
+def test_auto_picks_transformers_without_vllm_and_a_given_sampler_always_wins(monkeypatch):
+    import rewardkit.grpo.samplers as samplers
+
+    monkeypatch.setattr(samplers, "vllm_importable", lambda: False)
+    assert choose_sampler("auto", "cpu", 10, 0.3) == "transformers"
+    assert choose_sampler("vllm", "cpu", 10, 0.3) == "vllm" and choose_sampler("transformers", "cpu", 10, 0.3) == "transformers"
+    with pytest.raises(ValueError, match="vllm_memory"):
+        TrainConfig(vllm_memory=1.0)
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_after_each_sync_vllm_samples_from_the_trained_policy(needs_vllm, tmp_path):
+    t = _trainer(tmp_path, "run", "vllm", steps=1, lr=3e-4)
+    try:
+        assert t.learner.sampler.name == "vllm" and choose_sampler("auto", "cpu", 10**9, 0.3) == "vllm"
+        chats = [t.chat(g.prompt) for g in PROMPTS]
+        before = t.sample(chats, 4, seed_key=(99, 0))
+        eos = t.tokenizer.eos_token_id
+        assert len(before) == 12 and before.group == [i // 4 for i in range(12)]
+        for toks, cut in zip(before.completion_ids, before.truncated, strict=True):  # the trainer's stop rule
+            assert (len(toks) == 12 and eos not in toks) if cut else (toks[-1] == eos and eos not in toks[:-1])
+        assert _max_diff(t, before) < TOL  # the engine starts on the policy's weights
+        again = t.sample(chats, 4, seed_key=(99, 0))
+        assert again.completion_ids == before.completion_ids  # seeded: the same draw twice
+
+        [row] = t.train()
+        assert row["sampler_logp_diff_max"] < TOL  # what the step learnt from was the policy's own distribution
+        after = t.sample(chats, 4, seed_key=(99, 0))
+        assert after.completion_ids != before.completion_ids  # the step changed vLLM's samples: weights synced
+        assert _max_diff(t, after) < TOL  # ... to exactly the trained policy's
+        assert _max_diff(t, before) > 30 * TOL  # the step moved the policy far enough for a stale engine to fail
+    finally:
+        t.close()
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_vllm_and_transformers_runs_take_the_same_loss_path_on_the_same_rollouts(needs_vllm, tmp_path):
+    v = _trainer(tmp_path, "v", "vllm", steps=3, lr=3e-4)
+    drawn = []
+    inner = v.learner.sample
+
+    def record(chats, n, seed_key, max_new_tokens=None):
+        r = inner(chats, n, seed_key, max_new_tokens)
+        drawn.append(r)
+        return r
+
+    v.learner.sample = record
+    try:
+        v_rows = v.train()
+    finally:
+        v.close()
+    assert all(r["sampler_logp_diff_max"] < TOL for r in v_rows)  # every step's tokens: the policy's distribution
+
+    t = _trainer(tmp_path, "t", "transformers", steps=3, lr=3e-4)
+    assert isinstance(t.learner.sampler, TransformersSampler)
+
+    class Replay(TransformersSampler):
+        def sample(self, prompts, n, max_new_tokens, temperature, top_p, seed):
+            r = drawn.pop(0)
+            assert [list(p) for p in prompts] == r.prompt_ids[::n]  # the same prompts, rendered the same way
+            return [(c, not cut, None) for c, cut in zip(r.completion_ids, r.truncated, strict=True)]
+
+    t.learner.sampler = Replay(t.learner.backend)
+    t_rows = t.train()
+    assert not drawn
+    for a, b in zip(v_rows, t_rows, strict=True):
+        assert a["reward_mean"] == b["reward_mean"] and a["response_length"] == b["response_length"]
+        for key in ("loss", "grad_norm", "entropy"):
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    assert len({round(r["loss"], 6) for r in v_rows}) == 3  # a real path: the loss moved step to step
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_a_failed_sync_stops_the_run_and_nothing_samples_the_stale_weights(needs_vllm, tmp_path, monkeypatch):
+    t = _trainer(tmp_path, "run", "vllm", steps=2)
+    try:
+        def broken(*a, **kw):
+            raise RuntimeError("injected: the engine refused the weights")
+
+        monkeypatch.setattr(t.learner.sampler.backend.llm, "collective_rpc", broken)
+        with pytest.raises(WeightSyncError, match="injected"):
+            t.train()
+        assert t.step == 0 and t.history == []
+        with pytest.raises(WeightSyncError, match="stale"):
+            t.sample([t.chat("Say hello.")], 2, seed_key=(0, 0))
+    finally:
+        t.close()
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_rewardkit_train_with_sampler_vllm_runs_and_a_failed_sync_is_one_line(needs_vllm, tmp_path):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": g.prompt}) + "\n" for g in PROMPTS))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = [str(prompts), "--scorer", "rewardkit.grpo.toy_rewards:LengthScorer", "--steps", "2", "--set",
+            "sampler=vllm", "--set", "dtype=float32", "--set", "samples_per_prompt=2", "--set", "max_new_tokens=8",
+            "--set", "tensorboard=false"]
+    ok = subprocess.run([str(BIN / "rewardkit"), "train", *args, "--out", str(tmp_path / "ok")], env=env,
+                        capture_output=True, text=True, timeout=600)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert "rollouts sampled with vllm" in ok.stderr
+    rows = [json.loads(x) for x in (tmp_path / "ok" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1] and all(r["sampler_logp_diff_max"] < TOL for r in rows)
+
+    inject = ("import sys; from rewardkit.backends.vllm_backend import VLLMBackend\n"
+              "def broken(self, weights): raise RuntimeError('injected: no room for the weights')\n"
+              "VLLMBackend.load_weights = broken\n"
+              "from rewardkit.cli.app import main; sys.argv = ['rewardkit', 'train'] + sys.argv[1:]; main()")
+    bad = subprocess.run([sys.executable, "-c", inject, *args, "--out", str(tmp_path / "bad")], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 1
+    errors = [x for x in bad.stderr.splitlines() if "error" in x.lower() and "WARNING" not in x]
+    assert errors == ["error: step 0: loading the policy's weights into vLLM failed: RuntimeError: injected: no "
+                      "room for the weights"], bad.stderr[-2000:]
+    assert "Traceback" not in bad.stderr
+    log = tmp_path / "bad" / "metrics.jsonl"
+    assert not log.exists() or not log.read_text().strip()  # no step was recorded
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_raros_critic_judges_on_the_samplers_engine(needs_vllm, tmp_path, monkeypatch):
+    """RARO's shared LLM: the critic is the policy, so it judges through the one vLLM engine kept in step."""
+    from rewardkit.grpo.modes import RaroShared
+
+    from rewardkit.backends.vllm_backend import VLLMBackend
+
+    made = []
+    init = VLLMBackend.__init__
+
+    def counted(self, *a, **kw):
+        made.append(self)
+        init(self, *a, **kw)
+
+    monkeypatch.setattr(VLLMBackend, "__init__", counted)
+    cfg = TrainConfig(out_dir=str(tmp_path / "raro"), sampler="vllm", **SETTINGS)
+    t = GRPOTrainer(cfg, PROMPTS, modes=[RaroShared()])
+    try:
+        engine = t.learner.sampler.backend
+        assert made == [engine]  # one engine, one copy of the weights in it, for sampling and judging
+        assert t.policy is engine and t.scorer.options.judge is engine
+    finally:
+        t.close()
