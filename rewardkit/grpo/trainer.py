@@ -284,8 +284,9 @@ class Learner:
             n_tok = tmask.sum().clamp(min=1)
             stats = {"loss": float(loss.detach()), "grad_norm": float(norm), **st,
                      "entropy": float((entropy * tmask).sum() / n_tok)}
+        t_sync = time.perf_counter()
         self.sync()
-        return {**stats, **stats_mismatch}
+        return {**stats, **stats_mismatch, "sync_seconds": time.perf_counter() - t_sync}
 
     def load_weights(self, ckpt: Path) -> None:
         """Load a checkpoint folder's safetensors weights into the model (strict but for tied weights)."""
