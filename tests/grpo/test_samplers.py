@@ -138,7 +138,7 @@ def test_vllm_samples_the_trained_policy_and_takes_the_transformers_loss_path(ne
 
 @pytest.mark.vllm
 @pytest.mark.slow
-def test_rewardkit_train_with_sampler_vllm_runs_and_a_failed_sync_is_one_line(needs_vllm, tmp_path):
+def test_rewardkit_train_with_sampler_vllm_runs_and_a_failed_sync_is_one_line(needs_vllm, tmp_path, monkeypatch):
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": g.prompt}) + "\n" for g in PROMPTS))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -152,17 +152,22 @@ def test_rewardkit_train_with_sampler_vllm_runs_and_a_failed_sync_is_one_line(ne
     rows = [json.loads(x) for x in (tmp_path / "ok" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1] and all(r["sampler_logp_diff_max"] < TOL for r in rows)
 
-    inject = ("import sys; from rewardkit.backends.vllm_backend import VLLMBackend\n"
-              "def broken(self, weights): raise RuntimeError('injected: no room for the weights')\n"
-              "VLLMBackend.load_weights = broken\n"
-              "from rewardkit.cli.app import main; sys.argv = ['rewardkit', 'train'] + sys.argv[1:]; main()")
-    bad = subprocess.run([sys.executable, "-c", inject, *args, "--out", str(tmp_path / "bad")], env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert bad.returncode == 1
-    errors = [x for x in bad.stderr.splitlines() if "error" in x.lower() and "WARNING" not in x]
+    # the failure in-process (CliRunner: no second interpreter to start), the load refused at the first sync
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    from rewardkit.backends.vllm_backend import VLLMBackend
+
+    def broken(self, weights):
+        raise RuntimeError("injected: no room for the weights")
+
+    monkeypatch.setattr(VLLMBackend, "load_weights", broken)
+    bad = CliRunner().invoke(app, ["train", *args, "--out", str(tmp_path / "bad")])
+    assert bad.exit_code == 1 and not isinstance(bad.exception, RuntimeError), bad.output[-2000:]
+    errors = [x for x in bad.output.splitlines() if "error" in x.lower() and "WARNING" not in x]
     assert errors == ["error: step 0: loading the policy's weights into vLLM failed: RuntimeError: injected: no "
-                      "room for the weights"], bad.stderr[-2000:]
-    assert "Traceback" not in bad.stderr
+                      "room for the weights"], bad.output[-2000:]
+    assert "Traceback" not in bad.output
     log = tmp_path / "bad" / "metrics.jsonl"
     assert not log.exists() or not log.read_text().strip()  # no step was recorded
 
