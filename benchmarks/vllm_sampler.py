@@ -32,7 +32,7 @@ def step(trainer) -> dict:
     row = trainer.train_step()
     trainer.step += 1
     rows = trainer.config.prompts_per_step * trainer.config.samples_per_prompt
-    out = {k: round(float(row[k]), 4) for k in KEYS if k in row}
+    out = {k: float(row[k]) if k == "sampler_logp_diff_max" else round(float(row[k]), 4) for k in KEYS if k in row}
     out["tokens_per_s"] = round(rows * row["response_length"] / row["sample_seconds"], 2)
     return out
 
