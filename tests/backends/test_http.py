@@ -135,23 +135,30 @@ def test_model_name_discovered_from_v1_models():
 
 def test_model_discovery_waits_for_a_server_that_is_still_starting():
     s = FakeServer(lambda h, n: h.reply(200, json.dumps(ok_body("late")).encode()))
-    url = s.url
-    port = s.httpd.server_address[1]
-    s.httpd.server_close()  # nothing listens yet: connections are refused
-    started = {}
+    handler = s.httpd.RequestHandlerClass
+    s.httpd.server_close()
+    # the port stays ours: bound, not listening, so connections are refused until listen() (no other process can
+    # take it meanwhile, as it could if it were closed and bound again later)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
 
     def start_later():
-        time.sleep(0.5)
-        s.httpd = ThreadingHTTPServer(("127.0.0.1", port), s.httpd.RequestHandlerClass)
-        s.httpd.daemon_threads = True
-        started["t"] = threading.Thread(target=s.httpd.serve_forever, daemon=True)
-        started["t"].start()
+        time.sleep(0.5)  # the client meets refused connections first
+        httpd = ThreadingHTTPServer(sock.getsockname(), handler, bind_and_activate=False)
+        httpd.socket.close()
+        httpd.socket = sock
+        httpd.server_activate()  # listen() on the held socket
+        httpd.daemon_threads = True
+        s.httpd = httpd
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
 
-    threading.Thread(target=start_later).start()
+    starter = threading.Thread(target=start_later)
+    starter.start()
     try:
         [c] = HTTPBackend(url, timeout=2.0, retries=20, backoff=0.05, max_backoff=0.2).generate([ChatRequest(MSG)])
     finally:
-        time.sleep(0.6)
+        starter.join(30)
         s.httpd.shutdown()
         s.httpd.server_close()
     assert c.status is Status.OK and c.texts == ["late"]

@@ -180,7 +180,6 @@ def test_random_dispatch_over_verl_reward_workers_scores_every_group_whole_once(
     """verl 0.9.1's own RewardLoopManager starts 3 real reward-loop worker actors on a local Ray cluster and its
     AgentLoopWorker._compute_score sends each finished sample to random.choice(workers), as in training."""
     import random
-    import time
     from pathlib import Path
 
     ray = import_or_skip("ray", "Ray is the optional 'ray' extra")
@@ -236,7 +235,6 @@ def test_random_dispatch_over_verl_reward_workers_scores_every_group_whole_once(
             return await asyncio.wait_for(asyncio.gather(*tasks), 240)  # group_timeout is 300 s
 
         random.seed(0)
-        t0 = time.monotonic()
         outs = asyncio.run(all_rows())
         counts = ray.get(ray.get_actor(ASSEMBLER_NAME).counts.remote())
         logs = Path(ray._private.worker._global_node.get_logs_dir_path())
@@ -251,8 +249,8 @@ def test_random_dispatch_over_verl_reward_workers_scores_every_group_whole_once(
     assert [o.reward_score for o in outs] == [1.0 if ok else 0.0 for *_, ok in rows]
     info = [o.extra_fields["reward_extra_info"] for o in outs]
     assert all(i["rewardkit_partial"] == 0.0 and i["rewardkit_group_size"] == n for i in info)
+    # no partial group: nobody waited out the group timeout (a group closed by it is partial)
     assert counts["groups"] == n_groups and counts["partial_groups"] == 0 and counts["rows"] == n * n_groups
-    assert time.monotonic() - t0 < 240  # nobody waited out a timeout
 
 
 def test_compute_score_serves_per_response_scorers_and_refuses_group_ones(monkeypatch):
