@@ -91,6 +91,7 @@ def train(
         raise typer.BadParameter("a prompts file is required", param_hint="PROMPTS")
     from rewardkit.grpo import GRPOTrainer, read_prompts
     from rewardkit.grpo.checkpoint import checkpoint_summary
+    from rewardkit.grpo.samplers import WeightSyncError
     from rewardkit.integrations.common import load_scorer
 
     trainer_settings, options = split_settings(parse_pairs(setting, "--set"))
@@ -104,7 +105,8 @@ def train(
         except (TypeError, ValueError) as e:
             raise _not_a_setting(e, f"scorer {scorer!r}") from None
     trainer = GRPOTrainer(cfg, read_prompts(prompts, limit), sc, modes)
-    typer.echo(f"policy: {trainer.learner.backend.describe()}", err=True)
+    typer.echo(f"policy: {trainer.learner.backend.describe()}; rollouts sampled with {trainer.learner.sampler.name}",
+               err=True)
     if trainer.step:
         typer.echo(f"resuming {cfg.out_dir} at step {trainer.step}", err=True)
 
@@ -112,6 +114,12 @@ def train(
         typer.echo(f"step {row['step']}: reward {row['reward_mean']:.3f} kl {row['kl']:.4f} "
                    f"length {row['response_length']:.1f} ({row['step_seconds']:.1f}s)", err=True)
 
-    trainer.train(on_step=show)
+    try:
+        trainer.train(on_step=show)
+    except WeightSyncError as e:  # one line, never a run that goes on sampling the old weights
+        typer.echo(f"error: step {trainer.step}: {e}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        trainer.close()
     typer.echo(f"done: {cfg.steps} steps; metrics in {Path(cfg.out_dir) / 'metrics.jsonl'}; "
                f"{checkpoint_summary(cfg.out_dir)}")
