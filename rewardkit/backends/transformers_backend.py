@@ -331,6 +331,10 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
                     out[i] = (toks[: toks.index(eos) + 1] if ended else toks, ended)
         return out  # type: ignore[return-value]
 
+    def drop_sampling_copy(self) -> None:
+        """Decode with the model's own weights from now on (another engine samples), freeing the copy."""
+        self.sampler = self.model
+
     def refresh_sampler(self) -> None:
         """Copy the model's weights into its sampling copy (after an optimizer step); nothing without a copy."""
         if self.sampler is self.model:

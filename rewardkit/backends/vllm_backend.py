@@ -16,10 +16,11 @@ skips reading the prefix cache for those requests, so every position has its log
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -81,6 +82,37 @@ def platform_engine_defaults(on_cpu: bool) -> dict[str, Any]:
     return out
 
 
+def _reprocess_tied_head(model: Any) -> None:
+    """Redo the LM head's post-load processing when it shares the embeddings' weight. vLLM 0.32's layerwise reload
+    processes a tied parameter through one parent only (its documented limitation 2): the CPU build packs the head
+    into its own GEMM copy, which kept the old weights (log-probs 0.26 off after one step, tests/grpo/test_samplers.py)."""
+    head, embed = getattr(model, "lm_head", None), getattr(getattr(model, "model", None), "embed_tokens", None)
+    weight = getattr(head, "weight", None)
+    if weight is not None and embed is not None and weight is embed.weight and hasattr(head, "quant_method"):
+        head.quant_method.process_weights_after_loading(head)
+
+
+@contextlib.contextmanager
+def _engine_core_process(spawned: bool):
+    """vLLM reads ``VLLM_ENABLE_V1_MULTIPROCESSING`` when it builds an engine and caches every setting once an
+    in-process engine core starts; set it for this engine alone, the cache cleared before and after (vLLM's
+    ``disable_envs_cache``), so a trainer's in-process engine and a judge's spawned one can share a process."""
+    import vllm.envs as envs
+
+    key = "VLLM_ENABLE_V1_MULTIPROCESSING"
+    before = os.environ.get(key)
+    os.environ[key] = "1" if spawned else "0"
+    envs.disable_envs_cache()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = before
+        envs.disable_envs_cache()
+
+
 @dataclass(frozen=True)
 class VLLMOptions(Options):
     """The vLLM backend's options; other keywords (and spec options) go to ``vllm.LLM`` as engine arguments
@@ -95,6 +127,8 @@ class VLLMOptions(Options):
     enable_prefix_caching: bool = option(True, "re-use KV blocks of shared prompt prefixes")
     tensor_parallel_size: int = option(1, "GPUs per model")
     seed: int = option(0, "engine seed")
+    in_process: bool = option(False, "run the engine core in this process (a trainer loads its weights into it, "
+                                     "load_weights); default: vLLM's spawned engine-core process")
 
 
 class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
@@ -129,9 +163,11 @@ class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
         self.device = "cpu" if on_cpu else "cuda"
         self.lock = threading.RLock()  # LLM.generate is not thread-safe; serve-judge calls from several threads
         kwargs = {**platform_engine_defaults(on_cpu), **engine_kwargs}
-        self.llm = vllm.LLM(model=model, dtype=dtype, gpu_memory_utilization=o.gpu_memory_utilization,
-                            max_model_len=o.max_model_len, enable_prefix_caching=o.enable_prefix_caching,
-                            tensor_parallel_size=o.tensor_parallel_size, seed=o.seed, **kwargs)
+        with _engine_core_process(not o.in_process):
+            self.llm = vllm.LLM(model=model, dtype=dtype, gpu_memory_utilization=o.gpu_memory_utilization,
+                                max_model_len=o.max_model_len, enable_prefix_caching=o.enable_prefix_caching,
+                                tensor_parallel_size=o.tensor_parallel_size, seed=o.seed, **kwargs)
+        self.asleep = False
         self.tokenizer = self.llm.get_tokenizer()
         config = self.llm.llm_engine.model_config
         self.max_model_len = config.max_model_len
@@ -333,6 +369,64 @@ class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
         block = block.reshape(n, width)
         entropy, kl = distribution_stats(block[:, 1:])
         return TokenScores(block[:, 0], entropy, kl, Status.OK, len(ids) - n, self.vocab_size, offsets=offsets)
+
+    # ------------------------------------------------------------------------ rollouts and weight sync
+    def sample_tokens(self, prompts: Sequence[list[int]], n: int, max_new_tokens: int, temperature: float,
+                      top_p: float, seed: int) -> list[tuple[list[int], bool, list[float]]]:
+        """``n`` sampled continuations of each token-id prompt (rows prompt-major): (token ids through the
+        end-of-sequence token, ended before the budget, each token's sampling log-probability). Request i is
+        seeded ``seed + i``; top-k is off and the model's generation_config is not read (``generation_config=
+        "vllm"`` in the sampler's engine), as in ``TransformersBackend.sample_tokens``. Raises on any failure:
+        a trainer must not go on with a partial batch."""
+        params = [self._params(n=n, temperature=temperature, top_p=top_p, top_k=0, max_tokens=max_new_tokens,
+                               seed=(seed + i) % 2**63, logprobs=0, detokenize=False) for i in range(len(prompts))]
+        with self.lock:
+            res = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=False)
+        out = []
+        for r in res:
+            for o in r.outputs:
+                if o.finish_reason not in ("stop", "length"):
+                    raise RuntimeError(f"vllm: a rollout finished with {o.finish_reason!r}")
+                logps = [d[t].logprob for t, d in zip(o.token_ids, o.logprobs, strict=True)]
+                out.append((list(o.token_ids), o.finish_reason == "stop", logps))
+        return out
+
+    def load_weights(self, weights: Iterable[tuple[str, Any]]) -> int:
+        """Load (name, tensor) pairs in the checkpoint's (Hugging Face) names into the engine's model through
+        vLLM's own in-place reload (``Worker.reload_weights``: the model's ``load_weights`` between vLLM's layerwise
+        reload hooks, which redo the kernel-format processing a CPU build applies after loading), then reset
+        the prefix cache (its KV blocks came from the old weights). Returns how many tensors vLLM took; raises
+        when the engine runs in another process (``in_process``) or any tensor fails. A head tied to the
+        embeddings is re-processed after (``_reprocess_tied_head``)."""
+        if not self.options.in_process:
+            raise RuntimeError("vllm: load_weights needs the engine core in this process (in_process=True)")
+        taken = 0
+
+        def counted():
+            nonlocal taken
+            for name, tensor in weights:
+                taken += 1
+                yield name, tensor
+
+        with self.lock:
+            if self.asleep:
+                self.llm.wake_up(tags=["weights"])
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": counted(),
+                                                              "is_checkpoint_format": True})
+            self.llm.apply_model(_reprocess_tied_head)
+            if self.asleep:
+                self.llm.wake_up(tags=["kv_cache"])
+                self.asleep = False
+            if not self.llm.reset_prefix_cache():
+                raise RuntimeError("vllm: the prefix cache could not be reset after loading new weights")
+        return taken
+
+    def sleep(self) -> None:
+        """Free the engine's weights and KV cache for training (``enable_sleep_mode``, level 2: the weights are
+        reloaded from the trainer anyway); ``load_weights`` wakes it."""
+        with self.lock:
+            self.llm.sleep(level=2)
+            self.asleep = True
 
     def close(self) -> None:
         """Shut the engine core (and its worker processes) down."""

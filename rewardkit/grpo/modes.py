@@ -356,6 +356,7 @@ class GarJoint:
         self.learner.optimizer.zero_grad(set_to_none=True)
         (-objective).backward()
         self.learner.optimizer.step()
+        self.learner.sync()
         return {"dis_expected_r_dis": float(objective.detach()), "dis_slices": len(items),
                 "dis_ref_p_yes": float(p_yes[ref_mask].mean().detach()),
                 "dis_gen_p_yes": float(p_yes[~ref_mask].mean().detach())}
@@ -397,6 +398,7 @@ class GarJoint:
         if "model" in state:
             self.learner.model.load_state_dict(state["model"])
             self.learner.optimizer.load_state_dict(state["optimizer"])
+            self.learner.sync()
 
 
 MODES: dict[str, type] = {"raro": RaroShared, "gar": GarJoint}

@@ -91,6 +91,14 @@ class TrainConfig(Options):
                                                                    "bf16 weights rounds small updates away)")
     num_threads: int | None = option(None, "torch CPU threads (process-wide; 1 is fastest on a busy shared CPU)")
     tensorboard: bool = option(True, "also write TensorBoard scalars when tensorboard is installed")
+    sampler: Literal["auto", "vllm", "transformers"] = option(
+        "auto", "where rollouts are sampled: vllm (an engine in this process, the policy's weights loaded into it "
+                "after every step), transformers (the policy itself); auto: vllm when vLLM imports, runs on this "
+                "device and the policy fits, else transformers")
+    vllm_memory: float = option(0.3, "sampler=vllm on a GPU: the engine's share of GPU memory (gpu_memory_utilization; "
+                                     "the rest is the policy's, its gradients and AdamW state)")
+    vllm_sleep: bool = option(True, "sampler=vllm on a GPU: the engine sleeps while the policy trains (enable_sleep_mode, "
+                                    "level 2: its weights and KV cache freed, reloaded by the sync)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -100,6 +108,8 @@ class TrainConfig(Options):
         self._at_least(0, "beta", "eps_low", "eps_high", "weight_decay", "grad_clip")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"option 'top_p': must be in (0, 1], got {self.top_p}")
+        if not 0 < self.vllm_memory < 1:
+            raise ValueError(f"option 'vllm_memory': must be in (0, 1), got {self.vllm_memory}")
 
     def resolved(self, *presets: Mapping[str, Any]) -> TrainConfig:
         """This config with every unset method setting filled: from ``presets`` first (a mode's paper
@@ -145,6 +155,7 @@ class Rollouts:
     valid: np.ndarray | None = None  # [B] bool: the row may be learnt from (status ok, not filtered)
     weight: float = 1.0  # loss weight of this objective (RARO's lambda_pol / lambda_crit)
     max_tokens: int | None = None  # the token budget it was sampled with (the constant normaliser; None: config's)
+    sampler_logprobs: list[list[float]] | None = None  # per token, as the sampler drew it (vLLM); compared, never learnt from
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -199,25 +210,37 @@ class Learner:
             self.ref_model = type(self.model).from_pretrained(self.model.name_or_path, dtype=self.model.dtype)
             self.ref_model.to(self.device).eval().requires_grad_(False)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        from rewardkit.grpo.samplers import choose_sampler, make_sampler
+
+        engine_bytes = sum(p.numel() for p in self.model.parameters()) * self.model.dtype.itemsize
+        self.sampler = make_sampler(choose_sampler(config.sampler, str(self.device), engine_bytes, config.vllm_memory),
+                                    self.backend, config)
+        if self.sampler.name != "transformers":
+            self.backend.drop_sampling_copy()  # another engine samples: no bf16 copy of the policy on the device
+
+    def sync(self) -> None:
+        """Bring the sampler's weights in step with the policy's (after an optimizer step or a load)."""
+        self.sampler.sync(self.model)
 
     def sample(self, chats: Sequence[list[dict[str, str]]], n: int, seed_key: tuple[int, int],
                max_new_tokens: int | None = None) -> Rollouts:
-        """``n`` sampled continuations per chat (rows chat-major) through the backend's generation engine, which
-        packs the rows by memory (``TransformersBackend.sample_tokens``)."""
+        """``n`` sampled continuations per chat (rows chat-major) through the learner's sampler
+        (``rewardkit.grpo.samplers``: the policy itself, or a colocated vLLM engine in step with it)."""
         cfg, b = self.config, self.backend
         prompts = b.encode_many(b.render_many(chats))
-        rows = [p for p in prompts for _ in range(n)]  # C * n prompt rows, chat-major
         limit = max_new_tokens or cfg.max_new_tokens
-        samples = b.sample_tokens(rows, max_new_tokens=limit, temperature=cfg.temperature, top_p=cfg.top_p, top_k=0,
-                                  seed=(cfg.seed * 1_000_003 + seed_key[0] * 7_919 + seed_key[1]) % 2**31)
-        texts = self.tokenizer.batch_decode([toks for toks, _ in samples], skip_special_tokens=True)
+        samples = self.sampler.sample(prompts, n, limit, cfg.temperature, cfg.top_p,
+                                      seed=(cfg.seed * 1_000_003 + seed_key[0] * 7_919 + seed_key[1]) % 2**31)
+        texts = self.tokenizer.batch_decode([toks for toks, _, _ in samples], skip_special_tokens=True)
         r = Rollouts([], [], [], [], [], max_tokens=limit)
-        for row, ((toks, ended), text) in enumerate(zip(samples, texts, strict=True)):
-            r.prompt_ids.append(rows[row])
+        for row, ((toks, ended, _), text) in enumerate(zip(samples, texts, strict=True)):
+            r.prompt_ids.append(prompts[row // n])
             r.completion_ids.append(toks)  # through the end-of-sequence token, which is an action
             r.texts.append(text)
             r.truncated.append(not ended)
             r.group.append(row // n)
+        if all(lp is not None for _, _, lp in samples):
+            r.sampler_logprobs = [lp for _, _, lp in samples]
         return r
 
     def logprobs(self, model: Any, parts: Sequence[Rollouts]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -247,8 +270,11 @@ class Learner:
             with torch.no_grad():
                 old_logp = self.logprobs(self.model, parts)[0]  # [B, T] pi_old, fixed over the mu updates
         stats: dict[str, float] = {}
-        for _ in range(cfg.updates_per_batch):
+        self.sampler.release()  # a sleeping engine frees its GPU memory while the policy trains
+        for k in range(cfg.updates_per_batch):
             logp, tmask, entropy = self.logprobs(self.model, parts)  # [B, T] each
+            if k == 0:
+                stats_mismatch = sampler_mismatch(parts, logp.detach(), tmask)
             mask = tmask & valid[:, None]  # [B, T] real tokens of learnable rows
             old = logp.detach() if old_logp is None else old_logp  # [B, T]
             loss, st = mixed_loss(cfg.loss, logp, old, adv, mask, part, weights, eps_low=cfg.eps_low,
@@ -258,11 +284,12 @@ class Learner:
             loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else math.inf)
             self.optimizer.step()
-            self.backend.refresh_sampler()
             n_tok = tmask.sum().clamp(min=1)
             stats = {"loss": float(loss.detach()), "grad_norm": float(norm), **st,
                      "entropy": float((entropy * tmask).sum() / n_tok)}
-        return stats
+        t_sync = time.perf_counter()
+        self.sync()
+        return {**stats, **stats_mismatch, "sync_seconds": time.perf_counter() - t_sync}
 
     def load_weights(self, ckpt: Path) -> None:
         """Load a checkpoint folder's safetensors weights into the model (strict but for tied weights)."""
@@ -276,7 +303,21 @@ class Learner:
         if res.unexpected_keys or set(res.missing_keys) - tied:
             raise RuntimeError(f"checkpoint {ckpt} does not fit the model: missing {res.missing_keys}, "
                                f"unexpected {res.unexpected_keys}")
-        self.backend.refresh_sampler()
+        self.sync()
+
+
+def sampler_mismatch(parts: Sequence[Rollouts], logp: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """How far the sampler's log-probabilities of the sampled tokens are from the policy's (the learner's
+    pi_old at the first update): max and mean |difference| over the tokens, {} when the sampler reports none."""
+    if any(r.sampler_logprobs is None for r in parts):
+        return {}
+    rows = [lp for r in parts for lp in r.sampler_logprobs]
+    samp = torch.tensor([lp + [0.0] * (logp.shape[1] - len(lp)) for lp in rows], dtype=logp.dtype,
+                        device=logp.device)  # [B, T]
+    diff = (samp - logp).abs()[mask]  # [tokens]
+    if not diff.numel():
+        return {}
+    return {"sampler_logp_diff_max": float(diff.max()), "sampler_logp_diff_mean": float(diff.mean())}
 
 
 def completion_logprobs(model: Any, rows: Sequence[tuple[list[int], list[int]]], pad_id: int,
@@ -321,7 +362,7 @@ class GRPOTrainer:
         self.config = config.resolved(*(getattr(m, "train_settings", {}) for m in self.modes))
         self.prompts, self.scorer = list(prompts), scorer
         self.learner = Learner(self.config)
-        self.policy = self.learner.backend  # the policy as a judge backend (RARO's shared LLM)
+        self.policy = self.learner.sampler.judge  # the policy as a judge (RARO's shared LLM): vLLM's engine if it samples
         self.model, self.tokenizer = self.learner.model, self.learner.tokenizer
         self.ref_model, self.optimizer = self.learner.ref_model, self.learner.optimizer
         self.out_dir = Path(config.out_dir)
@@ -352,6 +393,10 @@ class GRPOTrainer:
         finally:
             self.log.close()
         return self.history
+
+    def close(self) -> None:
+        """Shut the sampler's engine down (a vLLM engine holds memory and threads until then)."""
+        self.learner.sampler.close()
 
     def train_step(self) -> dict[str, Any]:
         """One GRPO step: sample, score whole groups, advantages, loss, optimizer step. Returns metrics."""

@@ -217,11 +217,12 @@ def scorer_config(scorer: Scorer, options: dict[str, Any] | None = None) -> dict
 
 
 def job_manifest(scorer: Scorer, inp: str | Path, *, options: dict[str, Any] | None = None,
-                 fmt: str | None = None, group_key: str | None = None, digest: str | None = None) -> dict[str, Any]:
+                 fmt: str | None = None, group_key: str | None = None, digest: str | None = None,
+                 fields: dict[str, str] | None = None, with_texts: bool = False) -> dict[str, Any]:
     """What a job's rows depend on; a resumed job must match it field for field (the path is informative).
 
     ``digest``: the input's SHA-256 when already known (a pipe is hashed as it is read, once)."""
-    from rewardkit import __version__
+    from rewardkit.version import __version__
 
     opts = scorer_config(scorer, options)
     sha = digest or input_digest(inp)
@@ -229,12 +230,13 @@ def job_manifest(scorer: Scorer, inp: str | Path, *, options: dict[str, Any] | N
     return {"rewardkit_output": MANIFEST_FORMAT, "rewardkit_version": __version__,
             "scorer": getattr(scorer, "name", type(scorer).__name__), "options": opts,
             "judge": opts.get("judge"), "input": {"path": str(where), "sha256": sha},
-            "format": fmt, "group_key": group_key}
+            "format": fmt, "group_key": group_key, "fields": fields or None, "with_texts": with_texts or None}
 
 
 def _mismatch(old: dict, new: dict) -> list[str]:
     out = []
-    for k in ("rewardkit_output", "rewardkit_version", "scorer", "options", "judge", "format", "group_key"):
+    for k in ("rewardkit_output", "rewardkit_version", "scorer", "options", "judge", "format", "group_key", "fields",
+              "with_texts"):
         if old.get(k) != new.get(k):
             out.append(f"{k} {json.dumps(old.get(k))} (now {json.dumps(new.get(k))})")
     if (old.get("input") or {}).get("sha256") != new["input"]["sha256"]:

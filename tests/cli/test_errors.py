@@ -155,3 +155,52 @@ def test_a_port_in_use_is_one_line(judge_server):
 def test_version():
     res = CliRunner().invoke(app, ["--version"])
     assert res.exit_code == 0 and res.output.strip() == f"rewardkit {__version__}"
+
+
+# ------------------------------------------------------------ eval commands check their judge (or model) first
+
+@pytest.fixture
+def dead_url():
+    """A URL whose port is held bound but not listening: connecting is refused, and no other test can take it."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{held.getsockname()[1]}/v1"
+
+
+@pytest.mark.parametrize("command", [
+    ["eval", "headline", "-s", "pointwise", "--judge", "{judge}", "--work", "{out}"],
+    ["eval", "judge", "--judge", "{judge}", "--pairs", "1", "--pb-pairs", "1", "--injection-pairs", "1", "--out", "{out}"],
+    ["eval", "generate", "{judge}", "gsm8k", "--limit", "1", "--n", "1", "--out", "{out}/r.jsonl"],
+])
+@pytest.mark.parametrize("judge", ["/nonexistent/model", "dead"])
+def test_eval_commands_check_the_judge_before_any_work(command, judge, dead_url, tmp_path):
+    spec = dead_url if judge == "dead" else judge
+    res = run_cli(*[a.format(judge=spec, out=tmp_path / "o") for a in command], timeout=120)
+    # before: headline exit 0 with rows of `0.0 | - | 0%`, judge exit 0 with `invalid` rows, generate exit 1
+    assert_one_line(res, spec)
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+
+
+# ------------------------------------------------------------------ parser errors and ports: one line, by name
+
+@pytest.mark.parametrize("args, needles", [
+    (["score"], ["missing argument 'input'", "rewardkit score --help"]),
+    (["score", "x.jsonl", "--bogus"], ["no such option: --bogus"]),
+    (["eval", "headline", "--bogus"], ["no such option: --bogus", "rewardkit eval headline --help"]),
+    (["train", "p.jsonl", "--set", "lr"], ["--set", "expected KEY=VALUE, got 'lr'"]),
+])
+def test_parser_errors_are_one_line(args, needles):
+    assert_one_line(run_cli(*args, timeout=60), *needles)  # before: a 5-line Rich box
+
+
+@pytest.mark.parametrize("command", [["serve", "--scorer", "verifier"], ["serve-judge", "smollm2"]])
+@pytest.mark.parametrize("port", ["99999", "65536", "-1"])
+def test_a_port_outside_0_65535_is_refused_by_name(command, port):
+    # before: 99999 served on 34463 (wrapped), 65536 on a random port, -1 "Servname not supported"
+    res = run_cli(*command, "--port", port, timeout=60)
+    assert_one_line(res, "'--port'", "0" if port == "-1" else "65535")
+
+
+def test_short_version_flag():
+    res = CliRunner().invoke(app, ["-V"])
+    assert res.exit_code == 0 and res.output.strip() == f"rewardkit {__version__}"
