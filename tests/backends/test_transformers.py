@@ -283,13 +283,15 @@ def test_sampling_without_top_k_draws_from_the_whole_distribution(judge_backend)
 def test_a_float32_model_samples_from_a_bf16_copy_refreshed_in_place():
     import torch
 
+    from rewardkit.grpo.samplers import TransformersSampler
+
     b = TransformersBackend("smollm2", dtype="float32", sample_dtype="bfloat16")
     assert b.sampler is not b.model and next(b.sampler.parameters()).dtype == torch.bfloat16
     before = [p.data_ptr() for p in b.sampler.parameters()]
     with torch.no_grad():
         for p in b.model.parameters():
             p.mul_(1.01)  # an optimizer step
-    b.refresh_sampler()
+    TransformersSampler(b).sync(b.model)  # what the GRPO learner calls after its optimizer steps
     assert [p.data_ptr() for p in b.sampler.parameters()] == before  # in place: a compiled step keeps its inputs
     for s, m in zip(b.sampler.parameters(), b.model.parameters(), strict=True):
         assert torch.equal(s, m.to(torch.bfloat16))
