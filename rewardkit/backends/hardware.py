@@ -5,7 +5,7 @@ where the hardware has it (``dtype="auto"``; weights being trained stay float32)
 forward pass comes from the model's size and the device's free memory on a GPU, and stays at 4,096 tokens on a
 CPU, where a few large passes do not pay; prefix sharing (one KV cache for a prefix several verdict prompts
 share) is on only on the CPU, where it was measured to win (2.4x) -- on a GPU its extra passes and cache copies
-cost more than re-reading the prefix in one big batch (benchmarks/results/engine_speed.md). On a GPU the engine
+cost more than re-reading the prefix in one big batch (benchmarks/results/engine_speed_h200_run1.md). On a GPU the engine
 also decodes with transformers' static KV cache and compiled decode step (the compile is paid once per model and
 shape, so batches are padded to a few row counts and widths), prepares the next verdict batch while the GPU runs
 this one, and samples a float32 policy from a bfloat16 copy. The transformers backend, ``rewardkit train``'s
