@@ -1,40 +1,49 @@
-"""rewardkit's transformers engine at its defaults against the plain transformers code a user would write.
+"""rewardkit's transformers engine at its defaults against plain transformers, like with like.
 
-Same weights, same token ids, one process. Two workloads:
+Same weights, same rows, same batch size on both sides, one process. Every side is warmed at the exact batch
+shape it is timed at, the sides are alternated, and each figure is the best of ``--reps`` (3) timed runs.
 
 - **verdicts**: Reasoning Arena tournament prompts for live-tournament pairs from the shared rollouts (the new
   trace, response 0, against 3 anchors), choices A / B / Tie after ``\\boxed{``. rewardkit: ``verdict_probs``
-  of a backend built with nothing but the model (device, dtype, budget and prefix sharing at their defaults).
-  Baseline: render the chat template, tokenise in one call, length-sorted batches of at most 65,536 tokens, left
-  padding, one forward pass with ``logits_to_keep=1``, the choices' first-token probabilities renormalised.
-- **generation**: MATH problems as chat prompts, ``samples`` sampled rows per prompt (temperature 1, as GRPO
-  rollouts), ``new`` tokens each with end-of-sequence suppressed. rewardkit: ``generate`` at defaults (rows
-  packed by memory). Baseline: ``model.generate`` on batches of 64 rows (its rate measured on the first
-  ``--baseline-batches`` batches: a rate, the same for every batch of that size).
-
-Also: the largest probability difference, peak memory, and the host time per request spent outside forward
-passes (tokenising, batching, cache handling, reading results), measured in a separate pass with every
-forward timed to its end (the device synchronised), so wall time minus forward time is host work.
+  of a backend built with nothing but the model, given the messages. Anchors: the plain loop a user writes with
+  transformers (length-sorted batches of at most 65,536 tokens, left padding, one forward with
+  ``logits_to_keep=1``, the choices' first-token probabilities renormalised) timed (a) from token ids, with
+  rendering and tokenising done before the clock starts, and (b) from the messages, rendering and tokenising
+  timed. Also: the host time per pair left exposed (wall time minus the device's time inside forward passes,
+  from CUDA events; on a CPU every forward synchronised) and the device syncs per call (CUDA sync debug mode).
+- **generation**, from token ids on both sides, end-of-sequence suppressed (``min_new_tokens``): greedy, 64 MATH
+  problems as chat prompts (64 rows); sampled as GRPO rollouts, 64 problems x 8 samples at temperature 1 (512
+  rows). rewardkit: ``sample_tokens`` at defaults (the trainer's rollout path). Anchors: ``model.generate``
+  given the same rows in one batch with transformers' static KV cache and compiled decode step
+  (``cache_implementation="static"``; the same model object, so the compile of a shape is paid once and the
+  static cache keeps the longest length seen, as transformers does across calls), and at 64 rows also
+  ``model.generate`` with its default (dynamic) cache. rewardkit's warm-up at each shape is its first call there
+  (the compile, reported on its own); the static anchor warms after it and finds the step compiled.
+  Diagnostic: rewardkit's 512 sampled rows with ``top_k=50``, transformers' implicit default.
+- **GRPO step** (``--grpo``, GPU): ``GRPOTrainer.train_step`` wall time on a random-init policy, float32 weights
+  trained, rollouts sampled from the bf16 copy.
 
 Without weights (``--arch``) the model is a random-init one of a stated architecture built from the embedded
 tokenizer: speed depends on shapes, not on weight values. Results go to
-``benchmarks/results/engine_speed.{json,md}``, a section per device kind.
+``benchmarks/results/engine_speed.{json,md}``, a section per device kind, keys per architecture
+``verdict_ratio_vs_plain_ids``, ``generation_ratio_same_rows_64``, ``generation_ratio_same_rows_512`` and
+``generation_ratio_vs_dynamic_64``.
 
-    PYTHONPATH=. python benchmarks/engine_speed.py --device cpu --arch smollm2 --pairs 24 --gen-prompts 4 --samples 4 --new 32
-    PYTHONPATH=. python benchmarks/engine_speed.py --device cuda --arch smollm2-135m --arch llama-1.4b --pairs 300 \\
-        --gen-prompts 64 --samples 8 --new 256 --tokenizer DIR --rollouts FILE
+    PYTHONPATH=. python benchmarks/engine_speed.py --device cpu --arch smollm2-135m --pairs 12 --gen-prompts 4 \\
+        --samples 2 --new 8 --rows 8 --before main
+    scripts/gpu_engine_bench.sh   # on a GPU machine: both architectures, 300 pairs, 64 / 512 rows x 256 tokens
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import gc
 import json
 import resource
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +57,7 @@ if str(ROOT) not in rewardkit.__path__:  # cli/ and evals/ as rewardkit.cli / re
 from _common import RESULTS, machine, write_results  # noqa: E402
 from judge_throughput import live_pairs, tournament_template  # noqa: E402
 
-# stated architectures (Llama family, SmolLM2's tokenizer): the embedded 135M model and a 1.39B one
+# stated architectures (Llama family, SmolLM2's tokenizer): the embedded 135M model's shapes and a 1.39B one
 ARCHS = {
     "smollm2-135m": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
                          num_key_value_heads=3, tie_word_embeddings=True),
@@ -56,11 +65,12 @@ ARCHS = {
                        num_key_value_heads=2, tie_word_embeddings=True),
 }
 PLAIN_BATCH_TOKENS = 65_536
-PLAIN_GENERATE_ROWS = 64
+FORMAT = 2  # results layout: like-with-like anchors (issue 36)
 
 
-def build_model(arch: str, tokenizer_dir: str, device: str, out: Path) -> str:
-    """A folder with a random-init model of ``arch`` in bf16 (GPU) / fp32 (CPU) and the tokenizer."""
+def build_model(arch: str, tokenizer_dir: str, device: str, out: Path, dtype: str = "auto") -> str:
+    """A folder with a random-init model of ``arch`` and the tokenizer, saved in bf16 on a GPU (``auto``: what the
+    backend loads there; half the bytes to write) else fp32, or in ``dtype``."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
@@ -70,7 +80,10 @@ def build_model(arch: str, tokenizer_dir: str, device: str, out: Path) -> str:
                       **ARCHS[arch])
     torch.manual_seed(0)
     with torch.device(device):
-        model = LlamaForCausalLM(cfg).to(torch.bfloat16 if device.startswith("cuda") else torch.float32)
+        model = LlamaForCausalLM(cfg)
+    if dtype == "auto":
+        dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    model.to(getattr(torch, dtype))
     model.save_pretrained(out)
     tok.save_pretrained(out)
     del model
@@ -93,33 +106,91 @@ def peak_gib(torch) -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)  # process peak RSS
 
 
-class ForwardTimer:
-    """Wraps ``model.forward`` so each call runs to its end (device synchronised): total seconds inside."""
+def timed(fn) -> tuple[float, object]:
+    """(wall seconds of one call, device synchronised before and after, its result)."""
+    import torch
+
+    sync(torch)
+    t = time.perf_counter()
+    out = fn()
+    sync(torch)
+    return time.perf_counter() - t, out
+
+
+def alternate(sides: dict, reps: int) -> dict[str, dict]:
+    """Each side warmed once (at its own shape), then ``reps`` rounds running the sides in turn: per side the
+    best, median and every time, the warm-up's time, and the last result."""
+    res = {name: {"warm_s": round(timed(fn)[0], 3), "times": []} for name, fn in sides.items()}
+    for _ in range(reps):
+        for name, fn in sides.items():
+            t, out = timed(fn)
+            res[name]["times"].append(round(t, 4))
+            res[name]["out"] = out
+    for r in res.values():
+        r["best_s"], r["median_s"] = min(r["times"]), float(np.median(r["times"]))
+    return res
+
+
+class DeviceTime:
+    """Wraps ``model.forward``: the device's seconds inside forward passes (CUDA events, no sync added; on a CPU
+    each call's wall time), so a call's wall time minus this is host work the device waited for."""
 
     def __init__(self, model, torch):
-        self.model, self.torch, self.seconds, self.calls = model, torch, 0.0, 0
-        self.inner = model.forward
+        self.model, self.torch, self.events, self.cpu_s = model, torch, [], 0.0
+        inner = model.forward
 
-        @functools.wraps(self.inner)  # keeps the signature rewardkit inspects (its cache keyword)
-        def timed(*a, **k):
+        def forward(*a, **k):
+            if torch.cuda.is_available():
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                out = inner(*a, **k)
+                end.record()
+                self.events.append((start, end))
+                return out
             t = time.perf_counter()
-            out = self.inner(*a, **k)
-            sync(torch)
-            self.seconds += time.perf_counter() - t
-            self.calls += 1
+            out = inner(*a, **k)
+            self.cpu_s += time.perf_counter() - t
             return out
 
-        model.forward = timed
+        import functools
+
+        model.forward = functools.wraps(inner)(forward)  # keeps the signature rewardkit inspects
+
+    def seconds(self) -> float:
+        return self.cpu_s + sum(s.elapsed_time(e) for s, e in self.events) / 1000
 
     def close(self) -> None:
         del self.model.forward  # back to the class's forward
 
 
-def plain_verdicts(model, tok, texts: list[str], choice_ids: list[int], device: str):
-    """The baseline: what a user writes with plain transformers (see the module docstring)."""
+def exposed_host(fn, model, n: int) -> dict:
+    """One extra call of ``fn``: host ms per item the device waited for, and device syncs (CUDA)."""
     import torch
 
-    ids = tok(texts, add_special_tokens=False).input_ids
+    timer = DeviceTime(model, torch)
+    syncs = None
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if torch.cuda.is_available():
+                torch.cuda.set_sync_debug_mode("warn")
+            try:
+                wall, _ = timed(fn)
+            finally:
+                if torch.cuda.is_available():
+                    torch.cuda.set_sync_debug_mode("default")
+        if torch.cuda.is_available():
+            syncs = sum("synchroniz" in str(w.message) for w in caught) - 1  # less timed()'s final synchronize
+    finally:
+        timer.close()
+    return {"forward_calls": len(timer.events) or None, "host_ms_per_item": round(1000 * (wall - timer.seconds()) / n, 3),
+            "device_syncs": syncs}
+
+
+def plain_loop(model, tok, ids: list[list[int]], choice_ids: list[int], device: str):
+    """The baseline: what a user writes with plain transformers, from token ids (see the module docstring)."""
+    import torch
+
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     probs = np.zeros((len(ids), len(choice_ids)))
     batch: list[int] = []
@@ -129,8 +200,7 @@ def plain_verdicts(model, tok, texts: list[str], choice_ids: list[int], device: 
         with torch.inference_mode():
             logits = model(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device),
                            logits_to_keep=1).logits[:, -1].float()
-        p = torch.softmax(logits[:, choice_ids], -1).cpu().numpy()
-        probs[b] = p
+        probs[b] = torch.softmax(logits[:, choice_ids], -1).cpu().numpy()
 
     for i in order:
         if batch and (len(batch) + 1) * len(ids[i]) > PLAIN_BATCH_TOKENS:
@@ -142,24 +212,7 @@ def plain_verdicts(model, tok, texts: list[str], choice_ids: list[int], device: 
     return probs
 
 
-def best_of(fn, reps: int) -> tuple[float, object]:
-    """(fastest wall seconds over ``reps`` runs, the last result)."""
-    import torch
-
-    best, out = float("inf"), None
-    for _ in range(reps):
-        sync(torch)
-        t = time.perf_counter()
-        out = fn()
-        sync(torch)
-        best = min(best, time.perf_counter() - t)
-    return best, out
-
-
-VARIANTS = ({"batch_tokens": 65_536}, {"batch_tokens": 262_144}, {"share_prefix": True})
-
-
-def verdict_bench(backend, pairs: list[dict], reps: int, variants: bool = False) -> dict:
+def verdict_bench(backend, pairs: list[dict], reps: int) -> dict:
     import torch
 
     from rewardkit.backends import VerdictRequest
@@ -168,116 +221,127 @@ def verdict_bench(backend, pairs: list[dict], reps: int, variants: bool = False)
     msgs = [[{"role": "user", "content": template.format(**{k: v for k, v in p.items() if k != "id"})}] for p in pairs]
     choices = ["A", "B", "Tie"]
     reqs = [VerdictRequest(m, choices, prefix) for m in msgs]
-    tok, model = backend.tokenizer, backend.model
-    texts = [tok.apply_chat_template(m, add_generation_prompt=True, tokenize=False) + prefix for m in msgs]
-    lengths = [len(x) for x in tok(texts, add_special_tokens=False).input_ids]
+    tok, model, device = backend.tokenizer, backend.model, backend.device
     choice_ids = [tok(c, add_special_tokens=False).input_ids[0] for c in choices]
-    device = backend.device
 
-    def ours():
-        return backend.verdict_probs(reqs)
-
-    def plain():
+    def encode():
         texts = [tok.apply_chat_template(m, add_generation_prompt=True, tokenize=False) + prefix for m in msgs]
-        return plain_verdicts(model, tok, texts, choice_ids, device)
+        return tok(texts, add_special_tokens=False).input_ids
 
-    ours(), plain()  # warm-up (kernels, allocator)
+    ids = encode()
+    sides = {"rewardkit": lambda: backend.verdict_probs(reqs),
+             "plain_ids": lambda: plain_loop(model, tok, ids, choice_ids, device),
+             "plain_messages": lambda: plain_loop(model, tok, encode(), choice_ids, device)}
     peak_reset(torch)
-    t_ours, got = best_of(ours, reps)
-    mem_ours = peak_gib(torch)
-    peak_reset(torch)
-    t_plain, want = best_of(plain, reps)
-    mem_plain = peak_gib(torch)
+    res = alternate(sides, reps)
+    got, want = res["rewardkit"]["out"], res["plain_ids"]["out"]
     assert all(r.status.value == "ok" for r in got), [r.error for r in got if r.status.value != "ok"][:3]
-    diff = float(np.abs(np.stack([r.probs for r in got]) - want).max())
-    host = {}
-    for name, fn in (("rewardkit", ours), ("plain", plain)):
-        timer = ForwardTimer(model, torch)
-        try:
-            sync(torch)
-            t = time.perf_counter()
-            fn()
-            sync(torch)
-            wall = time.perf_counter() - t
-        finally:
-            timer.close()
-        host[name] = {"forward_calls": timer.calls, "host_ms_per_pair": round(1000 * (wall - timer.seconds) / len(reqs), 3)}
-    others = []
-    for v in VARIANTS if variants else ():  # settings other than the defaults, for the record (one run each)
-        before = {k: getattr(backend, k) for k in v}
-        try:
-            for k, x in v.items():
-                setattr(backend, k, x)
-            t, _ = best_of(ours, 1)
-            others.append({**v, "pairs_per_s": round(len(reqs) / t, 2)})
-        except Exception as e:  # noqa: BLE001 - recorded, the defaults' numbers stand
-            others.append({**v, "error": repr(e)[:300]})
-        finally:
-            for k, x in before.items():
-                setattr(backend, k, x)
-    return {"pairs": len(reqs), "mean_prompt_tokens": round(float(np.mean(lengths)), 1),
-            "rewardkit_pairs_per_s": round(len(reqs) / t_ours, 2), "plain_pairs_per_s": round(len(reqs) / t_plain, 2),
-            "ratio": round(t_plain / t_ours, 3), "max_abs_prob_diff": diff,
-            "peak_gib": {"rewardkit": mem_ours, "plain": mem_plain}, "host": host, "other_settings": others}
+    n = len(reqs)
+    rate = {k: round(n / r["best_s"], 2) for k, r in res.items()}
+    return {"pairs": n, "mean_prompt_tokens": round(float(np.mean([len(x) for x in ids])), 1),
+            "pairs_per_s": rate, "times_s": {k: r["times"] for k, r in res.items()},
+            "warm_s": {k: r["warm_s"] for k, r in res.items()},
+            "ratio_vs_plain_ids": round(res["plain_ids"]["best_s"] / res["rewardkit"]["best_s"], 3),
+            "ratio_vs_plain_messages": round(res["plain_messages"]["best_s"] / res["rewardkit"]["best_s"], 3),
+            "max_abs_prob_diff": float(np.abs(np.stack([r.probs for r in got]) - want).max()),
+            "peak_gib": peak_gib(torch),
+            "exposed_host": {"rewardkit": exposed_host(sides["rewardkit"], model, n),
+                             "plain_ids": exposed_host(sides["plain_ids"], model, n)}}
 
 
-def generation_bench(backend, problems: list[str], samples: int, new: int, baseline_batches: int) -> dict:
+def generation_bench(backend, rows: list[list[int]], new: int, sample: bool, reps: int, dynamic: bool,
+                     diagnose: bool) -> dict:
+    """rewardkit's ``sample_tokens`` against ``model.generate`` on the same rows in one batch."""
     import torch
 
-    from rewardkit.backends import ChatRequest
+    tok, model, dev = backend.tokenizer, backend.model, backend.device
+    knobs = dict(temperature=1.0, top_p=1.0, top_k=0) if sample else {}
+    enc = tok.pad({"input_ids": rows}, padding=True, return_tensors="pt")  # left padding
+    ids, mask = enc["input_ids"].to(dev), enc["attention_mask"].to(dev)
 
-    tok, model = backend.tokenizer, backend.model
-    msgs = [[{"role": "user", "content": p}] for p in problems]
-    reqs = [ChatRequest(m, max_tokens=new, min_tokens=new, temperature=1.0, n=samples, seed=0) for m in msgs]
-    prompt_ids = tok(tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False),
-                     add_special_tokens=False).input_ids
-    rows = [p for p in prompt_ids for _ in range(samples)]
-    backend.generate([ChatRequest(msgs[0], max_tokens=4, min_tokens=4)])  # warm-up
-    peak_reset(torch)
-    t_ours, got = best_of(lambda: backend.generate(reqs), 1)
-    mem_ours = peak_gib(torch)
-    made = sum(c.completion_tokens for c in got)
-    assert made == len(rows) * new, (made, len(rows) * new)
-
-    def plain(b: list[list[int]]):
-        enc = tok.pad({"input_ids": b}, padding=True, return_tensors="pt")
+    def plain(**cache):
         with torch.inference_mode():
-            return model.generate(input_ids=enc["input_ids"].to(backend.device),
-                                  attention_mask=enc["attention_mask"].to(backend.device), max_new_tokens=new,
-                                  min_new_tokens=new, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
-                                  pad_token_id=tok.pad_token_id)
+            return model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new, min_new_tokens=new,
+                                  do_sample=sample, pad_token_id=tok.pad_token_id, **knobs, **cache)
 
-    batches = [rows[i:i + PLAIN_GENERATE_ROWS] for i in range(0, len(rows), PLAIN_GENERATE_ROWS)][:baseline_batches]
-    plain([rows[0]])  # warm-up
+    def ours(top_k=None):
+        return backend.sample_tokens(rows, max_new_tokens=new, min_new_tokens=new, seed=0 if sample else None,
+                                     **(dict(knobs, top_k=top_k) if sample else {}))
+
+    sides = {"rewardkit": ours}
+    if dev.startswith("cuda"):
+        sides["generate_static"] = lambda: plain(cache_implementation="static")
+    if dynamic or not dev.startswith("cuda"):
+        sides["generate_dynamic"] = plain
     peak_reset(torch)
-    sync(torch)
-    t = time.perf_counter()
-    for b in batches:
-        plain(b)
-    sync(torch)
-    t_plain = time.perf_counter() - t
-    mem_plain = peak_gib(torch)
-    plain_tokens = sum(len(b) for b in batches) * new
-    ours_rate, plain_rate = made / t_ours, plain_tokens / t_plain
-    return {"prompts": len(problems), "samples_per_prompt": samples, "rows": len(rows), "new_tokens": new,
-            "mean_prompt_tokens": round(float(np.mean([len(p) for p in prompt_ids])), 1),
-            "rewardkit_tokens_per_s": round(ours_rate, 1), "plain_rows_measured": sum(len(b) for b in batches),
-            "plain_tokens_per_s": round(plain_rate, 1), "ratio": round(ours_rate / plain_rate, 3),
-            "peak_gib": {"rewardkit": mem_ours, "plain": mem_plain}}
+    res = alternate(sides, reps)  # rewardkit's warm-up is the first call at this shape: the compile, on a GPU
+    made = sum(len(t) for t, _ in res["rewardkit"]["out"])
+    assert made == len(rows) * new, (made, len(rows) * new)
+    tokens = len(rows) * new
+    rate = {k: round(tokens / r["best_s"], 1) for k, r in res.items()}
+    anchor = "generate_static" if "generate_static" in sides else "generate_dynamic"
+    out = {"rows": len(rows), "new_tokens": new, "sampled": sample, "first_call_s": res["rewardkit"]["warm_s"],
+           "tokens_per_s": rate, "times_s": {k: r["times"] for k, r in res.items()},
+           "warm_s": {k: r["warm_s"] for k, r in res.items()}, "same_rows_anchor": anchor,
+           "ratio_same_rows": round(res[anchor]["best_s"] / res["rewardkit"]["best_s"], 3),
+           "peak_gib": peak_gib(torch), "placement": backend.placement.describe()}
+    if "generate_dynamic" in res:
+        out["ratio_vs_dynamic"] = round(res["generate_dynamic"]["best_s"] / res["rewardkit"]["best_s"], 3)
+    if diagnose and sample:
+        t50, _ = timed(lambda: ours(top_k=50))
+        out["rewardkit_top_k50_tokens_per_s"] = round(tokens / t50, 1)  # one run, warm shape
+    return out
 
 
-def measure(backend, args, pairs: list[dict], problems: list[str]) -> dict:
-    """Both workloads on one loaded backend; a part that fails is recorded and the other still runs."""
-    row = {}
-    for part, run in (("verdicts", lambda: verdict_bench(backend, pairs, args.reps, args.variants)),
-                      ("generation", lambda: generation_bench(backend, problems, args.samples, args.new,
-                                                              args.baseline_batches))):
+def grpo_bench(path: str, problems: list[str], steps: int, prompts: int, samples: int, new: int) -> dict:
+    """Wall time of ``GRPOTrainer.train_step`` (first step: compile) on ``path`` as the policy."""
+    from rewardkit.grpo.toy_rewards import KeywordScorer
+    from rewardkit.grpo.trainer import GRPOTrainer, TrainConfig
+    from rewardkit.types import Group
+
+    with tempfile.TemporaryDirectory() as out:
+        cfg = TrainConfig(model=path, out_dir=out, steps=steps, prompts_per_step=prompts, samples_per_prompt=samples,
+                          max_new_tokens=new, beta=0.0, tensorboard=False)
+        trainer = GRPOTrainer(cfg, [Group(str(i), p, []) for i, p in enumerate(problems)], KeywordScorer())
+        rows = []
+        for _ in range(steps):
+            r = trainer.train_step()
+            trainer.step += 1
+            rows.append({k: round(r[k], 2) for k in ("step_seconds", "sample_seconds")})
+        pl = trainer.policy.placement
+        info = {"steps": rows, "rows_per_step": prompts * samples, "new_tokens": new,
+                "weights": str(trainer.model.dtype), "sampler": str(trainer.policy.sampler.dtype),
+                "static_cache": pl.static_cache}
+        del trainer
+    return info
+
+
+def measure(backend, args, pairs: list[dict], prompt_ids: list[list[int]], row: dict, saved) -> dict:
+    """Every workload on one loaded backend into ``row`` (``saved()`` after each); a part that fails is recorded
+    and the others still run."""
+    greedy_rows = prompt_ids[: args.rows]
+    sampled_rows = [p for p in prompt_ids for _ in range(args.samples)]
+    parts = [("verdicts", lambda: verdict_bench(backend, pairs, args.reps)),
+             ("greedy", lambda: generation_bench(backend, greedy_rows, args.new, False, args.reps, True, False)),
+             ("sampled", lambda: generation_bench(backend, sampled_rows, args.new, True, args.reps, False, True))]
+    for part, run in parts:
         try:
             row[part] = run()
         except Exception as e:  # noqa: BLE001 - one failed part must not lose the others
             row[part] = {"error": repr(e)[:500]}
         print(part, json.dumps(row[part]), flush=True)
+        row.update(headline(row))
+        saved()
     return row
+
+
+def headline(row: dict) -> dict:
+    """The four ratios the issue asks for (None where a part failed or was not run)."""
+    v, g, s = row.get("verdicts", {}), row.get("greedy", {}), row.get("sampled", {})
+    return {"verdict_ratio_vs_plain_ids": v.get("ratio_vs_plain_ids"),
+            "generation_ratio_same_rows_64": g.get("ratio_same_rows"),
+            "generation_ratio_same_rows_512": s.get("ratio_same_rows"),
+            "generation_ratio_vs_dynamic_64": g.get("ratio_vs_dynamic")}
 
 
 def before_after(ref: str, rounds: int, problems: int, rollouts: Path) -> dict:
@@ -312,22 +376,28 @@ def before_after(ref: str, rounds: int, problems: int, rollouts: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="auto", help="where both run (auto: cuda when torch sees a GPU)")
-    ap.add_argument("--arch", action="append", help=f"random-init architecture(s): {', '.join(ARCHS)}; or 'smollm2' "
-                                                    "for the embedded model's real weights")
+    ap.add_argument("--arch", action="append", help=f"random-init architecture(s): {', '.join(ARCHS)}")
     ap.add_argument("--tokenizer", help="tokenizer folder for --arch (default: the embedded model's)")
     ap.add_argument("--rollouts", help="the shared rollouts JSONL (default: ../shared/data/...)")
     ap.add_argument("--pairs", type=int, default=300, help="verdict pairs (3 per problem)")
-    ap.add_argument("--reps", type=int, default=2)
-    ap.add_argument("--gen-prompts", type=int, default=64)
+    ap.add_argument("--reps", type=int, default=3, help="timed runs per side after its warm-up (best reported)")
+    ap.add_argument("--gen-prompts", type=int, default=64, help="MATH problems sampled (x --samples rows)")
     ap.add_argument("--samples", type=int, default=8)
+    ap.add_argument("--rows", type=int, default=64, help="greedy rows (the first problems)")
     ap.add_argument("--new", type=int, default=256)
-    ap.add_argument("--baseline-batches", type=int, default=1)
-    ap.add_argument("--variants", action="store_true", help="also time verdicts at other settings (one run each)")
+    ap.add_argument("--grpo", metavar="ARCH", help="also time GRPO train steps with this --arch as the policy")
+    ap.add_argument("--grpo-new", type=int, default=128, help="new tokens per GRPO rollout")
+    ap.add_argument("--skip-engine", action="store_true", help="only the GRPO steps (--grpo)")
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="merge these results files' device sections (the "
+                                                                 "GPU script's parts) into benchmarks/results and exit")
+    ap.add_argument("--out", help="results JSON (default benchmarks/results/engine_speed.json; merged per device)")
     ap.add_argument("--before", metavar="REF", help="CPU: also run benchmarks/judge_throughput.py at commit REF "
                                                     "and here, alternated (--rounds), in this run")
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--rounds", type=int, default=4)
     args = ap.parse_args()
+    if args.merge:
+        merge(args.merge)
+        return
 
     import torch
     import transformers
@@ -348,90 +418,158 @@ def main() -> None:
                "torch": torch.__version__, "transformers": transformers.__version__, **machine(),
                "command": "PYTHONPATH=. python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
                "models": {}}
-    for arch in args.arch or ["smollm2"]:
-        with tempfile.TemporaryDirectory() as tmp:
-            if arch == "smollm2":
-                path, label = "smollm2", "SmolLM2-135M-Instruct (real weights)"
-            else:
-                from rewardkit.backends.embedded import embedded_model_path
+    out_path = Path(args.out) if args.out else RESULTS / "engine_speed.json"
+    if args.tokenizer:
+        tokenizer = args.tokenizer
+    else:
+        from rewardkit.backends.embedded import embedded_model_path
 
-                path = build_model(arch, args.tokenizer or str(embedded_model_path("float32")), device, Path(tmp))
-                label = f"{arch} (random init: {ARCHS[arch]})"
+        tokenizer = str(embedded_model_path("float32"))
+    with tempfile.TemporaryDirectory() as tmp:
+        for arch in [] if args.skip_engine else args.arch or ["smollm2-135m"]:
+            path = build_model(arch, tokenizer, device, Path(tmp) / arch)
             backend = TransformersBackend(path)  # only the model: every other setting at its default
             if backend.device != device:
                 raise SystemExit(f"the default device is {backend.device}, expected {device}")
-            n_params = sum(p.numel() for p in backend.model.parameters())
-            row = {"model": label, "parameters": n_params, "placement": backend.placement.describe()}
+            chats = [[{"role": "user", "content": p}] for p in problems]
+            prompt_ids = backend.encode_many(backend.render_many(chats))
+            row = {"model": f"{arch} (random init: {ARCHS[arch]})",
+                   "parameters": sum(p.numel() for p in backend.model.parameters()),
+                   "placement": backend.placement.describe(),
+                   "mean_prompt_tokens_generation": round(float(np.mean([len(p) for p in prompt_ids])), 1)}
             print(f"{arch}: {row['placement']}", flush=True)
-            row.update(measure(backend, args, pairs, problems))
             section["models"][arch] = row
+            measure(backend, args, pairs, prompt_ids, row, lambda: save(out_path, kind, section))
             backend.close()
             del backend
             gc.collect()
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
+            save(out_path, kind, section)  # after each architecture: a run cut short keeps what it measured
+        if args.grpo:
+            try:
+                section["grpo"] = {"arch": args.grpo, **grpo_bench(build_model(args.grpo, tokenizer, device, Path(tmp) / "policy", "float32"),
+                                                                   problems, 3, 8, args.samples, args.grpo_new)}
+            except Exception as e:  # noqa: BLE001 - recorded; the engine's numbers stand
+                section["grpo"] = {"error": repr(e)[:500]}
+            print("grpo", json.dumps(section["grpo"]), flush=True)
     if args.before:
         section["judge_throughput_before_after"] = before_after(args.before, args.rounds, max(1, args.pairs // 3),
                                                                 rollouts)
         print(json.dumps(section["judge_throughput_before_after"]), flush=True)
-    if args.no_write:
-        print(json.dumps(section, indent=1))
-        return
-    path = RESULTS / "engine_speed.json"
+    save(out_path, kind, section)
+
+
+def merge(paths: list[str]) -> None:
+    """One section per device kind from several partial runs (models and GRPO steps joined; commands listed)."""
+    merged: dict[str, dict] = {}
+    for path in paths:
+        for kind, sec in json.loads(Path(path).read_text()).items():
+            if kind not in ("cuda", "cpu"):
+                continue
+            if kind not in merged:
+                merged[kind] = {**sec, "models": dict(sec.get("models", {}))}
+                continue
+            m = merged[kind]
+            m["models"].update(sec.get("models", {}))
+            m["command"] = f"{m['command']}; {sec['command']}"
+            for key in ("grpo", "judge_throughput_before_after"):
+                if key in sec:
+                    m[key] = sec[key]
+    for kind, sec in merged.items():
+        save(RESULTS / "engine_speed.json", kind, sec)
+
+
+def save(path: Path, kind: str, section: dict) -> None:
+    """Merge ``section`` into the results JSON under ``kind`` and rewrite the Markdown beside it."""
     data = json.loads(path.read_text()) if path.exists() else {}
-    data[kind] = section
-    write_results("engine_speed", data, to_markdown(data))
+    # sections of the layout before this benchmark (issue 36) are dropped: they compared unlike things
+    data = {k: v for k, v in data.items() if k in ("cuda", "cpu") and v.get("format") == FORMAT}
+    data[kind] = {**section, "format": FORMAT}
+    if path.parent == RESULTS:
+        write_results(path.stem, data, to_markdown(data))
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1))
+        path.with_suffix(".md").write_text(to_markdown(data))
+
+
+def _ratio(x) -> str:
+    return f"**{x}x**" if x is not None else "-"
 
 
 def to_markdown(data: dict) -> str:
-    md = ["# Engine speed: rewardkit at defaults vs plain transformers", "",
-          "Same weights, same token ids, one process (`benchmarks/engine_speed.py`; workloads in its docstring). "
-          "Ratios > 1 mean rewardkit is faster. Host ms/pair: wall time outside forward passes, per verdict "
-          "request (a separate pass with each forward synchronised).", ""]
+    md = ["# Engine speed: rewardkit at defaults vs plain transformers, like with like", "",
+          "`benchmarks/engine_speed.py` (workloads and anchors in its docstring). Same weights, same rows, same "
+          "batch size on both sides; each side warmed at its exact shape, sides alternated, best of the timed runs "
+          "(every time in the JSON). Ratios > 1: rewardkit is faster.", ""]
     for kind in ("cuda", "cpu"):
         s = data.get(kind)
         if not s:
             continue
-        md += [f"## {s['device']} (torch {s['torch']}, transformers {s['transformers']})", "", f"`{s['command']}`", "",
-               "| model | placement at defaults | verdict pairs/s rewardkit | plain loop | ratio | max abs prob diff "
-               "| host ms/pair rewardkit | plain | gen tokens/s rewardkit | model.generate (64 rows) | ratio "
-               "| peak GiB verdicts rk/plain | peak GiB generation rk/plain |",
-               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+        md += [f"## {s['device']} (torch {s['torch']}, transformers {s['transformers']})", "", f"`{s['command']}`", ""]
+        if s["models"]:
+            md += ["| model | workload | rewardkit | anchor | anchor's rate | ratio |", "|---|---|---:|---|---:|---:|"]
         notes = []
         for arch, r in s["models"].items():
-            v, g = r["verdicts"], r["generation"]
-            if "error" in v or "error" in g:
-                md.append(f"| {arch} | {r['placement']} | error: {v.get('error') or g.get('error')} |")
-                continue
-            if v.get("other_settings"):
-                notes.append(f"{arch}, verdict pairs/s at other settings (one run each): " + "; ".join(
-                    ", ".join(f"{k}={x}" for k, x in o.items() if k not in ("pairs_per_s", "error"))
-                    + f": {o.get('pairs_per_s', o.get('error'))}" for o in v["other_settings"]))
-            md.append(f"| {arch} ({r['parameters'] / 1e6:,.0f}M) | {r['placement']} | {v['rewardkit_pairs_per_s']} | "
-                      f"{v['plain_pairs_per_s']} | **{v['ratio']}x** | {v['max_abs_prob_diff']:.2g} | "
-                      f"{v['host']['rewardkit']['host_ms_per_pair']} | {v['host']['plain']['host_ms_per_pair']} | "
-                      f"{g['rewardkit_tokens_per_s']} | {g['plain_tokens_per_s']} | **{g['ratio']}x** | "
-                      f"{v['peak_gib']['rewardkit']}/{v['peak_gib']['plain']} | "
-                      f"{g['peak_gib']['rewardkit']}/{g['peak_gib']['plain']} |")
+            name = f"{arch} ({r['parameters'] / 1e6:,.0f}M)"
+            v = r.get("verdicts", {})
+            if "error" in v:
+                md.append(f"| {name} | verdicts | error: {v['error']} | | | |")
+            elif v:
+                w = f"verdict pairs/s, {v['pairs']} pairs of {v['mean_prompt_tokens']:.0f} tokens"
+                rk = v["pairs_per_s"]["rewardkit"]
+                md.append(f"| {name} | {w} | {rk} | plain loop from token ids | {v['pairs_per_s']['plain_ids']} | "
+                          f"{_ratio(v['ratio_vs_plain_ids'])} |")
+                md.append(f"| {name} | {w} | {rk} | plain loop from messages (render + tokenise timed) | "
+                          f"{v['pairs_per_s']['plain_messages']} | {_ratio(v['ratio_vs_plain_messages'])} |")
+                h = v["exposed_host"]
+                notes.append(f"{arch}: host time per pair the device waited for: rewardkit "
+                             f"{h['rewardkit']['host_ms_per_item']} ms, plain loop from ids "
+                             f"{h['plain_ids']['host_ms_per_item']} ms; device syncs per call: rewardkit "
+                             f"{h['rewardkit']['device_syncs']}, plain {h['plain_ids']['device_syncs']}; "
+                             f"max abs probability difference {v['max_abs_prob_diff']:.2g}")
+            for part, label in (("greedy", "greedy"), ("sampled", "sampled, temperature 1 (GRPO rollouts)")):
+                g = r.get(part, {})
+                if "error" in g:
+                    md.append(f"| {name} | {part} generation | error: {g['error']} | | | |")
+                    continue
+                if not g:
+                    continue
+                w = f"tokens/s, {g['rows']} rows x {g['new_tokens']} new, {label}"
+                anchors = [("generate_static", "`model.generate`, same rows in one batch, static cache (compiled)",
+                            g.get("ratio_same_rows") if g["same_rows_anchor"] == "generate_static" else None),
+                           ("generate_dynamic", "`model.generate`, same rows in one batch, default dynamic cache",
+                            g.get("ratio_vs_dynamic"))]
+                for key, label_a, ratio in anchors:
+                    if key in g["tokens_per_s"]:
+                        md.append(f"| {name} | {w} | {g['tokens_per_s']['rewardkit']} | {label_a} | "
+                                  f"{g['tokens_per_s'][key]} | {_ratio(ratio)} |")
+                extra = f"; with top_k=50 (transformers' implicit default) {g['rewardkit_top_k50_tokens_per_s']} tokens/s" \
+                    if "rewardkit_top_k50_tokens_per_s" in g else ""
+                notes.append(f"{arch} {part}: first call at this shape (compile on a GPU) {g['first_call_s']} s{extra}")
+        for arch, r in s["models"].items():
+            notes.append(f"{arch} placement: {r['placement']}")
+        gr = s.get("grpo")
+        if gr:
+            notes.append(f"GRPO train steps ({gr.get('arch')} policy): " + (gr["error"] if "error" in gr else
+                         f"{gr['rows_per_step']} rows x {gr['new_tokens']} tokens, weights {gr['weights']}, sampler "
+                         f"{gr['sampler']}, static cache {gr['static_cache']}: " + ", ".join(
+                             f"{x['step_seconds']} s (sampling {x['sample_seconds']} s)" for x in gr["steps"])
+                         + " (the first step pays the compile)"))
         ba = s.get("judge_throughput_before_after")
         if ba:
             notes.append(f"`benchmarks/judge_throughput.py` at {ba['ref']} (before) and here (after), alternated "
-                         f"{ba['rounds']} times in this run, {ba['pairs']} pairs, best verdict pairs/s: without "
+                         f"{ba['rounds']} times in this run, {ba['pairs']} pairs, verdict pairs/s (best): without "
                          f"prefix sharing {ba['best_pairs_per_s']['before']['b']} -> "
                          f"{ba['best_pairs_per_s']['after']['b']} (**{ba['after_over_before']['b']}x**), with "
                          f"{ba['best_pairs_per_s']['before']['c']} -> {ba['best_pairs_per_s']['after']['c']} "
                          f"(**{ba['after_over_before']['c']}x**); medians {ba['after_over_before_median']['b']}x "
-                         f"and {ba['after_over_before_median']['c']}x (every round in the JSON)")
-        md += [""] + [f"- {n}" for n in notes]
-        ok = [r for r in s["models"].values() if "error" not in r["verdicts"] and "error" not in r["generation"]]
-        if not ok:
-            continue
-        v, g = ok[0]["verdicts"], ok[0]["generation"]
-        md += ["", f"Verdicts: {v['pairs']} live-tournament pairs, mean prompt {v['mean_prompt_tokens']} tokens. "
-                   f"Generation: {g['prompts']} prompts x {g['samples_per_prompt']} samples = {g['rows']} rows x "
-                   f"{g['new_tokens']} new tokens (mean prompt {g['mean_prompt_tokens']} tokens); the model.generate "
-                   f"rate from {g['plain_rows_measured']} rows in batches of 64. Peak memory: GPU allocated "
-                   "(CUDA) or the process's peak RSS so far (CPU).", ""]
+                         f"and {ba['after_over_before_median']['c']}x; after / before per round: " + "; ".join(
+                             f"{m}: " + ", ".join(f"{x[m] / y[m]:.2f}" for x, y in zip(ba["runs"]["after"],
+                                                                                     ba["runs"]["before"], strict=True))
+                             for m in ("b", "c")) + " (b: without prefix sharing, c: with it; every run in the JSON)")
+        md += [""] + [f"- {n}" for n in notes] + [""]
     return "\n".join(md)
 
 

@@ -5,9 +5,12 @@ where the hardware has it (``dtype="auto"``; weights being trained stay float32)
 forward pass comes from the model's size and the device's free memory on a GPU, and stays at 4,096 tokens on a
 CPU, where a few large passes do not pay; prefix sharing (one KV cache for a prefix several verdict prompts
 share) is on only on the CPU, where it was measured to win (2.4x) -- on a GPU its extra passes and cache copies
-cost more than re-reading the prefix in one big batch (benchmarks/results/engine_speed.md). The transformers
-backend, ``rewardkit train``'s policy, ``serve-judge`` and the trainer's rollouts all take their settings from
-``place``; ``Placement.describe`` is the line ``rewardkit score`` prints.
+cost more than re-reading the prefix in one big batch (benchmarks/results/engine_speed_h200_run1.md). On a GPU the engine
+also decodes with transformers' static KV cache and compiled decode step (the compile is paid once per model and
+shape, so batches are padded to a few row counts and widths), prepares the next verdict batch while the GPU runs
+this one, and samples a float32 policy from a bfloat16 copy. The transformers backend, ``rewardkit train``'s
+policy, ``serve-judge`` and the trainer's rollouts all take their settings from ``place``; ``Placement.describe``
+is the line ``rewardkit score`` prints.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ CPU_GENERATION_FACTOR = 4  # on a CPU generation packs rows x (prompt + new toke
 GPU_MAX_BATCH_TOKENS = 65_536  # measured on an H200: 262,144 ran 0.6x and 131,072 0.96x of this (1.39B model)
 GPU_MIN_BATCH_TOKENS = 8_192
 GPU_MAX_GENERATION_ROWS = 1_024  # rows decoded together; past this a decode step is compute-bound anyway
+GPU_MIN_ROW_BUCKET = 8  # a compiled decode step per power of two from 8 rows: at most 8 shapes up to 1,024 rows
+GPU_WIDTH_BUCKET = 64  # prompts left-padded to a multiple of 64 tokens (the static cache's length follows)
 
 
 @cache
@@ -113,13 +118,33 @@ class Placement:
     share_prefix: bool
     max_rows: int | None = None  # cap on rows per pass (None: the token budgets alone decide)
     free_bytes: int | None = None  # the device's free memory when placed (GPU)
+    static_cache: bool = False  # decode with transformers' static KV cache (compiled decode step on CUDA)
+    row_bucket: int = 1  # decode batches padded to a power of two of rows from this (1: no padding)
+    width_bucket: int = 1  # decode prompts left-padded to a multiple of this many tokens (1: no padding)
+    overlap: bool = False  # prepare the next verdict chunk while the device runs this one; no host sync in a batch
+    sample_dtype: str | None = None  # a float32 model being trained samples from a copy in this dtype (None: itself)
 
     def describe(self) -> str:
         """One line for people: ``cuda, bfloat16, 131,072 tokens per pass, ...``."""
         free = f", {self.free_bytes / 2**30:.1f} GiB free at load" if self.free_bytes is not None else ""
+        static = f", static KV cache (rows padded to powers of two from {self.row_bucket})" if self.static_cache else ""
         return (f"{self.device}, {self.dtype}, {self.batch_tokens:,} tokens per scoring pass, "
                 f"{self.generation_tokens:,} tokens (rows x (prompt + new)) per generation batch, "
-                f"prefix sharing {'on' if self.share_prefix else 'off'}{free}")
+                f"prefix sharing {'on' if self.share_prefix else 'off'}{static}{free}")
+
+    def decode_rows(self, n: int) -> int:
+        """Rows a decode batch of ``n`` rows is padded to: the next power of two from ``row_bucket`` (at most
+        ``max_rows`` when that is smaller), so a compiled decode step sees a few batch shapes, not every count."""
+        if self.row_bucket <= 1 or n <= 0:
+            return n
+        rows = self.row_bucket
+        while rows < n:
+            rows *= 2
+        return max(n, min(rows, self.max_rows or rows))
+
+    def decode_width(self, width: int) -> int:
+        """Prompt width a decode batch is left-padded to: the next multiple of ``width_bucket``."""
+        return -(-width // self.width_bucket) * self.width_bucket
 
 
 def bytes_per_token(config: Any, dtype: str) -> tuple[int, int]:
@@ -140,14 +165,21 @@ def bytes_per_token(config: Any, dtype: str) -> tuple[int, int]:
 
 
 def place(model: Any, device: str, dtype: str, *, batch_tokens: int | None = None, share_prefix: bool | None = None,
-          max_rows: int | None = None, memory_fraction: float = 0.4) -> Placement:
+          max_rows: int | None = None, memory_fraction: float = 0.4, static_cache: bool | None = None,
+          overlap: bool | None = None, sample_dtype: str | None = None) -> Placement:
     """The batching of a model loaded on ``device``: explicit settings win; otherwise a CPU keeps 4,096-token
-    passes and prefix sharing, and a GPU sizes passes so activations (scoring) or KV caches (generation) take
-    at most ``memory_fraction`` of its free memory, without prefix sharing."""
+    passes, prefix sharing and the dynamic KV cache, and a GPU sizes passes so activations (scoring) or KV
+    caches (generation) take at most ``memory_fraction`` of its free memory, without prefix sharing, with the
+    static KV cache and compiled decode step (rows and widths bucketed), verdict chunks prepared ahead, and a
+    bfloat16 sampling copy of a float32 model. ``sample_dtype="auto"`` asks for that copy where it pays."""
     if not device.startswith("cuda"):
         budget = batch_tokens or CPU_BATCH_TOKENS
         gen = CPU_GENERATION_FACTOR * budget
-        return Placement(device, dtype, budget, gen, gen, True if share_prefix is None else share_prefix, max_rows)
+        static = bool(static_cache)
+        return Placement(device, dtype, budget, gen, gen, True if share_prefix is None else share_prefix, max_rows,
+                         static_cache=static, row_bucket=GPU_MIN_ROW_BUCKET if static else 1,
+                         width_bucket=GPU_WIDTH_BUCKET if static else 1, overlap=bool(overlap),
+                         sample_dtype=None if sample_dtype in (None, "auto") else sample_dtype)
     import torch
 
     free, _ = torch.cuda.mem_get_info(torch.device(device))
@@ -160,4 +192,10 @@ def place(model: Any, device: str, dtype: str, *, batch_tokens: int | None = Non
     # (splitting it to the scoring budget split the decode batch too: 1.2x instead of 3x model.generate)
     prefill = int(max(budget, usable // act))
     rows = max_rows if max_rows is not None else GPU_MAX_GENERATION_ROWS
-    return Placement(device, dtype, budget, gen, prefill, False if share_prefix is None else share_prefix, rows, free)
+    static = True if static_cache is None else static_cache
+    if sample_dtype == "auto":  # float32 weights that train sample from a bf16 copy (decode reads half the bytes)
+        sample_dtype = "bfloat16" if dtype == "float32" and torch.cuda.is_bf16_supported() else None
+    return Placement(device, dtype, budget, gen, prefill, False if share_prefix is None else share_prefix, rows, free,
+                     static_cache=static, row_bucket=GPU_MIN_ROW_BUCKET if static else 1,
+                     width_bucket=GPU_WIDTH_BUCKET if static else 1, overlap=True if overlap is None else overlap,
+                     sample_dtype=sample_dtype)

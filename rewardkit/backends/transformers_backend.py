@@ -10,7 +10,11 @@ prompt's KV cache instead of re-encoding the prompt once per choice. Verdict req
 token prefix (a live tournament: problem + new trace, then three anchors) encode that prefix once and
 score only the suffixes against its KV cache (on a CPU; on a GPU one big batch wins). No per-request work on
 the hot path: a batch is rendered and tokenised in one call, the choices' tokens are found once per prompt
-tail, and what is read goes to the host in one transfer per batch.
+tail, and what is read goes to the host in one transfer per call. On a GPU (``Placement.overlap``) verdict
+requests are prepared in chunks by a worker thread while the device runs the previous chunk, inputs go to the
+device from pinned memory without waiting, and the attention mask is built on the device, so nothing in a batch
+waits for the device; generation decodes with transformers' static KV cache and compiled decode step
+(``Placement.static_cache``), batches padded to a few shapes so the compile is paid once per shape.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import copy
 import inspect
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
@@ -65,6 +70,12 @@ class TransformersOptions(Options):
                                          "activations or KV cache may take")
     num_threads: int | None = option(None, "torch CPU threads (process-wide; default $REWARDKIT_TORCH_THREADS, "
                                            "$OMP_NUM_THREADS, else the idle cores: default_threads)")
+    static_cache: bool | None = option(None, "decode with transformers' static KV cache and compiled decode step "
+                                             "(None: on a GPU)")
+    overlap: bool | None = option(None, "prepare the next chunk of verdict requests while the device runs this one "
+                                        "(None: on a GPU)")
+    sample_dtype: str | None = option(None, "decode from a copy of the weights in this dtype (auto: bfloat16 for a "
+                                            "float32 model on a GPU; None: the weights themselves)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -162,7 +173,15 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
                                                           attn_implementation="sdpa").to(device).eval()
         self.device = device
         self.placement = place(self.model, device, dtype, batch_tokens=o.batch_tokens, share_prefix=o.share_prefix,
-                               max_rows=o.batch_size, memory_fraction=o.memory_fraction)
+                               max_rows=o.batch_size, memory_fraction=o.memory_fraction, static_cache=o.static_cache,
+                               overlap=o.overlap, sample_dtype=o.sample_dtype)
+        self.sampler = self.model  # what decodes: the model, or its copy in the placement's sample_dtype
+        if self.placement.sample_dtype and self.placement.sample_dtype != dtype:
+            self.sampler = copy.deepcopy(self.model).to(getattr(torch, self.placement.sample_dtype))
+            self.sampler.eval().requires_grad_(False)
+        if self.placement.static_cache and device.startswith("cuda"):
+            allow_compiled_shapes(torch)
+        self._worker: ThreadPoolExecutor | None = None
         self.batch_tokens = self.placement.batch_tokens
         self.batch_size = self.placement.max_rows
         self.share_prefix = self.placement.share_prefix
@@ -172,17 +191,39 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         return f"{self.model_id}: {self.placement.describe()}"
 
     # ------------------------------------------------------------------------------------ helpers
-    def _pad(self, rows: Sequence[list[int]]):
-        """Left-padded ids, attention mask and position ids of token rows, built on the host in one go."""
-        torch = self.torch
-        width = max(len(r) for r in rows)
+    def _to_device(self, array: np.ndarray):
+        """A host array on the model's device; on a GPU through pinned memory without waiting for the device
+        (a copy from pageable memory would wait for every queued kernel first)."""
+        t = self.torch.from_numpy(array)
+        if self.device.startswith("cuda"):
+            return t.pin_memory().to(self.device, non_blocking=True)
+        return t.to(self.device)
+
+    def _pad(self, rows: Sequence[list[int]], width: int | None = None):
+        """Left-padded ids, attention mask and position ids of token rows (padded to ``width`` when given),
+        built on the host in one go."""
+        width = max(width or 0, max(len(r) for r in rows))
         ids = np.full((len(rows), width), self.tokenizer.pad_token_id, dtype=np.int64)
         mask = np.zeros((len(rows), width), dtype=np.int64)
         for k, r in enumerate(rows):
             ids[k, width - len(r):] = r
             mask[k, width - len(r):] = 1
-        ids, mask = torch.from_numpy(ids).to(self.device), torch.from_numpy(mask).to(self.device)
+        ids, mask = self._to_device(ids), self._to_device(mask)
         return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
+
+    def _attention(self, rows: Sequence[list[int]], mask):
+        """The attention mask a scoring pass is given: None for rows of one length (causal, no mask); with
+        ``overlap``, the [B, 1, T, T] causal-and-padding mask built on the device (transformers would look at the
+        2D mask's values on the host to decide, a device sync per pass), a padding row attending to itself only."""
+        if len({len(r) for r in rows}) == 1:
+            return None
+        if not self.placement.overlap:
+            return mask
+        torch = self.torch
+        t = mask.shape[1]
+        causal = torch.ones((t, t), dtype=torch.bool, device=mask.device).tril_()
+        full = causal[None, None] & mask.bool()[:, None, None, :]  # [B, 1, T, T]
+        return full | torch.eye(t, dtype=torch.bool, device=mask.device)[None, None]
 
     def context_length(self) -> int | None:
         return self.max_prompt_tokens
@@ -250,7 +291,12 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         Rows are sorted by length and packed by memory: rows x (prompt + max_new_tokens) within the placement's
         ``generation_tokens`` (the KV cache they hold) and rows x prompt within ``generation_prefill_tokens``
         (the prefill's activations). ``seed`` seeds torch once, before the first batch. The GRPO trainer
-        samples its rollouts here too, so judges and policies share one engine.
+        samples its rollouts here too, so judges and policies share one engine. ``top_k=None`` samples from the
+        whole distribution (transformers would apply its default top_k=50).
+
+        With ``static_cache`` the decode uses transformers' static KV cache (its decode step compiled on a GPU):
+        a batch is padded with copies of its last row to ``Placement.decode_rows`` rows and its prompts
+        left-padded to ``Placement.decode_width`` tokens, so the compiled step sees a few shapes.
         """
         torch = self.torch
         pl = self.placement
@@ -265,18 +311,37 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
             if seed is not None:
                 torch.manual_seed(seed)
             for batch in batches:
-                ids, mask, _ = self._pad([prompts[i] for i in batch])
+                rows = [prompts[i] for i in batch]
+                width = pl.decode_width(max(len(r) for r in rows))
+                n = pl.decode_rows(len(rows))
+                if n * (width + max_new_tokens) > pl.generation_tokens:  # the padded batch must fit the budget
+                    n = len(rows)
+                ids, mask, _ = self._pad(rows + [rows[-1]] * (n - len(rows)), width)
+                extra = {"cache_implementation": "static"} if pl.static_cache else {}
                 with torch.inference_mode():
-                    gen = self.model.generate(
+                    gen = self.sampler.generate(
                         input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
                         do_sample=sample, temperature=temperature if sample else None,
-                        top_p=top_p if sample else None, top_k=top_k,
-                        min_new_tokens=min(min_new_tokens, max_new_tokens) or None, pad_token_id=pad,
+                        top_p=top_p if sample else None, top_k=(top_k or 0) if sample else None,
+                        min_new_tokens=min(min_new_tokens, max_new_tokens) or None, pad_token_id=pad, **extra,
                     )
-                for i, toks in zip(batch, gen[:, ids.shape[1]:].tolist(), strict=True):  # one device transfer
+                new = gen[: len(batch), ids.shape[1]:].tolist()  # one device transfer; padding rows dropped
+                for i, toks in zip(batch, new, strict=True):
                     ended = eos in toks
                     out[i] = (toks[: toks.index(eos) + 1] if ended else toks, ended)
         return out  # type: ignore[return-value]
+
+    def drop_sampling_copy(self) -> None:
+        """Decode with the model's own weights from now on (another engine samples), freeing the copy."""
+        self.sampler = self.model
+
+    def refresh_sampler(self) -> None:
+        """Copy the model's weights into its sampling copy (after an optimizer step); nothing without a copy."""
+        if self.sampler is self.model:
+            return
+        with self.torch.no_grad():
+            for dst, src in zip(self.sampler.parameters(), self.model.parameters(), strict=True):
+                dst.copy_(src)  # in place: a compiled decode step keeps its weights' addresses
 
     # ------------------------------------------------------------------------------ verdict_probs
     def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
@@ -287,29 +352,35 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
     def _verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
         """P(choice | prompt) renormalised over the choices.
 
-        The batch is rendered and tokenised in one call each, and each choice's continuation tokens are found
-        once per distinct prompt tail (``ContinuationTokens``). One prompt pass per request gives every choice's
-        first token. When the choices differ in their first token (A/B/Tie, YES/NO) that decides; otherwise
-        (1 / 0.5 / 0) the later tokens of each choice are scored from the prompt's KV cache, a forward over a
-        few tokens instead of the whole prompt again.
+        The requests are rendered and tokenised in one call each per chunk (one chunk, or with ``overlap`` a
+        small first chunk and doubling ones, each prepared by a worker thread while the device runs the one
+        before), and each choice's continuation tokens are found once per distinct prompt tail
+        (``ContinuationTokens``). One prompt pass per request gives every choice's first token. When the choices
+        differ in their first token (A/B/Tie, YES/NO) that decides; otherwise (1 / 0.5 / 0) the later tokens of
+        each choice are scored from the prompt's KV cache, a forward over a few tokens instead of the whole
+        prompt again. What is read goes to the host once, at the end.
         """
-        torch = self.torch
         out: list[VerdictResult | None] = [None] * len(requests)
-        texts = self.render_many([r.messages for r in requests], [r.assistant_prefix for r in requests])
-        prompts = self.encode_many(texts)
+        prompts: dict[int, list[int]] = {}
+        conts: dict[int, list[list[int]]] = {}
         continuation = self.continuations()
-        conts = [[continuation(t, p, c) for c in r.choices] for t, p, r in zip(texts, prompts, requests, strict=True)]
-        for i, p in enumerate(prompts):
-            err = self._too_long(len(p) + max(len(c) for c in conts[i]))
-            if err:
-                out[i] = VerdictResult(np.array([]), Status.ERROR, len(p), error=err)
-        valid = [i for i in range(len(requests)) if out[i] is None]
-        tails = {i: conts[i] for i in valid if len({c[0] for c in conts[i]}) < len(conts[i])}
-        width = max((len(c) for c in conts), default=1)
+
+        def prepare(idx: list[int]) -> list[int]:  # render + tokenise a chunk; its valid request indices
+            texts = self.render_many([requests[i].messages for i in idx], [requests[i].assistant_prefix for i in idx])
+            valid = []
+            for i, t, p in zip(idx, texts, self.encode_many(texts), strict=True):
+                prompts[i], conts[i] = p, [continuation(t, p, c) for c in requests[i].choices]
+                err = self._too_long(len(p) + max(len(c) for c in conts[i]))
+                if err:
+                    out[i] = VerdictResult(np.array([]), Status.ERROR, len(p), error=err)
+                else:
+                    valid.append(i)
+            return valid
 
         def pick(batch: list[int], logp):  # [B, V] -> [B, C]: the choices' first tokens, read on the device
-            firsts = [[c[0] for c in conts[i]] + [0] * (width - len(conts[i])) for i in batch]
-            return logp.gather(1, torch.tensor(firsts, device=logp.device))
+            width = max(len(conts[i]) for i in batch)
+            firsts = np.array([[c[0] for c in conts[i]] + [0] * (width - len(conts[i])) for i in batch], dtype=np.int64)
+            return logp.gather(1, self._to_device(firsts))
 
         def consume(i: int, first: np.ndarray, tail: list[float] | None) -> None:
             lp = first[: len(conts[i])].astype(np.float64)
@@ -317,8 +388,34 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
                 lp = lp + np.array(tail)
             out[i] = VerdictResult(choice_probs(lp), Status.OK, len(prompts[i]))
 
-        self._each_last_logprobs(prompts, valid, pick, consume, tails)
+        pending: list = []
+        for valid in self._prepared(requests, prepare):
+            tails = {i: conts[i] for i in valid if len({c[0] for c in conts[i]}) < len(conts[i])}
+            self._each_last_logprobs(prompts, valid, pick, consume, tails, pending)
+        self._read(pending, consume)
         return out  # type: ignore[return-value]
+
+    def _prepared(self, requests: Sequence[VerdictRequest], prepare):
+        """``prepare(chunk)`` of consecutive chunks of request indices, in order: all at once, or with
+        ``overlap`` a first chunk of about one scoring pass and doubling ones, the next chunk prepared by a
+        worker thread while the caller runs this one (the tokenizer releases the GIL; the device runs ahead)."""
+        n = len(requests)
+        if not self.placement.overlap or n < 2:
+            yield prepare(list(range(n)))
+            return
+        chars = max(1, max(sum(len(m.get("content") or "") for m in r.messages) for r in requests[: 64]))
+        size = max(1, min(n, self.batch_tokens * 3 // chars))  # ~3 characters per token: one pass's rows
+        chunks, start = [], 0
+        while start < n:
+            chunks.append(list(range(start, min(n, start + size))))
+            start, size = start + size, size * 2
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="rewardkit-prepare")
+        ahead = self._worker.submit(prepare, chunks[0])
+        for nxt in chunks[1:]:
+            done, ahead = ahead.result(), self._worker.submit(prepare, nxt)
+            yield done
+        yield ahead.result()
 
     def top_logprobs(self, requests: Sequence[VerdictRequest], k: int = 20) -> list[TopLogprobs]:
         """The ``k`` most likely next tokens after each prompt + assistant prefix (decoded text, log-prob)."""
@@ -380,11 +477,12 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         return out  # type: ignore[return-value]
 
     # ---------------------------------------------------------------- next-token log-probs, batched
-    def _each_last_logprobs(self, prompts: list[list[int]], indices: list[int], pick, consume,
-                            tails: dict[int, list[list[int]]] | None = None) -> None:
+    def _each_last_logprobs(self, prompts, indices: list[int], pick, consume,
+                            tails: dict[int, list[list[int]]] | None = None, pending: list | None = None) -> None:
         """Call ``consume(i, picked, tail)`` for each prompt index: ``picked`` is row ``i`` of what
         ``pick(batch, logp)`` reads on the device from the batch's next-token log-probabilities ``logp`` [B, V]
-        (a tensor, or a tuple of tensors), brought to the host in one transfer per batch.
+        (a tensor, or a tuple of tensors), brought to the host in one transfer at the end (or left in
+        ``pending`` for the caller's ``_read``).
 
         ``tails[i]`` (optional) are token continuations; ``tail[j]`` is then the summed log-probability of
         ``tails[i][j][1:]`` after the prompt and the continuation's first token (None without tails).
@@ -394,32 +492,46 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         torch = self.torch
         tails = tails or {}
         rest = list(indices)
+        mine = pending is None
+        pending = [] if pending is None else pending
         with torch.inference_mode():
             if self.share_prefix:
                 groups, rest = self._prefix_groups(prompts, indices)
                 for plen, members in groups:
-                    self._with_prefix(prompts, plen, members, pick, consume, tails)
+                    self._with_prefix(prompts, plen, members, pick, tails, pending)
             for batch in self._batches(sorted(rest, key=lambda i: len(prompts[i])), lambda i: len(prompts[i])):
-                ids, mask, pos = self._pad([prompts[i] for i in batch])
-                res = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1,
-                                 use_cache=any(i in tails for i in batch))
-                self._emit(batch, res, mask, pos, pick, consume, tails)
+                rows = [prompts[i] for i in batch]
+                ids, mask, pos = self._pad(rows)
+                res = self.model(input_ids=ids, attention_mask=self._attention(rows, mask), position_ids=pos,
+                                 logits_to_keep=1, use_cache=any(i in tails for i in batch))
+                self._emit(batch, res, mask, pos, pick, tails, pending)
+        if mine:
+            self._read(pending, consume)
 
-    def _emit(self, batch: list[int], res, mask, pos, pick, consume, tails: dict[int, list[list[int]]]) -> None:
-        """Hand each row's picked last-position log-probs (and its tails' scores) to ``consume``."""
+    def _emit(self, batch: list[int], res, mask, pos, pick, tails: dict[int, list[list[int]]], pending: list) -> None:
+        """Queue each row's picked last-position log-probs (on the device) and its tails' scores."""
         logp = self.torch.log_softmax(res.logits[:, -1, :].float(), -1)  # [B, V]
         picked = pick(batch, logp)
         scored = {}
         cache = _cache_of(res)
         if cache is not None and any(i in tails for i in batch):
             scored = self._score_tails(batch, cache, mask, pos, tails)
-        if isinstance(picked, tuple):
-            host = tuple(t.cpu().numpy() for t in picked)
-            rows = [tuple(h[k] for h in host) for k in range(len(batch))]
-        else:
-            rows = list(picked.cpu().numpy())
-        for k, i in enumerate(batch):
-            consume(i, rows[k], scored.get(i))
+        pending.append((batch, picked if isinstance(picked, tuple) else (picked,), scored, not isinstance(picked, tuple)))
+
+    def _read(self, pending: list, consume) -> None:
+        """Bring every queued batch's picked values to the host in one transfer and hand them to ``consume``."""
+        if not pending:
+            return
+        torch = self.torch
+        parts = len(pending[0][1])
+        width = [max(p[1][j].shape[1] for p in pending) for j in range(parts)]
+        host = [torch.cat([torch.nn.functional.pad(p[1][j], (0, width[j] - p[1][j].shape[1])) for p in pending])
+                .cpu().numpy() for j in range(parts)]  # [N, C] per part, padded to the widest batch
+        row = 0
+        for batch, _, scored, single in pending:
+            for i in batch:
+                consume(i, host[0][row] if single else tuple(h[row] for h in host), scored.get(i))
+                row += 1
 
     def _score_tails(self, batch: list[int], cache, mask, pos, tails: dict[int, list[list[int]]]) -> dict[int, list[float]]:
         """For each row with tails: sum of log p(c[t] | prompt, c[:t]) over t >= 1 for each continuation c,
@@ -480,8 +592,8 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         close()
         return groups, rest
 
-    def _with_prefix(self, prompts: list[list[int]], plen: int, members: list[int], pick, consume,
-                     tails: dict[int, list[list[int]]]) -> None:
+    def _with_prefix(self, prompts, plen: int, members: list[int], pick, tails: dict[int, list[list[int]]],
+                     pending: list) -> None:
         """Encode ``prompts[members[0]][:plen]`` once, then each batch of suffixes against its KV cache
         (forked, never copied)."""
         torch = self.torch
@@ -498,10 +610,21 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
                 cache.batch_repeat_interleave(n)
             res = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1,
                              **{_cache_kwarg(self.model): cache})
-            self._emit(batch, res, mask, pos, pick, consume, tails)
+            self._emit(batch, res, mask, pos, pick, tails, pending)
 
     def close(self) -> None:
-        del self.model
+        if self._worker is not None:
+            self._worker.shutdown()
+        del self.model, self.sampler
+
+
+def allow_compiled_shapes(torch, limit: int = 64) -> None:
+    """Let torch.compile keep a compiled decode step per shape bucket (row counts x widths, several models in one
+    process) instead of falling back to eager after its default of 8 recompilations per function."""
+    cfg = torch._dynamo.config
+    name = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
+    if getattr(cfg, name) < limit:
+        setattr(cfg, name, limit)
 
 
 def token_batches(order: Sequence[int], width, budget: int, max_rows: int | None = None) -> list[list[int]]:

@@ -40,7 +40,8 @@ class Sampler(Protocol):
 
 
 class TransformersSampler:
-    """Sampling with the policy's own weights (``TransformersBackend.sample_tokens``): nothing to sync."""
+    """Sampling with the policy's own weights (``TransformersBackend.sample_tokens``); on a GPU from its bf16
+    copy (``Placement.sample_dtype``), which ``sync`` refreshes in place."""
 
     name = "transformers"
 
@@ -55,7 +56,7 @@ class TransformersSampler:
         return [(toks, ended, None) for toks, ended in got]
 
     def sync(self, model: Any) -> None:
-        pass
+        self.judge.refresh_sampler()
 
     def release(self) -> None:
         pass

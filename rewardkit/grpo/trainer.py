@@ -190,7 +190,8 @@ class Learner:
     """One causal LM under GRPO: sampling with token ids, per-token log-probs, optimizer steps.
 
     The trainer's policy is one; a mode trains a second model the same way (GAR's discriminator). The model
-    is loaded through the judge backend class, so the very same weights can also judge (``backend``).
+    is loaded through the judge backend class, so the very same weights can also judge (``backend``). On a GPU
+    the float32 weights sample from a bfloat16 copy (``Placement.sample_dtype``), refreshed after each update.
     """
 
     def __init__(self, config: TrainConfig):
@@ -202,7 +203,7 @@ class Learner:
         device = resolve_device(config.device)
         # built directly, never from the shared backend cache: these weights are trained
         self.backend = TransformersBackend(config.model, dtype=resolve_dtype(config.dtype, device, training=True),
-                                           device=device, num_threads=config.num_threads)
+                                           device=device, num_threads=config.num_threads, sample_dtype="auto")
         self.model, self.tokenizer, self.device = self.backend.model, self.backend.tokenizer, self.backend.device
         self.ref_model = None
         if config.beta > 0:
@@ -214,6 +215,8 @@ class Learner:
         engine_bytes = sum(p.numel() for p in self.model.parameters()) * self.model.dtype.itemsize
         self.sampler = make_sampler(choose_sampler(config.sampler, str(self.device), engine_bytes, config.vllm_memory),
                                     self.backend, config)
+        if self.sampler.name != "transformers":
+            self.backend.drop_sampling_copy()  # another engine samples: no bf16 copy of the policy on the device
 
     def sync(self) -> None:
         """Bring the sampler's weights in step with the policy's (after an optimizer step or a load)."""

@@ -74,6 +74,28 @@ def test_a_bigger_model_gets_a_smaller_budget_in_the_same_memory(gpu):
     assert bytes_per_token(BIG, "float32")[0] == 2 * bytes_per_token(BIG, "bfloat16")[0]
 
 
+def test_the_engine_choices_follow_the_device_and_injected_decisions_win(gpu):
+    model = SimpleNamespace(config=BIG)
+    cpu = place(model, "cpu", "float32", sample_dtype="auto")
+    assert (cpu.static_cache, cpu.overlap, cpu.sample_dtype) == (False, False, None)  # the CPU path as before
+    assert [cpu.decode_rows(n) for n in (1, 3, 9)] == [1, 3, 9] and cpu.decode_width(94) == 94
+    cuda = place(model, "cuda", "float32", sample_dtype="auto")
+    assert (cuda.static_cache, cuda.overlap, cuda.sample_dtype) == (True, True, "bfloat16")
+    assert "static KV cache" in cuda.describe()
+    # a compiled decode step per power of two of rows from 8, up to the row cap: 8 shapes for 1..1,024 rows
+    assert [cuda.decode_rows(n) for n in (1, 8, 9, 64, 65, 512, 1000)] == [8, 8, 16, 64, 128, 512, 1024]
+    assert len({cuda.decode_rows(n) for n in range(1, 1025)}) == 8
+    assert [cuda.decode_width(w) for w in (1, 64, 65, 94)] == [64, 64, 128, 128]
+    assert place(model, "cuda", "bfloat16", sample_dtype="auto").sample_dtype is None  # already bf16: no copy
+    assert place(model, "cuda", "float32", max_rows=100).decode_rows(65) == 100  # never past the row cap
+    # decisions injected: the GPU choices on a CPU (how the tests exercise them here), and off on a GPU
+    forced = place(model, "cpu", "float32", static_cache=True, overlap=True, sample_dtype="bfloat16")
+    assert (forced.static_cache, forced.overlap, forced.sample_dtype) == (True, True, "bfloat16")
+    assert forced.decode_rows(3) == 8 and forced.decode_width(94) == 128
+    off = place(model, "cuda", "float32", static_cache=False, overlap=False)
+    assert (off.static_cache, off.overlap, off.decode_rows(3), off.decode_width(94)) == (False, False, 3, 94)
+
+
 def test_auto_device_and_dtype_follow_what_torch_sees(monkeypatch):
     import torch
 

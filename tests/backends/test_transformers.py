@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -221,3 +223,77 @@ def test_choice_tokens_found_once_per_prompt_tail_equal_the_full_encoding(judge_
     assert len(calls) <= 2 * len(tails) and 2 * len(tails) < queries  # per tail and choice, not per request
     bare = "no special token here: Answer"  # a prompt without a special token is its own tail
     assert cont(bare, b.encode(bare), " B") == continuation_tokens(b.encode, bare, b.encode(bare), " B")
+
+
+@pytest.fixture(scope="module")
+def gpu_choices():
+    """The embedded model in fp32 on this CPU with the GPU's engine choices injected: static KV cache (rows and
+    widths bucketed) and verdict chunks prepared ahead in a worker thread, one scoring pass per 300 tokens."""
+    return TransformersBackend("smollm2", dtype="float32", static_cache=True, overlap=True, share_prefix=False,
+                               batch_tokens=300)
+
+
+@pytest.mark.model
+def test_verdicts_prepared_ahead_in_chunks_equal_the_plain_path(judge_backend, gpu_choices, monkeypatch):
+    b = gpu_choices
+    reqs = [tournament(a, p) for p in (PROBLEM, "What is 3*7?", "Name a prime above 20.") for a in ANCHORS]
+    reqs += [rubric(r) for r in ("42", "The answer is 42 because 6*7=42.", "41")]  # multi-token choices (tails)
+    threads = []
+    encode_many = b.encode_many
+    monkeypatch.setattr(b, "encode_many", lambda texts: threads.append(threading.current_thread().name)
+                        or encode_many(texts))
+    got = b.verdict_probs(reqs)
+    want = judge_backend.verdict_probs(reqs)
+    assert len(threads) > 2 and all(t.startswith("rewardkit-prepare") for t in threads)  # chunks, off the caller
+    for g, w in zip(got, want, strict=True):
+        assert g.status is Status.OK and g.prompt_tokens == w.prompt_tokens
+        np.testing.assert_allclose(g.probs, w.probs, atol=2e-5)
+    [top] = b.top_logprobs([reqs[0]], 5)
+    [ref] = judge_backend.top_logprobs([reqs[0]], 5)
+    assert [t for t, _ in top.tokens] == [t for t, _ in ref.tokens]
+
+
+@pytest.mark.model
+def test_static_cache_with_bucketed_rows_decodes_the_same_tokens(judge_backend, gpu_choices, monkeypatch):
+    b = gpu_choices
+    rows = b.encode_many(b.render_many([[{"role": "user", "content": q}] for q in
+                                        ("Hi.", "List three primes above ten.", "What is 6*7? Answer briefly.")]))
+    seen = []
+    generate = b.sampler.generate
+    monkeypatch.setattr(b.sampler, "generate", lambda **kw: seen.append(kw) or generate(**kw))
+    got = b.sample_tokens(rows, max_new_tokens=8)
+    assert got == judge_backend.sample_tokens(rows, max_new_tokens=8)  # greedy: the dynamic cache's tokens
+    [kw] = seen
+    assert kw["cache_implementation"] == "static" and tuple(kw["input_ids"].shape) == (8, 64)  # 3 rows -> 8, width 64
+
+
+@pytest.mark.model
+def test_sampling_without_top_k_draws_from_the_whole_distribution(judge_backend):
+    rows = judge_backend.encode_many(judge_backend.render_many([[{"role": "user", "content": "Say something."}]] * 4))
+
+    def draw(top_k):
+        return judge_backend.sample_tokens(rows, max_new_tokens=24, temperature=4.0, top_k=top_k, seed=11)
+
+    unset = draw(None)
+    assert unset == draw(0)  # no top-k filter, not transformers' default top_k=50
+    assert unset != draw(50)
+
+
+@pytest.mark.model
+def test_a_float32_model_samples_from_a_bf16_copy_refreshed_in_place():
+    import torch
+
+    from rewardkit.grpo.samplers import TransformersSampler
+
+    b = TransformersBackend("smollm2", dtype="float32", sample_dtype="bfloat16")
+    assert b.sampler is not b.model and next(b.sampler.parameters()).dtype == torch.bfloat16
+    before = [p.data_ptr() for p in b.sampler.parameters()]
+    with torch.no_grad():
+        for p in b.model.parameters():
+            p.mul_(1.01)  # an optimizer step
+    TransformersSampler(b).sync(b.model)  # what the GRPO learner calls after its optimizer steps
+    assert [p.data_ptr() for p in b.sampler.parameters()] == before  # in place: a compiled step keeps its inputs
+    for s, m in zip(b.sampler.parameters(), b.model.parameters(), strict=True):
+        assert torch.equal(s, m.to(torch.bfloat16))
+    [(toks, _)] = b.sample_tokens([b.encode("Hello")], max_new_tokens=3, min_new_tokens=3)
+    assert len(toks) == 3
