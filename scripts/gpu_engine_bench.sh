@@ -29,7 +29,7 @@ export PYTHONPATH="$PWD:$DEPS"
 if [ "${SMOKE:-0}" = 1 ]; then
   size=(--device cpu --pairs 3 --gen-prompts 2 --samples 2 --rows 2 --new 2 --reps 1); grpo_new=2; budget=600
 else
-  size=(--device cuda --pairs 300 --gen-prompts 64 --samples 8 --rows 64 --new 256 --reps 3); grpo_new=128; budget=540
+  size=(--device cuda --pairs 300 --gen-prompts 64 --samples 8 --rows 64 --new 256 --reps 3); grpo_new=128; budget=${BUDGET:-540}
 fi
 common=("${size[@]}" --tokenizer .cache/tok --rollouts .cache/data/math_cot_100.jsonl)
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>/dev/null
