@@ -8,12 +8,16 @@ processbench, serve-judge, eval, train) are folded into the judge spec's query
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import io
 import math
 import os
 import sys
+import threading
 import time
+import traceback
 import typing
 from collections.abc import Callable
 from dataclasses import MISSING, fields
@@ -37,12 +41,13 @@ from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from rewardkit.backends.base import DTYPES
+from rewardkit.backends.spec import redact
 from rewardkit.options import Options, coerce_options, option_hints, type_name
 
 
 def fail(message: object, code: int = 2) -> typer.Exit:
-    """Print ``error: message`` as one line on stderr (never wrapped, piped or not); return the exit."""
-    sys.stderr.write("error: " + " ".join(str(message).split()) + "\n")
+    """Print ``error: message`` as one line on stderr (never wrapped, piped or not; redacted); return the exit."""
+    sys.stderr.write(redact("error: " + " ".join(str(message).split())) + "\n")
     sys.stderr.flush()
     return typer.Exit(code)
 
@@ -61,10 +66,79 @@ def error_message(e: BaseException) -> str:
     return str(e) or type(e).__name__
 
 
+class RedactedStream(io.TextIOBase):
+    """A text stream that writes what it is given through ``redact``, a line at a time (a credential is never
+    cut in two; a flush passes on the unfinished line): the CLI's stdout and stderr while a command runs."""
+
+    def __init__(self, inner: typing.TextIO) -> None:
+        self.inner = inner
+        self._pending = ""
+        self._lock = threading.Lock()
+
+    def write(self, s: str) -> int:
+        if not isinstance(s, str):
+            raise TypeError(f"write() argument must be str, not {type(s).__name__}")  # click then writes text
+        with self._lock:
+            head, sep, self._pending = (self._pending + s).rpartition("\n")
+            if sep:
+                self.inner.write(redact(head + sep))
+        return len(s)
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._pending:
+                self.inner.write(redact(self._pending))
+                self._pending = ""
+        self.inner.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.inner, "encoding", None) or "utf-8"
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self.inner, "errors", None)
+
+
+@contextlib.contextmanager
+def redacted_output() -> typing.Iterator[None]:
+    """While it lasts, everything written to ``sys.stdout`` and ``sys.stderr`` (rich, typer, log lines, warnings,
+    tracebacks) passes through ``redact``: the boundary every judge spec or URL crosses to be shown."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactedStream(saved[0]), RedactedStream(saved[1])
+    try:
+        yield
+    finally:
+        for s in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                s.flush()
+        sys.stdout, sys.stderr = saved
+
+
 class OneLineErrors(TyperGroup):
     """The one place every command's errors go through: an exception a command lets out (a scorer name with a
     typo, a port in use, a judge that cannot load, a bad file) is one ``error:`` line on stderr and exit code 2,
-    never a traceback. Programming errors (``BUGS``) keep theirs; ``REWARDKIT_TRACEBACK=1`` shows every one."""
+    never a traceback. Programming errors (``BUGS``) keep theirs; ``REWARDKIT_TRACEBACK=1`` shows every one.
+    Everything a command prints, its usage errors and tracebacks included, is redacted (``redacted_output``)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        with redacted_output():
+            try:
+                return super().main(*args, **kwargs)
+            except Exception:  # a traceback (BUGS, REWARDKIT_TRACEBACK): shown here, through the redaction
+                if kwargs.get("standalone_mode", True) is False:
+                    raise
+                traceback.print_exc()
+                sys.exit(1)
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:
@@ -178,7 +252,7 @@ def judge_spec(spec: str | None, device: str | None = None, dtype: str | None = 
     the spec already sets, or a value the backend's options reject (checked by ``parse_spec``, no model load).
     """
     from rewardkit.backends import parse_spec
-    from rewardkit.backends.spec import redact, split_spec
+    from rewardkit.backends.spec import split_spec
 
     opts = {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "num_threads": threads}
     opts = {k: v for k, v in opts.items() if v is not None}

@@ -22,7 +22,9 @@ model name, never its upstream's URL.
 
 from __future__ import annotations
 
+import functools
 import re
+import threading
 from dataclasses import fields
 from typing import Any
 from urllib.parse import unquote
@@ -34,8 +36,19 @@ SECRET_OPTIONS = {"api_key"}
 _SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://")
 _AUTHORITY_END = re.compile(r"[/?#\x00-\x1f\x7f]")  # httpx: the authority is [^/?#]*; it refuses control chars
 _RUN_END = re.compile(r"[\s'\"<>]")  # where a URL written in running text ends at the latest
-_OPENAI = re.compile(r"(.+?)@(https?://.*)", re.S)
-_SECRET_QUERY = re.compile(r"(?i)(?P<key>[?&#](?:api_?key|access_?token|token|password|passwd|secret|key)=)[^&#\s'\"]*")
+_OPENAI = re.compile(r"(.+?)@(https?://.*)", re.S | re.I)
+_TOKEN = re.compile(r"[^\s'\"<>`]+")  # a spec, URL or path written in running text (quotes and spaces end it)
+# what stays readable before a user part: a scheme with one or more slashes (``http:/``), a backend prefix, and
+# ``KIND:NAME@`` before a URL (``openai:judge@http://...``, a model id ``http:judge@http://...``)
+_PREFIX = re.compile(r"(?i)[a-z][a-z0-9+.-]*:/+|(?:hf|transformers|vllm|llamacpp|llama\.cpp):"
+                     r"|(?:openai|https?|vllm|hf|transformers):[^@\s:/]*@(?=[a-z][a-z0-9+.()-]*:/)")
+_QUERY = re.compile(r"[?#]([^?#]*)")
+_SECRET_NAME = re.compile(r"(?i)(?<![A-Za-z0-9_%-])(?P<key>(?:api|access|auth|refresh|id|bearer|session|client)?"
+                          r"(?:_|-|%5f|%2d)?(?:key|token|password|passwd|pwd|secret|signature|sig|credential)s?=)"
+                          r"[^&#\s'\"]*")
+_MIN_SECRET = 4  # a shorter remembered secret would mask ordinary words
+_REMEMBERED: set[str] = set()
+_REMEMBERED_LOCK = threading.Lock()
 
 
 def user_part(url: str, start: int = 0) -> tuple[int, int] | None:
@@ -49,13 +62,76 @@ def user_part(url: str, start: int = 0) -> tuple[int, int] | None:
     return (begin, at) if at >= 0 else None
 
 
-def redact(text: str) -> str:
-    """``text`` with the user part of every URL in it masked (``http://***@host``: a login can be an e-mail
-    address, a bare user part a token) and ``?api_key=***``. Use it on anything shown or stored.
+@functools.cache
+def _plain_options() -> frozenset[str]:
+    """Query options whose values are shown: the options the backends declare (``timeout``, ``model``,
+    ``dtype``, ...), secrets excepted. Any other value (``auth_token``, ``api-key``, vLLM pass-through engine
+    arguments) is masked."""
+    from rewardkit.backends import _backend_class
 
-    The user part is read as httpx reads it (``user_part``), and also runs to the last ``@`` before the URL's
-    first space or quote, so a mistyped credential that httpx would refuse (``http://u:p/w@host``) is masked
-    too: in running text this may mask a little more than the user part, never less."""
+    names = {f.name for kind in ("http", "vllm", "llamacpp", "transformers") for f in fields(_backend_class(kind).Options)}
+    return frozenset(names - SECRET_OPTIONS - {n for n in names if _SECRET_NAME.match(n + "=")})
+
+
+def _mask_query(q: str) -> str:
+    """A query (or fragment) with every value masked but those of declared options, and bare tokens masked."""
+    parts = []
+    for part in re.split(r"([&;])", q):
+        key, eq, val = part.partition("=")
+        if part in ("&", ";", "") or (eq and (not val or unquote(key).lower().replace("-", "_") in _plain_options())):
+            parts.append(part)
+        else:
+            parts.append(f"{key}=***" if eq else "***")
+    return "".join(parts)
+
+
+def _mask_token(tok: str) -> str:
+    """One word of running text (no spaces or quotes) with a user part before an ``@`` masked whatever the
+    scheme's form (``u:pw@host``, ``http:/u:pw@host``, ``HTTP://``, ``hf:http://``) and, in a URL-like word
+    (a ``/`` or ``:`` before its ``?``), every query value but a declared option's."""
+    head, rest = "", tok
+    while m := _PREFIX.match(rest):
+        head, rest = head + m.group(), rest[m.end():]
+    at = rest.rfind("@")
+    if at > 0:
+        rest = "***" + rest[at:]
+    tok = head + rest
+    q = tok.find("?")
+    if q > 0 and re.search(r"[/:]", tok[:q]):
+        tok = tok[:q] + _QUERY.sub(lambda m: m.group()[0] + _mask_query(m.group(1)), tok[q:])
+    return tok
+
+
+def _secrets_in(spec: str) -> list[str]:
+    """The substrings of ``spec`` that ``redact_patterns`` masks (user parts, query values): what ``remember``
+    keeps. The masked text is walked against ``spec``: what lies between two shown pieces was masked."""
+    pieces = redact_patterns(spec).split("***")
+    out, i = [], len(pieces[0])
+    for n, piece in enumerate(pieces[1:], 1):
+        k = len(spec) - len(piece) if n == len(pieces) - 1 else spec.find(piece, i)
+        if k < i:
+            break
+        out.append(spec[i:k])
+        i = k + len(piece)
+    return out
+
+
+def remember(spec: str) -> None:
+    """Remember the secrets of a spec or URL this process was given (its user part, password and query values),
+    so that ``redact`` masks them wherever they show later, in whatever words (GitHub Actions' ``add-mask``)."""
+    found = set()
+    for s in _secrets_in(spec):
+        found.add(s)
+        found.add(unquote(s))
+        if ":" in s:
+            found.add(s.split(":", 1)[1])  # the password alone
+            found.add(unquote(s.split(":", 1)[1]))
+    with _REMEMBERED_LOCK:
+        _REMEMBERED.update(x for x in found if len(x.strip()) >= _MIN_SECRET and x not in _plain_options())
+
+
+def redact_patterns(text: str) -> str:
+    """``text`` with what looks like a credential masked (see ``redact``), remembered secrets aside."""
     parts, pos = [], 0
     for m in _SCHEME.finditer(text):
         if m.start() < pos:  # inside a user part already masked
@@ -68,19 +144,43 @@ def redact(text: str) -> str:
             parts += [text[pos:m.end()], "***"]
             pos = end
     parts.append(text[pos:])
-    return _SECRET_QUERY.sub(lambda m: m.group("key") + "***", "".join(parts))
+    text = _TOKEN.sub(lambda m: _mask_token(m.group()) if "@" in m.group() or "?" in m.group() else m.group(),
+                      "".join(parts))
+    return _SECRET_NAME.sub(lambda m: m.group("key") + "***", text)
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential a judge spec or URL can carry masked: the one redaction, applied at every
+    boundary (the CLI's stdout and stderr, log lines, tracebacks, manifests and reports).
+
+    Masked: the user part of every URL (``http://***@host``: a login can be an e-mail address, a bare user part
+    a token), read as httpx reads it (``user_part``) and also up to the last ``@`` before the URL's first space
+    or quote, so a mistyped credential that httpx would refuse (``http://u:p/w@host``) is masked too; a user part
+    before an ``@`` in any word, whatever the scheme's form (``u:pw@host/v1``, ``http:/u:pw@host``,
+    ``hf:HTTP://u:pw@host``); every query value of a URL-like word but a declared option's (``?timeout=30``
+    stays, ``?auth_token=``, ``?api%5Fkey=``, a bare ``?TOKEN`` go); ``api_key=``-like values anywhere; and
+    every secret ``remember``-ed from a spec this process was given. In running text this may mask a little
+    more than the credential, never less."""
+    if not text:
+        return text
+    with _REMEMBERED_LOCK:
+        known = sorted(_REMEMBERED, key=len, reverse=True)
+    for s in known:
+        text = text.replace(s, "***")
+    return redact_patterns(text)
 
 
 def split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
     """``(kind, target, raw string options)`` of a spec; kind is transformers, http, vllm or llamacpp."""
+    remember(spec)
     s = spec.strip()
     if not s:
         raise ValueError("empty backend spec: use e.g. 'smollm2', 'http://127.0.0.1:8000/v1', 'vllm:MODEL'")
-    if s.startswith(("http://", "https://", "openai:")) and "#" in s:
+    if s.lower().startswith(("http://", "https://", "openai:")) and "#" in s:
         raise ValueError(f"backend spec {redact(spec)!r}: a spec has no '#' part; name the model with '?model=NAME'")
     target, _, query = s.partition("?")
     opts = _query(spec, query)
-    if target.startswith(("http://", "https://")):
+    if target.lower().startswith(("http://", "https://")):  # a scheme is case-insensitive (RFC 3986 3.1)
         return "http", target, opts
     prefix, sep, rest = target.partition(":")
     if sep and prefix == "openai":
@@ -103,7 +203,8 @@ def _query(spec: str, query: str) -> dict[str, str]:
     for part in filter(None, query.split("&")):
         key, eq, val = part.partition("=")
         if not key or not eq or not val:
-            raise ValueError(f"backend spec {redact(spec)!r}: expected 'option=value' after '?', got {part!r}")
+            got = repr(_mask_query(part)) if eq else "a part without '=' (not shown: it may be a secret)"
+            raise ValueError(f"backend spec {redact(spec)!r}: expected 'option=value' after '?', got {got}")
         _put(spec, opts, unquote(key), unquote(val))
     return opts
 
