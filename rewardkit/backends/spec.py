@@ -43,9 +43,11 @@ _TOKEN = re.compile(r"[^\s'\"<>`]+")  # a spec, URL or path written in running t
 _PREFIX = re.compile(r"(?i)[a-z][a-z0-9+.-]*:/+|(?:hf|transformers|vllm|llamacpp|llama\.cpp):"
                      r"|(?:openai|https?|vllm|hf|transformers):[^@\s:/]*@(?=[a-z][a-z0-9+.()-]*:/)")
 _QUERY = re.compile(r"[?#]([^?#]*)")
-_SECRET_NAME = re.compile(r"(?i)(?<![A-Za-z0-9_%-])(?P<key>(?:api|access|auth|refresh|id|bearer|session|client)?"
-                          r"(?:_|-|%5f|%2d)?(?:key|token|password|passwd|pwd|secret|signature|sig|credential)s?=)"
-                          r"[^&#\s'\"]*")
+_SEP = r"(?:_|-|%5f|%2d)?"
+_SECRET_NAME = re.compile(  # a credential's name outside a URL's query (there every undeclared value is masked)
+    rf"(?i)(?<![A-Za-z0-9_%-])(?P<key>(?:(?:api|access|secret|private|client){_SEP}key"
+    rf"|(?:(?:access|auth|refresh|id|bearer|session|api){_SEP})?token"
+    r"|password|passwd|pwd|secret|credential|signature)s?=)[^&#\s'\"]*")
 _MIN_SECRET = 4  # a shorter remembered secret would mask ordinary words
 _REMEMBERED: set[str] = set()
 _REMEMBERED_LOCK = threading.Lock()
