@@ -37,7 +37,8 @@ _SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://")
 _AUTHORITY_END = re.compile(r"[/?#\x00-\x1f\x7f]")  # httpx: the authority is [^/?#]*; it refuses control chars
 _RUN_END = re.compile(r"[\s'\"<>]")  # where a URL written in running text ends at the latest
 _OPENAI = re.compile(r"(.+?)@(https?://.*)", re.S | re.I)
-_TOKEN = re.compile(r"[^\s'\"<>`]+")  # a spec, URL or path written in running text (quotes and spaces end it)
+# a spec, URL or path in running text: a quoted string (a spec's password may hold spaces), else a word
+_TOKEN = re.compile(r"(?P<q>['\"`])(?P<inner>[^'\"`\n]*)(?P=q)|[^\s'\"<>`]+")
 # what stays readable before a user part: a scheme with one or more slashes (``http:/``), a backend prefix, and
 # ``KIND:NAME@`` before a URL (``openai:judge@http://...``, a model id ``http:judge@http://...``)
 _PREFIX = re.compile(r"(?i)[a-z][a-z0-9+.-]*:/+|(?:hf|transformers|vllm|llamacpp|llama\.cpp):"
@@ -104,10 +105,18 @@ def _mask_token(tok: str) -> str:
     return tok
 
 
+def _mask_word(m: re.Match) -> str:
+    """``_mask_token`` on one ``_TOKEN`` match: a quoted string as one word (quotes kept), else the word."""
+    text = m.group("inner") if m.group("q") else m.group()
+    if "@" not in text and "?" not in text and "#" not in text:
+        return m.group()
+    return f"{m.group('q')}{_mask_token(text)}{m.group('q')}" if m.group("q") else _mask_token(text)
+
+
 def _secrets_in(spec: str) -> list[str]:
     """The substrings of ``spec`` that ``redact_patterns`` masks (user parts, query values): what ``remember``
     keeps. The masked text is walked against ``spec``: what lies between two shown pieces was masked."""
-    pieces = redact_patterns(spec).split("***")
+    pieces = redact_patterns(spec, whole=True).split("***")
     out, i = [], len(pieces[0])
     for n, piece in enumerate(pieces[1:], 1):
         k = len(spec) - len(piece) if n == len(pieces) - 1 else spec.find(piece, i)
@@ -132,8 +141,9 @@ def remember(spec: str) -> None:
         _REMEMBERED.update(x for x in found if len(x.strip()) >= _MIN_SECRET and x not in _plain_options())
 
 
-def redact_patterns(text: str) -> str:
-    """``text`` with what looks like a credential masked (see ``redact``), remembered secrets aside."""
+def redact_patterns(text: str, *, whole: bool = False) -> str:
+    """``text`` with what looks like a credential masked (see ``redact``), remembered secrets aside. ``whole``:
+    ``text`` is one spec (spaces and quotes in it are part of a password), not running text."""
     parts, pos = [], 0
     for m in _SCHEME.finditer(text):
         if m.start() < pos:  # inside a user part already masked
@@ -146,8 +156,8 @@ def redact_patterns(text: str) -> str:
             parts += [text[pos:m.end()], "***"]
             pos = end
     parts.append(text[pos:])
-    text = _TOKEN.sub(lambda m: _mask_token(m.group()) if "@" in m.group() or "?" in m.group() else m.group(),
-                      "".join(parts))
+    text = "".join(parts)
+    text = _mask_token(text) if whole else _TOKEN.sub(_mask_word, text)
     return _SECRET_NAME.sub(lambda m: m.group("key") + "***", text)
 
 
