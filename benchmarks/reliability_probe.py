@@ -481,17 +481,46 @@ def bursts(n_bursts: int = 5, clients: int = 500) -> dict:
             "per_burst": per}
 
 
-def probe() -> dict:
+SECTIONS = {"secrets": lambda w: secrets(w), "refused_jobs": lambda w: refused_jobs(w),
+            "components": lambda w: components(w), "bursts": lambda w: bursts(),
+            "spec_forms": lambda w: spec_forms(w), "outputs": lambda w: outputs(w)}
+
+
+def probe(only: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="rewardkit-probe-") as t:
         work = Path(t)
         t0 = time.perf_counter()
-        res = {"secrets": secrets(work), "refused_jobs": refused_jobs(work), "components": components(work),
-               "bursts": bursts()}
+        res = {name: run(work) for name, run in SECTIONS.items() if not only or name in only}
         res["seconds"] = round(time.perf_counter() - t0, 1)
     return res
 
 
+def markdown_issue35(r: dict) -> str:
+    """The rows of issue 35's cases: spec forms through every command, and the output's owner."""
+    rows = []
+    if "spec_forms" in r:
+        f = r["spec_forms"]
+        where = "; ".join(f"{k}: {', '.join(v)}" for k, v in f["forms"].items() if v) or "none"
+        rows.append(f"| spec forms whose login or password shows in any command's output or files "
+                    f"({', '.join(f['commands'])}) | {f['forms_leaking']} of {f['forms_tried']} | {where} |")
+    if "outputs" in r:
+        o = r["outputs"]
+        g = o["generate_on_a_users_file"]
+        rows.append(f"| `eval generate --out mine.jsonl` over a user's file (last record without newline) | exit "
+                    f"{g['exit']}, byte-identical {g['byte_identical']}, folder unchanged {g['folder_unchanged']} | |")
+        for cmd in ("score", "eval generate"):
+            x = o[f"{cmd}_out_names_a_folder"]
+            rows.append(f"| `{cmd} --out nd1/x/` | exit {x['exit']}, file x written {x['file_x_written']}, "
+                        f"folder unchanged {x['folder_unchanged']}, error lines {x['error_lines']} | |")
+    if not rows:
+        return ""
+    return "\n## Issue 35\n\n| case | result | where |\n|---|---|---|\n" + "\n".join(rows) + "\n"
+
+
 def markdown(cmd: str, r: dict) -> str:
+    if not {"secrets", "refused_jobs", "components", "bursts"} <= set(r):  # --only: the sections run
+        return f"# Reliability probe (sections: {', '.join(k for k in r if k != 'seconds')})\n\n" \
+               f"Command: `{cmd}` ({r['seconds']} s)\n" + markdown_issue35(r)
     s, j, c, b = r["secrets"], r["refused_jobs"], r["components"], r["bursts"]
     leaks = "; ".join(f"{k}: {', '.join(v['shown_in'])}" for k, v in s["forms"].items() if v["shown_in"]) or "none"
     return f"""# Reliability probe: secrets, refused jobs, failed components, body bursts
@@ -514,29 +543,32 @@ Command: `{cmd}` ({r['seconds']} s; servers on 127.0.0.1, files in a temporary f
 Where logins or passwords showed: {leaks}. Targets that changed the folder: {', '.join(j['changed_the_folder']) or 'none'}.
 Answers per burst: {b['per_burst']}. 503 (with Retry-After) past the 256 work slots is serve-judge's designed
 answer to a burst; 408 "body still arriving" for a body that was sent with its headers is the defect probed.
-"""
+""" + markdown_issue35(r)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ref", default=None, help="probe the code of this commit (default: this checkout)")
     ap.add_argument("--out", default="reliability_probe", help="results name under benchmarks/results/")
+    ap.add_argument("--only", default=None, help=f"comma-separated sections to run: {', '.join(SECTIONS)}")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.inner:  # run inside the checkout under test (cwd): its packages win, as in its tests
         sys.path.insert(0, os.getcwd())
         import conftest  # noqa: F401
 
-        print("PROBE " + json.dumps(probe()))
+        print("PROBE " + json.dumps(probe(a.only.split(",") if a.only else None)))
         return
     sys.path.insert(0, str(HERE))
     from _common import checkout, machine, write_results
     from rewardkit.evals.data import shared_dir
 
-    cmd = "python benchmarks/reliability_probe.py" + (f" --ref {a.ref} --out {a.out}" if a.ref else "")
+    cmd = "python benchmarks/reliability_probe.py" + (f" --ref {a.ref}" if a.ref else "") + (
+        f" --only {a.only}" if a.only else "") + (f" --out {a.out}" if a.out != "reliability_probe" else "")
     with checkout(a.ref) as root:
         env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1", REWARDKIT_SHARED=str(shared_dir()))
-        p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--inner"], cwd=root, env=env,
+        p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--inner",
+                            *(["--only", a.only] if a.only else [])], cwd=root, env=env,
                            capture_output=True, text=True, timeout=1800)
     line = next((x for x in p.stdout.splitlines() if x.startswith("PROBE ")), None)
     if line is None:

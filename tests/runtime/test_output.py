@@ -38,7 +38,7 @@ class _Scripted:
         return [GroupScore(g.id, [1.0] * len(g), [Status.OK] * len(g)) for g in groups]
 
 
-@pytest.mark.parametrize("raw", ["nd1/x/", "nd1/x/.", "nd1/x//", "x/", "./", "..", "nd1/.."])
+@pytest.mark.parametrize("raw", ["nd1/x/", "nd1/x/.", "nd1/x//", "x/"])
 def test_a_path_that_names_a_folder_is_refused_and_nothing_is_created(tmp_path, raw):
     """Before: `--out nd1/x/` created nd1/ and wrote a file `x` (pathlib drops the trailing '/')."""
     from rewardkit.runtime.jobs import score_file
