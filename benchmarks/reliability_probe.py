@@ -160,16 +160,18 @@ SPEC_FORMS = {
     "mixed-case scheme HTTP://": f"HTTP://{LOGIN}:{MARKER}@127.0.0.1:{{port}}/v1",
     "Https://": f"Https://{LOGIN}:{MARKER}@127.0.0.1:{{port}}/v1",
     "hf: before a URL": f"hf:http://{LOGIN}:{MARKER}@127.0.0.1:{{port}}/v1",
-    "vllm: before a URL": f"vllm:http://{LOGIN}:{MARKER}@127.0.0.1:{{port}}/v1",
     "one slash http:/": f"http:/{LOGIN}:{MARKER}@127.0.0.1:{{port}}/v1",
     "no scheme u:pw@host/v1": f"{LOGIN}:{MARKER}@127.0.0.1:{{port}}/v1",
     "no scheme, a space in the password": f"{LOGIN}:p {MARKER}@127.0.0.1:{{port}}/v1",
     "'?' in the password": f"http://{LOGIN}:ss?{MARKER}@127.0.0.1:{{port}}/v1",
-    "openai: before a mixed-case URL": f"openai:judge@hTTp://{LOGIN}:{MARKER}@127.0.0.1:{{port}}/v1",
     "?api%5Fkey=": f"http://127.0.0.1:{{port}}/v1?api%5Fkey={MARKER}",
     "?auth_token=": f"http://127.0.0.1:{{port}}/v1?timeout=20&auth_token={MARKER}",
     "?api-key=": f"http://127.0.0.1:{{port}}/v1?api-key={MARKER}",
     "a bare ?TOKEN": f"http://127.0.0.1:{{port}}/v1?{MARKER}",
+}
+GUARD_FORMS = {  # forms the code before issue 35 already masked: guards for the same paths
+    "vllm: before a URL": f"vllm:http://{LOGIN}:{MARKER}@127.0.0.1:{{port}}/v1",
+    "openai: before a mixed-case URL": f"openai:judge@hTTp://{LOGIN}:{MARKER}@127.0.0.1:{{port}}/v1",
     "#access_token=": f"http://127.0.0.1:{{port}}/v1#access_token={MARKER}",
 }
 
@@ -252,13 +254,14 @@ def spec_form_outputs(spec: str, work: Path) -> dict[str, str]:
 
 
 def spec_forms(work: Path) -> dict:
-    """Per spec form of ``SPEC_FORMS``: the commands and files where its login or password showed."""
+    """Per spec form of ``SPEC_FORMS`` and ``GUARD_FORMS``: the commands and files where its login or password
+    showed."""
     from rewardkit.http_server import BackgroundServer
 
     forms = {}
     with BackgroundServer(recording_judge([])) as up:
         port = up.url.rsplit(":", 1)[1]
-        for k, (name, form) in enumerate(SPEC_FORMS.items()):
+        for k, (name, form) in enumerate({**SPEC_FORMS, **GUARD_FORMS}.items()):
             d = work / f"spec-form-{k}"
             d.mkdir()
             shown = spec_form_outputs(form.format(port=port), d)

@@ -22,7 +22,6 @@ model name, never its upstream's URL.
 
 from __future__ import annotations
 
-import functools
 import re
 import threading
 from dataclasses import fields
@@ -51,6 +50,7 @@ _SECRET_NAME = re.compile(  # a credential's name outside a URL's query (there e
     r"|password|passwd|pwd|secret|credential|signature)s?=)[^&#\s'\"]*")
 _MIN_SECRET = 4  # a shorter remembered secret would mask ordinary words
 _REMEMBERED: set[str] = set()
+_DECLARED: set[str] = set()  # options of the backends whose specs were parsed: their values are shown
 _REMEMBERED_LOCK = threading.Lock()
 
 
@@ -65,15 +65,12 @@ def user_part(url: str, start: int = 0) -> tuple[int, int] | None:
     return (begin, at) if at >= 0 else None
 
 
-@functools.cache
 def _plain_options() -> frozenset[str]:
-    """Query options whose values are shown: the options the backends declare (``timeout``, ``model``,
-    ``dtype``, ...), secrets excepted. Any other value (``auth_token``, ``api-key``, vLLM pass-through engine
-    arguments) is masked."""
-    from rewardkit.backends import _backend_class
-
-    names = {f.name for kind in ("http", "vllm", "llamacpp", "transformers") for f in fields(_backend_class(kind).Options)}
-    return frozenset(names - SECRET_OPTIONS - {n for n in names if _SECRET_NAME.match(n + "=")})
+    """Query options whose values are shown: the options declared by the backends whose specs this process
+    parsed (``backend_options`` records them: ``timeout``, ``model``, ``dtype``, ...), secrets excepted. Any
+    other value (``auth_token``, ``api-key``, vLLM pass-through engine arguments) is masked."""
+    with _REMEMBERED_LOCK:
+        return frozenset(_DECLARED)
 
 
 def _mask_query(q: str) -> str:
@@ -138,7 +135,8 @@ def remember(spec: str) -> None:
             found.add(s.split(":", 1)[1])  # the password alone
             found.add(unquote(s.split(":", 1)[1]))
     with _REMEMBERED_LOCK:
-        _REMEMBERED.update(x for x in found if len(x.strip()) >= _MIN_SECRET and x not in _plain_options())
+        # a lowercase word is left to the patterns: it may be an option name typed without '=' (``?timeout``)
+        _REMEMBERED.update(x for x in found if len(x.strip()) >= _MIN_SECRET and not re.fullmatch(r"[a-z_]+", x))
 
 
 def redact_patterns(text: str, *, whole: bool = False) -> str:
@@ -233,8 +231,10 @@ def _put(spec: str, opts: dict[str, str], key: str, val: str) -> None:
 def backend_options(cls: type, raw: dict[str, str], spec: str = "") -> dict[str, Any]:
     """``raw`` string options typed and checked by ``cls.Options`` (``rewardkit.options``); ValueError otherwise.
     A backend with ``open_options`` (vLLM) passes options it does not declare through with guessed types."""
-    where = f"backend spec {redact(spec)!r}"
     declared = [f.name for f in fields(cls.Options)]
+    with _REMEMBERED_LOCK:
+        _DECLARED.update(n for n in declared if n not in SECRET_OPTIONS and not _SECRET_NAME.match(n + "="))
+    where = f"backend spec {redact(spec)!r}"
     unknown = [k for k in raw if k not in declared]
     if unknown and not cls.open_options:
         valid = ", ".join(sorted(declared))

@@ -94,6 +94,7 @@ CLI = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import mai
 
 
 def test_redact_masks_url_passwords_tokens_and_key_parameters():
+    parse_spec("http://h/v1?timeout=1")  # the options of a parsed backend's spec are shown (the others masked)
     assert redact(f"http://user:{MARKER}@h:8/v1?model=m") == "http://***@h:8/v1?model=m"
     assert redact(f"judge at https://{MARKER}@h/v1 failed") == "judge at https://***@h/v1 failed"
     assert redact(f"http://h/v1?timeout=3&api_key={MARKER}&x=1") == "http://h/v1?timeout=3&api_key=***&x=***"

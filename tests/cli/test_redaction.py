@@ -16,7 +16,7 @@ from rewardkit.http_server import BackgroundServer
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from reliability_probe import LOGIN, MARKER, SPEC_FORMS, recording_judge, spec_form_outputs  # noqa: E402
+from reliability_probe import GUARD_FORMS, LOGIN, MARKER, SPEC_FORMS, recording_judge, spec_form_outputs  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,8 @@ def test_no_command_shows_a_credential_of_any_spec_form(tmp_path, upstream, form
     assert all(shown[c].startswith("exit ") for c in ("score", "eval generate", "eval verifier"))
 
 
-@pytest.mark.parametrize("form", SPEC_FORMS.values(), ids=SPEC_FORMS.keys())
+@pytest.mark.parametrize("form", [*SPEC_FORMS.values(), *GUARD_FORMS.values()],
+                         ids=[*SPEC_FORMS, *GUARD_FORMS])
 def test_redact_masks_every_spec_form_and_keeps_the_host(form):
     spec = form.format(port=18431)
     bare = [spec] if " " not in spec else []  # a space in running text ends a word: see the remembered secrets
@@ -52,7 +53,11 @@ def test_redact_masks_every_spec_form_and_keeps_the_host(form):
 
 
 def test_query_values_are_masked_but_declared_options_stay():
-    """Every value of a URL's query is masked, names percent-decoded, but the options a backend declares."""
+    """Every value of a URL's query is masked, names percent-decoded, but the options a backend declares
+    (once a spec of that backend was parsed; before, they are masked too)."""
+    from rewardkit.backends import parse_spec
+
+    parse_spec("http://h/v1?timeout=1")
     assert redact("http://h/v1?timeout=30&model=judge&retries=2") == "http://h/v1?timeout=30&model=judge&retries=2"
     assert redact("http://h/v1?timeout=30&auth_token=abc") == "http://h/v1?timeout=30&auth_token=***"
     assert redact("http://h/v1?api%5Fkey=abc") == "http://h/v1?api%5Fkey=***"
