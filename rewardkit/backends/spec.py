@@ -51,7 +51,7 @@ _SECRET_NAME = re.compile(  # a credential's name outside a URL's query (there e
 _MIN_SECRET = 4  # a shorter remembered secret would mask ordinary words
 _REMEMBERED: set[str] = set()
 _DECLARED: set[str] = set()  # options of the backends whose specs were parsed: their values are shown
-_REMEMBERED_LOCK = threading.Lock()
+_LOCK = threading.Lock()
 
 
 def user_part(url: str, start: int = 0) -> tuple[int, int] | None:
@@ -69,7 +69,7 @@ def _plain_options() -> frozenset[str]:
     """Query options whose values are shown: the options declared by the backends whose specs this process
     parsed (``backend_options`` records them: ``timeout``, ``model``, ``dtype``, ...), secrets excepted. Any
     other value (``auth_token``, ``api-key``, vLLM pass-through engine arguments) is masked."""
-    with _REMEMBERED_LOCK:
+    with _LOCK:
         return frozenset(_DECLARED)
 
 
@@ -86,7 +86,7 @@ def _mask_query(q: str) -> str:
 
 
 def _mask_token(tok: str) -> str:
-    """One word of running text (no spaces or quotes) with a user part before an ``@`` masked whatever the
+    """A word of running text, a quoted string or a whole spec with a user part before an ``@`` masked whatever the
     scheme's form (``u:pw@host``, ``http:/u:pw@host``, ``HTTP://``, ``hf:http://``) and, in a URL-like word
     (a ``/`` or ``:`` before its ``?``), every query value but a declared option's."""
     head, rest = "", tok
@@ -134,7 +134,7 @@ def remember(spec: str) -> None:
         if ":" in s:
             found.add(s.split(":", 1)[1])  # the password alone
             found.add(unquote(s.split(":", 1)[1]))
-    with _REMEMBERED_LOCK:
+    with _LOCK:
         # a lowercase word is left to the patterns: it may be an option name typed without '=' (``?timeout``)
         _REMEMBERED.update(x for x in found if len(x.strip()) >= _MIN_SECRET and not re.fullmatch(r"[a-z_]+", x))
 
@@ -173,7 +173,7 @@ def redact(text: str) -> str:
     more than the credential, never less."""
     if not text:
         return text
-    with _REMEMBERED_LOCK:
+    with _LOCK:
         known = sorted(_REMEMBERED, key=len, reverse=True)
     for s in known:
         text = text.replace(s, "***")
@@ -232,7 +232,7 @@ def backend_options(cls: type, raw: dict[str, str], spec: str = "") -> dict[str,
     """``raw`` string options typed and checked by ``cls.Options`` (``rewardkit.options``); ValueError otherwise.
     A backend with ``open_options`` (vLLM) passes options it does not declare through with guessed types."""
     declared = [f.name for f in fields(cls.Options)]
-    with _REMEMBERED_LOCK:
+    with _LOCK:
         _DECLARED.update(n for n in declared if n not in SECRET_OPTIONS and not _SECRET_NAME.match(n + "="))
     where = f"backend spec {redact(spec)!r}"
     unknown = [k for k in raw if k not in declared]
