@@ -1,4 +1,5 @@
-"""The files a scoring job owns beside its output ``OUT``: the manifest, the lock, atomic rewrites, repair.
+"""A job's output ``OUT`` and the files beside it, owned by one ``JobOutput`` (``rewardkit score`` and
+``rewardkit eval generate`` alike): the manifest, the lock, atomic rewrites, repair, the retry merge.
 
 ``OUT.manifest.json`` records what produced the rows (scorer, options, judge spec, input path and SHA-256,
 rewardkit version) and is written atomically before the first row; ``OUT.lock`` carries an exclusive
@@ -7,7 +8,8 @@ journals the rows of a ``--retry-failed`` run until they are merged into ``OUT``
 
 A file is rewardkit's only if rewardkit made it: ``OUT`` and its side files only when a rewardkit manifest
 lies beside them, ``OUT.lock`` only when it holds a rewardkit lock record. Anything else (a file without a
-manifest, an empty one, a device, a FIFO, a symbolic link) is refused and never touched.
+manifest, an empty one, a device, a FIFO, a symbolic link) is refused and never touched, and so is a path that
+names a folder (``x/``).
 """
 
 from __future__ import annotations
