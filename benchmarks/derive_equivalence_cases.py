@@ -26,8 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "fixtures" / "equivalence_cases.json"
 MV_FILES = ("tests/test_all.py", "tests/test_boxed.py", "tests/test_strict.py", "tests/test_numina_cases.py",
             "tests/test_open_thoughts.py", "tests/test_yujianll.py")
-# math-verify's tests on real model outputs and dataset golds; benchmarks/answer_parity.py holds these out
-HELD_OUT = {"tests/test_numina_cases.py", "tests/test_open_thoughts.py", "tests/test_yujianll.py"}
+# The split, by source file (issue 34): held out are math-verify's tests on real model outputs that no rewardkit
+# rule cites, and NeMo-Skills' pairs; test_open_thoughts.py is development since 318257f's rule cites it.
+# benchmarks/answer_parity.py freezes the held-out cases (their digest) and names the commit that froze them.
+HELD_OUT = {"tests/test_numina_cases.py", "tests/test_yujianll.py", "tests/test_math_equal.py"}
 DEFAULTS = {"precision": 6, "strict": True, "allow_set_relation_comp": False}
 
 
@@ -98,7 +100,8 @@ def nemo_skills_cases(repo: Path) -> list[dict]:
                     for k, (gold, resp) in enumerate(((a, b), (b, a))):
                         cases.append({
                             "id": f"nemo:{fn.name}:{i}:{'ab'[k]}", "gold": str(gold), "response": str(resp),
-                            "label": label, "split": "held-out", "match_types": ["latex", "expr"], "settings": {},
+                            "label": label, "split": "held-out" if path in HELD_OUT else "development",
+                            "match_types": ["latex", "expr"], "settings": {},
                             "source": {"repo": "NVIDIA/NeMo-Skills", "commit": commit, "path": path, "test": fn.name},
                         })
     return cases
@@ -112,7 +115,8 @@ def main(mv_repo: str, nemo_repo: str) -> None:
                  "(Apache-2.0). Produced by benchmarks/derive_equivalence_cases.py; each case names its source "
                  "file, test and commit. 'settings' lists non-default equality settings its label was decided "
                  "under (such cases are left out of agreement numbers). 'split': development (looked at while "
-                 "changing rewardkit's extraction) or held-out (measured only).",
+                 "changing rewardkit's extraction) or held-out (measured only), by source file: held out are "
+                 "math-verify's test_numina_cases.py and test_yujianll.py and NeMo-Skills' test_math_equal.py.",
         "cases": cases,
     }
     OUT.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")

@@ -5,12 +5,16 @@ The embedded judge (SmolLM2-135M-Instruct) answers a handful of each paper's jud
 reads them. The expected verdicts in the fixture are hand-checked afterwards (``expected`` and ``why``
 fields), so a re-run only refreshes ``text`` for new rows and never overwrites a checked label:
 
-    PYTHONPATH=. python benchmarks/judge_outputs.py          # ~5 min on 2 shared cores for all rows
+    PYTHONPATH=. python benchmarks/judge_outputs.py [GROUPS]  # ~5 min per 6 groups on 2 shared cores
+
+Each row names its source; rows from other sources (the papers' printed judge outputs, ids ``paper/...``; clear
+verdicts hand-written in the forms instruct judges write, ids ``form/...``) are kept as they are.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from rewardkit.evals.data import rollouts_path
@@ -24,16 +28,16 @@ PER_KIND = 6
 CUT = 1200  # characters of each rollout shown to the judge (keeps the 135M model's prompts short)
 
 
-def _groups() -> list[dict]:
+def _groups(n: int) -> list[dict]:
     rows = [json.loads(line) for line in rollouts_path().open()]
     mixed = [r for r in rows if 0 < sum(r["correct"]) < len(r["correct"])]
-    return (mixed + rows)[:PER_KIND]
+    return (mixed + rows)[:n]
 
 
-def _requests() -> list[tuple[str, str, list[dict]]]:
-    """(id, parser name, chat messages) for each judge prompt kind."""
+def _requests(n: int = PER_KIND) -> list[tuple[str, str, list[dict]]]:
+    """(id, parser name, chat messages) for each judge prompt kind on the first ``n`` groups."""
     out = []
-    for k, g in enumerate(_groups()):
+    for k, g in enumerate(_groups(n)):
         good = g["responses"][g["correct"].index(True)] if True in g["correct"] else g["responses"][0]
         bad = g["responses"][g["correct"].index(False)] if False in g["correct"] else g["responses"][-1]
         a, b = (good, bad) if k % 2 == 0 else (bad, good)
@@ -61,26 +65,28 @@ def _requests() -> list[tuple[str, str, list[dict]]]:
     return out
 
 
-def main() -> None:
-    old = {r["id"]: r for r in json.loads(FIXTURE.read_text())["outputs"]} if FIXTURE.exists() else {}
-    reqs = _requests()
+SOURCE = "SmolLM2-135M-Instruct (benchmarks/judge_outputs.py)"
+
+
+def main(n: int = PER_KIND) -> None:
+    table = json.loads(FIXTURE.read_text()) if FIXTURE.exists() else {"source": SOURCE, "outputs": []}
+    old = {r["id"]: r for r in table["outputs"]}
+    reqs = _requests(n)
     new = [(i, r) for i, r in enumerate(reqs) if old.get(r[0], {}).get("expected", "?") == "?"]
     judge = load_backend("smollm2")  # only rows not yet checked are generated (same seeds as a full run)
     comps = judge.generate([ChatRequest(m, max_tokens=192, temperature=0.7, seed=i) for i, (_, _, m) in new])
     fresh = {r[0]: c for (_, r), c in zip(new, comps, strict=True)}
     rows = []
     for rid, parser, _ in reqs:
-        row = old.get(rid, {"id": rid, "parser": parser, "expected": "?", "why": ""})
+        row = old.get(rid, {"id": rid, "parser": parser, "expected": "?", "why": "", "source": SOURCE})
         if rid in fresh:
             row["text"] = fresh[rid].text
             row["finish_reason"] = fresh[rid].finish_reason()  # rows from before issue 21 have none recorded
         rows.append(row)
-    FIXTURE.write_text(json.dumps({
-        "source": "benchmarks/judge_outputs.py: SmolLM2-135M-Instruct (embedded judge), temperature 0.7, "
-                  "192 tokens, prompts from rewardkit/prompts on data/math_rollouts_qwen25; expected "
-                  "verdicts hand-checked (null = invalid)",
-        "outputs": rows}, indent=1, ensure_ascii=False) + "\n")
+    asked = {r[0] for r in reqs}
+    rows += [r for rid, r in old.items() if rid not in asked]  # rows from other sources, or from a larger run
+    FIXTURE.write_text(json.dumps({"source": table["source"], "outputs": rows}, indent=1, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else PER_KIND)

@@ -14,10 +14,16 @@ target, a check that no `/dev/stdout.lock` appears; one left by older code is re
   the next run, and the final run's lock and rows;
 - components: responses with a status other than ok whose row still carries a component value;
 - bursts: serve-judge at its defaults, 500 clients at once, each request (headers and a ~100-byte body) sent
-  in one write: answers by status (503 with Retry-After past the 256 work slots is by design; 408 is not).
+  in one write: answers by status (503 with Retry-After past the 256 work slots is by design; 408 is not);
+- Lean gate (issue 35): submissions that hide code after the theorem (a raw string in an `s!` interpolation, a
+  raw string with 300 `#`, the nine commands missing from the old deny-list at column 0 and indented, commands
+  no list holds, attributes in `let rec`/`where`, doc comments, tabs, invisible characters): how many the gate
+  lets through to Lean, and how many of its refusals name a line and column; and real proof shapes (calc,
+  match, bullets, `<;>`, term mode, an indented `where`, raw strings in interpolations) it refuses.
 
     python benchmarks/reliability_probe.py                        # this checkout (about 2 minutes)
     python benchmarks/reliability_probe.py --ref 15e4d57 --out reliability_probe_before   # the code before
+    python benchmarks/reliability_probe.py --parts lean --out reliability_probe_lean   # one part only
 """
 
 from __future__ import annotations
@@ -461,7 +467,12 @@ def components(work: Path) -> dict:
     return {"non_ok_responses": non_ok, "non_ok_with_a_component_value": with_value}
 
 
-def bursts(n_bursts: int = 5, clients: int = 500) -> dict:
+def split_bursts() -> dict:
+    """Issue 35: the same bursts from clients that write headers and body apart (httpx's way)."""
+    return bursts(split=True)
+
+
+def bursts(n_bursts: int = 5, clients: int = 500, split: bool = False) -> dict:
     """serve-judge at its defaults over a scripted judge: ``n_bursts`` bursts of ``clients`` one-write requests."""
     sys.path.insert(0, str(HERE))
     from server_flood import one_write_burst, post_request
@@ -476,7 +487,7 @@ def bursts(n_bursts: int = 5, clients: int = 500) -> dict:
     with JudgeServer(ScriptedJudge(reply="hi"), port=0, max_connections=1000) as srv:
         port = int(srv.url.rsplit(":", 1)[1].split("/")[0])
         for _ in range(n_bursts):
-            got = one_write_burst(port, post_request("/v1/chat/completions", body), clients)
+            got = one_write_burst(port, post_request("/v1/chat/completions", body), clients, split=split)
             per.append(got)
             for k, v in got.items():
                 totals[k] = totals.get(k, 0) + v
@@ -484,16 +495,118 @@ def bursts(n_bursts: int = 5, clients: int = 500) -> dict:
             "per_burst": per}
 
 
-SECTIONS = {"secrets": lambda w: secrets(w), "refused_jobs": lambda w: refused_jobs(w),
-            "components": lambda w: components(w), "bursts": lambda w: bursts(),
-            "spec_forms": lambda w: spec_forms(w), "outputs": lambda w: outputs(w)}
+LEAN_STATEMENT = "theorem test_problem (x : ℕ) (h : x + 1 = 2) : x = 1 :="
+NINE_COMMANDS = ["simproc", "dsimproc", "notation3", "binder_predicate", "unif_hint", "init_quot", "grind_pattern",
+                 "gen_injective_theorems%", "variable?"]
+LEAN_ATTACKS = {
+    "issue 35: s!\"{r\"\\\"}\" ++ r\"\\\" then #eval": ' by\n  have := s!"{r"\\"}" ++ r"\\"\n  omega\n#eval IO.println "}"\n',
+    "raw string with 300 #, then #eval": (" by\n  have := r" + "#" * 300 + '"\\"' + "#" * 300
+                                          + '\n  omega\n#eval IO.println "x" -- "\n'),
+    **{f"{w} at column 0": f" by\n  omega\n{w} foo\n" for w in NINE_COMMANDS},
+    **{f"{w} indented": f" by\n  omega\n  {w} foo\n" for w in NINE_COMMANDS},
+    "an unknown command at column 0": " by\n  omega\nfrobnicate_cmd foo\n",
+    "let rec @[implemented_by ...]": " by\n  let rec @[implemented_by pwn] f : ℕ → ℕ := id\n  omega\n",
+    "where @[extern ...]": ' by\n  omega\n  where @[extern "system"] f : ℕ → ℕ := id\n',
+    "a module doc (a command) in the proof": " by\n  omega\n  /-! doc -/\n",
+    "a tab before a command": " by\n  omega\n\tfrobnicate_cmd foo\n",
+    "a no-break space before a command": " by\n  omega\n  \u00a0frobnicate_cmd foo\n",
+}
+LEAN_PROOFS = [
+    " by\n  have h₁ : x = 1 := by\n    omega\n  -- the key step: #eval in a comment\n  exact h₁\n",
+    " by\n  calc x = (x + 1) - 1 := by omega\n    _ = 2 - 1 := by rw [h]\n    _ = 1 := by norm_num\n",
+    " by\n  match x, h with\n  | 0, h => simp at h\n  | n + 1, h => omega\n",
+    "\n  (fun (y : ℕ) (hy : y + 1 = 2) => by omega) x h\n",
+    " by\n  rcases Nat.even_or_odd x with ⟨k, rfl⟩ | ⟨k, rfl⟩ <;> omega\n",
+    " by\n  constructor <;> intro hx\n  · linarith\n  · nlinarith [hx]\n",
+    " by\n  show x = 1\n  have : x + 1 = 1 + 1 := by simpa using h\n  exact Nat.add_right_cancel this\n",
+    " by\n  exact aux x h\n  where\n    aux (y : ℕ) (hy : y + 1 = 2) : y = 1 := by omega\n",
+    " by\n  have e : s!\"{x} {r#\"a \"b\"\"#}\" = s!\"{x} {r#\"a \"b\"\"#}\" := rfl\n  omega\n",
+    " by\n  /- nested /- comment -/ with #eval -/\n  open Real in\n  omega\n",
+]
 
 
-def probe(only: list[str] | None = None) -> dict:
+SANDBOX_PROGRAMS = {  # HumanEval `add` answers that return the right sum after breaking a rule (issue 35)
+    "children OOM-killed, the parent returns": """
+import os, time
+def add(a, b):
+    for _ in range(4):  # 4 x 400 MiB, together over the 1 GiB cap
+        if os.fork() == 0:
+            hog = b'x' * (400 << 20)
+            time.sleep(2)
+            os._exit(0)
+    for _ in range(4):
+        os.wait()
+    return a + b
+""",
+    "1.4 GiB in memfds": """
+import os
+def add(a, b):
+    fds = []
+    for _ in range(120):
+        fd = os.memfd_create("hog")
+        for _ in range(12):
+            os.write(fd, b"x" * (1 << 20))
+        fds.append(fd)
+    return a + b
+""",
+    "reads the checkout, /opt, /srv or /var/log": """
+import os
+def add(a, b):
+    seen = []
+    for path in (%r, "/opt", "/srv", "/var/log"):
+        try:
+            seen.append(open(path).read(1) if os.path.isfile(path) else os.listdir(path))
+        except OSError:
+            pass
+    return a + b if any(seen) else None
+""" % str(Path(__file__).resolve().parents[1] / "README.md"),
+}
+
+
+def sandbox() -> dict:
+    """Issue 35's sandbox holes: each program is graded; a pass means the hole is open."""
+    from rewardkit.code.execution import GradeConfig, Problem, grade
+
+    add = Problem("add", "humaneval", prompt="def add(a, b):\n",
+                  test="def check(candidate):\n    assert candidate(2, 3) == 5\n", entry_point="add")
+    out = {}
+    for name, program in SANDBOX_PROGRAMS.items():
+        r = grade(add, program, GradeConfig(timeout=10))
+        out[name] = {"passed": r.passed, "results": [int(c) for c in r.results], "reason": (r.reason or "")[:120]}
+    return out
+
+
+def lean_gate() -> dict:
+    """Issue 35's attacks on the Lean gate and real proof shapes: which reach Lean, which are refused."""
+    import re
+
+    from rewardkit.jury.lean.check import DEFAULT_HEADER, build_source
+
+    formal = DEFAULT_HEADER + "\n" + LEAN_STATEMENT + " by\n  sorry\n"
+    through, placed = [], 0
+    for name, after in LEAN_ATTACKS.items():
+        source, reasons = build_source(formal, DEFAULT_HEADER + "\n" + LEAN_STATEMENT + after)
+        if source is not None:
+            through.append(name)
+        placed += bool(re.search(r"line \d+, column \d+", " ".join(reasons)))
+    refused = [k for k, after in enumerate(LEAN_PROOFS)
+               if build_source(formal, DEFAULT_HEADER + "\n" + LEAN_STATEMENT + after)[0] is None]
+    return {"attacks": len(LEAN_ATTACKS), "attacks_reaching_lean": len(through), "reaching_lean": through,
+            "refusals_naming_line_and_column": placed, "real_proofs": len(LEAN_PROOFS),
+            "real_proofs_refused": len(refused), "refused_proofs": refused}
+
+
+PARTS = {"secrets": secrets, "refused_jobs": refused_jobs, "components": components, "bursts": bursts,
+         "lean_gate": lean_gate, "split_bursts": split_bursts, "sandbox": sandbox, "spec_forms": spec_forms,
+         "outputs": outputs}
+
+
+def probe(parts: list[str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="rewardkit-probe-") as t:
         work = Path(t)
         t0 = time.perf_counter()
-        res = {name: run(work) for name, run in SECTIONS.items() if not only or name in only}
+        res = {k: (PARTS[k](work) if k in ("secrets", "refused_jobs", "components", "spec_forms", "outputs")
+                   else PARTS[k]()) for k in parts}
         res["seconds"] = round(time.perf_counter() - t0, 1)
     return res
 
@@ -520,10 +633,52 @@ def markdown_issue35(r: dict) -> str:
     return "\n## Issue 35\n\n| case | result | where |\n|---|---|---|\n" + "\n".join(rows) + "\n"
 
 
+def lean_markdown(g: dict) -> str:
+    """The Lean gate's rows (issue 35)."""
+    return f"""
+## Lean gate (issue 35)
+
+| what | result |
+|---|---|
+| submissions hiding code after the theorem that reach Lean (`build_source` returns a text to run) | {g['attacks_reaching_lean']} of {g['attacks']} |
+| refusals of them naming a line and column | {g['refusals_naming_line_and_column']} of {g['attacks'] - g['attacks_reaching_lean']} |
+| real proof shapes refused (calc, match, bullets, `<;>`, term mode, indented `where`, raw strings in `s!`) | {g['real_proofs_refused']} of {g['real_proofs']} |
+
+Reaching Lean: {', '.join(g['reaching_lean']) or 'none'}. Real proofs refused (indices): {g['refused_proofs'] or 'none'}.
+"""
+
+
+def server_sandbox_markdown(r: dict) -> str:
+    """The rows of issue 35's serve-judge bursts written apart and its sandbox holes."""
+    out = ""
+    if "split_bursts" in r:
+        b = r["split_bursts"]
+        out += f"""
+## serve-judge, bodies written apart from their headers (issue 35)
+
+{b['bursts']} bursts of {b['clients_per_burst']} clients that send every header first, then every body (httpx's two
+writes): answers {', '.join(f'{k}: {v}' for k, v in sorted(b['answers'].items()))}. A 408 here is a body that was
+arriving, evicted by newer requests; 503 with Retry-After past the work slots is the designed answer.
+"""
+    if "sandbox" in r:
+        rows = "".join(f"| {k} | {'passed' if v['passed'] else 'failed'} ({v['results']}) | {v['reason'] or '-'} |\n"
+                       for k, v in r["sandbox"].items())
+        out += f"""
+## Sandbox: programs that return the right answer after breaking a rule (issue 35)
+
+| program | graded | reason |
+|---|---|---|
+{rows}"""
+    return out
+
+
 def markdown(cmd: str, r: dict) -> str:
-    if not {"secrets", "refused_jobs", "components", "bursts"} <= set(r):  # --only: the sections run
-        return f"# Reliability probe (sections: {', '.join(k for k in r if k != 'seconds')})\n\n" \
-               f"Command: `{cmd}` ({r['seconds']} s)\n" + markdown_issue35(r)
+    head = "" if "secrets" in r else f"# Reliability probe\n\nCommand: `{cmd}` ({r['seconds']} s)\n"
+    return ((head or _core_markdown(cmd, r)) + (lean_markdown(r["lean_gate"]) if "lean_gate" in r else "")
+            + server_sandbox_markdown(r) + markdown_issue35(r))
+
+
+def _core_markdown(cmd: str, r: dict) -> str:
     s, j, c, b = r["secrets"], r["refused_jobs"], r["components"], r["bursts"]
     leaks = "; ".join(f"{k}: {', '.join(v['shown_in'])}" for k, v in s["forms"].items() if v["shown_in"]) or "none"
     return f"""# Reliability probe: secrets, refused jobs, failed components, body bursts
@@ -546,32 +701,34 @@ Command: `{cmd}` ({r['seconds']} s; servers on 127.0.0.1, files in a temporary f
 Where logins or passwords showed: {leaks}. Targets that changed the folder: {', '.join(j['changed_the_folder']) or 'none'}.
 Answers per burst: {b['per_burst']}. 503 (with Retry-After) past the 256 work slots is serve-judge's designed
 answer to a burst; 408 "body still arriving" for a body that was sent with its headers is the defect probed.
-""" + markdown_issue35(r)
+"""
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ref", default=None, help="probe the code of this commit (default: this checkout)")
     ap.add_argument("--out", default="reliability_probe", help="results name under benchmarks/results/")
-    ap.add_argument("--only", default=None, help=f"comma-separated sections to run: {', '.join(SECTIONS)}")
+    ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated parts to run (default all: {', '.join(PARTS)})")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    parts = [p for p in a.parts.split(",") if p]
+    if unknown := [p for p in parts if p not in PARTS]:
+        raise SystemExit(f"unknown parts {unknown}; choose from {', '.join(PARTS)}")
     if a.inner:  # run inside the checkout under test (cwd): its packages win, as in its tests
         sys.path.insert(0, os.getcwd())
         import conftest  # noqa: F401
 
-        print("PROBE " + json.dumps(probe(a.only.split(",") if a.only else None)))
+        print("PROBE " + json.dumps(probe(parts)))
         return
     sys.path.insert(0, str(HERE))
     from _common import checkout, machine, write_results
     from rewardkit.evals.data import shared_dir
 
-    cmd = "python benchmarks/reliability_probe.py" + (f" --ref {a.ref}" if a.ref else "") + (
-        f" --only {a.only}" if a.only else "") + (f" --out {a.out}" if a.out != "reliability_probe" else "")
+    cmd = ("python benchmarks/reliability_probe.py" + (f" --ref {a.ref}" if a.ref else "")
+           + (f" --parts {a.parts}" if parts != list(PARTS) else "") + (f" --out {a.out}" if a.out != "reliability_probe" else ""))
     with checkout(a.ref) as root:
         env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1", REWARDKIT_SHARED=str(shared_dir()))
-        p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--inner",
-                            *(["--only", a.only] if a.only else [])], cwd=root, env=env,
+        p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--inner", "--parts", ",".join(parts)], cwd=root, env=env,
                            capture_output=True, text=True, timeout=1800)
     line = next((x for x in p.stdout.splitlines() if x.startswith("PROBE ")), None)
     if line is None:

@@ -89,14 +89,24 @@ class Flood(threading.Thread):
             sel.close()
 
 
-def one_write_burst(port: int, request: bytes, n: int, timeout: float = 60.0) -> dict[str, int]:
+def one_write_burst(port: int, request: bytes, n: int, timeout: float = 60.0, split: bool = False) -> dict[str, int]:
     """``n`` clients on HOST:port at once, each sending ``request`` (headers and body) in one write, all sent
-    before any answer is read: the count of each answer's status (or of each error's name)."""
+    before any answer is read: the count of each answer's status (or of each error's name). ``split``: as httpx
+    does, headers and body in two writes; every client's headers go out, then one second passes (the server
+    reads them all and waits for the bodies), then every body."""
     socks = [socket.create_connection((HOST, port), timeout=timeout) for _ in range(n)]
     got: dict[str, int] = {}
+    head, sep, body = request.partition(b"\r\n\r\n")
+    writes = [head + sep, body] if split else [request]
     try:
-        for s in socks:
-            s.sendall(request)
+        for k, part in enumerate(writes):
+            if k:
+                time.sleep(1.0)
+            for s in socks:
+                try:
+                    s.sendall(part)
+                except OSError:  # already answered and closed: its answer is read below
+                    pass
         for s in socks:
             buf, status = b"", None
             try:

@@ -20,6 +20,7 @@ from rewardkit.cli.common import (
     judge_spec,
     parse_pairs,
     print_table,
+    quiet_progress_bars,
 )
 from rich.console import Console
 from rich.table import Table
@@ -38,9 +39,10 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+def _root(version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
                                                 help="Print rewardkit's version and exit.")] = False) -> None:
     """rewardkit: reward modelling for LLM RL - score rollouts, serve judges, run evals."""
+    quiet_progress_bars()
 
 
 @app.command()
@@ -52,10 +54,12 @@ def score(
     option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Scorer option KEY=VALUE (repeatable).")] = None,
     judge: Annotated[Optional[str], typer.Option(help="Judge backend spec for judge-based scorers (e.g. smollm2).")] = None,
     # read as text and checked below, so a bad value is one `error:` line like every other bad option
-    batch_size: Annotated[str, typer.Option(metavar="INTEGER", help="Groups per scorer call (and per fsync'd write).")] = "16",
+    batch_size: Annotated[str, typer.Option(metavar="INTEGER", help="Groups per fsync'd write and at most per scorer call (a slow scorer gets fewer, so progress comes every few seconds).")] = "16",
     limit: Annotated[Optional[str], typer.Option(metavar="INTEGER", help="Score only the first N groups.")] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Write malformed records to OUT.rejects.jsonl and go on.")] = False,
     group_key: Annotated[Optional[str], typer.Option(help="Group key field for one-response-per-line input.")] = None,
+    field: Annotated[Optional[list[str]], typer.Option("--field", help="FIELD=COLUMN: read FIELD (prompt, response(s), reference, expert, correct, group_id, id, step) from your COLUMN (repeatable).")] = None,
+    with_texts: Annotated[bool, typer.Option("--with-texts", help="Output rows carry the prompt, responses and reference too.")] = False,
     fmt: Annotated[Optional[str], typer.Option("--format", help="grouped or flat (default: detect).")] = None,
     restart: Annotated[bool, typer.Option("--restart", help="Discard OUT's rows (a rewardkit output of any job) and start over.")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Re-score groups with error/timeout responses; keep the others.")] = False,
@@ -68,7 +72,7 @@ def score(
 ) -> None:
     """Score saved rollouts with any scorer; resumable, one output row per input group."""
     from rewardkit.integrations.common import load_scorer
-    from rewardkit.runtime.inputs import InputError
+    from rewardkit.runtime.inputs import FIELD_NAMES, InputError, parse_field_pairs
     from rewardkit.runtime.jobs import JobError, positive_int, rejects_path, score_file
 
     try:  # checked before the scorer (and its judge) loads; score_file checks them the same way
@@ -77,6 +81,7 @@ def score(
     except JobError as e:
         raise fail(e) from None
     try:
+        fields = parse_field_pairs(field)
         opts: dict = parse_pairs(option, "--option")
         judge = judge_spec(judge, device, dtype, batch_tokens, threads)
         sc = load_scorer(scorer, opts, judge)
@@ -100,10 +105,18 @@ def score(
             if done:
                 console.print(f"resuming: {done} of {total} groups already in {out}", soft_wrap=True)
 
+        on_batch = None
+        if executor is None:  # progress as groups finish (sub-batches of a few seconds), not once per batch
+            from rewardkit.runtime.pacing import paced_executor
+
+            executor = paced_executor(sc, progress.advance)
+        else:
+            on_batch = progress.advance
         try:
             summary = score_file(input, sc, out, batch_size=batch_size, skip_bad=skip_bad, group_key=group_key,
                                  fmt=fmt, limit=limit, restart=restart, retry_failed=retry_failed, options=opts,
-                                 executor=executor, on_start=on_start, on_batch=progress.advance,
+                                 executor=executor, on_start=on_start, on_batch=on_batch,
+                                 fields=fields, with_texts=with_texts,
                                  on_mkdir=lambda d: console.print(f"created folder {d} for --out", soft_wrap=True,
                                                                   markup=False, highlight=False))
         except InputError as e:
@@ -129,6 +142,12 @@ def score(
     t.add_row("cost", f"judge calls {c['judge_calls']}, tokens {c['prompt_tokens']}+{c['completion_tokens']}, "
                       f"verifier calls {c['verifier_calls']}, cache hits {c['cache_hits']}, {c['seconds']:.1f}s")
     print_table(console, t)
+    for status, reason in d["reasons"].items():  # why responses have no reward, one line per status
+        hint = ""
+        if "no reference answer" in reason and "reference" not in fields:
+            hint = (f"; the input has no reference answer (looked for {', '.join(FIELD_NAMES['reference'])}; "
+                    "TRL's completion logs hold none): name your column with --field reference=COLUMN")
+        console.print(f"{status} {d['statuses'][status]}: {reason}{hint}", soft_wrap=True, markup=False, highlight=False)
     if d["exceptions"]:
         console.print(f"warning: scoring raised on {d['exceptions']} group(s), written with status error; "
                       f"first: {d['first_exception']}", soft_wrap=True)

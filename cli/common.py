@@ -12,7 +12,6 @@ import contextlib
 import functools
 import inspect
 import io
-import math
 import os
 import sys
 import threading
@@ -124,21 +123,44 @@ def redacted_output() -> typing.Iterator[None]:
         sys.stdout, sys.stderr = saved
 
 
+#: click's base of parser errors (vendored as typer._click in newer typers, the click package in older ones)
+ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+def usage_message(e: Any) -> str:
+    """A parser error (missing argument, unknown option, bad value) as one line, naming where help is."""
+    msg = e.format_message().strip().rstrip(".")
+    msg = msg[:1].lower() + msg[1:]
+    ctx = getattr(e, "ctx", None)
+    return f"{msg} (see '{ctx.command_path} --help')" if ctx is not None else msg
+
+
 class OneLineErrors(TyperGroup):
     """The one place every command's errors go through: an exception a command lets out (a scorer name with a
     typo, a port in use, a judge that cannot load, a bad file) is one ``error:`` line on stderr and exit code 2,
     never a traceback. Programming errors (``BUGS``) keep theirs; ``REWARDKIT_TRACEBACK=1`` shows every one.
-    Everything a command prints, its usage errors and tracebacks included, is redacted (``redacted_output``)."""
+    Parser errors (a missing argument, ``--bogus``, a value out of range) are one ``error:`` line too, not
+    typer's boxed usage text. Everything a command prints, its errors and tracebacks included, is redacted
+    (``redacted_output``)."""
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         with redacted_output():
+            if not standalone_mode:
+                return super().main(*args, standalone_mode=False, **kwargs)
             try:
-                return super().main(*args, **kwargs)
+                rv = super().main(*args, standalone_mode=False, **kwargs)
+            except ClickException as e:
+                if not e.format_message().strip():  # no arguments: the help is the answer (no_args_is_help)
+                    e.show()
+                    raise SystemExit(getattr(e, "exit_code", 2)) from None
+                raise SystemExit(fail(usage_message(e), getattr(e, "exit_code", 2)).exit_code) from None
+            except typer.Abort:
+                sys.stderr.write("Aborted!\n")
+                raise SystemExit(1) from None
             except Exception:  # a traceback (BUGS, REWARDKIT_TRACEBACK): shown here, through the redaction
-                if kwargs.get("standalone_mode", True) is False:
-                    raise
                 traceback.print_exc()
-                sys.exit(1)
+                raise SystemExit(1) from None
+            raise SystemExit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:
@@ -153,16 +175,42 @@ class OneLineErrors(TyperGroup):
             raise fail(error_message(e)) from None
 
 
-def check_scorer_judge(scorer: object, *, load: bool = True) -> None:
-    """Check a judge scorer's judge before its first group (``rewardkit.backends.check_judge``): a spec that
-    names no model, or a server that does not answer, is one error line at start, not a status per group."""
+def quiet_progress_bars() -> None:
+    """No model-loading progress bars (Hugging Face's tqdm: "Loading weights", downloads) where stderr is
+    not a terminal: in a log file each redraw is another line. ``HF_HUB_DISABLE_PROGRESS_BARS=0`` keeps them."""
+    if sys.stderr.isatty() or os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") is not None:
+        return
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when huggingface_hub / transformers are imported
+    if "huggingface_hub" in sys.modules:  # already imported: switch them off at run time too
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+
+
+def check_judge_spec(spec: str, *, load: bool = True, label: str = "judge") -> Any:
+    """Check a judge (or any backend) spec before the first piece of work (``rewardkit.backends.check_judge``):
+    a spec that names no model, or a server that does not answer, is one ``error:`` line and exit 2 at start,
+    not an error status per group. Returns the loaded backend (None when only located)."""
     from rewardkit.backends import check_judge
 
+    try:
+        backend = check_judge(spec, load=load)
+    except ValueError as e:
+        raise fail(e) from None
+    if backend is not None:  # what the defaults chose (device, dtype, budgets), said once
+        typer.echo(f"{label}: {backend.describe()}", err=True)
+    return backend
+
+
+def check_scorer_judge(scorer: object, *, load: bool = True) -> None:
+    """Check a judge scorer's judge before its first group (``check_judge_spec``)."""
     spec = getattr(getattr(scorer, "options", None), "judge", None)
     if spec is not None:
-        backend = check_judge(spec, load=load)
-        if backend is not None:  # what the defaults chose (device, dtype, budgets), said once
-            typer.echo(f"judge: {backend.describe()}", err=True)
+        check_judge_spec(spec, load=load)
 
 
 def parse_pairs(items: list[str] | None, flag: str) -> dict[str, str]:
@@ -225,6 +273,8 @@ def with_options(cls: type[Options], panel: str | None = None) -> Callable[[Call
 
     return deco
 
+
+Port = Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port, 0-65535 (0 picks a free one).")]
 
 # ------------------------------------------------------------------------------------- local judge
 
@@ -309,7 +359,9 @@ def print_table(console: Console, table: Table | str) -> None:
 # ------------------------------------------------------------------------------------------- progress
 
 #: a plain progress line at most this often (seconds), except the last
-PROGRESS_INTERVAL = 10.0
+PROGRESS_INTERVAL = 5.0
+#: with nothing finished for this long (seconds), a plain line says the job is still working
+HEARTBEAT_SECONDS = 15.0
 
 
 def _duration(seconds: float) -> str:
@@ -320,19 +372,28 @@ def _duration(seconds: float) -> str:
 class JobProgress:
     """Progress of a long job (``score``, ``eval``'s scoring and generation) on ``console`` (stderr).
 
-    On a terminal, rich's bar. Otherwise (a log file, a pipe, CI), where a bar is not drawn, one plain line
-    per 5% of the work (every 10 items when the total is unknown), at most one per ``PROGRESS_INTERVAL``
-    seconds, and always the last: ``score verifier: 400/800 groups (50%), 12.5 groups/s, ETA 32s``. The rate
-    counts only the work done in this run (a resumed job's finished items are not in it).
+    On a terminal, rich's bar. Otherwise (a log file, a pipe, CI), where a bar is not drawn, a plain line when
+    items finish, at most one per ``PROGRESS_INTERVAL`` seconds, and always the last:
+    ``score verifier: 400/800 groups (50%), 12.5 groups/s, ETA 32s``. The rate counts only the work done in
+    this run (a resumed job's finished items are not in it). Scoring reports groups as they finish
+    (``rewardkit.runtime.pacing``), so a slow judge's log shows one line per group, not one per batch; while
+    one item takes longer than ``HEARTBEAT_SECONDS``, a line says so every ``HEARTBEAT_SECONDS`` (``tick``,
+    called by a background thread).
     """
 
     def __init__(self, label: str, console: Console, unit: str = "groups",
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, heartbeat: bool = True) -> None:
         self.label, self.console, self.unit, self.clock = label, console, unit, clock
+        self.heartbeat = heartbeat  # the background thread calling tick (off where a test drives the clock)
         self.total: int | None = None
         self.done = self.first = self.shown = 0
         self.t0 = self.last = clock()
         self.bar: Progress | None = None
+        self.lock = threading.Lock()
+        self.started = False  # start() was called: the heartbeat may speak
+        self.since = self.t0  # when an item last finished
+        self.stop = threading.Event()
+        self.beat: threading.Thread | None = None
         if console.is_terminal:
             self.bar = Progress(TextColumn(f"[bold]{label}[/bold]"), BarColumn(), MofNCompleteColumn(),
                                 TimeElapsedColumn(), TimeRemainingColumn(), console=console)
@@ -341,16 +402,36 @@ class JobProgress:
     def __enter__(self) -> JobProgress:
         if self.bar is not None:
             self.bar.__enter__()
+        elif self.heartbeat:
+            self.beat = threading.Thread(target=self._beat, name="rewardkit-progress", daemon=True)
+            self.beat.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        if self.beat is not None:
+            self.beat.join()
         if self.bar is not None:
             self.bar.__exit__(*exc)
+
+    def _beat(self) -> None:
+        while not self.stop.wait(1.0):
+            self.tick()
+
+    def tick(self) -> None:
+        """A line saying the job works on, when a started job has shown nothing for ``HEARTBEAT_SECONDS``."""
+        with self.lock:
+            now = self.clock()
+            if self.started and now - self.last >= HEARTBEAT_SECONDS:
+                self.last = now
+                self.console.print(f"{self.line(now)}, working: none finished for {_duration(now - self.since)}",
+                                   soft_wrap=True, highlight=False, markup=False)
 
     def start(self, total: int | None, done: int = 0) -> None:
         """The job's size and the items already done (a resumed job); the clock starts here."""
         self.total, self.done, self.first, self.shown = total, done, done, done
-        self.t0 = self.last = self.clock()
+        self.t0 = self.last = self.since = self.clock()
+        self.started = True
         if self.bar is not None:
             self.bar.update(self.task, total=total, completed=done)
 
@@ -359,12 +440,12 @@ class JobProgress:
         if self.bar is not None:
             self.bar.advance(self.task, n)
             return
-        step = max(1, math.ceil(self.total / 20)) if self.total else 10
-        now = self.clock()
-        final = self.total is not None and self.done >= self.total
-        if final or (self.done - self.shown >= step and now - self.last >= PROGRESS_INTERVAL):
-            self.shown, self.last = self.done, now
-            self.console.print(self.line(now), soft_wrap=True, highlight=False, markup=False)
+        with self.lock:
+            now = self.since = self.clock()
+            final = self.total is not None and self.done >= self.total
+            if final or now - self.last >= PROGRESS_INTERVAL:
+                self.shown, self.last = self.done, now
+                self.console.print(self.line(now), soft_wrap=True, highlight=False, markup=False)
 
     def line(self, now: float) -> str:
         """``label: done/total unit (pct), rate unit/s, ETA t`` (the parts that are known)."""

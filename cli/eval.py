@@ -14,6 +14,7 @@ from rewardkit.cli.common import (
     DType,
     JobProgress,
     Threads,
+    check_judge_spec,
     csv,
     fail,
     judge_spec,
@@ -70,10 +71,9 @@ def accuracy(
 
 
 def _score_all(rollouts: Path, scorers: list[str], out: Path, options: list[str] | None, judge: str | None,
-               limit: int | None, batch_size: int):
+               limit: int | None, batch_size: int, restart: bool = False):
     from rewardkit.evals.harness import EvalError, labels_of, load_rollouts, score_groups
 
-    from rewardkit.backends import check_judge
     from rewardkit.scoring import scorer_options
 
     try:
@@ -91,10 +91,10 @@ def _score_all(rollouts: Path, scorers: list[str], out: Path, options: list[str]
         opts = {k: v for k, v in opts.items() if k in names}
         if judge is not None and "judge" in names:
             opts["judge"] = judge
-            check_judge(judge)  # before the first group: one error line, not a status per group
+            check_judge_spec(judge)  # before the first group: one error line, not a status per group
         with JobProgress(f"score {s}", console) as prog:
             try:
-                runs.append(score_groups(groups, s, out, options=opts, batch_size=batch_size,
+                runs.append(score_groups(groups, s, out, options=opts, batch_size=batch_size, restart=restart,
                                          on_start=prog.start, on_batch=prog.advance))
             except (EvalError, TypeError, ValueError) as e:
                 raise fail(f"scorer {s!r}: {e}") from None
@@ -105,11 +105,12 @@ ScorerOpt = Annotated[list[str], typer.Option("--scorer", "-s", help="Scorer nam
 OptionOpt = Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Scorer option KEY=VALUE (repeatable; given to the scorers that have it).")]
 JudgeOpt = Annotated[Optional[str], typer.Option(help="Judge backend spec for judge-based scorers.")]
 BatchOpt = Annotated[int, typer.Option(help="Groups per scorer call.")]
+RestartOpt = Annotated[bool, typer.Option("--restart", help="Discard the scores already in the folder (e.g. from another judge or options) and score again.")]
 
 
 @app.command()
 def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, option: OptionOpt = None,
-             judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8,
+             judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8, restart: RestartOpt = False,
              device: Device = None, dtype: DType = None, batch_tokens: BatchTokens = None, threads: Threads = None,
              n_boot: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 1000,
              seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0) -> None:
@@ -118,7 +119,7 @@ def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, opti
     from rewardkit.evals.harness import scorer_report, verifier_markdown, write_report
 
     judge = judge_spec(judge, device, dtype, batch_tokens, threads)
-    groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size)
+    groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size, restart)
     reps = [scorer_report(groups, r, correct=correct, n_boot=n_boot, seed=seed) for r in runs]
     md = verifier_markdown(reps, f"Scorers as verifiers on {rollouts.name}")
     write_report(out, "verifier", {"input": str(rollouts), "reports": reps}, md)
@@ -127,7 +128,8 @@ def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, opti
 
 @app.command()
 def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, option: OptionOpt = None,
-           judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8, device: Device = None,
+           judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8, restart: RestartOpt = False,
+           device: Device = None,
            dtype: DType = None, batch_tokens: BatchTokens = None, threads: Threads = None) -> None:
     """Best-of-N with each scorer as the selector: curves (select.png), AUC, length bias; writes
     select.md and select.json."""
@@ -136,16 +138,18 @@ def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, option
         scorer_report,
         select_markdown,
         selection_baselines,
+        selection_curves,
         write_report,
     )
 
     judge = judge_spec(judge, device, dtype, batch_tokens, threads)
-    groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size)
+    groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size, restart)
     reps = [scorer_report(groups, r, correct=correct, n_boot=200) for r in runs]
     base = selection_baselines(correct)
+    curves = selection_curves(reps, correct)  # what select.png draws, kept in select.json
     md = select_markdown(reps, f"Best-of-N selection on {rollouts.name}", base)
-    write_report(out, "select", {"input": str(rollouts), "baselines": base, "reports": reps}, md)
-    plot_best_of_n(reps, correct, out / "select.png", f"best-of-n on {rollouts.name}")
+    write_report(out, "select", {"input": str(rollouts), "baselines": base, "reports": reps, "curves": curves}, md)
+    plot_best_of_n(curves, out / "select.png", f"best-of-n on {rollouts.name}")
     _show(md)
     console.print(f"written: {out / 'select.md'}, {out / 'select.json'}, {out / 'select.png'}")
 
@@ -170,13 +174,19 @@ def generate(
 ) -> None:
     """Sample n responses per problem with any backend into the grouped rollouts file `rewardkit score` reads.
     Only a file a rewardkit job wrote (its manifest beside it) is resumed; any other file is left as it is."""
-    from rewardkit.evals.generate import generate_rollouts
+    from rewardkit.evals.generate import claim_output, generate_rollouts
     from rewardkit.evals.loaders import BenchmarkError, load_benchmark
 
     try:
         problems = load_benchmark(bench, limit=limit)
     except (BenchmarkError, FileNotFoundError) as e:
         raise fail(str(e)) from None
+    try:  # the output first (a user's file, a folder), then the model: a refusal loads nothing
+        claim_output(out, model, bench=bench, n=n, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                     seed=seed, grade=grade, restart=restart)
+    except (ValueError, OSError, RuntimeError) as e:
+        raise fail(str(e)) from None
+    check_judge_spec(model, load=ray is None, label="model")  # before the first problem (on Ray the actors load it)
     with JobProgress(f"generate {bench}", console, unit="problems") as prog:
         prog.start(len(problems))
 
@@ -206,6 +216,27 @@ def generate(
 
 
 RESULTS = Path("benchmarks/results")
+#: where `eval headline` writes its table and scores unless told otherwise (git-ignored)
+HEADLINE_WORK = Path("runs/headline")
+
+
+def _partial(rollouts: Path | None, scorers: list[str] | None, judge: str, local_judge: bool, all_groups: bool,
+             mixed: bool, generate_mode: bool) -> list[str]:
+    """How a headline run differs from the one the committed table comes from (empty: it is that run)."""
+    from rewardkit.scoring import scorer_names
+
+    why = []
+    if rollouts is not None:
+        why.append(f"other rollouts ({rollouts})")
+    if scorers and set(scorers) != set(scorer_names()):
+        why.append(f"only {len(set(scorers))} of {len(scorer_names())} scorers (-s {' -s '.join(scorers)})")
+    if judge != "smollm2" or local_judge:
+        why.append(f"another judge ({redact(judge)})")
+    if all_groups or mixed:
+        why.append("other judge groups (--all-groups)" if all_groups else "other judge groups (--mixed-groups)")
+    if generate_mode:
+        why.append("another verdict mode (--generate-mode)")
+    return why
 
 
 @app.command()
@@ -216,26 +247,54 @@ def headline(
     all_groups: Annotated[bool, typer.Option("--all-groups", help="Judge scorers on every group (GPU/HTTP judge).")] = False,
     mixed: Annotated[bool, typer.Option("--mixed-groups", help="Judge scorers on every mixed group (some but not all responses correct).")] = False,
     generate_mode: Annotated[bool, typer.Option("--generate-mode", help="Judge in generate mode, not verdict-logit.")] = False,
-    work: Annotated[Path, typer.Option(help="Folder for the (resumable) scores files.")] = Path("runs/headline"),
-    out: Annotated[Path, typer.Option("--out", help="Folder for headline.md / headline.json.")] = RESULTS,
+    work: Annotated[Path, typer.Option(help="Folder for the (resumable) scores files.")] = HEADLINE_WORK,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Folder for headline.md / headline.json (default: the --work folder).")] = None,
+    update_results: Annotated[bool, typer.Option("--update-results", help=f"Write the repository's table ({RESULTS}/headline.*): only for the full default run (every scorer, the default judge, groups and rollouts).")] = False,
+    restart: RestartOpt = False,
     device: Device = None,
     dtype: DType = None,
     batch_tokens: BatchTokens = None,
     threads: Threads = None,
 ) -> None:
     """The headline table: every registered scorer on the same shared rollouts (P/R/F1, best-of-8, AUC,
-    length bias, non-zero-advantage groups, judge calls and seconds per group)."""
+    length bias, non-zero-advantage groups, judge calls and seconds per group). Written under runs/ unless
+    --update-results regenerates the committed table (refused for a partial run)."""
     from rewardkit.evals.data import rollouts_path
     from rewardkit.evals.harness import EvalError, write_report
+    from rewardkit.evals.headline import calls_judge, headline_markdown, mixed_groups
     from rewardkit.evals.headline import headline as run
-    from rewardkit.evals.headline import headline_markdown, mixed_groups
 
+    from rewardkit.scoring import scorer_names
+
+    if update_results:
+        if out is not None:
+            raise fail(f"--update-results writes {RESULTS}; leave out --out")
+        why = _partial(rollouts, scorer, judge, any(x is not None for x in (device, dtype, batch_tokens, threads)),
+                       all_groups, mixed, generate_mode)
+        if why:
+            raise fail(f"--update-results replaces the committed table, which comes from the full default run; "
+                       f"this run has {'; '.join(why)}. Leave out --update-results: the table goes to {work}")
+        out = RESULTS
+    out = work if out is None else out
     src = rollouts or rollouts_path()
     judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
+    unknown = sorted(set(scorer or []) - set(scorer_names()))
+    if unknown:
+        raise fail(f"unknown scorer {unknown[0]!r}; known: {', '.join(scorer_names())}")
+
+    def judged(name: str) -> bool:
+        try:
+            return calls_judge(name)
+        except (ImportError, AttributeError):  # an unavailable scorer is skipped by the run, with its reason
+            return False
+
+    if any(judged(n) for n in scorer or scorer_names()):
+        check_judge_spec(judge)  # before the first group: one error line, not rows of error statuses
     try:
         groups = None if all_groups else mixed_groups(src) if mixed else _groups()
-        data = run(src, work, scorers=scorer, judge=judge, judge_groups=groups,
-                   logit=not generate_mode, on_scorer=lambda s, n: console.print(f"scoring {s} on {n} groups"))
+        data = run(src, work, scorers=scorer, judge=judge, judge_groups=groups, logit=not generate_mode,
+                   restart=restart, on_scorer=lambda s, n: console.print(f"scoring {s} on {n} groups"),
+                   progress=lambda s: JobProgress(f"score {s}", console))
     except (EvalError, FileNotFoundError) as e:
         raise fail(str(e)) from None
     cmd = "rewardkit eval headline" + "".join(f" -s {s}" for s in scorer or []) + (
@@ -251,6 +310,7 @@ def headline(
         r.pop("scores_file", None)  # machine-specific path
     write_report(out, "headline", data, md)
     _show(md)
+    console.print(f"written: {out / 'headline.md'}, {out / 'headline.json'}", soft_wrap=True)
 
 
 def _groups():
@@ -293,8 +353,6 @@ def judge(
         rollout_pairs,
     )
 
-    from rewardkit.backends import load_backend
-
     ps, ms, ip = csv(prompts), csv(modes), csv(injection_prompts)
     ks = csv(kinds) if kinds else list(INJECTIONS)
     for bad, known, what in ((set(ps + ip) - set(PROMPTS), PROMPTS, "prompt"), (set(ms) - {"logit", "generate"}, ("logit", "generate"), "mode"),
@@ -302,13 +360,13 @@ def judge(
         if bad:
             raise fail(f"unknown {what} {sorted(bad)[0]!r}; known: {', '.join(known)}")
     t0 = time.perf_counter()
+    judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
+    be = check_judge_spec(judge)  # before any pair: one error line, not rows of invalid verdicts
     try:
         rp = rollout_pairs(load_rollouts(rollouts or rollouts_path()))
         pb = processbench_pairs(limit=pb_pairs)
     except (EvalError, FileNotFoundError, ValueError) as e:
         raise fail(str(e)) from None
-    judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
-    be = load_backend(judge)
     data: dict = {"backend": redact(getattr(be, "model_id", None) or judge), "rollout_pairs": [], "processbench_pairs": [], "injection": []}
     for p in ps:
         for m in ms:
@@ -368,8 +426,10 @@ def tables(
     from rewardkit.evals.tables import check as find_stale
     from rewardkit.evals.tables import regenerate, unlisted
 
-    for name in unlisted():
-        console.print(f"warning: benchmarks/results/{name} has no producer in benchmarks/runs.json", soft_wrap=True)
+    orphans = unlisted()
+    if orphans:  # one line, not one per file
+        console.print(f"warning: {len(orphans)} file(s) in benchmarks/results have no producer or record in "
+                      f"benchmarks/runs.json (not regenerated): {', '.join(orphans)}", soft_wrap=True, highlight=False)
     if check:
         problems = find_stale()
         for p in problems:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
+from rewardkit.cli.common import Port
 
 
 def _masked(text: str) -> float | None:
@@ -62,7 +63,7 @@ def serve(
     option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Scorer option KEY=VALUE (repeatable).")] = None,
     judge: Annotated[Optional[str], typer.Option(help="Judge backend spec for judge-based scorers.")] = None,
     host: Annotated[str, typer.Option(help="Interface to bind (0.0.0.0 to share on the network).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port (0 picks a free one).")] = 5000,
+    port: Port = 5000,
     group_size: Annotated[Optional[str], typer.Option(help="Hold rows until N of one prompt arrived (OpenRLHF's n_samples_per_prompt), or 'request' when each request carries whole groups; required by group-relative scorers.")] = None,
     group_timeout: Annotated[float, typer.Option(help="Seconds after a group's first row to score it as it stands (below OpenRLHF's 180 s client timeout, so a short group is still answered).")] = 150.0,
     masked_reward: Annotated[str, typer.Option(help="Reward sent for a masked response (its mask: extra_logs.status_ok); 'null' sends null.")] = "0",

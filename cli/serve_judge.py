@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rewardkit.cli.common import BatchTokens, Device, DType, Threads, judge_spec
+from rewardkit.cli.common import BatchTokens, Device, DType, Port, Threads, judge_spec
 
 
 def serve_judge(
     spec: Annotated[str, typer.Argument(help="backend spec: smollm2, a model dir/hub id, vllm:MODEL, llamacpp:X.gguf, http://...")] = "smollm2",
     host: Annotated[str, typer.Option(help="interface to bind (0.0.0.0 to share on the network: needs --api-key)")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port (0 picks a free one)")] = 8000,
+    port: Port = 8000,
     model_name: Annotated[str | None, typer.Option(help="model id reported by /v1/models (default: the backend's)")] = None,
     device: Device = None,
     dtype: DType = None,

@@ -9,6 +9,26 @@ from typing import Annotated, Optional
 import typer
 from rewardkit.cli.common import BatchTokens, Device, DType, Threads, judge_spec, parse_pairs
 
+#: a ``--set`` key's prefix that says which part takes it, when a name is both a trainer setting and an option
+TRAINER, SCORER = "trainer.", "scorer."
+
+
+def split_settings(pairs: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``--set`` pairs split into (trainer settings, the scorer's or the method's options): a ``TrainConfig``
+    field is a trainer setting unless written ``scorer.KEY``; ``trainer.KEY`` says it outright."""
+    from rewardkit.grpo import TrainConfig
+
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    trainer, other = {}, {}
+    for k, v in pairs.items():
+        if k.startswith(SCORER):
+            other[k[len(SCORER):]] = v
+        elif k.startswith(TRAINER) or k in names:
+            trainer[k.removeprefix(TRAINER)] = v
+        else:
+            other[k] = v
+    return trainer, other
+
 
 def train_config(settings: dict[str, str], **direct: object):
     """A TrainConfig from ``KEY=VALUE`` strings (coerced to each field's type) plus direct values."""
@@ -23,14 +43,22 @@ def train_config(settings: dict[str, str], **direct: object):
         raise typer.BadParameter(str(e), param_hint="--set") from None
 
 
-def build_mode(name: str, options: dict[str, str]):
-    """A training mode from its name and ``KEY=VALUE`` options (the mode's own, else its scorer's)."""
+def _not_a_setting(e: object, what: str) -> typer.BadParameter:
+    return typer.BadParameter(f"{e}: not an option of {what}, nor a trainer setting (rewardkit train --help-settings)",
+                              param_hint="--set")
+
+
+def build_method(name: str, options: dict[str, str]):
+    """A training method (RARO, GAR) from its name and ``KEY=VALUE`` options (the method's own, else its
+    scorer's)."""
     from rewardkit.grpo.modes import build_mode as build
 
     try:
         return build(name, options)
     except (TypeError, ValueError) as e:
-        raise typer.BadParameter(str(e), param_hint="--training-mode" if "unknown mode" in str(e) else "--training-option") from None
+        if "unknown mode" in str(e):
+            raise typer.BadParameter(str(e).replace("mode", "method"), param_hint="--method") from None
+        raise _not_a_setting(str(e).replace(f"mode {name!r}", f"method {name!r}"), f"method {name!r}") from None
 
 
 def _settings_help() -> str:
@@ -43,14 +71,12 @@ def _settings_help() -> str:
 def train(
     prompts: Annotated[Optional[Path], typer.Argument(help="JSONL prompts: prompt/problem/question, optional answer and solution.")] = None,
     scorer: Annotated[str, typer.Option("--scorer", "-s", help="Scorer name (see `rewardkit scorers`) or module:Class.")] = "verifier",
-    option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Scorer option KEY=VALUE (repeatable).")] = None,
     judge: Annotated[Optional[str], typer.Option(help="Judge backend spec for judge-based scorers.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Run folder (checkpoints, metrics.jsonl); re-run to resume.")] = None,
     steps: Annotated[Optional[int], typer.Option(help="Total optimizer steps.")] = None,
-    setting: Annotated[Optional[list[str]], typer.Option("--set", "-t", help="Trainer setting KEY=VALUE (repeatable; see --help-settings).")] = None,
+    setting: Annotated[Optional[list[str]], typer.Option("--set", help="KEY=VALUE (repeatable): a trainer setting (see --help-settings), else an option of the scorer or of the --method; trainer.KEY / scorer.KEY where a name is both. `mode` is the judge's verdict mode.")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Use only the first N prompts.")] = None,
-    training_mode: Annotated[Optional[str], typer.Option(help="Training mode: raro (shared-LLM critic) or gar (joint discriminator); supplies the scorer. (A scorer's verdict mode is its option -o mode=...)")] = None,
-    training_option: Annotated[Optional[list[str]], typer.Option("--training-option", "-m", help="Training-mode option KEY=VALUE (e.g. lambda_pol=0.5).")] = None,
+    method: Annotated[Optional[str], typer.Option("--method", help="Training method around GRPO: raro (shared-LLM critic) or gar (joint discriminator); supplies the scorer.")] = None,
     help_settings: Annotated[bool, typer.Option("--help-settings", help="List every trainer setting and exit.")] = False,
     device: Device = None,
     dtype: DType = None,
@@ -67,10 +93,16 @@ def train(
     from rewardkit.grpo.checkpoint import checkpoint_summary
     from rewardkit.integrations.common import load_scorer
 
-    cfg = train_config(parse_pairs(setting, "--set"), out_dir=str(out) if out else None, steps=steps)
-    modes = [build_mode(training_mode, parse_pairs(training_option, "--training-option"))] if training_mode else []
+    trainer_settings, options = split_settings(parse_pairs(setting, "--set"))
+    cfg = train_config(trainer_settings, out_dir=str(out) if out else None, steps=steps)
+    modes = [build_method(method, options)] if method else []
     judge = judge_spec(judge, device, dtype, batch_tokens, threads)
-    sc = None if training_mode else load_scorer(scorer, parse_pairs(option, "--option"), judge)
+    sc = None
+    if not method:
+        try:
+            sc = load_scorer(scorer, options, judge)
+        except (TypeError, ValueError) as e:
+            raise _not_a_setting(e, f"scorer {scorer!r}") from None
     trainer = GRPOTrainer(cfg, read_prompts(prompts, limit), sc, modes)
     typer.echo(f"policy: {trainer.learner.backend.describe()}", err=True)
     if trainer.step:

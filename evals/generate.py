@@ -84,6 +84,18 @@ def generate_manifest(backend: Any, *, bench: str = "", n: int, max_tokens: int,
     return output_manifest("generate", None, options, path, input_digest(path) if path else None)
 
 
+def claim_output(out: str | Path, backend: Any, *, bench: str = "", n: int, max_tokens: int, temperature: float,
+                 top_p: float, seed: int, grade: bool, restart: bool = False) -> Any:
+    """The ``JobOutput`` of a generation into ``out``, claimed: refused (``JobError``), creating nothing, when
+    ``out`` is not this job's to write. The CLI claims it before it checks the model, as the job does."""
+    from rewardkit.runtime.output import JobOutput
+
+    manifest = generate_manifest(backend, bench=bench, n=n, max_tokens=max_tokens, temperature=temperature,
+                                 top_p=top_p, seed=seed, grade=grade)
+    inp = bench if bench and Path(bench).exists() else None
+    return JobOutput(out, manifest, restart=restart, inp=inp).claim()
+
+
 def generate_rollouts(problems: Sequence[Problem], backend: Any, out: str | Path, *, n: int = 8,
                       max_tokens: int = 1024, temperature: float = 0.7, top_p: float = 0.95, seed: int = 0,
                       batch_size: int = 4, bench: str = "", grade: bool = True, ray: Any = None,
@@ -99,16 +111,13 @@ def generate_rollouts(problems: Sequence[Problem], backend: Any, out: str | Path
     wrote, with its manifest, is resumed; anything else (a user's file, another job's output, a folder) is
     refused and left as it was, before the model loads. ``restart`` starts over an output of another job."""
     from rewardkit.backends import ChatRequest, load_backend
-    from rewardkit.runtime.output import JobOutput
 
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if ray is not None and not isinstance(backend, str):
         raise ValueError("generation on Ray needs a backend spec string (each actor loads its own backend)")
-    manifest = generate_manifest(backend, bench=bench, n=n, max_tokens=max_tokens,
-                                 temperature=temperature, top_p=top_p, seed=seed, grade=grade)
-    inp = bench if bench and Path(bench).exists() else None
-    output = JobOutput(out, manifest, restart=restart, inp=inp).claim()  # before the model loads
+    output = claim_output(out, backend, bench=bench, n=n, max_tokens=max_tokens, temperature=temperature,
+                          top_p=top_p, seed=seed, grade=grade, restart=restart)  # before the model loads
     be = load_backend(backend) if ray is None else None
     with output.open(on_mkdir):  # one writer per rollouts file
         done = output.done()

@@ -156,10 +156,13 @@ class ScoredRun:
 
 
 def score_groups(groups: Sequence[Group], scorer: str, out_dir: Path, *, options: dict[str, Any] | None = None,
-                 batch_size: int = 8, tag: str | None = None, on_start=None, on_batch=None) -> ScoredRun:
+                 batch_size: int = 8, tag: str | None = None, restart: bool = False, on_start=None,
+                 on_batch=None) -> ScoredRun:
     """Score the groups with a registered scorer into ``out_dir/<tag or scorer>.scores.jsonl`` through
-    ``rewardkit.runtime.jobs.score_file`` (resumable: a re-run skips finished groups)."""
+    ``rewardkit.runtime.jobs.score_file`` (resumable: a re-run skips finished groups; ``restart`` discards
+    the file's rows first)."""
     from rewardkit.runtime.jobs import JobError, repair_jsonl, score_file
+    from rewardkit.runtime.pacing import paced_executor
     from rewardkit.scoring import get_scorer
 
     try:
@@ -171,7 +174,10 @@ def score_groups(groups: Sequence[Group], scorer: str, out_dir: Path, *, options
     inp = write_rollouts(groups, out_dir / f"{stem}.input.jsonl")
     out = out_dir / f"{stem}.scores.jsonl"
     try:
-        score_file(inp, sc, out, batch_size=batch_size, options=options, on_start=on_start, on_batch=on_batch)
+        # progress as groups finish (sub-batches of a few seconds), not once per batch
+        executor = None if on_batch is None else paced_executor(sc, on_batch)
+        score_file(inp, sc, out, batch_size=batch_size, options=options, restart=restart, executor=executor,
+                   on_start=on_start)
     except JobError as e:
         raise EvalError(f"scoring with {scorer!r}: {e}") from None
     return ScoredRun(scorer, align_rows(groups, repair_jsonl(out), out), out)
@@ -268,7 +274,8 @@ def select_markdown(reps: Sequence[dict[str, Any]], title: str, baseline: dict[s
     lines = [f"# {title}", ""]
     if baseline:
         lines += [f"Reference points: random choice (mean accuracy) {100 * baseline['random']:.1f}%, "
-                  f"oracle (pass@{n}) {100 * baseline['oracle']:.1f}%.", ""]
+                  f"oracle (pass@{n}) {100 * baseline['oracle']:.1f}%. The curves in select.png (`curves` in "
+                  "select.json) are expected over random subsets of n responses, as pass@n is.", ""]
     lines += [f"| scorer | groups | best-of-{n} (%) | AUC | within-group AUC (mixed groups) | length bias (Spearman) | "
               "non-zero-advantage groups |", "|---|---|---|---|---|---|---|"]
     for r in reps:
@@ -284,22 +291,37 @@ def selection_baselines(correct: Sequence[np.ndarray]) -> dict[str, float]:
     return {"random": float(np.mean([c[:n].mean() for c in correct])), "oracle": pass_at_k_groups([c[:n] for c in correct], n)}
 
 
-def plot_best_of_n(reps: Sequence[dict[str, Any]], correct: Sequence[np.ndarray], path: Path, title: str) -> Path:
-    """Best-of-n accuracy curves of each scorer, with random choice and the oracle (pass@n)."""
+def selection_curves(reps: Sequence[dict[str, Any]], correct: Sequence[np.ndarray]) -> dict[str, list[float]]:
+    """The best-of-n curves a plot draws, all expected over random n-subsets of each group's responses: the
+    oracle (unbiased pass@n), random choice (the mean label at every n) and each scorer's
+    ``best_of_n_curve``, so no selector is drawn above the oracle and n = N reads as select.md states."""
+    n = min(len(c) for c in correct)
+    xs = list(range(1, n + 1))
+    random = selection_baselines(correct)["random"]
+    curves = {"n": xs, "oracle (pass@n)": [pass_at_k_groups([c[:n] for c in correct], k) for k in xs],
+              "random choice": [random] * n}
+    for r in reps:
+        curve = {int(k): v for k, v in r["best_of_n_curve"].items()}
+        curves[r["scorer"]] = [curve[k] for k in xs]
+    return curves
+
+
+def plot_best_of_n(curves: dict[str, list[float]], path: Path, title: str) -> Path:
+    """Draw ``selection_curves``: each scorer's best-of-n accuracy with random choice and the oracle."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    n = min(len(c) for c in correct)
-    xs = list(range(1, n + 1))
+    xs = curves["n"]
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(xs, [100 * pass_at_k_groups(correct, k) for k in xs], "k--", label="oracle (pass@n)")
-    ax.plot(xs, [100 * avg_at_k(correct, 1)] * n, "k:", label="random choice")
-    for r in reps:
-        curve = {int(k): v for k, v in r["best_of_n_curve"].items()}
-        ax.plot(xs, [100 * curve[k] for k in xs], marker="o", ms=3, label=r["scorer"])
-    ax.set_xlabel("n (responses to choose from)")
+    # the references on top: a selector that equals the oracle must not hide it
+    ax.plot(xs, [100 * v for v in curves["oracle (pass@n)"]], "k--", label="oracle (pass@n)", zorder=5)
+    ax.plot(xs, [100 * v for v in curves["random choice"]], "k:", label="random choice", zorder=5)
+    for name, ys in curves.items():
+        if name not in ("n", "oracle (pass@n)", "random choice"):
+            ax.plot(xs, [100 * v for v in ys], marker="o", ms=3, label=name)
+    ax.set_xlabel("n (responses to choose from; expected over random subsets of n)")
     ax.set_ylabel("accuracy of the chosen response (%)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)

@@ -9,12 +9,13 @@ seconds; ``full=True`` runs them on every group (use a GPU or HTTP judge for tha
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardkit.evals.harness import cell, load_rollouts, score_groups, scorer_report
+from rewardkit.evals.harness import EvalError, cell, load_rollouts, score_groups, scorer_report
 
 from rewardkit.backends.spec import redact
 
@@ -63,10 +64,12 @@ def mixed_groups(rollouts: str | Path) -> list[str]:
 
 def headline(rollouts: str | Path, work: Path, *, scorers: Sequence[str] | None = None, judge: str = "smollm2",
              judge_groups: Sequence[str] | None = JUDGE_GROUPS, logit: bool = True, n_boot: int = 1000,
-             options: dict[str, dict[str, Any]] | None = None, on_scorer=None) -> dict[str, Any]:
+             options: dict[str, dict[str, Any]] | None = None, restart: bool = False, on_scorer=None,
+             progress=None) -> dict[str, Any]:
     """Reports for every scorer (``scorers`` default: all registered); judge scorers on ``judge_groups``
     (None: all groups). ``options`` adds per-scorer options (over the fixed ones and the logit mode). Scores
-    are cached in ``work`` (resumable)."""
+    are cached in ``work`` (resumable; ``restart`` discards them). ``progress(name)``: a context manager with
+    ``start(total, done)`` and ``advance(n)`` (``rewardkit.cli.common.JobProgress``) per scorer."""
     from rewardkit.scoring import scorer_names
 
     names = list(scorers) if scorers else scorer_names()
@@ -98,7 +101,12 @@ def headline(rollouts: str | Path, work: Path, *, scorers: Sequence[str] | None 
             on_scorer(name, len(groups))
         t0 = time.perf_counter()
         try:
-            run = score_groups(groups, name, work, options=opts, batch_size=len(groups) if uses_judge else 16)
+            with progress(name) if progress else contextlib.nullcontext() as prog:
+                run = score_groups(groups, name, work, options=opts, batch_size=len(groups) if uses_judge else 16,
+                                   restart=restart, on_start=prog.start if prog else None,
+                                   on_batch=prog.advance if prog else None)
+        except EvalError:  # the scores folder refused the run (another judge's leftovers): stop, say why
+            raise
         except (TypeError, ValueError, NotImplementedError) as e:
             skipped[name] = f"{type(e).__name__}: {e}"
             continue

@@ -4,7 +4,8 @@
 Conventions. ``correct`` is one boolean array per group (the labels). Rewards are one float array per group
 with NaN for masked (non-ok) responses; a masked response is never selected and never counted as a
 prediction. Metrics over "the first k" responses use the first k in file order, as the upstream
-Qwen2.5-Math ``rm_maj_eval.py`` does for maj@k and rm@k (samples are i.i.d., so the first k are a sample).
+Qwen2.5-Math ``rm_maj_eval.py`` does for maj@k and rm@k (samples are i.i.d., so the first k are a sample);
+the best-of-n curve is expected over random n-subsets instead, as unbiased pass@n is, so the two compare.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 
 __all__ = [
     "Interval", "VerifierMetrics", "auc", "avg_at_k", "best_of_n", "best_of_n_curve", "cost_per_response",
-    "length_bias", "maj_at_k", "pass_at_k", "pass_at_k_groups", "powers_of_two", "rm_at_k",
+    "expected_best_of_n", "length_bias", "maj_at_k", "pass_at_k", "pass_at_k_groups", "powers_of_two", "rm_at_k",
     "verifier_metrics", "within_group_auc",
 ]
 
@@ -159,11 +160,38 @@ def best_of_n(rewards: Sequence[Sequence[float | None]], correct: Sequence[Seque
     return float(np.mean(acc)), empty
 
 
-def best_of_n_curve(rewards: Sequence[Sequence[float | None]], correct: Sequence[Sequence[bool]], *,
-                    ties: TieRule = "mean") -> dict[int, float]:
-    """Best-of-n accuracy for n = 1..N (first n responses of each group)."""
+def expected_best_of_n(rewards: Sequence[Sequence[float | None]], correct: Sequence[Sequence[bool]], n: int) -> float:
+    """Best-of-n accuracy expected over uniformly random n-subsets of each group's responses (ties: mean),
+    the estimator of unbiased pass@n (Chen et al. 2021, eq. 1), so a selector's curve and the oracle compare
+    like with like: never above pass@n, and equal to it for rewards that are the labels.
+
+    Exact: with the group's distinct rewards in levels from the best, level j holding a_j responses (c_j
+    correct) and A_j above it, a random n-subset's best level is j with probability
+    (C(N - A_j, n) - C(N - A_j - a_j, n)) / C(N, n), and its tied best are then a uniform draw from level j:
+    c_j / a_j correct on average. Masked responses are never selected (a subset of only those is wrong)."""
+    rs, cs = _float_groups(rewards), _bool_groups(correct)
+    if len(rs) != len(cs):
+        raise ValueError(f"best-of-N: {len(rs)} reward groups for {len(cs)} label groups")
+    _check_k(cs, n, "best-of-N")
+    acc = []
+    for r, c in zip(rs, cs):
+        if len(r) != len(c):
+            raise ValueError(f"best-of-N: a group has {len(r)} rewards and {len(c)} labels")
+        total, above, e = math.comb(len(r), n), 0, 0.0
+        for v in sorted(set(r[np.isfinite(r)].tolist()), reverse=True):
+            level = r == v
+            a = int(level.sum())
+            e += (math.comb(len(r) - above, n) - math.comb(len(r) - above - a, n)) / total * c[level].mean()
+            above += a
+        acc.append(e)
+    return float(np.mean(acc))
+
+
+def best_of_n_curve(rewards: Sequence[Sequence[float | None]], correct: Sequence[Sequence[bool]]) -> dict[int, float]:
+    """Best-of-n accuracy for n = 1..N, expected over random n-subsets (``expected_best_of_n``): at n = N it
+    is ``best_of_n``'s value; below N it compares with pass@n and random choice (the mean label)."""
     n_max = min(len(g) for g in correct)
-    return {n: best_of_n(rewards, correct, n, ties=ties)[0] for n in range(1, n_max + 1)}
+    return {n: expected_best_of_n(rewards, correct, n) for n in range(1, n_max + 1)}
 
 
 def rm_at_k(rm_scores: Sequence[Sequence[float]], correct: Sequence[Sequence[bool]], k: int, *,

@@ -174,12 +174,20 @@ def _report_markdown(root: Path, name: str) -> str | None:
     return None
 
 
+def records(root: Path = ROOT) -> dict[str, str]:
+    """Results kept as the record of a run `eval tables` cannot repeat (another machine, an old commit), by
+    file stem, with the reason (``records`` in runs.json)."""
+    return json.loads((root / "benchmarks" / "runs.json").read_text()).get("records", {})
+
+
 def unlisted(root: Path = ROOT) -> list[str]:
-    """Results files that no run config lists (`eval tables` cannot regenerate them): a warning, not a
-    failure, so a helper who adds a benchmark does not break the check before adding its config."""
+    """Results files that no run config lists and no record names (`eval tables` cannot regenerate them): a
+    warning, not a failure, so a helper who adds a benchmark does not break the check before adding its config."""
     listed = {o for r in load_runs(root) for o in r.outputs}
+    kept = set(records(root))
     res = _results(root)
-    return [f.name for f in sorted(res.iterdir()) if f.is_file() and f.name not in listed] if res.exists() else []
+    return [f.name for f in sorted(res.iterdir()) if f.is_file() and f.name not in listed
+            and f.name.split(".")[0] not in kept] if res.exists() else []
 
 
 def check(root: Path = ROOT) -> list[str]:

@@ -1,6 +1,7 @@
 """rewardkit: reward modelling for LLM reinforcement learning behind one batched Scorer interface."""
 
 from rewardkit.answers import AnswerChecker, cluster_answers, equivalent, extract_answer
+from rewardkit.api import score  # the front door: rows in, rows with rewards and statuses out
 
 # Reasoning Arena: Bradley-Terry (eq. 9-10), win rate (eq. 8), normalisation
 from rewardkit.arena.ranking import (
@@ -39,8 +40,7 @@ from rewardkit.scoring import (
 )
 from rewardkit.types import Cost, Group, GroupScore, Status, to_tensors
 from rewardkit.verifier import Claim, ReferenceVerifier, Verifier, VerifyResult
-
-__version__ = "0.1.0"
+from rewardkit.version import __version__ as __version__
 
 __all__ = [
     "AnswerChecker", "BaseScorer", "Claim", "Cost", "CriticScorer", "Group", "GroupScore", "JudgeOptions",
@@ -49,5 +49,5 @@ __all__ = [
     "critic_reward", "diversity_stats", "dr_grpo_advantages", "equivalent", "extract_answer", "get_scorer",
     "grpo_advantages", "load_backend", "majority_vote", "minmax_normalize", "newton_soft_pairwise_batched",
     "policy_reward", "proof_gate_rewards", "reszero_rewards", "reward_diversity", "rloo_advantages",
-    "scorer_names", "slice_text", "to_tensors", "vote", "win_rate_pairwise",
+    "score", "scorer_names", "slice_text", "to_tensors", "vote", "win_rate_pairwise",
 ]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from rewardkit.types import Status
-from rewardkit.verdicts import boxed_spans, response_trunk  # noqa: F401  (response_trunk re-exported)
+from rewardkit.verdict_forms import boxed_spans, response_trunk  # noqa: F401  (response_trunk re-exported)
 
 # math-verify warns on every call when its timeouts are disabled; we enforce deadlines ourselves.
 logging.getLogger("math_verify").setLevel(logging.ERROR)
@@ -262,10 +262,42 @@ def _has_final_answer(text: str) -> bool:
     return "final answer" in text.lower()
 
 
+# Where a response stops mid-sentence (the policy's token budget ran out: "... Then maybe it's 41 or"): a last
+# word or sign that cannot end a sentence
+_DANGLING = re.compile(
+    r"(?:(?<![\w'])(?:and|or|but|so|then|thus|hence|therefore|because|since|if|maybe|perhaps|probably|the|"
+    r"of|to|in|on|at|by|for|from|with|as|than|is|are|was|were|be|it's|its|we|get|gives|equals|plus|minus|times|"
+    r"over|let|which|that|where|when|whether|either)|[,=+\-*/^×÷(\[{:<]|\\(?:cdot|times|div|pm|frac|sqrt|left))\s*$", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?\n]")
+
+
+def unfinished(text: str) -> str | None:
+    """Why a response reads as reasoning cut off before it concluded (None when it does not): a ``<think>``
+    block opened and never closed, or a last sentence that stops on a word or sign no sentence ends with."""
+    if "<think>" in text and text.rfind("<think>") > text.rfind("</think>"):
+        return "its <think> block is never closed"
+    m = _DANGLING.search(text.rstrip()[-200:])
+    if m is not None:
+        return f"it stops mid-sentence ({text.rstrip()[-40:]!r})"
+    return None
+
+
+def _concluded(text: str, got: Span) -> bool:
+    """Whether an unmarked answer (tiers 4-5) concludes something: in a response cut off mid-reasoning, a number
+    from a never-closed <think> block or from the unfinished last sentence is a step, not an answer."""
+    why = unfinished(text)
+    if why is None:
+        return True
+    if "<think>" in why:
+        return False
+    return _SENTENCE_END.search(text, got[1]) is not None
+
+
 def extract_answer_span(text: str) -> Span | None:
     """The final answer of a response and where it stands: ``(start, end, answer)`` with ``text[start:end]``
     the characters the answer was read from (a box's content, an environment's, a number); None without one.
-    The tiers are math-verify's extraction priorities (see above)."""
+    The tiers are math-verify's extraction priorities (see above); an unmarked answer (tiers 4-5) of a response
+    cut off mid-reasoning (``unfinished``) is none: "... Then maybe it's 41 or" states no answer."""
     if not text:
         return None
     final = _has_final_answer(text)
@@ -280,9 +312,9 @@ def extract_answer_span(text: str) -> Span | None:
             ans = m.group(1).strip().strip("$").strip()
             got = (m.start(1), m.end(1), ans) if ans else None
     if got is None:
-        got = _answer_anchor(text)
-    if got is None:
-        got = _bare_math(text) or _last_math(text)
+        got = _answer_anchor(text) or _bare_math(text) or _last_math(text)
+        if got is not None and not _concluded(text, got):
+            return None
     if got is None or not got[2].strip():
         return None
     return (got[0], got[1], got[2].strip())
@@ -406,13 +438,24 @@ def math_verify_equivalent(gold: str, pred: str) -> bool:
 
 
 def math_verify_default(gold: str, response: str) -> bool:
-    """math-verify's documented use, the baseline rewardkit is held to: the gold as LaTeX, the whole
-    response parsed with the default extraction configs, ``verify`` (no timeouts: call it with a deadline)."""
+    """math-verify's documented use, the baseline rewardkit is held to: both texts parsed as given with the
+    default extraction configs, ``verify`` (no timeouts: call it with a deadline). Prepare them first the same
+    way for every checker (``latex_answer`` for an answer string; a whole response as it stands)."""
     from math_verify import parse, verify
 
-    g = parse(_as_latex(gold), parsing_timeout=None)
+    g = parse(gold, parsing_timeout=None)
     p = parse(response, parsing_timeout=None)
     return bool(g and p and verify(g, p, timeout_seconds=None))
+
+
+_HAS_LATEX = re.compile(r"\$.*\$|\\\(.*\\\)|\\\[.*\\\]|\\boxed\{", re.DOTALL)
+
+
+def latex_answer(answer: str) -> str:
+    """An answer string prepared for math-verify's LaTeX parser: in ``$...$`` unless it already holds a LaTeX
+    environment or a box. NeMo-Skills' ``math_equal`` prepares both sides so; answer-parity comparisons give
+    gold and answer this one preparation for every checker."""
+    return answer if _HAS_LATEX.search(answer) else f"${answer}$"
 
 
 def _as_latex(ans: str) -> str:

@@ -23,10 +23,10 @@ timed-out thread cannot be interrupted and finishes in the background). Guarante
 - ``Content-Length`` above ``max_body``: 413 before reading; malformed (negative, not a number): 400;
   a chunked body is counted as it streams and cut at ``max_body``: 413; early rejections close the
   connection so an unread body is never drained;
-- bodies arrive within ``body_timeout`` seconds (408), at most ``max_concurrency`` at once; when that many
-  are arriving, a new request closes the one that has been arriving longest (408), so stalled uploads
-  cannot hold the server; a body already there when its request is handled (sent with its headers) is
-  read at once and never counts as arriving, so a burst of complete requests cannot time each other out;
+- bodies arrive within ``body_timeout`` seconds (408 only then: a body that is still arriving is not
+  stalled, and no newer request takes its place); stalled uploads hold no work slot (a slot is taken once
+  the body is read) and are bounded by the connection cap below, which closes the oldest connection
+  without a complete request first;
 - more than ``max_concurrency`` requests at work at once (their bodies read): 503 with ``Retry-After``;
 - ``request_timeout`` seconds of work per request once its body has arrived: 504;
 - JSON bodies: at most ``max_json_depth`` nested arrays/objects (checked before parsing), no
@@ -194,8 +194,6 @@ class _Guard:
     def __init__(self, app: Callable, limits: Limits):
         self.app, self.limits = app, limits
         self.active = 0  # requests at work (body read)
-        self.receiving: dict[asyncio.Future, None] = {}  # bodies arriving, oldest first
-        self.evicted: set[asyncio.Future] = set()
         self._key_digest = (hashlib.sha256(f"Bearer {limits.api_key}".encode()).digest()
                             if limits.api_key else None)
 
@@ -265,35 +263,13 @@ class _Guard:
             self.active -= 1
 
     async def _receive_body(self, receive: Callable) -> bytes:
-        """The whole body within ``body_timeout``; at most ``max_concurrency`` bodies arrive at once, and when
-        that many are arriving this request takes the place of the one that has been arriving longest."""
-        lim = self.limits
-        task = asyncio.ensure_future(self._read_body(receive))
-        # one turn of the loop reads a body that is already here (sent with its headers): it is not arriving,
-        # takes no arriving place and cannot be evicted; before, a burst of such requests evicted each other
-        await asyncio.sleep(0)
-        if task.done():
-            return task.result()
-        if len(self.receiving) >= lim.max_concurrency:
-            # the longest-arriving body gives way; one that has arrived meanwhile (its reader done) is kept
-            oldest = next((t for t in self.receiving if not t.done()), None)
-            if oldest is not None:
-                self.receiving.pop(oldest)
-                self.evicted.add(oldest)
-                oldest.cancel()
-        self.receiving[task] = None
+        """The whole body within ``body_timeout`` (408 past it). Before: at most ``max_concurrency`` bodies could
+        be arriving and a newer request evicted the longest-arriving one with a 408, so a burst of ordinary
+        clients that write headers and body apart (httpx) timed each other out while their bytes were flowing."""
         try:
-            return await asyncio.wait_for(task, lim.body_timeout)
+            return await asyncio.wait_for(self._read_body(receive), self.limits.body_timeout)
         except (asyncio.TimeoutError, TimeoutError):
-            raise _Reject(408, f"the request body did not arrive within {lim.body_timeout:g}s") from None
-        except asyncio.CancelledError:
-            if task not in self.evicted:
-                raise  # the server is stopping
-            self.evicted.discard(task)
-            raise _Reject(408, f"the request body was still arriving when {lim.max_concurrency} newer requests "
-                               "needed the server; send it faster or retry") from None
-        finally:
-            self.receiving.pop(task, None)
+            raise _Reject(408, f"the request body did not arrive within {self.limits.body_timeout:g}s") from None
 
     async def _read_body(self, receive: Callable) -> bytes:
         chunks, size = [], 0

@@ -129,6 +129,29 @@ def reward_server(args: Sequence[str], cwd: str | None = None) -> tuple[str, Any
     return re.search(r"(http://\S+/get_reward)", line).group(1), proc
 
 
+def listening_ports(pid: int) -> list[int]:
+    """TCP ports on which process ``pid`` listens, read from /proc (its socket inodes in /proc/net/tcp{,6}).
+    For a server started with port 0 that does not say which port it got (vLLM logs the port it was given):
+    a port picked by the caller, closed and handed over could be taken by another process meanwhile."""
+    from pathlib import Path
+
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = fd.readlink().name
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    ports = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A" and f[9] in inodes:  # st 0A: LISTEN
+                ports.append(int(f[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def import_or_skip(name: str, install: str) -> ModuleType:
     """``import name``, or skip the calling test (or module) saying why with the real import error and how to
     install it. ``pytest.importorskip(name, reason=...)`` shows only the reason: "verl not installed" where

@@ -28,28 +28,120 @@ class Status(str, Enum):
         return self.value
 
 
+Reference = str | tuple[str, ...]  # one reference answer, or several of which any is right
+
+
 @dataclass
 class Group:
-    """One prompt with its N responses, plus whatever a scorer may need to judge them."""
+    """One prompt with its N responses, plus whatever a scorer may need to judge them.
+
+    Types are checked here, so a mistake is one clear ``TypeError`` instead of a wrong score later: a string
+    is not a list of responses, and a number as a reference reads as its text, as the CLI reads it. A list
+    of references means "any of these is right" (verl's ``ground_truth`` lists, math-verify's several golds):
+    ``reference`` then holds a tuple of strings (a list of one is that one string).
+
+    >>> Group("a", "2+2?", [r"\\boxed{4}"], reference=4).reference
+    '4'
+    >>> Group("a", "2+2?", [r"\\boxed{4}"], reference=["4", "four"]).references
+    ('4', 'four')
+    >>> Group("a", "2+2?", r"\\boxed{4}")
+    Traceback (most recent call last):
+    ...
+    TypeError: group 'a': responses must be a list of strings, got a str (one response? pass [response])
+    """
 
     id: str
     prompt: str
     responses: list[str]
-    reference: str | None = None  # reference final answer (verifier gold)
+    reference: Reference | None = None  # reference final answer(s) (verifier gold; several: any is right)
     expert: str | None = None  # expert / reference solution text (RARO critic, GAR references)
     labels: list[bool] | None = None  # per-response correctness labels, when known
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.responses, list):
+        if isinstance(self.id, int) and not isinstance(self.id, bool):
+            self.id = str(self.id)
+        where = f"group {self.id!r}"
+        if not isinstance(self.id, str):
+            raise TypeError(f"group id must be a string, got {_kind(self.id)}")
+        if not isinstance(self.prompt, str):
+            raise TypeError(f"{where}: prompt must be a string, got {_kind(self.prompt)}")
+        if isinstance(self.responses, (str, bytes)):
+            raise TypeError(f"{where}: responses must be a list of strings, got a {type(self.responses).__name__} "
+                            "(one response? pass [response])")
+        try:
             self.responses = list(self.responses)
-        if self.labels is not None and len(self.labels) != len(self.responses):
-            raise ValueError(
-                f"group {self.id!r}: {len(self.labels)} labels for {len(self.responses)} responses"
-            )
+        except TypeError:
+            raise TypeError(f"{where}: responses must be a list of strings, got {_kind(self.responses)}") from None
+        bad = next((i for i, r in enumerate(self.responses) if not isinstance(r, str)), None)
+        if bad is not None:
+            raise TypeError(f"{where}: responses[{bad}] must be a string, got {_kind(self.responses[bad])}")
+        self.reference = reference_value(self.reference, f"{where}: reference")
+        if self.expert is not None and not isinstance(self.expert, str):
+            raise TypeError(f"{where}: expert must be a string or None, got {_kind(self.expert)}")
+        if self.labels is not None:
+            if isinstance(self.labels, (str, bytes)) or not all(isinstance(x, (bool, np.bool_)) or x in (0, 1)
+                                                                for x in self.labels):
+                raise TypeError(f"{where}: labels must be a list of booleans (one per response)")
+            self.labels = [bool(x) for x in self.labels]
+            if len(self.labels) != len(self.responses):
+                raise ValueError(f"{where}: {len(self.labels)} labels for {len(self.responses)} responses")
+        if not isinstance(self.metadata, dict):
+            raise TypeError(f"{where}: metadata must be a dict, got {_kind(self.metadata)}")
 
     def __len__(self) -> int:
         return len(self.responses)
+
+    @property
+    def references(self) -> tuple[str, ...]:
+        """Every reference answer (any of them is right); empty when the group has none."""
+        return as_references(self.reference)
+
+
+def as_references(reference: Any) -> tuple[str, ...]:
+    """Every reference answer in ``reference`` (one, several, a number, None) as a tuple of strings."""
+    r = reference_value(reference)
+    return () if r is None else (r,) if isinstance(r, str) else r
+
+
+def reference_value(v: Any, where: str = "reference") -> Reference | None:
+    """A reference as the data model keeps it: a string, a tuple of several strings (any is right), or None.
+
+    Numbers read as their text (``4`` -> ``"4"``, ``4.0`` -> ``"4"``: the CLI's rule); booleans, NaN and
+    infinities are refused; a list (or tuple, or numpy array) of references keeps its distinct entries in order.
+    """
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, (list, tuple, np.ndarray)):
+        items = [reference_value(x, f"{where}[{i}]") for i, x in enumerate(list(v))]
+        if any(not isinstance(x, str) for x in items):
+            k = next(i for i, x in enumerate(items) if not isinstance(x, str))
+            raise TypeError(f"{where}[{k}]: expected a string or a number, got {_kind(list(v)[k])}")
+        out = tuple(dict.fromkeys(items))  # type: ignore[arg-type]
+        if not out:
+            raise ValueError(f"{where}: an empty list of references (no reference? pass None)")
+        return out[0] if len(out) == 1 else out
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{where}: expected a string or a number, got a boolean (correctness goes in labels)")
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        if not math.isfinite(f):
+            raise ValueError(f"{where}: expected a string or a finite number, got {f}")
+        return str(int(f)) if f.is_integer() and abs(f) < 1e15 else repr(f)
+    raise TypeError(f"{where}: expected a string, a number or a list of them, got {_kind(v)}")
+
+
+def reference_text(reference: Reference | None) -> str | None:
+    """A reference as a judge reads it: the answer itself, or several as "one of: a | b" (any is right)."""
+    if reference is None or isinstance(reference, str):
+        return reference
+    return "any one of these (each is correct): " + " | ".join(reference)
+
+
+def _kind(v: Any) -> str:
+    return "None" if v is None else "a boolean" if isinstance(v, bool) else f"a {type(v).__name__}"
 
 
 @dataclass

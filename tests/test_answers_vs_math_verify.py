@@ -1,18 +1,28 @@
 """rewardkit's answer verdict against math-verify's default ``parse`` + ``verify`` on the same (gold, response)
-pairs: real outputs (shared rollouts, ProcessBench solutions with a known gold, PRM800K samples), math-verify's
-documented behaviour, and labelled public cases (math-verify's own tests and NeMo-Skills' ``test_math_equal``,
-derived into ``fixtures/equivalence_cases.json`` by benchmarks/derive_equivalence_cases.py). rewardkit is never
-worse; each pair where the two differ is listed with its reason in ``fixtures/answer_vs_math_verify.json``."""
+pairs, both given the same texts prepared the same way (``latex_answer`` on every answer string; a whole response
+as written): real outputs (shared rollouts, ProcessBench solutions with a known gold, PRM800K samples),
+math-verify's documented behaviour, and labelled public cases (math-verify's own tests and NeMo-Skills'
+``test_math_equal``, derived into ``fixtures/equivalence_cases.json`` by benchmarks/derive_equivalence_cases.py).
+rewardkit is never worse; each pair where the two differ is listed with its reason in
+``fixtures/answer_vs_math_verify.json``. The held-out split of the labelled cases is frozen (issue 34)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
 from rewardkit.evals.data import answer_pairs, shared_dir
 
-from rewardkit.answers import AnswerChecker, extract_answer, math_verify_default, reference_problem
+from rewardkit.answers import (
+    AnswerChecker,
+    extract_answer,
+    latex_answer,
+    math_verify_default,
+    reference_problem,
+)
 from rewardkit.types import Status
 
 FIXTURE = Path(__file__).parent / "fixtures" / "answer_vs_math_verify.json"
@@ -55,7 +65,10 @@ DOCUMENTED = [
 ]
 
 
-def _disagreements(pairs):
+def _disagreements(pairs, answers: bool = False):
+    """Cases where the two verdicts differ; every gold, and the response too when ``answers`` (a pair of answer
+    strings), prepared by ``latex_answer`` for both checkers (a whole response stays as written)."""
+    pairs = [(pid, latex_answer(g), latex_answer(t) if answers else t) for pid, g, t in pairs]
     checker = AnswerChecker(mode="inline")
     try:
         ours = checker.check_many([(g, extract_answer(t)) for _, g, t in pairs])
@@ -105,13 +118,28 @@ def test_labelled_public_cases_never_worse_than_math_verify():
     agrees with the label). Cases labelled under non-default equality settings are left out."""
     cases = [c for c in json.loads(CASES.read_text())["cases"] if not c["settings"]]
     assert len(cases) >= 300
-    diff = _disagreements([(c["id"], c["gold"], c["response"]) for c in cases])
+    diff = _disagreements([(c["id"], c["gold"], c["response"]) for c in cases], answers=True)
     fixture = {k: v for k, v in _fixture().items() if k.startswith(LABELLED)}
     assert set(diff) == set(fixture)
     label = {c["id"]: c["label"] for c in cases}
     for pid, (ours, mv) in diff.items():
         assert (ours, mv) == (fixture[pid]["rewardkit"], fixture[pid]["math_verify"]) and fixture[pid]["reason"]
         assert ours == label[pid], f"{pid}: rewardkit differs from math-verify and is wrong"
+
+
+def test_the_held_out_split_is_chosen_by_source_and_frozen():
+    """Issue 34: held out by source file (``HELD_OUT``), and its cases are the ones answer_parity.py froze (their
+    sha256): relabelling, adding or dropping a held-out case fails here."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from answer_parity import FROZEN_HELD_OUT
+    from derive_equivalence_cases import HELD_OUT
+
+    cases = json.loads(CASES.read_text())["cases"]
+    assert all((c["split"] == "held-out") == (c["source"]["path"] in HELD_OUT) for c in cases)
+    rows = sorted((c["id"], c["gold"], c["response"], c["label"])
+                  for c in cases if c["split"] == "held-out" and not c["settings"])
+    assert len(rows) == 102
+    assert hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode()).hexdigest() == FROZEN_HELD_OUT
 
 
 @pytest.mark.parametrize("gold", ["NaN", "nan", "Infinity", "-inf", "1e999", "true", "False", "null", "", "  "])

@@ -196,11 +196,10 @@ def test_concurrency_limit_answers_503():
             httpx.get(s.url + "/sleep?s=1.5", headers=KEY, timeout=10).status_code)) for _ in range(2)]
         for t in threads:
             t.start()
-        deadline = time.monotonic() + 10
-        while s.server.server_state.tasks.__len__() < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(0.2)
-        r = httpx.get(s.url + "/health", timeout=10)
+        assert _requests_seen(s, 2) == 2
+        deadline = time.monotonic() + 10  # both have their (empty) bodies read and hold the slots soon after
+        while (r := httpx.get(s.url + "/health", timeout=10)).status_code == 200 and time.monotonic() < deadline:
+            pass
         assert r.status_code == 503 and r.headers["retry-after"] == "1"
         for t in threads:
             t.join()
@@ -225,19 +224,36 @@ def test_stalled_connections_are_bounded_and_closed():
             c.close()
         # a trickling client is closed too, although it keeps sending bytes
         c = _raw(s.url, b"G")
-        start = time.monotonic()
-        gone = False
-        for ch in b"ET /health HTTP/1.1\r\nX-Pad: " + b"a" * 60:
+        trickle = b"ET /health HTTP/1.1\r\nX-Pad: " + b"a" * 60  # 3.5 s of bytes at 50 ms each
+        sent = 0
+        for ch in trickle:
             time.sleep(0.05)
             try:
                 c.sendall(bytes([ch]))
             except OSError:
-                gone = True
                 break
-        assert gone or _closed_by_server(c, 2.0)
-        assert time.monotonic() - start < 4.5
+            sent += 1
+        assert sent < len(trickle)  # the server closed it while bytes were still coming (0.5 s header deadline)
         c.close()
         assert httpx.get(s.url + "/health").json() == {"status": "ok"}  # still serving
+
+
+def _seen(count, n: int, within: float = 30.0) -> int:
+    """Wait (explicit synchronisation, not a fixed sleep) until ``count()`` reaches ``n``; return what it reached."""
+    deadline = time.monotonic() + within
+    while count() < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return count()
+
+
+def _requests_seen(s: BackgroundServer, n: int) -> int:
+    """Until the server holds ``n`` requests whose headers it has read."""
+    return _seen(lambda: len(s.server.server_state.tasks), n)
+
+
+def _connections_seen(s: BackgroundServer, n: int) -> int:
+    """Until the server has accepted ``n`` open connections."""
+    return _seen(lambda: len(s.server.server_state.connections), n)
 
 
 def _idle(url: str, source: str = "127.0.0.1") -> socket.socket:
@@ -249,7 +265,7 @@ def test_idle_connections_at_the_cap_do_not_starve_a_client_with_a_request():
     # before: the cap counted idle sockets too, so 20 of them made every request a 503 until they timed out
     with BackgroundServer(_app(), header_timeout=30.0, max_connections=20) as s:
         idle = [_idle(s.url) for _ in range(20)]
-        time.sleep(0.2)
+        assert _connections_seen(s, 20) == 20
         for _ in range(3):
             r = httpx.post(s.url + "/echo", json={"a": 1}, headers=KEY, timeout=10)
             assert r.status_code == 200 and r.json()["got"] == {"a": 1}
@@ -263,7 +279,7 @@ def test_the_address_holding_most_idle_connections_gives_one_up_first():
     with BackgroundServer(_app(), header_timeout=30.0, max_connections=10) as s:
         early = [_idle(s.url, "127.0.0.2") for _ in range(3)]  # the oldest, from a quiet address
         flood = [_idle(s.url, "127.0.0.3") for _ in range(7)]
-        time.sleep(0.2)
+        assert _connections_seen(s, 10) == 10
         c = _raw(s.url, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         assert _read_response(c) == (200, {"status": "ok"})
         assert _closed_by_server(flood[0], 5.0)
@@ -277,7 +293,7 @@ def test_over_the_connection_cap_with_every_connection_at_work_gets_a_json_503(c
         with BackgroundServer(_app(), header_timeout=5.0, max_connections=3) as s:
             busy = [_raw(s.url, b"GET /sleep?s=3 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n\r\n")
                     for _ in range(3)]
-            time.sleep(0.5)
+            assert _requests_seen(s, 3) == 3
             refused = [_raw(s.url, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n") for _ in range(2)]
             answers = [_read_response(c) for c in refused]
             assert all(st == 503 and "connections" in body["error"]["message"] for st, body in answers)
@@ -305,24 +321,44 @@ def test_stalled_bodies_do_not_hold_the_work_slots():
     # before: 2 requests with complete headers and a stalled body took both slots: every other request a 503
     with BackgroundServer(_app(max_concurrency=2, request_timeout=600.0, body_timeout=600.0)) as s:
         stalled = [_raw(s.url, STALLED, timeout=30) for _ in range(2)]
-        time.sleep(0.3)
-        # headers and body in one write (a client that writes them apart, as httpx does, may be read while its
-        # body is still on the way under load, and then rightly needs an arriving place)
+        assert _requests_seen(s, 2) == 2
         whole = _raw(s.url, b"POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n"
                      b"Content-Length: 8\r\n\r\n{\"b\": 2}", timeout=30)
-        assert _read_response(whole) == (200, {"got": {"b": 2}, "query": {}})  # its body came with it: no place
-        assert not _closed_by_server(stalled[0], 0.2)
+        assert _read_response(whole) == (200, {"got": {"b": 2}, "query": {}})
         body = b'{"c": 3}'
         slow = _raw(s.url, b"POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n"
                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body[:3]), timeout=30)
-        time.sleep(0.3)  # a body still arriving needs a place: the longest-stalled upload gives its own
-        status, err = _read_response(stalled[0])
-        assert status == 408 and "still arriving" in err["error"]["message"]
+        assert _requests_seen(s, 3) == 3
+        # before: this third arriving body evicted the longest-arriving upload with a 408 "still arriving"
         slow.sendall(body[3:])
         assert _read_response(slow) == (200, {"got": {"c": 3}, "query": {}})
-        assert not _closed_by_server(stalled[1], 0.2)
+        assert not any(_closed_by_server(c, 0.2) for c in stalled)  # arriving uploads keep their connection
         for c in (*stalled, slow, whole):
             c.close()
+
+
+def test_bodies_written_apart_from_their_headers_are_served_or_503_never_408():
+    """Issue 35: 500 httpx clients (headers and body in two writes) got 244 x 408 "still arriving when 256 newer
+    requests needed the server" well within the body timeout. Here 40 clients send their headers, the server
+    holds all 40 requests with bodies on the way (20 times its 2 work slots), then every body is sent."""
+    n = 40
+    with BackgroundServer(_app(max_concurrency=2, request_timeout=30.0, body_timeout=30.0)) as s:
+        body = b'{"x": 1}'
+        head = (b"POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(body))
+        socks = [_raw(s.url, head, timeout=30) for _ in range(n)]
+        seen = _requests_seen(s, n)
+        for c in socks:
+            try:
+                c.sendall(body)
+            except OSError:  # the old server had already answered and closed it
+                pass
+        answers = [_read_response(c) for c in socks]
+        for c in socks:
+            c.close()
+    statuses = sorted({st for st, _ in answers})
+    assert seen == n and statuses and set(statuses) <= {200, 503}, (seen, statuses, answers[:3])
+    assert [a for a in answers if a[0] == 200][0][1] == {"got": {"x": 1}, "query": {}}
 
 
 def test_make_app_rejects_nonsense_limits():
@@ -385,12 +421,24 @@ def test_a_flood_past_the_open_file_limit_is_one_log_line_not_a_traceback_per_ac
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(root)})
     url = proc.stdout.readline().strip()
+    said, lines = threading.Event(), []
+
+    def read_stderr() -> None:
+        for line in proc.stderr:
+            lines.append(line)
+            if "cannot accept connections" in line:
+                said.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     socks = [socket.create_connection(url.removeprefix("http://").split(":"), timeout=5) for _ in range(80)]
-    time.sleep(2.5)  # asyncio retries a failed accept every second
+    assert said.wait(60), "".join(lines)[-2000:]  # the server hit its open-file limit and said so
     for c in socks:
         c.close()
     r = httpx.get(url + "/health", timeout=30)  # fds free again: served
-    _, err = proc.communicate("", timeout=30)
+    proc.communicate("", timeout=30)
+    reader.join(30)
+    err = "".join(lines)
     assert r.status_code == 200
     assert err.count("cannot accept connections") == 1 and "Too many open files" in err, err[-2000:]
     assert "Traceback" not in err and "out of system resource" not in err, err[-2000:]

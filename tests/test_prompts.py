@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rewardkit.prompts import get_prompt, prompt_names, register, render
+from rewardkit.prompts import get_prompt, judge_spec, judge_spec_names, prompt_names, register, render
 
 
 def test_paper_prompts_are_found_by_name():
@@ -53,3 +53,60 @@ def test_a_registered_override_reaches_every_scorer_prompt():
     finally:
         for n, p in saved.items():
             register(n, p.text, p.source)
+
+
+def test_every_judge_prompt_declares_its_verdict_form_and_states_its_tokens():
+    """A format owned by its prompt (DESIGN.md sec. 6): each judge template has a verdict form, and the
+    template (as the judge reads it) names every token of that form."""
+    names = judge_spec_names()
+    assert set(names) == {"arena.tournament", "arena.pointwise", "arena.rlaif_rubric", "gar.discriminator_system",
+                          "jury.llm_judge_system", "jury.consistency_system", "raro.critic_instructions",
+                          "raro.binary_critic_instructions"}
+    for name in names:
+        spec = judge_spec(name)
+        shown = spec.template.text.replace("{{", "{").replace("}}", "}")  # as the judge reads it
+        assert spec.form.tokens and all(t in shown for t in spec.form.tokens), (name, spec.form.tokens)
+
+
+def test_a_judge_spec_parses_what_its_template_asks_for_and_keeps_its_form_when_replaced():
+    from rewardkit.backends.base import VerdictRequest
+
+    spec = judge_spec("arena.tournament")
+    assert "[RESPONSE A]\nx" in spec.render(problem="p", final_answer="1", response_a="x", response_b="y")
+    assert spec.parse("Response A is right. Therefore, Response A is better.  $\\boxed{A}$").label == "A"
+    req = spec.verdict_request([{"role": "user", "content": "q"}])
+    assert isinstance(req, VerdictRequest) and (req.choices, req.assistant_prefix) == (("A", "B", "Tie"),
+                                                                                       "Final verdict: \\boxed{")
+    saved = get_prompt("arena.tournament")
+    try:
+        register("arena.tournament", "Mine: {problem} {final_answer} {response_a} {response_b}")
+        replaced = judge_spec("arena.tournament")
+        assert replaced.render(problem="p", final_answer="1", response_a="x", response_b="y") == "Mine: p 1 x y"
+        assert replaced.form is spec.form and replaced.parse("\\boxed{B}").label == "B"
+    finally:
+        register(saved.name, saved.text, saved.source)
+    with pytest.raises(KeyError, match="declares no verdict form"):
+        judge_spec("jury.autoformalizer")
+    with pytest.raises(ValueError, match="no logit-mode choices"):
+        judge_spec("jury.consistency_system").verdict_request([])
+
+
+def test_gar_discriminator_messages_follow_app_b():
+    """GAR App. B prints the discriminator's system prompt and no user turn: the system message is the paper's,
+    verbatim, and the user turn (ours) only lays out the problem, the context and the slice; it adds no output
+    format of its own (before issue 34 it asked for the verdict "at the start of a line of its own", which the
+    paper's own judgments, Table 10, do not do)."""
+    from rewardkit.prompts.gar import discriminator_messages
+
+    system, user = discriminator_messages("What is 2 + 3?", "2 + 3 = 5.", context="We add.")
+    assert system == {"role": "system", "content": (
+        "You are an evaluator responsible for assessing whether a reasoning / thinking process is reasonable, "
+        "rigorous, and accurate. Based on these criteria, determine if the analysis is of high quality. First, "
+        "analyze the reasoning very briefly, then respond with '**YES**' for high quality or '**NO**' if it is "
+        "not. Finally, provide a brief but specific explanation for your judgment. Hint: You can first summarize "
+        "the given thinking process to identify the main reasoning chain, then analyze the reasoning chain "
+        "sentence by sentence.")}  # GAR App. B, "System prompt for the LLM discriminator"
+    assert user["role"] == "user"
+    assert all(part in user["content"] for part in ("What is 2 + 3?", "2 + 3 = 5.", "We add."))
+    for instruction in ("YES", "NO", "line of its own", "rationale", "Analyze"):
+        assert instruction not in user["content"], instruction

@@ -8,8 +8,17 @@ import numpy as np
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
 
-def test_python_example_runs_and_gives_the_stated_values():
+def test_python_section_opens_with_rewardkit_score_on_a_list_of_dicts():
     block = re.search(r"## From Python\n\n```python\n(.*?)```", README, re.S).group(1)
+    assert "rewardkit.score(rows" in block
+    ns: dict = {}
+    exec(block, ns)  # noqa: S102 - our own README
+    assert isinstance(ns["rows"], list) and all(isinstance(r, dict) for r in ns["rows"])
+    assert [(r["reward"], r["status"]) for r in ns["scored"]] == [(1.0, "ok"), (0.0, "ok")]  # as its comment says
+
+
+def test_python_example_runs_and_gives_the_stated_values():
+    block = re.search(r"## From Python\n.*?Groups and scores underneath:\n\n```python\n(.*?)```", README, re.S).group(1)
     ns: dict = {}
     exec(block, ns)  # noqa: S102 - our own README
     s = ns["scores"][0]

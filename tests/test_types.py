@@ -58,3 +58,38 @@ def test_extra_fields_cannot_shadow_standard_ones():
     s = GroupScore("g", [1.0], ["ok"], extra={"rewards": 1})
     with pytest.raises(ValueError, match="overwrite"):
         s.to_row()
+
+
+def test_a_string_is_not_a_list_of_responses():
+    # before: Group("a", "q", "\\boxed{4}") silently became 9 one-character responses
+    with pytest.raises(TypeError, match=r"responses must be a list of strings, got a str \(one response\? pass \[response\]\)"):
+        Group("a", "q", "\\boxed{4}", reference="4")
+    with pytest.raises(TypeError, match=r"responses\[1\] must be a string, got a int"):
+        Group("a", "q", ["x", 4])
+    with pytest.raises(TypeError, match="prompt must be a string, got a list"):
+        Group("a", ["q"], ["x"])
+
+
+def test_references_are_read_as_the_cli_reads_them():
+    # before: reference=4 raised AttributeError deep inside the verifier
+    assert Group("a", "q", ["x"], reference=4).reference == "4"
+    assert Group("a", "q", ["x"], reference=2.50).reference == "2.5"
+    assert Group("a", "q", ["x"], reference=1e3).reference == "1000"
+    assert Group(7, "q", ["x"]).id == "7"
+    with pytest.raises(TypeError, match="reference: expected a string or a number, got a boolean"):
+        Group("a", "q", ["x"], reference=True)
+    with pytest.raises(ValueError, match="reference: expected a string or a finite number, got nan"):
+        Group("a", "q", ["x"], reference=float("nan"))
+    with pytest.raises(TypeError, match=r"reference: expected a string, a number or a list of them, got a dict"):
+        Group("a", "q", ["x"], reference={"gt": "4"})
+
+
+def test_a_list_of_references_means_any_of_them_is_right():
+    from rewardkit import get_scorer
+
+    g = Group("a", "Half of 1?", [r"\boxed{0.5}", r"\boxed{1/2}", r"\boxed{2}"], reference=["1/2", 0.5, "1/2"])
+    assert g.reference == ("1/2", "0.5") and g.references == ("1/2", "0.5")  # distinct, in order, as text
+    assert Group("b", "q", ["x"], reference=["4"]).reference == "4"  # a list of one is that one
+    assert get_scorer("verifier").score([g])[0].rewards.tolist() == [1.0, 1.0, 0.0]
+    with pytest.raises(ValueError, match="an empty list of references"):
+        Group("a", "q", ["x"], reference=[])

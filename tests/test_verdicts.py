@@ -1,6 +1,7 @@
-"""Verdict parsing under the one rule (docs/verdicts.md): regression tables (hand-written and real judge outputs),
-property tests that generate the asked-for form, paraphrases, negations, hedges, later verdicts and truncations
-for every parser, and a fuzz test."""
+"""Verdict parsing under the one rule (docs/verdicts.md): the papers' printed judge outputs, regression tables
+(hand-written and real judge outputs), property tests in both directions (clear verdicts in every paper's format,
+with prose, formatting and labels around them, are read; paraphrases, negations, hedges, loser labels, later
+verdicts and truncations are invalid, never a flip), and a fuzz test."""
 
 from __future__ import annotations
 
@@ -13,8 +14,6 @@ from hypothesis import strategies as st
 
 from rewardkit.types import Status
 from rewardkit.verdicts import (
-    LABELS,
-    NEUTRAL_LABELS,
     PARSERS,
     boxed_contents,
     parse_answer_choice,
@@ -29,21 +28,21 @@ from rewardkit.verdicts import (
 FIXTURE = Path(__file__).parent / "fixtures" / "judge_outputs.json"
 
 # (parser, judge output, expected label or None for invalid); outputs written the way judges write them.
-# "was X": what the parser before issue 21 read.
+# "was X": what the parser before issue 21 read; "34: was invalid": refused by the label rule that issue 34 withdrew.
 TABLE = [
     # Reasoning Arena App. D: "Your response MUST end with exactly one of: \boxed{A}, \boxed{B}, or \boxed{Tie}"
     (parse_boxed_choice, "Response A is right.\nFinal verdict: $\\boxed{A}$", "A"),
-    (parse_boxed_choice, "Response A is right. Final verdict: $\\boxed{A}$", None),  # reasoning on its line (was A)
+    (parse_boxed_choice, "Response A is right. Final verdict: $\\boxed{A}$", "A"),  # reasoning on its line (34: was invalid)
     (parse_boxed_choice, "Both reach 420.\n\n\\boxed{Tie}", "Tie"),
     (parse_boxed_choice, "\\boxed{tie}", "Tie"),
     (parse_boxed_choice, "\\boxed{ B }", "B"),
     (parse_boxed_choice, "\\boxed{\\text{B}}", "B"),
     (parse_boxed_choice, "\\boxed {A}", "A"),
     (parse_boxed_choice, "**Final verdict:** \\(\\boxed{B}\\).", "B"),
-    (parse_boxed_choice, "At first \\boxed{A}.\n\nOn reflection:\n\\boxed{B}", "B"),  # earlier lines are reasoning
-    (parse_boxed_choice, "At first \\boxed{A}. On reflection, \\boxed{B}", None),  # a lead-in that is no label (was B)
+    (parse_boxed_choice, "At first \\boxed{A}.\n\nOn reflection:\n\\boxed{B}", None),  # an earlier line ends in A
+    (parse_boxed_choice, "At first \\boxed{A}. On reflection, \\boxed{B}", None),  # two verdicts on its line (was B)
     (parse_boxed_choice, "At first \\boxed{A}, but on reflection \\boxed{B}", None),
-    (parse_boxed_choice, "Therefore, the better response is \\boxed{A}.", None),  # anything else on the line
+    (parse_boxed_choice, "Therefore, the better response is \\boxed{A}.", "A"),  # 34: was invalid
     (parse_boxed_choice, "definitely not \\boxed{B}", None),
     (parse_boxed_choice, "A is right, so not $\\boxed{B}$", None),
     (parse_boxed_choice, "\\boxed{B} is wrong", None),
@@ -53,7 +52,7 @@ TABLE = [
     (parse_boxed_choice, "\\boxed{A}\\boxed{B}", None),
     (parse_boxed_choice, "one of \\boxed{A}, \\boxed{B}, or \\boxed{Tie}.\n\nA errs in step 2.\n\\boxed{B}", "B"),
     (parse_boxed_choice, "A is right, B is not.\n\\boxed{A}", "A"),  # a negation on another line
-    (parse_boxed_choice, "A is right, B is not. \\boxed{A}", None),  # reasoning on the verdict's line (was A)
+    (parse_boxed_choice, "A is right, B is not. \\boxed{A}", "A"),  # the negation is another sentence's (34: was invalid)
     (parse_boxed_choice, "<think>\\boxed{A}</think>Final verdict: \\boxed{B}", "B"),
     (parse_boxed_choice, "\\boxed{B} and the answer is \\boxed{420}", None),  # does not end with a verdict (was B)
     (parse_boxed_choice, "<think>Comparing the two: A computes 24 which", None),  # cut off mid-reasoning
@@ -63,12 +62,12 @@ TABLE = [
     (parse_boxed_choice, "\\boxed{A", None),  # unclosed
     (parse_boxed_choice, "", None),
     (parse_boxed_score, "Minor slip in step 3.\n\\boxed{0.5}", "0.5"),
-    (parse_boxed_score, "Minor slip in step 3. \\boxed{0.5}", None),  # reasoning on the verdict's line (was 0.5)
+    (parse_boxed_score, "Minor slip in step 3. \\boxed{0.5}", "0.5"),  # 34: was invalid
     (parse_boxed_score, "\\boxed{\\frac{1}{2}}", "0.5"),
     (parse_boxed_score, "\\boxed{1}", "1"),
     (parse_boxed_score, "\\boxed{1.0}", "1"),
     (parse_boxed_score, "\\boxed{0}", "0"),
-    (parse_boxed_score, "wrong: \\boxed{0} ... actually fine \\boxed{1}", None),  # was 1
+    (parse_boxed_score, "wrong: \\boxed{0} ... actually fine \\boxed{1}", None),  # two verdicts on its line (was 1)
     (parse_boxed_score, "\\boxed{0.7}", None),
     (parse_boxed_score, "Score it as \\boxed{1}, \\boxed{0.5}, or \\boxed{0}", None),  # echo: never the last, 0
     (parse_boxed_score, "the final overall score should be: \\boxed{0.5}", "0.5"),  # RLAIF rubric ending
@@ -78,20 +77,20 @@ TABLE = [
     (parse_true_false, "Final judgment: False.", "False"),  # JURY-RL App. D example
     (parse_true_false, "This value does not match 1152. Therefore, the given answer is incorrect.\n\nFinal judgment: False.",
      "False"),
-    (parse_true_false, "so it is true... Final judgment: False.", None),  # two verdicts on one line (was False)
+    (parse_true_false, "so it is true... Final judgment: False.", "False"),  # prose "true", then the verdict (34: was invalid)
     (parse_true_false, "**Final judgment:** **True**", "True"),
-    (parse_true_false, "The answer matches the question, so: True", None),  # no label, though it holds "answer" (was True)
+    (parse_true_false, "The answer matches the question, so: True", "True"),  # 34: was invalid
     (parse_true_false, "True\nNote: this might be False", None),  # a note after the verdict (was False)
     (parse_true_false, "True\n\nNote: False", None),  # "Note:" is no label
     (parse_true_false, "It is not true.", None),
     (parse_true_false, "Final judgment: probably True", None),
     (parse_true_false, "True or False", None),  # echo: never the last, False
-    (parse_true_false, "False\n\nExplanation: the sum is 12.", None),  # the verdict must end the response
+    (parse_true_false, "False\n\nExplanation: the sum is 12.", "False"),  # nothing after it takes it back (34: was invalid)
     (parse_true_false, "no idea", None),
     # JURY-RL App. C.5: "Return exactly one xml object ... <consistency>[Correct/Incorrect]</consistency>"
     (parse_consistency, "<comments>...</comments>\n<consistency>Incorrect</consistency>", "Incorrect"),
     (parse_consistency, "<consistency>[Correct]</consistency>\n```", "Correct"),
-    (parse_consistency, "x <consistency>[Correct]</consistency>", None),  # something else on its line (was Correct)
+    (parse_consistency, "x <consistency>[Correct]</consistency>", "Correct"),  # 34: was invalid
     (parse_consistency, "The statement is not exact.\n<consistency>Incorrect</consistency>", "Incorrect"),
     (parse_consistency, "<consistency>[Correct/Incorrect]</consistency>", None),  # echo of the format
     (parse_consistency, "<consistency>Correct</consistency> or <consistency>Incorrect</consistency>", None),
@@ -101,12 +100,12 @@ TABLE = [
     (parse_consistency, "Correct", None),
     # GAR App. B: "analyze ... briefly, then respond with '**YES**' ... or '**NO**' ... Finally, provide a ... explanation"
     (parse_yes_no, "The slice is sound.\n**YES**", "YES"),
-    (parse_yes_no, "The slice is sound. **YES**", None),  # reasoning on the verdict's line (was YES)
+    (parse_yes_no, "The slice is sound. **YES**", "YES"),  # the analysis before it, as in GAR Table 10 (34: was invalid)
     (parse_yes_no, "**no**", "NO"),
     (parse_yes_no, "**NO** -- Not high quality", "NO"),  # the verdict, then the explanation (was invalid)
     (parse_yes_no, "Verdict: **NO** (division by zero in step 2)", "NO"),
     (parse_yes_no, "**YES** The steps follow from the equation.", "YES"),  # the explanation starts a new sentence
-    (parse_yes_no, "<p><b>**YES**</b></p> <p>The thinking process enumerates all permutations</p>", "YES"),  # App. B
+    (parse_yes_no, "<p><b>**YES**</b></p> <p>The thinking process enumerates all permutations</p>", "YES"),  # Table 2
     (parse_yes_no, "**YES** is wrong here", None),  # the verdict runs on into a sentence
     (parse_yes_no, "**YES** ... no reason to answer **NO**", None),  # a second verdict after it (was YES)
     (parse_yes_no, "**YES**, since there is no reason to answer **NO**", None),
@@ -123,7 +122,7 @@ TABLE = [
     # RARO critic (App. E responses end "</think>\nAnswer 1"; our instruction: "on the last line, write exactly one verdict")
     (parse_answer_choice, "<think>Answer 1 looks off</think>Answer 2", "2"),
     (parse_answer_choice, "Final answer: tie", "tie"),
-    (parse_answer_choice, "Both are equivalent, so: tie", None),  # "so:" is no label (was tie)
+    (parse_answer_choice, "Both are equivalent, so: tie", "tie"),  # 34: was invalid
     (parse_answer_choice, "**Answer 2**", "2"),
     (parse_answer_choice, '"Answer 1".', "1"),
     (parse_answer_choice, "Answer 1 loses.", None),  # a predicate after the verdict (was 1)
@@ -140,7 +139,7 @@ TABLE = [
     (parse_answer_choice, "Final Judgment (1, 2 or tie): Answer 2", "2"),  # a label holding the choices in brackets
     (parse_answer_choice, '"Answer 1" if the first answer is better, "Answer 2" if the second, or "tie"', None),
     (parse_answer_choice, "Both are correct, neither is better.\ntie", "tie"),
-    (parse_answer_choice, "Both are correct, neither is better. tie", None),  # reasoning on its line (was tie)
+    (parse_answer_choice, "Both are correct, neither is better. tie", "tie"),  # 34: was invalid
     (parse_answer_choice, "<think>Answer 1</think>no idea", None),  # only the part after </think> counts
     (parse_answer_choice, "<think>Answer 1 computes 24 which", None),  # the issue's cut-off critic (was 1)
     (parse_answer_choice, "Answer 12", None),
@@ -165,9 +164,9 @@ def test_regression_table(parser, text, label):
         assert v.message is None
 
 
-# issue 29: a label before the verdict is accepted because its prompt uses it (or it is neutral), never because it
-# holds some word; a verdict stated clearly with a neutral label, punctuation inside its formatting, a box, or a
-# score numerically equal to 1/0.5/0 is read. (parser, output, label or None); every row was read the other way.
+# issue 29: a label naming the loser or a fault, or a question the judge asked itself, is no verdict; a verdict
+# stated clearly with a label, punctuation inside its formatting, a box, or a score numerically equal to 1/0.5/0 is
+# read. (parser, output, label or None); every row was read the other way before issue 29.
 ISSUE_29 = [
     (parse_answer_choice, "Worse answer: Answer 2", None),  # a label naming the loser (was 2)
     (parse_boxed_choice, "Losing answer: \\boxed{B}", None),  # was B
@@ -228,16 +227,22 @@ def _fixture_rows():
 
 @pytest.mark.parametrize("row", _fixture_rows(), ids=lambda r: r["id"])
 def test_real_judge_outputs(row):
-    """Raw SmolLM2 judge outputs (benchmarks/judge_outputs.py) with hand-checked verdicts."""
+    """The regression table: raw SmolLM2 judge outputs (benchmarks/judge_outputs.py) with hand-checked verdicts, the
+    papers' printed judge outputs (paper/...) and clear verdicts in the forms instruct judges write (form/...)."""
     v = PARSERS[row["parser"]](row["text"], finish_reason=row.get("finish_reason"))
     assert v.label == row["expected"], row["why"]
     assert v.ok is (row["expected"] is not None)
 
 
 def test_real_judge_outputs_cover_every_parser():
+    """Every parser has outputs that must be read and outputs that must be refused, and the table holds at least
+    as many of the first as of the second (issue 39: before issue 34, 40 of 42 rows expected 'invalid')."""
     rows = _fixture_rows()
     assert {r["parser"] for r in rows} == set(PARSERS)
-    assert all(r["why"] for r in rows if r["expected"] is None)  # every invalid row says why
+    assert all(r["why"] and r["source"] for r in rows if r["expected"] is None)  # every invalid row says why
+    for name in PARSERS:
+        assert {r["expected"] is None for r in rows if r["parser"] == name} == {True, False}, name
+    assert sum(r["expected"] is not None for r in rows) >= sum(r["expected"] is None for r in rows)
 
 
 def test_invalid_is_never_a_tie_or_zero():
@@ -374,16 +379,16 @@ def test_the_asked_for_form_is_read(name, data, before, fmt, labelled, period, t
     assert form["parser"](text, finish_reason="stop").label == form["labels"][verdict]
 
 
-# labels a judge may write that no prompt uses, of both polarities, and questions it may put to itself
-ADJECTIVES = ["Worse", "Losing", "Incorrect", "Wrong", "Rejected", "Flawed", "Negative", "Bad", "Better", "Winning",
-              "Correct", "Best", "Preferred", "Accepted", "Sound", "Good", "Valid", "Invalid", "Weaker", "Stronger"]
+# labels naming the loser or a fault, and questions the judge may put to itself: never a verdict
+NEGATIVE_ADJECTIVES = ["Worse", "Losing", "Incorrect", "Wrong", "Rejected", "Flawed", "Bad", "Invalid", "Weaker",
+                       "Inferior", "Erroneous", "Failing", "Poorer", "Worst"]
 NOUNS = ["answer", "response", "choice", "verdict", "judgment", "score", "result", "option", "solution", "one",
          "label", "decision"]
 QUESTIONS = ["Is the answer incorrect?", "Is there an error in this step?", "Does response B win?",
              "Which one is worse?", "Is it wrong?", "Was this written by a model?", "Is the formalization wrong?",
              "Should it score lower?", "Are there mistakes?", "Is the step flawed?", "Did it fail?"]
-polar_labels = st.builds(lambda final, adj, noun: f"{'Final ' if final else ''}{adj} {noun}:",
-                         st.booleans(), st.sampled_from(ADJECTIVES), st.sampled_from(NOUNS))
+negative_labels = st.builds(lambda final, adj, noun: f"{'Final ' if final else ''}{adj} {noun}:",
+                            st.booleans(), st.sampled_from(NEGATIVE_ADJECTIVES), st.sampled_from(NOUNS))
 self_questions = st.builds(lambda q, then: f"{q} {then}".strip(), st.sampled_from(QUESTIONS),
                            st.sampled_from(["", "Answer:", "Verdict:", "Final answer:", "Final:", "Judgment:"]))
 label_formatting = st.sampled_from([("", ""), ("**", "**"), ("*", "*"), ("### ", "")])
@@ -395,35 +400,13 @@ def _labelled(name: str, verdict: str, label: str, fmt: tuple[str, str]) -> str:
 
 
 @settings(max_examples=400, deadline=None)
-@given(names, st.data(), st.one_of(polar_labels, self_questions), label_formatting)
-def test_a_label_no_prompt_uses_or_a_self_question_makes_it_invalid(name, data, lead, fmt):
-    """A label naming the loser or the winner, a negative or a positive quality, or a question the judge put to
-    itself before the verdict on its line: invalid, while the same verdict under an accepted label is read."""
+@given(names, st.data(), st.one_of(negative_labels, self_questions), label_formatting)
+def test_a_loser_label_or_a_self_question_makes_it_invalid(name, data, lead, fmt):
+    """A label naming the loser or a fault, or a question the judge put to itself, before the verdict on its
+    line: invalid (never read as the winner)."""
     form = FORMS[name]
     verdict = data.draw(st.sampled_from(sorted(form["labels"])))
     assert form["parser"](_labelled(name, verdict, lead, fmt)).status is Status.INVALID, (lead, verdict)
-    accepted = data.draw(st.sampled_from(LABELS[name]))
-    assert form["parser"](_labelled(name, verdict, f"{accepted}:", fmt)).label == form["labels"][verdict]
-
-
-def test_docs_list_every_accepted_label():
-    """docs/verdicts.md says exactly what is accepted: every parser's labels stand in its table."""
-    docs = (Path(__file__).parents[1] / "docs" / "verdicts.md").read_text()
-    rows = {line.split("|")[1].strip(): line for line in docs.splitlines() if line.startswith("| `parse_")
-            or line.startswith("| every parser")}
-    assert all(f"`{label}`" in rows["every parser"] for label in NEUTRAL_LABELS)
-    for name, parser in PARSERS.items():
-        row = rows[f"`{parser.__name__}`"]
-        assert all(f"`{label}`" in row for label in LABELS[name] if label not in NEUTRAL_LABELS), name
-
-
-def test_every_parser_names_its_labels():
-    """Each parser accepts the neutral labels and the ones its prompt uses (docs/verdicts.md lists them)."""
-    assert set(LABELS) == set(PARSERS)
-    assert all(set(NEUTRAL_LABELS) <= set(labels) for labels in LABELS.values())
-    assert {"Final verdict"} <= set(LABELS["ab_tie"]) and "Final judgment" in LABELS["true_false"]
-    assert "Based on my evaluation, the final overall score should be" in LABELS["score"]
-    assert "Final Judgment (1, 2 or tie)" in LABELS["answer_choice"]
 
 
 @settings(max_examples=300, deadline=None)
@@ -459,9 +442,13 @@ def test_negations_and_hedges_are_invalid(name, data, before, wrap):
 @given(names, st.data(), reasoning, reasoning, st.sampled_from(["\n\nNote: ", "\n\nOn second thought, ", " ... wait, ",
                                                                   "\n\nP.S. it might be "]))
 def test_a_second_verdict_after_it_is_invalid(name, data, before, between, note):
-    """A different verdict anywhere after the verdict ("True" then "Note: this might be False")."""
+    """A different verdict after a verdict stated on its own line ("True" then "Note: this might be False") or
+    later on the same line ("\\boxed{A} ... wait, \\boxed{B}"): two verdicts, neither sure. (For the end forms, a
+    verdict corrected on a later line, "\\boxed{A} ... wait, let me redo this.\\n...\\n\\boxed{B}", is the final one:
+    B, test_the_final_verdict_after_a_correction_is_read.)"""
     form = FORMS[name]
     first, second = data.draw(st.permutations(sorted(form["labels"])))[:2]
+    between = between.replace("\n", " ")
     text = f"{before}\n\n{_rendered(form, first, ('', ''), False, False)}{note}{between} {form['token'](second)}"
     assert form["parser"](text).status is Status.INVALID, text
 
@@ -555,3 +542,181 @@ def test_every_judge_scorer_masks_a_judgment_cut_off_for_length(name):
         statuses[reason] = score.statuses
     assert all(s is Status.OK for s in statuses["stop"]), statuses
     assert all(s is Status.INVALID for s in statuses["length"]), statuses
+
+
+# ------------------------------------------------- issue 34: the papers' own judges must be understood
+def _paper_rows():
+    return [r for r in _fixture_rows() if r["id"].startswith("paper/")]
+
+
+@pytest.mark.parametrize("row", _paper_rows(), ids=lambda r: r["id"])
+def test_the_papers_printed_judge_outputs_are_read_as_printed(row):
+    """Reasoning Arena App. C (both demos), GAR Tables 2, 10, 11 (8 judgments, HTML on one line as printed; Table
+    10's "... a contradiction.</u>  **YES**"), RARO App. E Figs. 18-20 ("Final Judgment:\\nPoem 2"), JURY-RL App. H
+    ("Final judgment: False."), verbatim: before issue 34, 11 of these 14 were refused."""
+    v = PARSERS[row["parser"]](row["text"])
+    assert (v.label, v.status) == (row["expected"], Status.OK), (row["source"], v.message)
+    # the same judgment laid out in paragraphs (GAR's HTML split at its paragraphs) reads the same
+    assert PARSERS[row["parser"]](row["text"].replace("</p> <p>", "</p>\n\n<p>")).label == row["expected"]
+
+
+def test_the_papers_printed_outputs_cover_every_paper():
+    rows = _paper_rows()
+    counts = {p: sum(r["id"].startswith(f"paper/{p}") for r in rows)
+              for p in ("arena-appC", "gar-table", "raro-fig", "jury-appH")}
+    assert counts == {"arena-appC": 2, "gar-table": 8, "raro-fig": 3, "jury-appH": 1}
+    assert all(r["expected"] for r in rows)  # the papers print no invalid judgment
+
+
+# every clear verdict the issue lists (each was refused before issue 34), and the same forms in other languages
+ISSUE_34_READ = [
+    (parse_boxed_choice, "The better response is: \\boxed{A}", "A"),
+    (parse_boxed_choice, "Therefore, my final verdict is $\\boxed{B}$.", "B"),
+    (parse_boxed_choice, "Both are correct. \\boxed{Tie}", "Tie"),
+    (parse_boxed_choice, "**Conclusion:** \\boxed{A}", "A"),
+    (parse_true_false, "Final Judgement: True", "True"),  # JURY-RL C.5's own spelling
+    (parse_true_false, "Therefore, the final judgment is: False", "False"),
+    (parse_answer_choice, "I prefer Answer 2.", "2"),
+    (parse_answer_choice, "Answer 2 is better.", "2"),
+    (parse_answer_choice, "Final Judgment:\nPoem 2", "2"),  # RARO Fig. 20's poetry critic
+    (parse_boxed_choice, "最终判断：\\boxed{A}", "A"),  # Chinese label
+    (parse_boxed_choice, "综上所述，回答B更好。\\boxed{B}", "B"),
+    (parse_boxed_choice, "Veredicto final: \\boxed{B}", "B"),  # Spanish label
+    (parse_boxed_choice, "Por lo tanto, la mejor respuesta es la B: \\boxed{B}", "B"),
+    (parse_true_false, "Juicio final: False", "False"),
+    (parse_yes_no, "结论：**YES** 推理是正确的。", "YES"),
+    (parse_boxed_score, "The score is: \\[ \\boxed{0.5} \\]", "0.5"),
+    (parse_boxed_score, "The response is completely correct. $\\boxed{\\text{1}}$", "1"),
+    (parse_boxed_choice, "Response B has a gap, so Response A is better: \\boxed{A}!", "A"),
+    (parse_boxed_choice, "**The final verdict is**: <b>\\boxed{B}</b>.", "B"),
+    (parse_yes_no, "The step applies the parity rule correctly. **YES** The logic is sound.", "YES"),
+    (parse_yes_no, "It divides by zero in step 2.</u>  **NO**</p> <p>The division is undefined.</p>", "NO"),
+    (parse_answer_choice, "Answer 1 computes 87, not 24.\nAnswer 2 is correct.", "2"),
+    (parse_expert_policy, "The derivation skips no step, so I judge: Expert.", "Expert"),
+    (parse_consistency, "Both match. <consistency>Correct</consistency>", "Correct"),
+    # a reason in a subordinate clause is about another response, or agrees with a right/wrong verdict
+    (parse_boxed_choice, "Since Response A arrives at 27 while Response B does not, the answer is $\\boxed{A}$.", "A"),
+    (parse_boxed_choice, "Since Response B is wrong, \\boxed{A}", "A"),
+    (parse_true_false, "Since the answer does not match, the final judgment is: False", "False"),
+    (parse_yes_no, "Since the step divides by zero without a check, **NO** -- invalid.", "NO"),
+    (parse_boxed_score, "Since the final answer is wrong, \\boxed{0}", "0"),
+    (parse_yes_no, "Is the reasoning rigorous and accurate? **YES**", "YES"),  # the prompt's own question
+    (parse_true_false, "Final judgment: **False**\n\nIt is 1152 only if the constraint is an equality, which it is not.",
+     "False"),
+    (parse_boxed_score, "Final Score: $\\boxed{0.5}$ (minor errors)", "0.5"),  # a remark that agrees with the score
+    (parse_boxed_score, "\\boxed{0} (incorrect/fatal errors)", "0"),
+]
+
+# what stays invalid under the issue-34 rule: no human could be sure of these (never a flip)
+ISSUE_34_REFUSED = [
+    (parse_boxed_choice, "Worse answer: \\boxed{B}", None),  # a clause naming it the loser
+    (parse_answer_choice, "Worse answer: Answer 2", None),
+    (parse_boxed_choice, "Incorrect answer: \\boxed{A}", None),  # ... or a fault
+    (parse_boxed_choice, "Respuesta incorrecta: \\boxed{A}", None),
+    (parse_boxed_choice, "错误答案：\\boxed{A}", None),
+    (parse_boxed_choice, "Incorrect answer, in my view, \\boxed{B}", None),
+    (parse_boxed_choice, "Response A is better, not \\boxed{B}", None),  # a negation bound to it
+    (parse_boxed_choice, "Eliminate \\boxed{B}", None),
+    (parse_boxed_choice, "Since it is the worse one, \\boxed{B}", None),  # the reason may be about this verdict
+    (parse_true_false, "Since there is an error, True", None),  # a reason against the verdict
+    (parse_yes_no, "Since there is no error, **NO**", None),
+    (parse_boxed_score, "Errors: \\boxed{0}", None),  # a count of errors, or a score of 0?
+    (parse_yes_no, "Does the step contain a mistake? **NO**", None),  # not the prompt's question
+    (parse_true_false, "True\n\nThe given answer is incorrect.", None),  # the text after it argues the other way
+    (parse_boxed_choice, "I initially thought \\boxed{B}, but Response A is better.", None),  # taken back on its line
+    (parse_yes_no, "**YES**, there is an error in step 2.", None),  # its explanation answers another question
+    (parse_yes_no, "**NO**, there are no errors.", None),
+    (parse_yes_no, "**NO** Issues found.", None),  # NO as a word of the phrase "no issues"
+    (parse_boxed_score, "\\boxed{0} (no errors)", None),  # a 0 beside a fault denied
+    (parse_true_false, "False\n\nThere is no mistake.", None),
+    (parse_boxed_choice, "Response B lacks rigor: \\boxed{B}", None),
+    (parse_yes_no, "Is there an error? **YES**", None),  # a question bound to it
+    (parse_boxed_choice, "Response B is better than \\boxed{A}", None),  # a comparison
+    (parse_boxed_choice, "It could be \\boxed{A}.", None),  # a hedge
+    (parse_boxed_choice, "Either \\boxed{A} or \\boxed{B}", None),  # two verdicts at its place
+    (parse_answer_choice, "Answer 2 is better than Answer 1.", None),
+    (parse_answer_choice, "Answer 1 loses.", None),
+    (parse_answer_choice, "Answer 1 is incorrect.", None),
+    (parse_boxed_choice, "\\boxed{A}\n\nOn second thought, Response B is more complete.", None),  # taken back
+    (parse_true_false, "The sum is right, which is true.", None),  # prose, no verdict
+    (parse_true_false, "Final judgment: False\n\nActually, it might be True.", None),
+]
+
+
+def test_the_final_verdict_after_a_correction_is_read():
+    """The end forms read the final verdict: a judge that corrects itself on a later line has given that one."""
+    assert parse_boxed_choice("At first glance \\boxed{A} ... wait, step 2 of A divides by zero.\n"
+                              "So Response B is better. \\boxed{B}").label == "B"
+    assert parse_answer_choice("Answer 1 looked right, but step 2 fails.\nAnswer 2").label == "2"
+
+
+@pytest.mark.parametrize(("parser", "text", "label"), ISSUE_34_READ + ISSUE_34_REFUSED)
+def test_issue_34_clear_verdicts_are_read_and_unsure_ones_refused(parser, text, label):
+    v = parser(text)
+    assert (v.label, v.status) == (label, Status.OK if label is not None else Status.INVALID), v.message
+
+
+# generated clear verdicts: prose before them on their line, any label (several languages), formatting around them,
+# trailing punctuation, a positive predicate, text after them that takes nothing back
+NEUTRAL_WORDS = ["the", "sum", "step", "computes", "12", "divides", "checks", "derivation", "reference", "matches",
+                 "carefully", "first", "then", "response", "reasoning", "is", "complete", "rigorous", "both", "argument",
+                 "shows", "value", "we", "compare", "case", "each", "parity", "factor", "clear", "sound", "π", "x^2",
+                 "ratio", "integral", "polar", "coordinates", "gives", "$2^{3-n}$", "<math>n</math>", "(see above)"]
+sentence = st.lists(st.sampled_from(NEUTRAL_WORDS), min_size=1, max_size=12).map(
+    lambda ws: " ".join(ws).capitalize() + ".")
+prose = st.lists(sentence, max_size=3).map(" ".join)
+LEADS = ["", "Final verdict:", "Verdict:", "Final Judgement:", "Final judgment:", "Conclusion:", "**Conclusion:**",
+         "Therefore, my final verdict is", "The better one is:", "So the result is", "### Final answer", "最终判断：",
+         "结论：", "Veredicto final:", "Juicio final:", "Respuesta final:", "Urteil:", "Verdict final :", "Decision -",
+         "Based on my evaluation, the final overall score should be:", "<p><b>Verdict</b>:", "Overall,"]
+WRAPS = [("", ""), ("**", "**"), ("$", "$"), ("\\[ ", " \\]"), ("\\( ", " \\)"), ("<b>", "</b>"), ("`", "`"),
+         ("*", "*"), ("<p><b>", "</b></p>"), ('"', '"')]
+
+
+def _token(name: str, verdict: str, text_box: bool) -> str:
+    if name in ("ab_tie", "score"):
+        return f"\\boxed{{\\text{{{verdict}}}}}" if text_box else f"\\boxed{{{verdict}}}"
+    return FORMS[name]["token"](verdict)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(names, st.data(), prose, prose, st.sampled_from(LEADS), st.sampled_from(WRAPS), st.booleans(),
+       st.sampled_from(["", ".", "!", " ."]), st.sampled_from(["", "\n\n", " -- ", "</p> <p>", " ("]), sentence,
+       st.booleans())
+def test_generated_clear_verdicts_in_every_papers_format_are_read(name, data, above, before, lead, wrap, text_box,
+                                                                  punct, after_sep, after, think):
+    """The opposite direction of the never-a-flip properties: a clear verdict in each paper's format, with
+    reasoning above it and before it on its line, a label in any language, markdown, math, ``\\text{}``, HTML, a
+    trailing period and, after it, text that names no other verdict, is read."""
+    form = FORMS[name]
+    verdict = data.draw(st.sampled_from(sorted(form["labels"])))
+    if name == "score" and lead == "So the result is":  # a number boxed after "the result is" may be the problem's
+        lead = "Overall,"                                 # answer: refused by design (docs/verdicts.md)
+    line = f"{before} {lead} {wrap[0]}{_token(name, verdict, text_box)}{wrap[1]}{punct}".strip()
+    if name == "answer_choice" and verdict != "tie":
+        line += data.draw(st.sampled_from(["", " is better.", " is the better answer.", " is correct."]))
+    text = (f"<think>{above}</think>\n" if think else f"{above}\n\n") + line
+    if after_sep and (name in ("yes_no", "consistency") or after_sep == "\n\n"):
+        text += f"{after_sep}{after}"  # GAR's rationale after a separator; the other forms' closing remark
+    v = form["parser"](text)
+    assert (v.label, v.status) == (form["labels"][verdict], Status.OK), (text, v.message)
+
+
+def _docs_examples() -> list[tuple[str, str, str]]:
+    docs = (Path(__file__).parents[1] / "docs" / "verdicts.md").read_text()
+    table = docs.split("| output | parser | verdict |", 1)[1].split("\n\n", 1)[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.strip().splitlines()[1:]]
+    return [(out.strip("`").replace("\\n", "\n"), parser.strip("`"), verdict) for out, parser, verdict in rows]
+
+
+@pytest.mark.parametrize(("text", "parser", "verdict"), _docs_examples())
+def test_the_docs_examples_read_as_the_docs_say(text, parser, verdict):
+    """docs/verdicts.md's examples table is what the parsers do."""
+    v = {p.__name__: p for p in PARSERS.values()}[parser](text)
+    assert (v.label if v.ok else "invalid") == verdict, v.message
+
+
+def test_the_docs_list_every_parser_and_its_printed_examples():
+    docs = (Path(__file__).parents[1] / "docs" / "verdicts.md").read_text()
+    assert all(f"| `{p.__name__}` |" in docs for p in PARSERS.values())
+    assert len(_docs_examples()) >= 20 and {p for _, p, _ in _docs_examples()} == {p.__name__ for p in PARSERS.values()}

@@ -28,3 +28,13 @@ def test_verifier_timeout_is_masked_not_zero():
     assert s.statuses == [Status.TIMEOUT]
     assert s.to_row()["rewards"] == [None]
     assert "exceeded" in s.messages[0]
+
+
+def test_the_reference_verifier_takes_several_references_any_of_which_is_right():
+    from rewardkit.verifier import Claim, ReferenceVerifier
+
+    v = ReferenceVerifier()
+    out = v.verify_many([Claim("Half of 1?", "0.5", ("1/2", "0.5")), Claim("Half of 1?", "2", ("1/2", "0.5")),
+                         Claim("Half of 1?", "1/2", ["1/2"]), Claim("q", "1", None)])
+    assert [r.outcome for r in out] == ["verified", "refuted", "verified", "inconclusive"]
+    assert out[1].cost.verifier_calls + out[1].cost.cache_hits == 2  # checked against both references

@@ -226,6 +226,11 @@ class JudgeBackend(ABC):
         server exposes none). Budgets the judges' inputs: GAR's slice length L, the rollout judge's response."""
         return whitespace_tokens(texts)
 
+    def context_length(self) -> int | None:
+        """The judge's context in tokens (prompt and generation together), None when the backend does not
+        know it (a server: an over-long request then fails with its own error). Where the rollout judge cuts."""
+        return None
+
     def top_logprobs(self, requests: Sequence[VerdictRequest], k: int = 20) -> list[TopLogprobs]:
         """The ``k`` most likely next tokens after each prompt (+ assistant prefix); serve-judge uses it."""
         raise NotImplementedError(f"{type(self).__name__} does not expose next-token log-probabilities")

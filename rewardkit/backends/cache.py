@@ -161,6 +161,9 @@ class CachedBackend(JudgeBackend):
     def check(self) -> None:
         self.inner.check()
 
+    def context_length(self) -> int | None:
+        return self.inner.context_length()
+
     def _identity(self) -> str | None:
         try:
             return self.inner.cache_identity()

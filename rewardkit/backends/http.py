@@ -1,8 +1,10 @@
 """OpenAI-compatible HTTP backend (vLLM / SGLang / llama.cpp servers, hosted APIs, ``rewardkit serve-judge``).
 
-Async (httpx) with bounded concurrency, a wall-clock timeout per attempt (a server that trickles bytes
-cannot hold a request open), retries with exponential backoff and full jitter on connection errors,
-timeouts, 429/5xx and garbage bodies, and an overall deadline per batch. Every request ends in a status:
+Async (httpx) with bounded concurrency, optional requests-per-minute and tokens-per-minute limits (a hosted
+API's quotas: requests are paced, never sent to be refused), a wall-clock timeout per attempt (a server that
+trickles bytes cannot hold a request open), retries with exponential backoff and full jitter on connection
+errors, timeouts, 429/5xx and garbage bodies (a 429's or 503's ``Retry-After`` is waited out instead, by every
+request of the backend), and an overall deadline per batch. Every request ends in a status:
 a dropped, slow, 500-ing or garbage-returning server yields ``timeout`` / ``error`` results, never an
 exception or a hang.
 
@@ -22,6 +24,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -46,6 +49,62 @@ class _Outcome:
     body: dict | None
     status: Status
     error: str | None = None
+
+
+class Pace:
+    """A per-minute quota as a schedule: each reservation of ``amount`` (1 request, or n tokens) may start at
+    the returned time, and the next one ``amount * 60 / per_minute`` seconds later, so no minute ever holds
+    more than ``per_minute`` (requests or tokens) plus one reservation. ``hold(until)`` moves every later start
+    to ``until`` at least (a server's Retry-After). Thread-safe; times are ``time.monotonic()``."""
+
+    def __init__(self, per_minute: float | None = None):
+        self.per_minute = per_minute
+        self._next = -math.inf
+        self._lock = threading.Lock()
+
+    def reserve(self, amount: float, now: float, latest: float = math.inf) -> float:
+        """The time a request worth ``amount`` may start (>= now); books the quota it uses, unless that time
+        is after ``latest`` (the request will not be sent: nothing booked)."""
+        with self._lock:
+            start = max(now, self._next)
+            if self.per_minute and start <= latest:
+                self._next = start + amount * 60.0 / self.per_minute
+            return start
+
+    def hold(self, until: float) -> None:
+        with self._lock:
+            self._next = max(self._next, until)
+
+
+def retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait: delta-seconds or an HTTP date (RFC 9110 10.2.3); None
+    when absent or unreadable.
+
+    >>> retry_after("2"), retry_after("0.5"), retry_after("soon")
+    (2.0, 0.5, None)
+    >>> retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0)
+    10.0
+    """
+    if not value:
+        return None
+    try:
+        v = float(value)
+        return v if math.isfinite(v) and v >= 0 else None
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+def estimated_tokens(body: dict[str, Any]) -> int:
+    """What a request counts against a tokens-per-minute quota before it is sent: its message text at ~4
+    characters per token, plus the completion tokens it may use (``max_tokens`` x ``n``, as providers book them)."""
+    chars = sum(len(m.get("content") or "") if isinstance(m.get("content"), str) else len(json.dumps(m.get("content")))
+                for m in body.get("messages", []))
+    return math.ceil(chars / 4) + int(body.get("max_tokens") or 0) * int(body.get("n") or 1)
 
 
 def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random) -> float:
@@ -82,6 +141,8 @@ class HTTPOptions(Options):
     model: str | None = option(None, "model name; default: the first id from GET /v1/models")
     api_key_env: str | None = option(None, "name of an environment variable holding the bearer token for this server")
     concurrency: int = option(16, "requests in flight at once")
+    requests_per_minute: float | None = option(None, "most requests started in any minute (a hosted API's RPM quota; None: no limit)")
+    tokens_per_minute: float | None = option(None, "most tokens booked in any minute: message characters / 4 + max_tokens x n per request (a TPM quota; None: no limit)")
     timeout: float = option(120.0, "wall-clock seconds per attempt")
     retries: int = option(3, "extra attempts after the first")
     backoff: float = option(0.5, "base seconds of the exponential backoff (with full jitter)")
@@ -94,7 +155,7 @@ class HTTPOptions(Options):
         super().__post_init__()
         self._at_least(1, "concurrency", "top_logprobs")
         self._at_least(0, "retries", "backoff", "max_backoff")
-        self._at_least(0, "timeout", "deadline", strict=True)
+        self._at_least(0, "timeout", "deadline", "requests_per_minute", "tokens_per_minute", strict=True)
         if self.top_logprobs > 20:
             raise ValueError(f"option 'top_logprobs': must be <= 20 (the OpenAI API's limit), got {self.top_logprobs}")
 
@@ -122,6 +183,7 @@ class HTTPBackend(JudgeBackend):
         self.model = model
         self.api_key = key_for(self.base_url, api_key, api_key_env)
         self._rng = random.Random(o.seed)
+        self._requests, self._tokens = Pace(o.requests_per_minute), Pace(o.tokens_per_minute)  # across calls
         self.model_id = f"http:{model or '?'}@{self.base_url}"
 
     # ------------------------------------------------------------------------------ public calls
@@ -243,7 +305,8 @@ class HTTPBackend(JudgeBackend):
 
             async def one(body: dict[str, Any]) -> _Outcome:
                 async with sem:
-                    return await self._with_retries(client, {**body, "model": self.model}, end)
+                    return await self._with_retries(client, {**body, "model": self.model}, end,
+                                                    estimated_tokens(body))
 
             tasks = [asyncio.create_task(one(b)) for b in bodies]
             wait = None if end == math.inf else max(end - time.monotonic(), 0) + 1.0
@@ -261,11 +324,29 @@ class HTTPBackend(JudgeBackend):
                 out.append(_Outcome(None, Status.TIMEOUT, f"{self.base_url}: overall deadline of {self.options.deadline}s exceeded"))
         return out
 
-    async def _with_retries(self, client, body: dict[str, Any] | None, end: float) -> _Outcome:
-        """POST ``body`` to /chat/completions (``body=None``: GET /models) with timeouts, retries and backoff."""
+    async def _paced(self, tokens: int, end: float) -> bool:
+        """Wait for this request's turn under the per-minute quotas (and any Retry-After); False when that
+        turn comes after the overall deadline."""
+        now = time.monotonic()
+        start = self._requests.reserve(1, now, end)
+        if start <= end:
+            start = max(start, self._tokens.reserve(tokens, now, end))
+        if start > end:
+            return False
+        if start > now:
+            await asyncio.sleep(start - now)
+        return True
+
+    async def _with_retries(self, client, body: dict[str, Any] | None, end: float, tokens: int = 0) -> _Outcome:
+        """POST ``body`` to /chat/completions (``body=None``: GET /models) with timeouts, retries and backoff,
+        paced by the quotas; a 429/503 with ``Retry-After`` holds every request of this backend that long."""
         url = f"{self.base_url}/chat/completions" if body is not None else f"{self.base_url}/models"
         last = _Outcome(None, Status.ERROR, "no attempt made")
+        wait: float | None = None
         for attempt in range(self.options.retries + 1):
+            if body is not None and not await self._paced(tokens, end):
+                return _Outcome(None, Status.TIMEOUT, f"{url}: overall deadline of {self.options.deadline}s comes "
+                                f"before the request-rate limits let this request start; last: {last.error}")
             left = end - time.monotonic()
             if left <= 0:
                 return _Outcome(None, Status.TIMEOUT, f"{url}: overall deadline of {self.options.deadline}s exceeded "
@@ -282,6 +363,10 @@ class HTTPBackend(JudgeBackend):
                 last = _Outcome(None, Status.ERROR, f"{url}: HTTP {resp.status_code}: {detail}")
                 if resp.status_code not in RETRY_STATUS:
                     return last  # a bad request stays bad: no retry
+                wait = retry_after(resp.headers.get("Retry-After")) if resp.status_code in (429, 503) else None
+                if wait is not None:
+                    last.error += f" (Retry-After {wait:g}s)"
+                    self._requests.hold(time.monotonic() + wait)  # the server is out of quota for everyone
             except (asyncio.TimeoutError, TimeoutError):
                 why = (f"overall deadline of {self.options.deadline}s reached" if limit < self.options.timeout
                        else f"no complete response within {limit:.1f}s")
@@ -292,7 +377,9 @@ class HTTPBackend(JudgeBackend):
                 kind = Status.TIMEOUT if "Timeout" in type(e).__name__ else Status.ERROR
                 last = _Outcome(None, kind, f"{url}: {_describe(e)}")
             if attempt < self.options.retries:
-                delay = backoff_delay(attempt, self.options.backoff, self.options.max_backoff, self._rng)
+                delay = (wait if wait is not None else
+                         backoff_delay(attempt, self.options.backoff, self.options.max_backoff, self._rng))
+                wait = None
                 await asyncio.sleep(max(0.0, min(delay, end - time.monotonic())))
         last.error = f"{last.error} (after {self.options.retries + 1} attempts)"
         return last

@@ -100,6 +100,9 @@ class LlamaCppBackend(JudgeBackend):
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return [len(self.encode(t)) for t in texts]
 
+    def context_length(self) -> int | None:
+        return self.llm.n_ctx()
+
     def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         out = []
         for r in requests:

@@ -188,6 +188,9 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         ids, mask = torch.from_numpy(ids).to(self.device), torch.from_numpy(mask).to(self.device)
         return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
 
+    def context_length(self) -> int | None:
+        return self.max_prompt_tokens
+
     def _too_long(self, n: int) -> str | None:
         if self.max_prompt_tokens and n >= self.max_prompt_tokens:
             return f"prompt has {n} tokens; the model's context is {self.max_prompt_tokens}"

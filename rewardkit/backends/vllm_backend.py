@@ -167,6 +167,9 @@ class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
         except Exception:  # noqa: BLE001 - best effort on an engine that may be dead; the caller reports the error
             pass
 
+    def context_length(self) -> int | None:
+        return self.max_model_len
+
     def _too_long(self, n: int) -> str | None:
         if n >= self.max_model_len:
             return f"prompt has {n} tokens; the engine's max_model_len is {self.max_model_len}"

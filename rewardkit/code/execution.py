@@ -268,9 +268,11 @@ def _verdict(problem: Problem, res: SandboxResult, nonce: str, config: GradeConf
                 break
     if not codes or (len(codes) < n and all(c == Code.PASSED for c in codes)):
         return CodeResult([Code.RUNNER_ERROR], n, f"the harness reported {len(codes)} results for {n} tests", **base)
-    if memory and Code.TIME_LIMIT in codes:  # a test held at the memory cap crawls to its time limit
-        codes = [Code.RUNTIME_ERROR if c == Code.TIME_LIMIT else c for c in codes]
-        reason = memory if codes[details.get("test", 0)] == Code.RUNTIME_ERROR else reason
+    if memory:  # a program that broke the memory cap never passes, whatever its surviving process returned
+        # (before: OOM-killed children and a parent that returned the answer graded passed=True; a test held at
+        # the cap crawled to its time limit; memory in memfds read as "the program exited during a call")
+        codes = [c if c == Code.WRONG_ANSWER else Code.RUNTIME_ERROR for c in codes]
+        reason, details = memory, {}
     base["details"].update(details)
     return CodeResult(codes, n, reason, **base)
 

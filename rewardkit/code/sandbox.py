@@ -7,8 +7,8 @@ comes; the run is killed on a flood). The whole program's memory (every process 
 capped by a memory cgroup where one can be made (root, or a delegated cgroup v2 subtree): ``memory_bound``
 says which bound held. With namespaces (the default where the kernel allows them) the program also runs as
 pid 2 of its own PID namespace, with no network, a read-only file system except its working directory (a
-tmpfs of ``Limits.disk_bytes``: all its files together), /tmp, /home, /root, /run and the caller's home
-hidden behind empty read-only tmpfs, and (when the caller is root) an unprivileged uid of its own. Every run
+tmpfs of ``Limits.disk_bytes``: all its files together), every top-level folder but the system's (``SYSTEM_VISIBLE``)
+and the caller's home hidden behind empty read-only tmpfs (the interpreter's folders shown again, read-only), and (when the caller is root) an unprivileged uid of its own. Every run
 gets a seccomp filter that refuses new user namespaces (so no private mounts past ``disk_bytes``). See the
 README's "Sandbox" section for what this does not promise.
 """
@@ -39,7 +39,17 @@ log = logging.getLogger(__name__)
 
 Isolation = Literal["auto", "namespaces", "none"]
 MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
-DEFAULT_HIDDEN = ("/tmp", "/var/tmp", "/dev/shm", "/run", "/root", "/home", "/mnt", "/media")
+#: top-level folders a program may see (read-only): the system's programs and libraries, /etc, /proc, /dev, /sys;
+#: every other top-level folder (/opt, /srv, /work, checkouts, /var, /tmp, ...) is hidden, and the interpreter's
+#: own folders are shown again by ``readonly_paths`` (an allow-list: a folder nobody listed is never readable)
+SYSTEM_VISIBLE = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/dev", "/sys")
+ALSO_HIDDEN = ("/dev/shm",)  # inside a visible folder, and shared between processes
+
+
+def default_hidden() -> tuple[str, ...]:
+    """Every top-level folder outside ``SYSTEM_VISIBLE``, plus ``ALSO_HIDDEN``."""
+    top = sorted(f"/{n}" for n in os.listdir("/") if os.path.isdir(f"/{n}") and not os.path.islink(f"/{n}"))
+    return tuple(d for d in top if d not in SYSTEM_VISIBLE) + ALSO_HIDDEN
 _STAGE = str(Path(__file__).with_name("sandbox_stage.py"))
 _UID_BASE, _UID_SPAN = 1_000_000_000, 1_000_000_000  # per-run uids: outside any real account range
 
@@ -146,7 +156,7 @@ def run_sandboxed(
     files: Mapping[str, bytes] | None = None,
     env: Mapping[str, str] | None = None,
     readonly_paths: Sequence[str | Path] = (),
-    hidden_paths: Sequence[str | Path] = DEFAULT_HIDDEN,
+    hidden_paths: Sequence[str | Path] | None = None,
     network: bool = False,
     isolation: Isolation = "auto",
 ) -> SandboxResult:
@@ -154,6 +164,7 @@ def run_sandboxed(
 
     ``workdir``: a directory to run in (kept; default a fresh temporary one, deleted after). ``readonly_paths``
     re-expose, read-only, paths that lie under a hidden directory (e.g. an interpreter under /root).
+    ``hidden_paths``: folders behind empty tmpfs (default ``default_hidden()``: all but the system's).
     ``isolation``: "auto" uses namespaces where permitted and otherwise falls back with a loud warning;
     "namespaces" raises SandboxUnavailable instead; "none" never uses them.
     """
@@ -215,7 +226,7 @@ def _run(argv, stdin, limits: Limits, wd: Path, env, readonly_paths, hidden_path
     rl = limits.rlimits()
     if uid is None:  # RLIMIT_NPROC counts all processes of our own uid: allow for the ones already running
         rl["RLIMIT_NPROC"] = [v + _count_tasks(os.getuid()) for v in rl["RLIMIT_NPROC"]]
-    hide = [str(p) for p in hidden_paths]
+    hide = [str(p) for p in (default_hidden() if hidden_paths is None else hidden_paths)]
     home = os.environ.get("HOME")
     if home and home not in hide and home != "/":
         hide.append(home)

@@ -79,28 +79,35 @@ def discriminator_reward(r_d: float, r_a: float, lambda3: float = 1.0, lambda4: 
 
 
 # Said wherever a GAR joint run is configured or reported (the gar mode's options, README, docs/training.md)
-R_A_AT_PAPER_LAMBDA4 = ("with hard verdicts (a wrong verdict scores log 1e-6 = -13.8 in R^d), R^a cannot change "
-                        "any advantage at the paper's lambda4 = 0.5: it reverses a slice's YES/NO rewards only "
-                        "for lambda4 > 13.8, so at 0.5 the discriminator trains on R^d alone (with advantage=grpo)")
+R_A_AT_PAPER_LAMBDA4 = ("M_d(x) is the discriminator's probability of **YES** where it wrote its verdict "
+                        "(m_d=probability, the default; sec. 3 calls M_d a probability), so R^d and R^a both move "
+                        "its advantages at the paper's lambda4 = 0.5; with m_d=verdict (hard verdicts: a wrong "
+                        "verdict scores log 1e-6 = -13.8 in R^d) R^a reverses a slice's YES/NO rewards only for "
+                        "lambda4 > 13.8, so at 0.5 it changes no advantage (with advantage=grpo)")
 
 
 def judgment_rewards(scores: Sequence[float | None], is_reference: Sequence[bool],
                      correct: Sequence[bool | None], lambda3: float = 1.0, lambda4: float = 0.5,
-                     eps: float = 1e-6) -> np.ndarray:
+                     eps: float = 1e-6, p_real: Sequence[float | None] | None = None) -> np.ndarray:
     """R^dis per sampled judgment (sec. 3): lambda3 * its GAN term + lambda4 * its alignment term.
 
-    ``scores`` are the judgments' r^s (1 = **YES**, 0 = **NO**, None = unparseable: NaN, masked), so
-    M_d(x) is the judgment's own verdict (clipped to [eps, 1 - eps]); ``correct`` is the final-answer
-    correctness of a generated slice's trace (None: unknown, and reference slices have no R^a term).
-    Averaged over the reference and over the generated judgments, these are R^d and R^a of
-    ``gan_reward`` / ``alignment_reward``: the discriminator's GRPO reward on its own judgments.
+    ``scores`` are the judgments' r^s (1 = **YES**, 0 = **NO**, None = unparseable: NaN, masked), which
+    R^a compares with ``correct``, the final-answer correctness of a generated slice's trace (None:
+    unknown, and reference slices have no R^a term). ``p_real`` is each judgment's M_d(x), the
+    discriminator's probability that the slice is real; without it M_d(x) is the hard verdict itself,
+    clipped to [eps, 1 - eps]. Averaged over the reference and over the generated judgments, these are
+    R^d and R^a of ``gan_reward`` / ``alignment_reward``: the discriminator's GRPO reward on its judgments.
 
     >>> judgment_rewards([1.0, 1.0, 0.0], [True, False, False], [None, True, False]).round(2).tolist()
     [-0.0, -13.32, 0.5]
     """
     if not len(scores) == len(is_reference) == len(correct):
         raise ValueError(f"judgment_rewards: {len(scores)} scores, {len(is_reference)} kinds, {len(correct)} labels")
-    d = gan_slice_terms(scores, is_reference, eps)  # log M_d(x) (reference) / log(1 - M_d(x)) (generated)
+    if p_real is not None and len(p_real) != len(scores):
+        raise ValueError(f"judgment_rewards: {len(p_real)} probabilities for {len(scores)} judgments")
+    m_d = scores if p_real is None else [None if s is None or math.isnan(s) else p  # an unread judgment stays masked
+                                         for s, p in zip(scores, p_real, strict=True)]
+    d = gan_slice_terms(m_d, is_reference, eps)  # log M_d(x) (reference) / log(1 - M_d(x)) (generated)
     out = lambda3 * d
     for i, (s, ref, c) in enumerate(zip(scores, is_reference, correct, strict=True)):
         if not ref and c is not None and not math.isnan(out[i]):

@@ -5,12 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rewardkit.runtime.inputs import EXPERT_KEYS, PROMPT_KEYS, REFERENCE_KEYS, InputError
+from rewardkit.runtime.inputs import EXPERT_KEYS, PROMPT_KEYS, REFERENCE_KEYS, InputError, first_field
 from rewardkit.types import Group
-
-
-def _first(obj: dict, keys: tuple[str, ...]):
-    return next(((k, obj[k]) for k in keys if obj.get(k) is not None), (None, None))
 
 
 def read_prompts(path: str | Path, limit: int | None = None) -> list[Group]:
@@ -28,13 +24,15 @@ def read_prompts(path: str | Path, limit: int | None = None) -> list[Group]:
                 raise InputError(p, n, None, f"not JSON ({e.msg})") from None
             if not isinstance(obj, dict):
                 raise InputError(p, n, None, "expected a JSON object")
-            pk, prompt = _first(obj, PROMPT_KEYS)
+            pk, prompt = first_field(obj, PROMPT_KEYS)
             if not isinstance(prompt, str) or not prompt.strip():
                 raise InputError(p, n, pk or "prompt", f"missing or empty (looked for {', '.join(PROMPT_KEYS)})")
-            _, ref = _first(obj, REFERENCE_KEYS)
-            _, expert = _first(obj, EXPERT_KEYS)
-            out.append(Group(str(obj.get("id", f"{p.stem}-{n}")), prompt, [],
-                             None if ref is None else str(ref), expert))
+            rk, ref = first_field(obj, REFERENCE_KEYS)
+            _, expert = first_field(obj, EXPERT_KEYS)
+            try:  # a number reads as its text, a list as several references (any is right)
+                out.append(Group(str(obj.get("id", f"{p.stem}-{n}")), prompt, [], ref, expert))
+            except (TypeError, ValueError) as e:
+                raise InputError(p, n, rk, str(e)) from None
             if limit is not None and len(out) >= limit:
                 break
     if not out:

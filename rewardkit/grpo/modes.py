@@ -23,6 +23,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from rewardkit.gar.rewards import R_A_AT_PAPER_LAMBDA4, judgment_rewards
 from rewardkit.gar.slices import SliceItem, SliceOptions, SliceScorer
 from rewardkit.grpo.trainer import GRPOTrainer, Learner, Rollouts, set_advantages
 from rewardkit.options import Options, coerce_options, option, resolve_options
-from rewardkit.prompts.gar import discriminator_messages
+from rewardkit.prompts.gar import VERDICT_CHOICES, discriminator_messages
 from rewardkit.raro.critic import (
     CriticItem,
     CriticOptions,
@@ -164,6 +165,13 @@ class RaroShared:
 # ------------------------------------------------------------------------------------------- GAR
 
 
+def before_verdict(text: str, label: str) -> str:
+    """A judgment's text up to where its verdict word starts (App. B: **YES**/**NO** after the analysis), the
+    assistant prefix at which the discriminator's P(YES) is read: the first bold ``label``, else the first word."""
+    m = re.search(rf"\*\*\s*({label})\b", text) or re.search(rf"\b({label})\b", text, re.IGNORECASE)
+    return text[: m.start(1)] if m else text.rstrip() + "\n**"
+
+
 class SampledJudge(JudgeBackend):
     """A ``Learner``'s model as a judge whose sampled judgments are kept for its own GRPO update.
 
@@ -211,10 +219,15 @@ class GarOptions(Options):
     lr: float = option(1e-6, "the discriminator's AdamW learning rate (sec. 4.1: 1e-6, as the reasoner's)")
     lambda3: float = option(1.0, "weight of R^d in R^dis (sec. 4.1: 1)")
     lambda4: float = option(0.5, f"weight of R^a in R^dis (sec. 4.1: 0.5); {R_A_AT_PAPER_LAMBDA4}")
+    m_d: Literal["probability", "verdict"] = option(
+        "probability", "M_d(x) in R^d (sec. 3: the probability that slice x is real): probability = the "
+                       "discriminator's P(YES) where it wrote its verdict, after its own analysis (one scoring pass "
+                       "per judgment); verdict = the hard verdict clipped to [1e-6, 1 - 1e-6]")
     dis_samples: int = option(2, "judgments sampled per slice: one GRPO group of the discriminator (not stated in the paper)")
     dis_update: Literal["grpo", "expected"] = option(
-        "grpo", "grpo: GRPO on its sampled judgments (sec. 3); expected: rewardkit's variant, gradient ascent on the "
-                "expected R^dis of a bare verdict, P(YES) R(YES) + P(NO) R(NO), one forward pass per slice, no rollouts")
+        "grpo", "grpo: GRPO on its sampled judgments (sec. 3); expected: rewardkit's variant, gradient ascent on "
+                "R^dis of a bare verdict's P(YES) (R^d of M_d = P(YES), R^a in expectation; m_d=verdict: "
+                "P(YES) R(YES) + P(NO) R(NO)), one forward pass per slice, no rollouts")
     scorer: SliceOptions = option(SliceOptions(temperature=1.0), "the slice scorer's options; generate mode samples judgments at its temperature, capped at max_tokens (K = 128)")
 
     def __post_init__(self) -> None:
@@ -266,10 +279,13 @@ class GarJoint:
             gen_roll = self._judge(gen, (step, 3))
         ref_roll = self._judge(ref, (step, 4))
         metrics: dict[str, float] = {}
-        for roll, is_ref, labels, name in ((ref_roll, True, [None] * len(ref), "ref"), (gen_roll, False, correct, "gen")):
+        for roll, items, is_ref, labels, name in ((ref_roll, ref, True, [None] * len(ref), "ref"),
+                                                  (gen_roll, gen, False, correct, "gen")):
             verdicts = [parse_yes_no(t, f) for t, f in zip(roll.texts, roll.finish_reasons(), strict=True)]
             r_s = [(1.0 if v.label == "YES" else 0.0) if v.ok else None for v in verdicts]  # binary r^s per judgment
-            rewards = judgment_rewards(r_s, [is_ref] * len(r_s), [c for c in labels for _ in range(k)], o.lambda3, o.lambda4)
+            p_real = self._verdict_p_yes(items, roll.texts, r_s) if o.m_d == "probability" else None
+            rewards = judgment_rewards(r_s, [is_ref] * len(r_s), [c for c in labels for _ in range(k)], o.lambda3,
+                                       o.lambda4, p_real=p_real)
             ok = np.isfinite(rewards).reshape(-1, k)  # [S, G] unparseable judgments are masked
             set_advantages(roll, np.nan_to_num(rewards).reshape(-1, k), ok, self.learner.config)
             roll.weight = 1.0  # R^d = E_ref + E_gen: each set averaged on its own (a balanced set)
@@ -277,16 +293,36 @@ class GarJoint:
             metrics[f"dis_{name}_reward"] = float(kept.mean()) if kept.size else math.nan
             metrics[f"dis_{name}_yes"] = float(np.mean([s == 1.0 for s in r_s]))
             metrics[f"dis_{name}_ok_fraction"] = float(ok.mean())
+            if p_real is not None:
+                read = [p for p in p_real if p is not None]
+                metrics[f"dis_{name}_p_yes"] = float(np.mean(read)) if read else math.nan
         stats = self.learner.update([ref_roll, gen_roll])
         return {**metrics, "dis_slices": len(gen) + len(ref), **{f"dis_{k_}": v for k_, v in stats.items()}}
 
+    def _verdict_p_yes(self, items: list[SliceItem], texts: list[str], r_s: list[float | None]) -> list[float | None]:
+        """M_d(x) per judgment (sec. 3): the discriminator's P(YES) vs P(NO) at the place its verdict stands,
+        after its own analysis (one scoring pass over every read judgment; None where no verdict was read)."""
+        k = self.options.dis_samples
+        rows = [i for i, s in enumerate(r_s) if s is not None]
+        reqs = []
+        for i in rows:
+            it = items[i // k]
+            reqs.append(VerdictRequest(discriminator_messages(it.problem, it.text, it.context), VERDICT_CHOICES,
+                                       before_verdict(texts[i], "YES" if r_s[i] == 1.0 else "NO")))
+        out: list[float | None] = [None] * len(r_s)
+        for i, res in zip(rows, self.learner.backend.verdict_probs(reqs), strict=True):
+            if res.status is Status.OK and len(res.probs) == 2:
+                out[i] = float(res.probs[0])
+        return out
+
     def _expected_update(self, gen: list[SliceItem], correct: list[bool | None], ref: list[SliceItem]) -> dict:
-        """The ``expected`` variant: one AdamW step on E[R^dis] = mean_ref E + mean_gen E, where each slice's
-        E = P(YES) R(YES) + P(NO) R(NO) with R the per-judgment R^dis of a bare **YES** / **NO**."""
+        """The ``expected`` variant: one AdamW step on R^dis = mean_ref E + mean_gen E over bare verdicts, where
+        a slice's E = lambda3 (log P(YES) | log P(NO)) + lambda4 E[R^a] (M_d = P(YES)), or with m_d=verdict
+        P(YES) R(YES) + P(NO) R(NO), R the per-judgment R^dis of a hard **YES** / **NO**."""
         import torch
 
         from rewardkit.grpo.trainer import completion_logprobs
-        from rewardkit.prompts.gar import VERDICT_CHOICES, VERDICT_PREFIX
+        from rewardkit.prompts.gar import VERDICT_PREFIX
 
         if not gen or not ref:
             return {"dis_skipped": 1.0}
@@ -303,12 +339,19 @@ class GarJoint:
         logp, mask, _ = completion_logprobs(b.model, rows, b.tokenizer.pad_token_id, 1.0, b.device)  # [2S, T]
         seq = (logp * mask).sum(-1).view(len(items), 2)  # [S, 2] log P(YES), log P(NO) after the prefix
         p_yes = torch.softmax(seq, -1)[:, 0]  # [S] renormalised over the two verdicts
-        r_yes = torch.tensor(judgment_rewards([1.0] * len(items), is_ref, labels, o.lambda3, o.lambda4),
-                             dtype=p_yes.dtype)  # [S] R^dis of a YES judgment
-        r_no = torch.tensor(judgment_rewards([0.0] * len(items), is_ref, labels, o.lambda3, o.lambda4),
-                            dtype=p_yes.dtype)  # [S] R^dis of a NO judgment
-        e = p_yes * r_yes + (1 - p_yes) * r_no  # [S] expected per-slice R^dis
         ref_mask = torch.tensor(is_ref)  # [S]
+        if o.m_d == "probability":  # M_d(x) = P(YES): R^d's log M_d / log(1 - M_d) of it, plus the expected R^a
+            a_yes, a_no = (torch.tensor(judgment_rewards([v] * len(items), is_ref, labels, 0.0, o.lambda4),
+                                        dtype=p_yes.dtype) for v in (1.0, 0.0))  # [S] lambda4 R^a of YES / NO
+            q = p_yes.clamp(1e-6, 1 - 1e-6)
+            d = torch.where(ref_mask, torch.log(q), torch.log1p(-q))  # [S] sec. 3's GAN terms
+            e = o.lambda3 * d + p_yes * a_yes + (1 - p_yes) * a_no  # [S]
+        else:
+            r_yes = torch.tensor(judgment_rewards([1.0] * len(items), is_ref, labels, o.lambda3, o.lambda4),
+                                 dtype=p_yes.dtype)  # [S] R^dis of a YES judgment
+            r_no = torch.tensor(judgment_rewards([0.0] * len(items), is_ref, labels, o.lambda3, o.lambda4),
+                                dtype=p_yes.dtype)  # [S] R^dis of a NO judgment
+            e = p_yes * r_yes + (1 - p_yes) * r_no  # [S] expected per-slice R^dis
         objective = e[ref_mask].mean() + e[~ref_mask].mean()  # R^d's two expectations (+ R^a on the generated)
         self.learner.optimizer.zero_grad(set_to_none=True)
         (-objective).backward()

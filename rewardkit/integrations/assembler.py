@@ -21,6 +21,7 @@ from typing import Any
 
 from rewardkit.integrations.common import GroupGatherer, load_scorer
 from rewardkit.scoring import Scorer
+from rewardkit.types import Reference
 
 ASSEMBLER_NAME = "rewardkit_group_assembler"
 log = logging.getLogger(__name__)
@@ -40,10 +41,12 @@ class RowScore:
     judge_calls: float
 
 
-def say_once(message: str) -> None:
-    """A warning logged once per process (the job's assembler actor is one process for all its workers)."""
-    if message not in _SAID:
-        _SAID.add(message)
+def say_once(reason: str, message: str) -> None:
+    """A warning logged once per process and ``reason`` (the job's assembler actor is one process for all its
+    workers): the message may carry the row's values, the reason does not, so rows that differ only in their
+    values are one warning."""
+    if reason not in _SAID:
+        _SAID.add(reason)
         log.warning(message)
 
 
@@ -54,7 +57,7 @@ class GroupAssembler:
                  options: dict[str, Any] | None = None):
         self.gatherer = GroupGatherer(load_scorer(scorer, options), group_size, group_timeout)
 
-    async def add(self, key: Hashable, prompt: str, response: str, reference: str | None = None,
+    async def add(self, key: Hashable, prompt: str, response: str, reference: Reference | None = None,
                   expert: str | None = None) -> RowScore:
         s, i, partial = await self.gatherer.add(key, prompt, response, reference, expert)
         v = float(s.rewards[i])
@@ -62,9 +65,9 @@ class GroupAssembler:
                         s.messages[i] if s.messages else None, len(s.rewards), partial,
                         s.cost.judge_calls / max(len(s.rewards), 1))
 
-    def say_once(self, message: str) -> None:
-        """Log ``message`` (a warning) once per job, however many workers send it."""
-        say_once(message)
+    def say_once(self, reason: str, message: str) -> None:
+        """Log ``message`` (a warning) once per job and reason, however many workers send it."""
+        say_once(reason, message)
 
     def counts(self) -> dict[str, int]:
         """Rows seen, groups scored, partial groups, scorer calls, rows waiting now."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardkit.scoring import Scorer, get_scorer, register_scorer, scorer_names, scorer_options
-from rewardkit.types import Group, GroupScore
+from rewardkit.types import Group, GroupScore, Reference
 
 
 def load_scorer(spec: str | Scorer, options: dict[str, Any] | None = None, judge: str | None = None) -> Scorer:
@@ -40,7 +40,7 @@ def group_rows(keys: Sequence[Hashable]) -> list[list[int]]:
 
 
 def score_rows(scorer: Scorer, prompts: Sequence[str], responses: Sequence[str], keys: Sequence[Hashable] | None = None,
-               references: Sequence[str | None] | None = None, experts: Sequence[str | None] | None = None,
+               references: Sequence[Any] | None = None, experts: Sequence[str | None] | None = None,
                ) -> tuple[list[float | None], list[GroupScore], list[list[int]]]:
     """Score flat rows (one response each) as whole groups in ONE scorer call.
 
@@ -61,7 +61,7 @@ def score_rows(scorer: Scorer, prompts: Sequence[str], responses: Sequence[str],
             if col is not None and any(col[r] != col[first] for r in rows):
                 raise ValueError(f"rows {rows} share a group key but differ in their {what}")
         groups.append(Group(f"g{gi}", prompts[first], [responses[r] for r in rows],
-                            reference=None if references is None else _str(references[first]),
+                            reference=None if references is None else references[first],
                             expert=None if experts is None else _str(experts[first])))
     scores = scorer.score(groups)
     out: list[float | None] = [None] * n
@@ -81,7 +81,7 @@ class _Pending:
 
     key: Hashable
     prompt: str
-    reference: str | None
+    reference: Reference | None
     expert: str | None
     rows: list[tuple[str, asyncio.Future]] = field(default_factory=list)
     timer: asyncio.TimerHandle | None = None
@@ -130,7 +130,7 @@ class GroupGatherer:
         self._submit(_Job(groups, fut))
         return await fut
 
-    async def add(self, key: Hashable, prompt: str, response: str, reference: str | None = None,
+    async def add(self, key: Hashable, prompt: str, response: str, reference: Reference | None = None,
                   expert: str | None = None) -> tuple[GroupScore, int, bool]:
         loop = asyncio.get_running_loop()
         fut = loop.create_future()

@@ -40,7 +40,7 @@ from urllib.parse import parse_qsl, urlencode
 from rewardkit.http_server import HTTPError, JSONRequest, Route, make_app
 from rewardkit.integrations.common import GroupGatherer, group_rows
 from rewardkit.scoring import Scorer, is_group_relative
-from rewardkit.types import Group, GroupScore
+from rewardkit.types import Group, GroupScore, Reference, reference_value
 
 log = logging.getLogger(__name__)
 KEY_PARAM = "api_key"
@@ -53,7 +53,7 @@ MIN_TAIL = 16  # characters of a left-cut prompt a query must still start with
 class RewardRequest:
     responses: list[str]
     prompts: list[str]
-    labels: list[str | None]
+    labels: list[Reference | None]  # a list label is several references, any of which is right
 
 
 def parse_request(body: Any, max_items: int = 4096) -> RewardRequest:
@@ -78,14 +78,17 @@ def parse_request(body: Any, max_items: int = 4096) -> RewardRequest:
     if labels is None:
         labels = [None] * len(queries)
     if not isinstance(labels, list) or len(labels) != len(queries):
-        raise HTTPError(400, f"field 'labels': expected a list of {len(queries)} labels (string, number or null)")
+        raise HTTPError(400, f"field 'labels': expected a list of {len(queries)} labels (string, number, list or null)")
+    refs: list[Reference | None] = []
     for i, x in enumerate(labels):
-        if isinstance(x, list):
-            raise HTTPError(400, f"field 'labels[{i}]': a list of {len(x)} references; rewardkit takes one reference "
-                                 "answer per row (a string or number): point --data.label_key at a column holding "
-                                 "one answer")
-        if x is not None and (isinstance(x, bool) or not isinstance(x, (str, int, float))):
-            raise HTTPError(400, f"field 'labels[{i}]': expected a string, number or null, got {type(x).__name__}")
+        if x == "" or x == []:  # OpenRLHF sends "" for every row when --data.label_key is unset: no reference
+            refs.append(None)
+            continue
+        try:
+            refs.append(reference_value(x, f"labels[{i}]"))
+        except (TypeError, ValueError) as e:
+            where, _, msg = str(e).partition(": ")
+            raise HTTPError(400, f"field '{where}': {msg}") from None
     responses = []
     for i, (q, p) in enumerate(zip(queries, prompts, strict=True)):
         response = split_query(q, p)
@@ -93,8 +96,7 @@ def parse_request(body: Any, max_items: int = 4096) -> RewardRequest:
             raise HTTPError(400, f"field 'query[{i}]': starts with neither prompts[{i}] nor its last {MIN_TAIL} "
                                  "characters (query = prompt + response; a long prompt may be cut from the left)")
         responses.append(response)
-    # an empty label is no reference: OpenRLHF sends "" for every row when --data.label_key is unset
-    return RewardRequest(responses, list(prompts), [None if x is None or x == "" else str(x) for x in labels])
+    return RewardRequest(responses, list(prompts), refs)
 
 
 def split_query(query: str, prompt: str) -> str | None:
@@ -169,7 +171,7 @@ class RewardService:
             self._said.add(what)
             log.error(message)
 
-    def _check(self, s: GroupScore, reference: str | None, partial: bool) -> None:
+    def _check(self, s: GroupScore, reference: Reference | None, partial: bool) -> None:
         """One server-log line the first time a reference-less group is masked, or a group closes short."""
         masked = [m for st, m in zip(s.statuses, s.messages or [None] * len(s.statuses), strict=True)
                   if st.value != "ok"]
@@ -192,7 +194,7 @@ class RewardService:
         return {"reward": v, "status": s.statuses[i].value, "group_size": len(s.rewards), "partial": partial,
                 "judge_calls": s.cost.judge_calls / max(len(s.rewards), 1)}
 
-    async def _add(self, prompt: str, response: str, label: str | None) -> dict[str, Any]:
+    async def _add(self, prompt: str, response: str, label: Reference | None) -> dict[str, Any]:
         s, j, partial = await self.gatherer.add((prompt, label), prompt, response, label)
         self._check(s, label, partial)
         return self._row(s, j, partial)

@@ -15,7 +15,12 @@ set) and is flagged ``rewardkit_ok = 0`` in ``reward_extra_info``, so it is neve
 
 The scorer comes from ``$REWARDKIT_SCORER`` (a name or ``module:Class``) and ``$REWARDKIT_SCORER_OPTIONS``
 (JSON), or from Python: ``reward_manager_for(scorer)`` returns a manager class bound to an instance.
-``compute_score`` is the plain ``custom_reward_function`` contract for per-response scorers.
+``compute_score`` is the plain ``custom_reward_function`` contract for per-response scorers, and
+``compute_score_async`` its coroutine form (verl's reward loop awaits a coroutine function instead of running it
+in a thread; concurrent rows are scored together in one scorer call, in a worker thread, so a judge batches and
+the loop stays free). Both take the scorer from verl's ``custom_reward_function.reward_kwargs`` (``scorer``,
+``judge``, ``options``, ``masked_reward``), else from the environment. A ``ground_truth`` list (a numpy array
+from a parquet list column) is several references, any of which is right.
 """
 
 from __future__ import annotations
@@ -23,14 +28,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import weakref
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from rewardkit.integrations.assembler import GroupAssembler, say_once, shared_assembler
-from rewardkit.integrations.common import load_scorer
+from rewardkit.integrations.common import GroupGatherer, load_scorer
 from rewardkit.scoring import Scorer, is_group_relative
-from rewardkit.types import Group
+from rewardkit.types import Group, GroupScore, Reference, reference_value
 
 _SCORERS: dict[str, Scorer] = {}
 
@@ -53,7 +60,7 @@ def env_scorer() -> Scorer:
     return _SCORERS[key]
 
 
-def _ground_truth(item_nt: dict[str, Any]) -> str | None:
+def _ground_truth(item_nt: dict[str, Any]) -> Reference | None:
     """``reward_model.ground_truth`` as text; a ``reward_model`` that is not verl's dict is an error, not an abstain."""
     rm = item_nt.get("reward_model")
     if rm is not None and not isinstance(rm, dict):
@@ -62,16 +69,14 @@ def _ground_truth(item_nt: dict[str, Any]) -> str | None:
     return _reference(rm.get("ground_truth") if isinstance(rm, dict) else None)
 
 
-def _reference(gt: Any) -> str | None:
-    """One reference answer from verl's ``ground_truth``. A list of references (a parquet list column arrives as
-    a numpy array) is not read as the text of a list: the row gets no reference, so a scorer that needs one
-    masks it (``rewardkit_ok = 0``), and the log says why, once."""
-    if isinstance(gt, (list, tuple, np.ndarray)):
-        say_once(f"rewardkit verl adapter: reward_model.ground_truth is a list of {len(gt)} references "
-                 f"({str(list(gt))[:60]}); rewardkit takes one reference answer per row, so these rows have none "
-                 "(a scorer that needs one masks them: rewardkit_ok = 0): store one answer in ground_truth")
+def _reference(gt: Any) -> Reference | None:
+    """verl's ``ground_truth`` as the data model's reference: text, a number as its text, or a list (a parquet
+    list column arrives as a numpy array) as several references of which any is right."""
+    if isinstance(gt, np.ndarray):
+        gt = gt.tolist()
+    if isinstance(gt, (list, tuple)) and not gt:
         return None
-    return None if gt is None else str(gt)
+    return reference_value(gt, "reward_model.ground_truth")
 
 
 def _decode_rows(data: Any, tokenizer: Any) -> tuple[list[str], list[str], list[int]]:
@@ -135,11 +140,11 @@ class RewardkitLoopManager(_LoopBase):  # type: ignore[misc, valid-type]
                 actor = shared_assembler(scorer, self.group_size, self.group_timeout, options=options)
                 self._add = actor.add.remote
                 if self._warning:  # every worker builds a manager: the one assembler logs the warning once
-                    actor.say_once.remote(self._warning)
+                    actor.say_once.remote("validation group size", self._warning)
             else:
                 self._add = GroupAssembler(scorer, self.group_size, self.group_timeout, options).add
                 if self._warning:
-                    say_once(self._warning)
+                    say_once("validation group size", self._warning)
         return self._add
 
     async def run_single(self, data: Any) -> dict[str, Any]:
@@ -193,22 +198,92 @@ def reward_manager_for(scorer: Scorer | str, **options: Any) -> type:
     return type(name, (RewardkitLoopManager,), {"scorer": sc})
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None,
-                  **kwargs: Any) -> dict[str, Any]:
-    """verl's ``custom_reward_function`` contract for per-response scorers (``$REWARDKIT_SCORER``).
+#: what verl's reward managers add to every compute_score call (reward-model routing), not rewardkit's business
+VERL_CALL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
+REWARD_KWARGS = ("scorer", "judge", "options", "masked_reward")
 
-    Returns ``{"score", "rewardkit_ok"}``; a masked response scores ``$REWARDKIT_MASKED_REWARD`` (0.0) with
-    ``rewardkit_ok`` 0. Group-relative scorers are refused: use the reward manager for those.
-    """
-    sc = env_scorer()
+
+def _call_scorer(kwargs: dict[str, Any]) -> tuple[Scorer, float]:
+    """The scorer and masked reward a compute_score call asks for: verl's ``reward_kwargs`` (``scorer``, ``judge``,
+    ``options``, ``masked_reward``), else ``$REWARDKIT_SCORER``; built once per configuration."""
+    extra = sorted(set(kwargs) - set(REWARD_KWARGS) - set(VERL_CALL_KWARGS))
+    if extra:
+        raise TypeError(f"rewardkit compute_score: unknown reward_kwargs {extra}; it takes {', '.join(REWARD_KWARGS)} "
+                        "(custom_reward_function.reward_kwargs.scorer=verifier, ...options.timeout=5)")
+    masked = kwargs.get("masked_reward")
+    masked = float(os.environ.get("REWARDKIT_MASKED_REWARD", 0.0) if masked is None else masked)
+    name = kwargs.get("scorer")
+    if name is None:
+        if kwargs.get("options") or kwargs.get("judge"):
+            raise TypeError("rewardkit compute_score: reward_kwargs give options or judge but no scorer")
+        sc = env_scorer()
+    else:
+        options = _plain(kwargs.get("options") or {})
+        if not isinstance(options, dict):
+            raise TypeError(f"rewardkit compute_score: reward_kwargs.options must be a mapping, got {options!r}")
+        judge = kwargs.get("judge")
+        key = json.dumps([name, options, judge], sort_keys=True, default=str)
+        if key not in _SCORERS:
+            _SCORERS[key] = load_scorer(str(name), options, judge)
+        sc = _SCORERS[key]
     if is_group_relative(sc):
         raise ValueError(f"scorer {sc.name!r} rewards a response relative to its group; compute_score sees one "
                          "response at a time: use the reward manager RewardkitLoopManager instead")
+    return sc, masked
+
+
+def _plain(x: Any) -> Any:
+    """omegaconf's DictConfig / ListConfig (verl's reward_kwargs) as plain dicts and lists."""
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)) or type(x).__name__ == "ListConfig":
+        return [_plain(v) for v in x]
+    return x
+
+
+def _one(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None) -> Group:
     prompt = str((extra_info or {}).get("question") or (extra_info or {}).get("prompt") or "")
-    (s,) = sc.score([Group(f"{data_source}", prompt, [solution_str], reference=_reference(ground_truth))])
+    return Group(f"{data_source}", prompt, [solution_str], reference=_reference(ground_truth))
+
+
+def _result(s: GroupScore, masked: float) -> dict[str, Any]:
     v = float(s.rewards[0])
     ok = not math.isnan(v)
-    return {"score": v if ok else float(os.environ.get("REWARDKIT_MASKED_REWARD", 0.0)), "rewardkit_ok": float(ok)}
+    return {"score": v if ok else masked, "rewardkit_ok": float(ok)}
 
 
-__all__ = ["RewardkitLoopManager", "compute_score", "env_scorer", "env_scorer_spec", "reward_manager_for"]
+def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None,
+                  **kwargs: Any) -> dict[str, Any]:
+    """verl's ``custom_reward_function`` contract for per-response scorers.
+
+    The scorer comes from ``reward_kwargs`` (``scorer``, ``judge``, ``options``, ``masked_reward``) else
+    ``$REWARDKIT_SCORER``. Returns ``{"score", "rewardkit_ok"}``; a masked response scores ``masked_reward``
+    (``$REWARDKIT_MASKED_REWARD``, 0.0) with ``rewardkit_ok`` 0. Group-relative scorers are refused: use the
+    reward manager for those.
+    """
+    sc, masked = _call_scorer(kwargs)
+    (s,) = sc.score([_one(data_source, solution_str, ground_truth, extra_info)])
+    return _result(s, masked)
+
+
+_LOOP_GATHERERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> {id(scorer): gatherer}
+
+
+async def compute_score_async(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None,
+                              **kwargs: Any) -> dict[str, Any]:
+    """``compute_score`` as a coroutine (set ``custom_reward_function.name=compute_score_async``): verl's reward
+    loop awaits it per sample; samples awaiting at once are scored in ONE scorer call in a worker thread, so a
+    judge batches them and the event loop (verl's other rows and reward functions) is never blocked."""
+    import asyncio
+
+    sc, masked = _call_scorer(kwargs)
+    per_loop = _LOOP_GATHERERS.setdefault(asyncio.get_running_loop(), {})
+    gatherer = per_loop.get(id(sc))
+    if gatherer is None:
+        gatherer = per_loop[id(sc)] = GroupGatherer(sc, 1)
+    (s,) = await gatherer.score([_one(data_source, solution_str, ground_truth, extra_info)])
+    return _result(s, masked)
+
+
+__all__ = ["RewardkitLoopManager", "compute_score", "compute_score_async", "env_scorer", "env_scorer_spec",
+           "reward_manager_for"]

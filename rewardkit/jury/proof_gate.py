@@ -243,7 +243,8 @@ class LLMJudgeVerifier(BaseVerifier):
         self.mode = resolve_mode(mode, self.backend)
         self.max_tokens, self.temperature = max_tokens, temperature
 
-    def _messages(self, c: Claim) -> list[dict[str, str]]:
+    def messages(self, c: Claim) -> list[dict[str, str]]:
+        """The App. D judge's chat for one (question, answer) claim."""
         return [{"role": "system", "content": get_prompt("jury.llm_judge_system").text},
                 {"role": "user", "content": render("jury.llm_judge_user", problem=c.problem.strip(), answer=c.answer.strip())}]
 
@@ -253,7 +254,7 @@ class LLMJudgeVerifier(BaseVerifier):
         if not claims:
             return []
         if self.mode == "logit":
-            res = self.backend.verdict_probs([VerdictRequest(self._messages(c), ("True", "False"), "Final judgment: ")
+            res = self.backend.verdict_probs([VerdictRequest(self.messages(c), ("True", "False"), "Final judgment: ")
                                               for c in claims])
             out = []
             for r in res:
@@ -266,7 +267,7 @@ class LLMJudgeVerifier(BaseVerifier):
                     out.append(VerifyResult("verified" if p >= 0.5 else "refuted", f"p(True) = {p:.3f}", cost,
                                             r.cached, {"p_true": p}))
             return out
-        reqs = [ChatRequest(self._messages(c), max_tokens=self.max_tokens, n=self.samples,
+        reqs = [ChatRequest(self.messages(c), max_tokens=self.max_tokens, n=self.samples,
                             temperature=self.temperature if self.samples == 1 else max(self.temperature, 0.7))
                 for c in claims]
         out = []

@@ -3,15 +3,19 @@
 The App. D judge "assesses the reasoning process and the final answer of each rollout": each response goes
 to the judge whole, its reasoning (a ``<think>`` block included, closed or not) and its final answer ("...
 whether a given mathematical question and answer are correctly matched ... True or False"), in one batched
-call for the whole batch: reward 1 for True, 0 for False. A response longer than the judge's budget
-(``response_tokens``, counted with the judge's tokenizer) is cut from the front, so its final answer stays.
+call for the whole batch: reward 1 for True, 0 for False. The judge sees the rollout up to the paper's
+generation budget (``response_tokens`` = 3,072, Table 7's max new tokens, counted with the judge's tokenizer),
+cut only where the judge's context ends (``JudgeBackend.context_length``, beside the prompt and the
+judgment): a longer response is cut from the front, so its final answer stays.
 The answer is extracted from the same text the judge sees: a ``<think>`` block never closed (the policy cut
 off mid-reasoning) is read the same way by both, as part of the response. This is the per-rollout judge
 reward of the paper's LLM-as-a-Judge baseline; ``llm-judge`` (``rewardkit.jury.proof_gate``) instead asks
 the judge once per group about the majority answer alone. The judging itself is ``LLMJudgeVerifier``, shared.
 
-A response without a final answer is not sent and gets 0 (the policy gave no answer). A judge failure,
-an unparseable judgment or an even split of ``samples`` judgments masks that response with its status.
+A finished response without a final answer is not sent and gets 0 (the policy gave no answer). A response
+cut off mid-reasoning with no final answer ("... Then maybe it's 41 or": ``rewardkit.answers.unfinished``)
+abstains: a number from unfinished reasoning is no answer, so nothing is judged. A judge failure, an
+unparseable judgment or an even split of ``samples`` judgments masks that response with its status.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rewardkit.answers import extract_answer_span
+from rewardkit.answers import extract_answer_span, unfinished
 from rewardkit.jury.proof_gate import LLMJudgeVerifier
 from rewardkit.options import option
 from rewardkit.scoring import BaseScorer, JudgeOptions
@@ -36,8 +40,9 @@ class RolloutJudgeOptions(JudgeOptions):
     samples: int = option(1, "judgments per response, majority of them (an even split masks the response)")
     max_tokens: int = option(512, "generation budget of one judgment")
     temperature: float = option(0.0, "judge sampling temperature (at least 0.7 when samples > 1)")
-    response_tokens: int = option(2048, "the most response tokens the judge is shown (its tokenizer; whitespace "
-                                        "words without one): a longer response is cut from the front, so the "
+    response_tokens: int = option(3072, "the most response tokens the judge is shown (JURY-RL Table 7: 3,072 new "
+                                        "tokens; its tokenizer, whitespace words without one), fewer where the "
+                                        "judge's context ends: a longer response is cut from the front, so the "
                                         "final answer stays")
 
     def __post_init__(self) -> None:
@@ -47,6 +52,7 @@ class RolloutJudgeOptions(JudgeOptions):
 
 
 CUT_MARK = "[... the start of the response is cut to fit the judge's budget ...]\n"
+TEMPLATE_TOKENS = 32  # room left for the chat template's role markers around the judge's messages
 _WORD_START = re.compile(r"(?<=\s)\S")
 
 
@@ -91,13 +97,24 @@ class RolloutJudgeScorer(BaseScorer):
         self.verifier = LLMJudgeVerifier(o.judge, mode=o.mode, samples=o.samples, max_tokens=o.max_tokens,
                                          temperature=o.temperature)
 
+    def _budget(self, problem: str) -> int:
+        """Response tokens shown to the judge: ``response_tokens``, fewer where the judge's context ends (its
+        messages without the response, the template's markers and the judgment's own budget take the rest)."""
+        o, backend = self.options, self.verifier.backend
+        context = backend.context_length()
+        if context is None:
+            return o.response_tokens
+        prompt = sum(backend.count_tokens([m["content"] for m in self.verifier.messages(Claim(problem, ""))]))
+        judgment = o.max_tokens if self.verifier.mode == "generate" else 16  # logit: "Final judgment: True"
+        return max(1, min(o.response_tokens, context - prompt - TEMPLATE_TOKENS - judgment))
+
     def _score(self, groups: list[Group]) -> list[GroupScore]:
         spans = [[extract_answer_span(r) for r in g.responses] for g in groups]
         answers = [[sp[2] if sp else None for sp in g_spans] for g_spans in spans]
         # App. D: the judge sees the reasoning and the final answer (the whole response, cut from the front to
         # its budget), not the extracted answer alone, and the answer is read from that same text
         count = self.verifier.backend.count_tokens
-        claims = [Claim(g.prompt, response_tail(r, self.options.response_tokens, count, sp[0]))
+        claims = [Claim(g.prompt, response_tail(r, self._budget(g.prompt), count, sp[0]))
                   for g, g_spans in zip(groups, spans, strict=True)
                   for r, sp in zip(g.responses, g_spans, strict=True) if sp is not None]
         judged = iter(self.verifier.verify_many(claims))  # one backend call for the whole batch
@@ -105,11 +122,14 @@ class RolloutJudgeScorer(BaseScorer):
         for g, ans in zip(groups, answers, strict=True):
             rewards, statuses, messages, p_true = [], [], [], []
             cost = Cost()
-            for a in ans:
+            for a, r in zip(ans, g.responses, strict=True):
                 if a is None:
-                    rewards.append(0.0)
-                    statuses.append(Status.OK)
-                    messages.append("no final answer in the response: not judged, reward 0")
+                    cut = unfinished(r)
+                    rewards.append(0.0 if cut is None else math.nan)
+                    statuses.append(Status.OK if cut is None else Status.ABSTAIN)
+                    messages.append("no final answer in the response: not judged, reward 0" if cut is None else
+                                    f"the response was cut off mid-reasoning ({cut}) and states no final answer: "
+                                    "a number from unfinished reasoning is no answer; not judged, abstained")
                     p_true.append(math.nan)
                     continue
                 res = next(judged)

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+import re
+
 from rewardkit.prompts import render
+from rewardkit.types import reference_text
+from rewardkit.verdict_forms import (
+    PROBLEM_ANSWER,
+    REFERENCE_ANSWER,
+    VerdictForm,
+    box_hits,
+    choice_canon,
+    choice_mentions,
+    score_label,
+)
 
 # App. D, "Tournament prompt for pairwise preference (REASONING ARENA)"
 TOURNAMENT = """Compare the two solution attempts below and decide which is better.
@@ -60,18 +72,45 @@ POINTWISE_PROMPTS = {"adaptive": "arena.pointwise", "rlaif": "arena.rlaif_rubric
 TOURNAMENT_VERDICT_PREFIX = "Final verdict: \\boxed{"
 POINTWISE_VERDICT_PREFIX = "Based on my evaluation, the final overall score should be: \\boxed{"
 
+
+
+def boxed_choice_form(choices: tuple[str, ...] | list[str]) -> VerdictForm:
+    """The tournament's verdict form for ``choices``: the final ``\\boxed{X}`` of the reply (App. D "MUST end
+    with exactly one of"; App. C's judge ends "... Therefore, Response A is better.  $\\boxed{A}$")."""
+    choices = tuple(choices)
+    return VerdictForm("boxed " + "/".join(choices), box_hits(choice_canon(choices)), "end",
+                       tokens=[f"\\boxed{{{c}}}" for c in choices], prefix=TOURNAMENT_VERDICT_PREFIX, choices=choices,
+                       mentions=choice_mentions(choices), not_after=REFERENCE_ANSWER)
+
+
+# The verdict forms, beside their templates (docs/verdicts.md): the final box, any reasoning before it on its line;
+# a score is right or wrong (``polar``: 1 is the right one, the words of the prompt's own question).
+TOURNAMENT_FORM = boxed_choice_form(("A", "B", "Tie"))
+POINTWISE_FORM = VerdictForm("boxed 1/0.5/0", box_hits(score_label), "end",
+                             tokens=("\\boxed{1}", "\\boxed{0.5}", "\\boxed{0}"), prefix=POINTWISE_VERDICT_PREFIX,
+                             choices=("1", "0.5", "0"), not_after=PROBLEM_ANSWER,
+                             polar=re.compile(r"\b(?:correct|right|valid|accurate|complete)\b", re.IGNORECASE))
+JUDGE_FORMS = {"arena.tournament": TOURNAMENT_FORM, "arena.pointwise": POINTWISE_FORM,
+               "arena.rlaif_rubric": POINTWISE_FORM}  # template name -> the form it asks for
+
 NO_REFERENCE = "(not provided)"
 
 
-def tournament_prompt(problem: str, reference: str | None, response_a: str, response_b: str) -> str:
+def _final_answer(reference: str | tuple[str, ...] | None) -> str:
+    """The prompt's final-answer slot: the reference, several as "any one of these ...", or NO_REFERENCE."""
+    return NO_REFERENCE if reference is None else reference_text(reference)  # type: ignore[return-value]
+
+
+def tournament_prompt(problem: str, reference: str | tuple[str, ...] | None, response_a: str, response_b: str) -> str:
     """The App. D tournament prompt for one ordered pair (A is shown first)."""
     return render("arena.tournament", problem=problem, response_a=response_a, response_b=response_b,
-                  final_answer=reference if reference is not None else NO_REFERENCE)
+                  final_answer=_final_answer(reference))
 
 
-def pointwise_prompt(problem: str, reference: str | None, response: str, rubric: str = "adaptive") -> str:
+def pointwise_prompt(problem: str, reference: str | tuple[str, ...] | None, response: str,
+                     rubric: str = "adaptive") -> str:
     """The App. D pointwise prompt (``rubric="adaptive"``) or the RLAIF DeepSeekMath-style rubric (``"rlaif"``)."""
     if rubric not in POINTWISE_PROMPTS:
         raise ValueError(f"arena prompts: unknown rubric {rubric!r}; known: {sorted(POINTWISE_PROMPTS)}")
     return render(POINTWISE_PROMPTS[rubric], problem=problem, response=response,
-                  final_answer=reference if reference is not None else NO_REFERENCE)
+                  final_answer=_final_answer(reference))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from rewardkit.prompts import get_prompt, render
+from rewardkit.verdict_forms import VerdictForm, word_hits
 
 # App. B, "System prompt for the LLM reasoner" (verbatim; "\n" are literal newlines in the format line).
 REASONER_SYSTEM = (
@@ -21,16 +24,13 @@ DISCRIMINATOR_SYSTEM = (
     "sentence by sentence."
 )
 
-# The paper does not print its user turn; this one gives the problem, optional earlier reasoning as
-# context, and the slice to judge, and restates the output format, asking for the verdict where the one
-# verdict rule reads it (docs/verdicts.md: a verdict after analysis on the same line is invalid).
+# The paper prints no user turn: this one (ours) only lays out the problem, optional earlier reasoning as context,
+# and the slice to judge; the output format is the system prompt's alone, as in App. B.
 DISCRIMINATOR_USER = """Problem:
 {problem}
 {context}
 Reasoning to evaluate:
-{slice}
-
-Analyze this reasoning very briefly, then answer **YES** or **NO** at the start of a line of its own, then give a short rationale."""
+{slice}"""
 
 CONTEXT_BLOCK = """
 Earlier reasoning (context only, do not judge it):
@@ -40,6 +40,17 @@ Earlier reasoning (context only, do not judge it):
 # Verdict-logit mode: no analysis; the assistant turn starts with "**" and we read P(YES) vs P(NO).
 VERDICT_PREFIX = "**"
 VERDICT_CHOICES = ("YES", "NO")
+
+# The verdict form (docs/verdicts.md): the first bold **YES** / **NO** after the brief analysis, on its line or not
+# (Table 10: "... leading to a contradiction.</u>  **YES**</p> <p>..."), the rationale after it. A lookahead finds
+# overlapping hits, so "**YES**NO**" holds both words (a conflict); a period or "!" may sit inside the bold. ``polar``:
+# the words of the prompt's question ("reasonable, rigorous, and accurate ... high quality").
+DISCRIMINATOR_FORM = VerdictForm(
+    "**YES**/**NO**", word_hits(re.compile(r"(?=(\*\*[ \t]*(YES|NO)[ \t]*[.!]?[ \t]*\*\*))", re.IGNORECASE),
+                                lambda m: m.group(2).upper()),
+    "first", tokens=("**YES**", "**NO**"), prefix=VERDICT_PREFIX, choices=VERDICT_CHOICES, explained=True,
+    polar=re.compile(r"\b(?:reasonable|rigorous|accurate|high[- ]quality|sound|correct|valid|right)\b", re.I))
+JUDGE_FORMS = {"gar.discriminator_system": DISCRIMINATOR_FORM}  # template name -> the form it asks for
 
 
 def discriminator_messages(problem: str, slice_text: str, context: str = "") -> list[dict[str, str]]:

@@ -1,6 +1,10 @@
 """JURY-RL prompts, verbatim from App. C.5 (autoformaliser, consistency checker, prover) and App. D
 (LLM-as-a-Judge). Placeholders use ``str.format`` names; literal braces are doubled."""
 
+import re
+
+from rewardkit.verdict_forms import VerdictForm, word_hits
+
 AUTOFORMALIZER = (
     "Please autoformalize the following natural language problem statement in Lean 4.\n"
     "Use the following theorem name: {theorem_name}\n"
@@ -101,3 +105,25 @@ LLM_JUDGE_SYSTEM = (
 # Not given in the paper: how the QA pair is laid out for the roles above (our choice, kept minimal).
 INFORMAL_QA = "{problem}\nThe answer is {answer}"
 LLM_JUDGE_USER = "Question: {problem}\nAnswer: {answer}"
+
+
+def _stated(m: re.Match) -> str | None:
+    """A True / False verdict: capitalised as the prompt writes it, or lower case alone or after a label ("final
+    judgment: true"); "... which is true." in prose is no verdict."""
+    lead = m.string[m.string.rfind("\n", 0, m.start()) + 1:m.start()]
+    if m.group(1)[0].isupper() or re.search(r"[:：][\W_]*$", lead) or not re.search(r"\w", lead):
+        return m.group(1).capitalize()
+    return None
+
+
+# The verdict forms (docs/verdicts.md). App. D: the final True / False, reasoning or a label before it
+# (App. H's judge ends "Final judgment: False."; C.5 spells it "Final Judgement"); ``polar``: the words of the prompt's
+# question ("whether a given mathematical question and answer are correctly matched"). C.5: the <consistency> tag.
+LLM_JUDGE_FORM = VerdictForm("True/False", word_hits(re.compile(r"\b(true|false)\b", re.IGNORECASE), _stated), "end",
+                             tokens=("True", "False"), prefix="Final judgment: ", choices=("True", "False"),
+                             polar=re.compile(r"\b(?:correct(?:ly)?|match(?:ed|es)?|right|valid|true)\b", re.I))
+CONSISTENCY_FORM = VerdictForm(
+    "<consistency>", word_hits(re.compile(r"<consistency>\s*\[?\s*(correct|incorrect)\s*\]?\s*</consistency>", re.I),
+                               lambda m: m.group(1).capitalize()),
+    "first", tokens=("<consistency>", "Correct", "Incorrect"))
+JUDGE_FORMS = {"jury.llm_judge_system": LLM_JUDGE_FORM, "jury.consistency_system": CONSISTENCY_FORM}

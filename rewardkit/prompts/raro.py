@@ -8,7 +8,10 @@ which :func:`rewardkit.verdicts.parse_answer_choice` reads.
 
 from __future__ import annotations
 
+import re
+
 from rewardkit.prompts import get_prompt, render
+from rewardkit.verdict_forms import VerdictForm, word_hits
 
 # The math opening sentence is verbatim from App. E (Figures 18-19); the general one is our adaptation
 # for non-math questions (the paper's poetry critic, Figure 20, answers "Poem 1/2", another format).
@@ -63,6 +66,18 @@ BINARY_INTROS = {"math": "raro.binary_math_critic_intro", "general": "raro.binar
 # Logit mode: "Expert" and "Policy" differ in their first token, so one forward pass scores both.
 BINARY_VERDICT_PREFIX = "Final Judgment (Expert or Policy): "
 BINARY_VERDICT_CHOICES = ("Expert", "Policy")
+
+# The verdict forms (docs/verdicts.md): the final line naming a verdict, reasoning or a label before it on its line
+# or the line above (App. E: "</think>\nAnswer 1", "Final Judgment:\nPoem 2"; the poetry critic names its items
+# "Poem 1/2", read as Answer 1/2).
+CRITIC_FORM = VerdictForm(
+    "Answer 1/Answer 2/tie", word_hits(re.compile(r"\b(?:answer|poem)\s*([12])\b|\b(tie)\b", re.IGNORECASE),
+                                       lambda m: m.group(1) or "tie"),
+    "end", tokens=('"Answer 1"', '"Answer 2"', '"tie"'), prefix=VERDICT_PREFIX, choices=VERDICT_CHOICES)
+BINARY_CRITIC_FORM = VerdictForm(
+    "Expert/Policy", word_hits(re.compile(r"\b(expert|policy)\b", re.IGNORECASE), lambda m: m.group(1).capitalize()),
+    "end", tokens=('"Expert"', '"Policy"'), prefix=BINARY_VERDICT_PREFIX, choices=BINARY_VERDICT_CHOICES)
+JUDGE_FORMS = {"raro.critic_instructions": CRITIC_FORM, "raro.binary_critic_instructions": BINARY_CRITIC_FORM}
 
 
 def binary_critic_user_prompt(question: str, answer: str, template: str = "math") -> str:

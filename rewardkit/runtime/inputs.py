@@ -18,22 +18,35 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewardkit.types import Group
+from rewardkit.types import Group, Reference, reference_value
 
-PROMPT_KEYS = ("prompt", "problem", "question", "query")
-REFERENCE_KEYS = ("reference", "answer", "gt", "ground_truth")
-EXPERT_KEYS = ("expert", "solution", "expert_answer")
-LABEL_KEYS = ("labels", "correct")
-RESPONSE_LIST_KEYS = ("responses", "completions")
-RESPONSE_KEYS = ("response", "completion")
-GROUP_KEYS = ("group_id", "prompt_id", "uid")
+#: Every field an input row may have, under one name each, with the common names read for it (the first one
+#: present wins). One meaning per name: ``label`` is the reference answer (OpenRLHF's ``--data.label_key``),
+#: correctness is ``correct``. ``fields={"reference": "gold_answer"}`` (``--field reference=gold_answer``) reads
+#: the user's own column instead (a dotted name reaches into an object: ``reward_model.ground_truth``).
+FIELD_NAMES: dict[str, tuple[str, ...]] = {
+    "id": ("id",),
+    "prompt": ("prompt", "problem", "question", "query"),
+    "responses": ("responses", "completions", "generations"),  # grouped rows: a list
+    "response": ("response", "completion", "generation"),  # flat rows: one response each
+    "reference": ("reference", "answer", "gold", "gt", "ground_truth", "label", "reward_model.ground_truth"),
+    "expert": ("expert", "solution", "expert_answer"),
+    "correct": ("correct", "is_correct"),  # a boolean (flat) or a list of booleans (grouped)
+    "group_id": ("group_id", "prompt_id", "uid"),  # flat rows: which group a response belongs to
+    "step": ("step", "global_step"),
+}
+PROMPT_KEYS = FIELD_NAMES["prompt"]
+REFERENCE_KEYS = FIELD_NAMES["reference"]
+EXPERT_KEYS = FIELD_NAMES["expert"]
+RESPONSE_LIST_KEYS = FIELD_NAMES["responses"]
+RESPONSE_KEYS = FIELD_NAMES["response"]
+GROUP_KEYS = FIELD_NAMES["group_id"]
 #: verl's generation dump row (``RayPPOTrainer._write_generations``): decoded prompt, response, ground truth, reward
 VERL_DUMP_KEYS = ("input", "output", "step")
 SUPPORTED = ("JSONL (.jsonl: grouped, or one response per line), Parquet (.parquet, either shape) or a saved "
@@ -63,23 +76,54 @@ class BadRecord:
         return {"path": self.path, "line": self.line, "field": self.field, "error": self.message, "raw": self.raw}
 
 
+def field_names(fields: dict[str, str] | None = None, group_key: str | None = None) -> dict[str, tuple[str, ...]]:
+    """``FIELD_NAMES`` with the user's own names: ``fields`` maps a field to the column holding it (read only
+    there); ``group_key`` is the older spelling of ``fields={"group_id": ...}``. An unknown field is a ValueError."""
+    names = dict(FIELD_NAMES)
+    mapping = dict(fields or {})
+    if group_key:
+        mapping.setdefault("group_id", group_key)
+    for k, v in mapping.items():
+        if k not in names:
+            raise ValueError(f"unknown field {k!r} in the field mapping; fields: {', '.join(FIELD_NAMES)}")
+        if not isinstance(v, str) or not v:
+            raise ValueError(f"field mapping {k}={v!r}: expected the name of a column")
+        names[k] = (v,)
+    return names
+
+
+def parse_field_pairs(pairs: list[str] | None) -> dict[str, str]:
+    """``["reference=gold", ...]`` (the CLI's ``--field``) as a mapping, checked by ``field_names``."""
+    out = {}
+    for p in pairs or []:
+        k, sep, v = p.partition("=")
+        if not sep or not k.strip() or not v.strip():
+            raise ValueError(f"--field {p!r}: expected FIELD=COLUMN (e.g. reference=gold)")
+        out[k.strip()] = v.strip()
+    field_names(out)
+    return out
+
+
 def read_groups(path: str | Path, *, skip_bad: bool = False, group_key: str | None = None,
-                fmt: str | None = None, source: str | Path | None = None) -> Iterator[Group | BadRecord]:
+                fmt: str | None = None, source: str | Path | None = None,
+                fields: dict[str, str] | None = None) -> Iterator[Group | BadRecord]:
     """Yield the groups of a file or dataset directory in order (``BadRecord`` for rejects if ``skip_bad``).
 
     ``fmt``: ``grouped`` (one group per line, ``responses`` list), ``flat`` (one response per line with a
     group key), or None to detect from the first record. Parquet and saved HF datasets take either shape.
     ``source``: read the bytes from there instead (a spooled pipe, see ``spool_stream``); messages and
-    default ids still name ``path``.
+    default ids still name ``path``. ``fields``: the user's column names (see ``FIELD_NAMES``).
     """
-    for _, item in read_numbered(path, skip_bad=skip_bad, group_key=group_key, fmt=fmt, source=source):
+    for _, item in read_numbered(path, skip_bad=skip_bad, group_key=group_key, fmt=fmt, source=source,
+                                 fields=fields):
         yield item
 
 
 def read_numbered(path: str | Path, *, skip_bad: bool = False, group_key: str | None = None,
-                  fmt: str | None = None, source: str | Path | None = None
+                  fmt: str | None = None, source: str | Path | None = None, fields: dict[str, str] | None = None
                   ) -> Iterator[tuple[int | None, Group | BadRecord]]:
     """``read_groups`` with the line (or row) each group starts at."""
+    names = field_names(fields, group_key)
     p = Path(path)
     src = Path(source) if source is not None else p
     if fmt not in (None, "grouped", "flat"):
@@ -95,7 +139,7 @@ def read_numbered(path: str | Path, *, skip_bad: bool = False, group_key: str | 
         records = _parquet_records(src, p)
     else:
         records = _jsonl_records(src, p)
-    yield from _to_groups(p, records, skip_bad=skip_bad, group_key=group_key, fmt=fmt)
+    yield from to_groups(p, records, skip_bad=skip_bad, names=names, fmt=fmt)
 
 
 def spool_stream(path: str | Path, into: str | Path) -> str:
@@ -189,11 +233,21 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())[:300] or type(e).__name__
 
 
-def _first(obj: dict, keys: tuple[str, ...]) -> tuple[str | None, Any]:
+def first_field(obj: dict, keys: tuple[str, ...]) -> tuple[str | None, Any]:
+    """The first of ``keys`` present (not null) in ``obj``: (key, value); a dotted key reaches into objects."""
     for k in keys:
-        if k in obj and obj[k] is not None:
-            return k, obj[k]
+        v = _get(obj, k)
+        if v is not None:
+            return k, v
     return None, None
+
+
+def _get(obj: dict, key: str) -> Any:
+    if key in obj or "." not in key:
+        return obj.get(key)
+    head, _, rest = key.partition(".")
+    inner = obj.get(head)
+    return _get(inner, rest) if isinstance(inner, dict) else None
 
 
 def _check_str(path: Path, n: int, field: str, v: Any) -> str:
@@ -231,27 +285,26 @@ def _content(path: Path, n: int, field: str, c: Any) -> str:
     raise InputError(path, n, field, f"expected a string, got {_kind(c)}")
 
 
-def _reference(path: Path, n: int, field: str, v: Any) -> str:
-    """A reference answer: a string or a finite number (JSON true, lists, NaN, 1e999 are refused)."""
-    if isinstance(v, str):
-        return v
-    if isinstance(v, int) and not isinstance(v, bool):
-        return str(v)
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            raise InputError(path, n, field, f"expected a string or a finite number, got {v}")
-        return str(int(v)) if v.is_integer() and abs(v) < 1e15 else repr(v)
-    raise InputError(path, n, field, f"expected a string or a number, got {_kind(v)}")
+def _reference(path: Path, n: int, field: str, v: Any) -> Reference:
+    """A reference answer: a string, a finite number, or a list of them of which any is right (verl's lists);
+    JSON true, NaN, 1e999 are refused. A boolean names the field: ``label`` is the reference, not correctness."""
+    if isinstance(v, bool) or (isinstance(v, list) and v and all(isinstance(x, bool) for x in v)):
+        raise InputError(path, n, field, f"expected a string or a number (or a list of them), got {_kind(v)}: "
+                                         f"{field!r} is read as the reference answer; correctness goes in 'correct'")
+    try:
+        return reference_value(v, field)  # type: ignore[return-value]
+    except (TypeError, ValueError) as e:
+        where, _, msg = str(e).partition(": ")  # "answer[1]: expected ..."
+        raise InputError(path, n, where, msg) from None
 
 
-def _find_reference(path: Path, n: int, obj: dict) -> tuple[str | None, str | None]:
-    """The reference from a top-level key, else verl's ``reward_model.ground_truth``."""
-    fkey, ref = _first(obj, REFERENCE_KEYS)
+def _find_reference(path: Path, n: int, obj: dict, names: dict[str, tuple[str, ...]]
+                    ) -> tuple[str | None, Reference | None]:
+    """The reference: the first of its names present (verl's ``reward_model.ground_truth`` among them)."""
     rm = obj.get("reward_model")
-    if fkey is None and rm is not None and not isinstance(rm, dict):  # verl: {"style": ..., "ground_truth": ...}
+    if "reward_model.ground_truth" in names["reference"] and rm is not None and not isinstance(rm, dict):
         raise InputError(path, n, "reward_model", f"expected an object with 'ground_truth' (verl's shape), got {_kind(rm)}")
-    if fkey is None and rm is not None and rm.get("ground_truth") is not None:
-        fkey, ref = "reward_model.ground_truth", rm["ground_truth"]
+    fkey, ref = first_field(obj, names["reference"])
     return fkey, None if fkey is None else _reference(path, n, fkey, ref)
 
 
@@ -269,47 +322,58 @@ def _labels(path: Path, n: int, field: str, v: Any, size: int) -> list[bool]:
     return [bool(x) for x in v]
 
 
-def _prompt(path: Path, n: int, obj: dict, meta: dict) -> tuple[str, str]:
+def _missing(names: tuple[str, ...], field: str) -> str:
+    return (f"missing (looked for {', '.join(names)}; name yours with --field {field}=COLUMN, "
+            f"or fields={{'{field}': COLUMN}} in Python)")
+
+
+def _prompt(path: Path, n: int, obj: dict, meta: dict, names: dict[str, tuple[str, ...]]) -> tuple[str, str]:
     """(key, prompt text); chat messages are kept in ``meta["messages"]``."""
-    pkey, prompt = _first(obj, PROMPT_KEYS)
+    pkey, prompt = first_field(obj, names["prompt"])
     if pkey is None:
-        raise InputError(path, n, "prompt", f"missing (looked for {', '.join(PROMPT_KEYS)})")
+        raise InputError(path, n, names["prompt"][0], _missing(names["prompt"], "prompt"))
     text = _text(path, n, pkey, prompt, prompt=True)
     if not isinstance(prompt, str):
         meta["messages"] = prompt
     return pkey, text
 
 
-def parse_grouped(path: Path, n: int, obj: dict) -> Group:
+def parse_grouped(path: Path, n: int, obj: dict, names: dict[str, tuple[str, ...]] = FIELD_NAMES) -> Group:
     """One grouped record (``problem``/``prompt``, ``responses``, optional ``answer``, ``solution``, ``correct``)."""
-    rkey, responses = _first(obj, RESPONSE_LIST_KEYS)
+    rkey, responses = first_field(obj, names["responses"])
     if rkey is None:
-        raise InputError(path, n, "responses", "missing (expected a list of response strings)")
+        raise InputError(path, n, names["responses"][0], _missing(names["responses"], "responses"))
     if not isinstance(responses, list):
         raise InputError(path, n, rkey, f"expected a list, got {_kind(responses)}")
     if not responses:
         raise InputError(path, n, rkey, "empty response list")
     texts = [_text(path, n, f"{rkey}[{i}]", r) for i, r in enumerate(responses)]
     meta: dict[str, Any] = {}
-    pkey, prompt = _prompt(path, n, obj, meta)
-    fkey, ref = _find_reference(path, n, obj)
-    ekey, expert = _first(obj, EXPERT_KEYS)
+    pkey, prompt = _prompt(path, n, obj, meta, names)
+    fkey, ref = _find_reference(path, n, obj, names)
+    ekey, expert = first_field(obj, names["expert"])
     expert = None if ekey is None else _check_str(path, n, ekey, expert)
-    lkey, labels = _first(obj, LABEL_KEYS)
+    lkey, labels = first_field(obj, names["correct"])
     labels = None if lkey is None else _labels(path, n, lkey, labels, len(texts))
-    gid = _group_id(path, n, "id", obj["id"]) if obj.get("id") is not None else f"{path.stem}-{n}"
-    used = {rkey, pkey, fkey, ekey, lkey, "id"}
+    ikey, gid = first_field(obj, names["id"])
+    gid = _group_id(path, n, ikey, gid) if ikey else f"{path.stem}-{n}"
+    used = {rkey, pkey, fkey, ekey, lkey, ikey, "reward_model" if fkey == "reward_model.ground_truth" else None}
     meta = {**{k: v for k, v in obj.items() if k not in used}, **meta}
     return Group(gid, prompt, texts, ref, expert, labels, meta)
 
 
-def group_from_record(obj: dict, path: str | Path = "<record>", line: int = 1) -> Group:
+def group_from_record(obj: dict, path: str | Path = "<record>", line: int = 1,
+                      fields: dict[str, str] | None = None) -> Group:
     """One grouped record (a dict from any source) as a Group; raises ``InputError`` naming the field."""
-    return parse_grouped(Path(path), line, obj)
+    return parse_grouped(Path(path), line, obj, field_names(fields))
 
 
-def _to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, skip_bad: bool,
-               group_key: str | None, fmt: str | None) -> Iterator[tuple[int | None, Group | BadRecord]]:
+def to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, skip_bad: bool = False,
+              names: dict[str, tuple[str, ...]] = FIELD_NAMES, fmt: str | None = None,
+              rows: list[list[int]] | None = None) -> Iterator[tuple[int | None, Group | BadRecord]]:
+    """Numbered records (dicts, or BadRecords from the reader) as groups: grouped rows one each, flat rows
+    (one response each) put together by group key, else by prompt within a step. ``rows``, when given, gets
+    each yielded group's record numbers appended (one per response, in response order)."""
     flat: dict[str, dict[str, Any]] = {}  # group key -> accumulated group (flat format)
     for n, obj in records:
         if isinstance(obj, BadRecord):
@@ -317,14 +381,18 @@ def _to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, s
                 yield n, obj
                 continue
             raise InputError(obj.path, obj.line, obj.field, obj.message)
-        obj = _from_verl_dump(obj)
+        obj = _from_verl_dump(obj, names)
         if fmt is None:
-            fmt = "grouped" if _first(obj, RESPONSE_LIST_KEYS)[0] else "flat" if _first(obj, RESPONSE_KEYS)[0] else "grouped"
+            fmt = ("grouped" if first_field(obj, names["responses"])[0] else
+                   "flat" if first_field(obj, names["response"])[0] else "grouped")
         try:
             if fmt == "grouped":
-                yield n, parse_grouped(path, n, obj)
+                g = parse_grouped(path, n, obj, names)
+                if rows is not None:
+                    rows.append([n] * len(g))
+                yield n, g
             else:
-                _add_flat(path, n, obj, flat, group_key)
+                _add_flat(path, n, obj, flat, names)
         except InputError as e:
             if not skip_bad:
                 raise
@@ -332,20 +400,23 @@ def _to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, s
     for gid, acc in flat.items():
         labels = acc["labels"]
         if labels is not None and len(labels) != len(acc["responses"]):
-            e = InputError(path, acc["line"], "correct", "labels given for only some responses of the group")
+            e = InputError(path, acc["line"], acc["lkey"], "labels given for only some responses of the group")
             if not skip_bad:
                 raise e
             yield acc["line"], BadRecord(e.path, e.line, e.field, e.detail)
             continue
-        yield acc["line"], Group(acc.get("id", gid), acc["prompt"], acc["responses"], acc["reference"], acc["expert"],
-                                 labels, acc["meta"])
+        g = Group(acc.get("id", gid), acc["prompt"], acc["responses"], acc["reference"], acc["expert"], labels,
+                  acc["meta"])
+        if rows is not None:
+            rows.append(acc["lines"])
+        yield acc["line"], g
 
 
-def _from_verl_dump(obj: dict) -> dict:
+def _from_verl_dump(obj: dict, names: dict[str, tuple[str, ...]] = FIELD_NAMES) -> dict:
     """A verl generation dump row as a one-response row: ``input`` -> prompt, ``output`` -> response, ``gts`` ->
     reference; its per-response fields (the logged ``score``, reward extras) are dropped from the group's
     metadata, ``step`` is kept (groups are the rows of one input within one step). Other rows pass as they are."""
-    if not all(k in obj for k in VERL_DUMP_KEYS) or _first(obj, PROMPT_KEYS + RESPONSE_KEYS)[0] is not None:
+    if not all(k in obj for k in VERL_DUMP_KEYS) or first_field(obj, names["prompt"] + names["response"])[0] is not None:
         return obj
     row = {"prompt": obj["input"], "response": obj["output"], "step": obj["step"], "source": "verl generation dump"}
     if obj.get("gts") is not None:
@@ -360,34 +431,49 @@ def _raw(obj: Any) -> str:
         return repr(obj)[:500]
 
 
-def _add_flat(path: Path, n: int, obj: dict, acc: dict[str, dict[str, Any]], group_key: str | None) -> None:
-    keys = (group_key,) if group_key else GROUP_KEYS
-    gkey, gid = _first(obj, keys)
-    if gkey is None and group_key:
-        raise InputError(path, n, group_key, "missing group key")
-    rkey, resp = _first(obj, RESPONSE_KEYS)
+def _add_flat(path: Path, n: int, obj: dict, acc: dict[str, dict[str, Any]], names: dict[str, tuple[str, ...]]) -> None:
+    gkey, gid = first_field(obj, names["group_id"])
+    if gkey is None and names["group_id"] != FIELD_NAMES["group_id"]:
+        raise InputError(path, n, names["group_id"][0], "missing group key")
+    rkey, resp = first_field(obj, names["response"])
     if rkey is None:
-        raise InputError(path, n, "response", "missing")
+        raise InputError(path, n, names["response"][0], _missing(names["response"], "response"))
     resp = _text(path, n, rkey, resp)
     meta: dict[str, Any] = {}
-    pkey, prompt = _prompt(path, n, obj, meta)
-    # no group key (TRL rows, verl dumps): the completions of one prompt within one logged step form a group
+    pkey, prompt = _prompt(path, n, obj, meta, names)
+    skey, step = first_field(obj, names["step"])
+    # no group key (TRL rows, verl dumps): the completions of one prompt within one logged step form a group,
+    # whose id says which: the step and a digest of the prompt (not a line number: it joins across files)
     gid = (_group_id(path, n, gkey, gid) if gkey else
-           "prompt:" + json.dumps([obj.get("step"), obj[pkey]], sort_keys=True, default=str))
+           "prompt:" + json.dumps([step, _get(obj, pkey)], sort_keys=True, default=str))
+    lkey, lab = first_field(obj, names["correct"])
     if gid not in acc:
-        fkey, ref = _find_reference(path, n, obj)
-        ekey, expert = _first(obj, EXPERT_KEYS)
-        used = {gkey, rkey, pkey, fkey, ekey, "correct", "label", "id"}
-        acc[gid] = {"prompt": prompt, "responses": [], "line": n, "reference": ref,
+        fkey, ref = _find_reference(path, n, obj, names)
+        ekey, expert = first_field(obj, names["expert"])
+        ikey = first_field(obj, names["id"])[0]
+        used = {gkey, rkey, pkey, fkey, ekey, lkey, ikey, "reward_model" if fkey == "reward_model.ground_truth" else None}
+        acc[gid] = {"prompt": prompt, "responses": [], "lines": [], "line": n, "reference": ref, "lkey": lkey or "correct",
                     "expert": None if ekey is None else _check_str(path, n, ekey, expert),
-                    "labels": [] if ("correct" in obj or "label" in obj) else None,
+                    "labels": [] if lkey is not None else None,
                     "meta": {**{k: v for k, v in obj.items() if k not in used}, **meta}}
         if not gkey:
-            acc[gid]["id"] = f"{path.stem}-{n}"
+            acc[gid]["id"] = prompt_id(first_field(obj, (pkey,))[1], step)
     g = acc[gid]
-    lab = obj.get("correct", obj.get("label"))
     if g["labels"] is not None and lab is not None:
         if not isinstance(lab, (bool, int)) or lab not in (0, 1):
-            raise InputError(path, n, "correct", "expected a boolean")
+            raise InputError(path, n, lkey, f"expected a boolean (is this response correct?), got {_kind(lab)}")
         g["labels"].append(bool(lab))
     g["responses"].append(resp)
+    g["lines"].append(n)
+
+
+def prompt_id(prompt: Any, step: Any = None) -> str:
+    """A group id derived from its prompt (text, or chat messages as JSON) and step: the same in every file and
+    every re-run, so rows of one prompt join across files.
+
+    >>> prompt_id("What is 2+2?", 3)
+    'step3-52cb6b5e4a03'
+    """
+    text = prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return digest if step is None else f"step{step}-{digest}"

@@ -76,10 +76,12 @@ class JobSummary:
     non_diverse_fraction: float | None = None
     non_diverse_source: str | None = None  # "routed" (as the scorer decided) or "rewards"
     cost: Cost = field(default_factory=Cost)
+    reasons: dict[str, Counter] = field(default_factory=dict)  # non-ok status -> its messages, counted
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return {**d, "statuses": dict(self.statuses), "cost": self.cost.to_dict()}
+        return {**d, "statuses": dict(self.statuses), "cost": self.cost.to_dict(),
+                "reasons": {st: c.most_common(1)[0][0] for st, c in sorted(self.reasons.items())}}
 
 
 # ------------------------------------------------------------------------------------ scoring
@@ -114,7 +116,7 @@ def score_batch(scorer: Scorer, batch: Batch) -> list[GroupScore]:
     bad_resp: dict[int, dict[int, str]] = {}
     send: list[Group] = []
     for k, g in enumerate(batch):
-        fields = {"id": g.id, "prompt": g.prompt, "reference": g.reference, "expert": g.expert}
+        fields = {"id": g.id, "prompt": g.prompt, "reference": "\n".join(g.references), "expert": g.expert}
         bad = [(f, i) for f, v in fields.items() if (i := lone_surrogate(v)) is not None]
         if bad:
             f, i = bad[0]
@@ -162,28 +164,35 @@ def local_executor(scorer: Scorer) -> Executor:
     return run
 
 
-def output_row(g: Group, s: GroupScore, scorer_name: str) -> dict[str, Any]:
-    """The JSONL row of one group: id, scorer, rewards, statuses, ..., and the input labels as ``correct``."""
+def output_row(g: Group, s: GroupScore, scorer_name: str, with_texts: bool = False) -> dict[str, Any]:
+    """The JSONL row of one group: id, the input's step (when it has one), scorer, rewards, statuses, ..., the
+    input labels as ``correct``; ``with_texts`` adds the prompt, responses and reference (so a row stands alone)."""
     try:
         row = s.to_row()
         json.dumps(row, allow_nan=False)  # fail here, per group, rather than at write time
     except (TypeError, ValueError, RecursionError) as e:
         row = _failure(g, e).to_row()
-    row = {"id": g.id, "scorer": scorer_name, **{k: v for k, v in row.items() if k != "id"}}
+    step = g.metadata.get("step")
+    row = {"id": g.id, **({"step": step} if step is not None else {}), "scorer": scorer_name,
+           **{k: v for k, v in row.items() if k != "id"}}
     if g.labels is not None:
         row.setdefault("correct", list(g.labels))
+    if with_texts:
+        ref = g.reference
+        row.update(prompt=g.prompt, responses=list(g.responses), reference=list(ref) if isinstance(ref, tuple) else ref)
     return row
 
 
 def load_groups(path: str | Path, *, skip_bad: bool = False, group_key: str | None = None,
-                fmt: str | None = None, limit: int | None = None,
-                source: str | Path | None = None) -> tuple[list[Group], list[BadRecord]]:
+                fmt: str | None = None, limit: int | None = None, source: str | Path | None = None,
+                fields: dict[str, str] | None = None) -> tuple[list[Group], list[BadRecord]]:
     """All groups of an input (up to ``limit``) and the rejected records; duplicate ids are an error
     naming both lines. ``source``: see ``read_groups``."""
     groups: list[Group] = []
     bad: list[BadRecord] = []
     seen: dict[str, int | None] = {}
-    for line, item in read_numbered(path, skip_bad=skip_bad, group_key=group_key, fmt=fmt, source=source):
+    for line, item in read_numbered(path, skip_bad=skip_bad, group_key=group_key, fmt=fmt, source=source,
+                                    fields=fields):
         if isinstance(item, BadRecord):
             bad.append(item)
             continue
@@ -224,7 +233,8 @@ def score_file(inp: str | Path, scorer: Scorer, out: str | Path, *, batch_size: 
                options: dict[str, Any] | None = None, executor: Executor | None = None,
                on_start: Callable[[int, int], None] | None = None,
                on_batch: Callable[[int], None] | None = None,
-               on_mkdir: Callable[[Path], None] | None = None) -> JobSummary:
+               on_mkdir: Callable[[Path], None] | None = None,
+               fields: dict[str, str] | None = None, with_texts: bool = False) -> JobSummary:
     """Score every group of ``inp`` into ``out`` (JSONL), resuming if ``out`` already has this job's rows.
 
     Everything that can refuse the job (the input, ``out`` and its side files, the lock, the records) is
@@ -235,7 +245,8 @@ def score_file(inp: str | Path, scorer: Scorer, out: str | Path, *, batch_size: 
 
     ``options``: the options the scorer was built with, for the manifest when it has no ``options``
     dataclass. ``executor``: see the module docstring. ``on_start(total, already_done)`` and
-    ``on_batch(n_groups)`` drive a progress display.
+    ``on_batch(n_groups)`` drive a progress display. ``fields``: the input's own column names (see
+    ``rewardkit.runtime.inputs.FIELD_NAMES``); ``with_texts``: rows carry the prompt, responses and reference.
     """
     batch_size = positive_int("--batch-size", batch_size)
     limit = None if limit is None else positive_int("--limit", limit)
@@ -248,7 +259,8 @@ def score_file(inp: str | Path, scorer: Scorer, out: str | Path, *, batch_size: 
     name = getattr(scorer, "name", type(scorer).__name__)
     state = {"scoring": False}
     kw = dict(batch_size=batch_size, skip_bad=skip_bad, group_key=group_key, fmt=fmt, limit=limit, restart=restart,
-              retry_failed=retry_failed, options=options, executor=executor, on_start=on_start, on_batch=on_batch)
+              retry_failed=retry_failed, options=options, executor=executor, on_start=on_start, on_batch=on_batch,
+              fields=fields, with_texts=with_texts)
     try:
         if kind != PIPE:
             return _run_job(inp, scorer, out, name, state, on_mkdir=on_mkdir, **kw)
@@ -266,14 +278,15 @@ def _run_job(inp: Path, scorer: Scorer, out: str | Path, name: str, state: dict,
              skip_bad: bool, group_key: str | None, fmt: str | None, limit: int | None, restart: bool,
              retry_failed: bool, options: dict[str, Any] | None, executor: Executor | None,
              on_start: Callable[[int, int], None] | None, on_batch: Callable[[int], None] | None,
-             on_mkdir: Callable[[Path], None] | None, source: tuple[Path, str] | None = None) -> JobSummary:
+             on_mkdir: Callable[[Path], None] | None, source: tuple[Path, str] | None = None,
+             fields: dict[str, str] | None = None, with_texts: bool = False) -> JobSummary:
     """Claim the output, read the records, then the job under the output's lock. ``source``: (spooled copy,
     SHA-256) of an input that was a pipe."""
     manifest = job_manifest(scorer, inp, options=options, fmt=fmt, group_key=group_key,
-                            digest=source[1] if source else None)
+                            digest=source[1] if source else None, fields=fields, with_texts=with_texts)
     output = JobOutput(out, manifest, restart=restart, inp=inp).claim()  # refuses, creating nothing
     groups, bad = load_groups(inp, skip_bad=skip_bad, group_key=group_key, fmt=fmt, limit=limit,
-                              source=source[0] if source else None)
+                              source=source[0] if source else None, fields=fields)
     if not groups:
         if bad:
             what = f"all {len(bad)} records were rejected (the first: {InputError(*_where(bad[0]))})"
@@ -282,13 +295,14 @@ def _run_job(inp: Path, scorer: Scorer, out: str | Path, name: str, state: dict,
         raise JobError(f"{inp}: no groups to score: {what}")
     with output.open(on_mkdir):
         return _score_groups(groups, bad, scorer, output, name, state, batch_size=batch_size,
-                             retry_failed=retry_failed, executor=executor, on_start=on_start, on_batch=on_batch)
+                             retry_failed=retry_failed, executor=executor, on_start=on_start, on_batch=on_batch,
+                             with_texts=with_texts)
 
 
 def _score_groups(groups: list[Group], bad: list[BadRecord], scorer: Scorer, output: JobOutput, name: str,
                   state: dict, *, batch_size: int, retry_failed: bool, executor: Executor | None,
                   on_start: Callable[[int, int], None] | None,
-                  on_batch: Callable[[int], None] | None) -> JobSummary:
+                  on_batch: Callable[[int], None] | None, with_texts: bool = False) -> JobSummary:
     """Append the rows of the groups not yet done (under the lock, the manifest written)."""
     last = output.done()
     if bad:
@@ -307,7 +321,7 @@ def _score_groups(groups: list[Group], bad: list[BadRecord], scorer: Scorer, out
         i = next(expected, None)
         if i is None or [g.id for g in batch] != [g.id for g in todo[i:i + batch_size]]:
             raise RuntimeError("executor returned batches out of input order")
-        new = [output_row(g, s, name) for g, s in zip(batch, _check_scores(batch, scores))]
+        new = [output_row(g, s, name, with_texts) for g, s in zip(batch, _check_scores(batch, scores))]
         for g, r in zip(batch, new):
             if r.get("exception"):
                 summary.exceptions += 1
@@ -347,6 +361,9 @@ def summarize(rows: list[dict], summary: JobSummary | None = None) -> JobSummary
     rewards, nd, routed = [], 0, []
     for r in rows:
         s.statuses.update(r.get("statuses", []))
+        for st, m in zip(r.get("statuses", []), r.get("messages") or [], strict=False):
+            if st != "ok" and m:
+                s.reasons.setdefault(st, Counter())[m] += 1
         vals = np.array([x for x in r.get("rewards", []) if x is not None], dtype=float)
         rewards.extend(vals.tolist())
         if len(vals) and not reward_diversity(vals)[0]:

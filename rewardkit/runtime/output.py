@@ -220,20 +220,23 @@ def scorer_config(scorer: Scorer, options: dict[str, Any] | None = None) -> dict
 
 
 def job_manifest(scorer: Scorer, inp: str | Path, *, options: dict[str, Any] | None = None,
-                 fmt: str | None = None, group_key: str | None = None, digest: str | None = None) -> dict[str, Any]:
+                 fmt: str | None = None, group_key: str | None = None, digest: str | None = None,
+                 fields: dict[str, str] | None = None, with_texts: bool = False) -> dict[str, Any]:
     """What a scoring job's rows depend on; a resumed job must match it field for field (the path is informative).
 
     ``digest``: the input's SHA-256 when already known (a pipe is hashed as it is read, once)."""
     opts = scorer_config(scorer, options)
     return output_manifest("score", getattr(scorer, "name", type(scorer).__name__), opts, inp,
-                           digest or input_digest(inp), fmt=fmt, group_key=group_key)
+                           digest or input_digest(inp), fmt=fmt, group_key=group_key, fields=fields,
+                           with_texts=with_texts)
 
 
 def output_manifest(job: str, name: str | None, options: dict[str, Any], inp: str | Path | None,
-                    digest: str | None, *, fmt: str | None = None, group_key: str | None = None) -> dict[str, Any]:
+                    digest: str | None, *, fmt: str | None = None, group_key: str | None = None,
+                    fields: dict[str, str] | None = None, with_texts: bool = False) -> dict[str, Any]:
     """The manifest of any job that writes an output (``score``, ``eval generate``): the job, its scorer or
     model, its options (values shown as ``_plain`` shows them: credentials masked), its input."""
-    from rewardkit import __version__
+    from rewardkit.version import __version__
 
     opts = {k: _plain(v) for k, v in sorted(options.items())}
     where = inp
@@ -242,14 +245,15 @@ def output_manifest(job: str, name: str | None, options: dict[str, Any], inp: st
     return {"rewardkit_output": MANIFEST_FORMAT, "rewardkit_version": __version__, "job": job,
             "scorer": name, "options": opts, "judge": opts.get("judge"),
             "input": {"path": None if where is None else str(where), "sha256": digest},
-            "format": fmt, "group_key": group_key}
+            "format": fmt, "group_key": group_key, "fields": fields or None, "with_texts": with_texts or None}
 
 
 def _mismatch(old: dict, new: dict) -> list[str]:
     out = []
     if old.get("job", "score") != new.get("job", "score"):  # manifests before the "job" field: score's
         out.append(f"job {json.dumps(old.get('job', 'score'))} (now {json.dumps(new.get('job', 'score'))})")
-    for k in ("rewardkit_output", "rewardkit_version", "scorer", "options", "judge", "format", "group_key"):
+    for k in ("rewardkit_output", "rewardkit_version", "scorer", "options", "judge", "format", "group_key", "fields",
+              "with_texts"):
         if old.get(k) != new.get(k):
             out.append(f"{k} {json.dumps(old.get(k))} (now {json.dumps(new.get(k))})")
     if (old.get("input") or {}).get("sha256") != new["input"]["sha256"]:

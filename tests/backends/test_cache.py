@@ -259,3 +259,14 @@ def test_http_cache_keys_on_the_served_model(tmp_path):
     # the server is gone: the model cannot be identified, so nothing is served from the cache
     [gone] = client.generate([ChatRequest(MSG)])
     assert gone.status is not Status.OK and not gone.cached and client.bypassed == 1
+
+
+def test_the_cache_counts_tokens_and_knows_the_context_as_its_judge_does(tmp_path):
+    """The judges budget their inputs with ``count_tokens`` and ``context_length`` (the rollout judge cuts where
+    the context ends): behind the cache they are the inner judge's, not the base class's whitespace words."""
+    from rewardkit.testing import ScriptedJudge
+
+    inner = ScriptedJudge("x", tokenizer=lambda texts: [len(t) for t in texts])  # characters, not words
+    inner.context_length = lambda: 1234
+    b = CachedBackend(inner, tmp_path / "c.sqlite3")
+    assert b.count_tokens(["two words"]) == [9] and b.context_length() == 1234

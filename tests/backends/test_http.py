@@ -135,23 +135,30 @@ def test_model_name_discovered_from_v1_models():
 
 def test_model_discovery_waits_for_a_server_that_is_still_starting():
     s = FakeServer(lambda h, n: h.reply(200, json.dumps(ok_body("late")).encode()))
-    url = s.url
-    port = s.httpd.server_address[1]
-    s.httpd.server_close()  # nothing listens yet: connections are refused
-    started = {}
+    handler = s.httpd.RequestHandlerClass
+    s.httpd.server_close()
+    # the port stays ours: bound, not listening, so connections are refused until listen() (no other process can
+    # take it meanwhile, as it could if it were closed and bound again later)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
 
     def start_later():
-        time.sleep(0.5)
-        s.httpd = ThreadingHTTPServer(("127.0.0.1", port), s.httpd.RequestHandlerClass)
-        s.httpd.daemon_threads = True
-        started["t"] = threading.Thread(target=s.httpd.serve_forever, daemon=True)
-        started["t"].start()
+        time.sleep(0.5)  # the client meets refused connections first
+        httpd = ThreadingHTTPServer(sock.getsockname(), handler, bind_and_activate=False)
+        httpd.socket.close()
+        httpd.socket = sock
+        httpd.server_activate()  # listen() on the held socket
+        httpd.daemon_threads = True
+        s.httpd = httpd
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
 
-    threading.Thread(target=start_later).start()
+    starter = threading.Thread(target=start_later)
+    starter.start()
     try:
         [c] = HTTPBackend(url, timeout=2.0, retries=20, backoff=0.05, max_backoff=0.2).generate([ChatRequest(MSG)])
     finally:
-        time.sleep(0.6)
+        starter.join(30)
         s.httpd.shutdown()
         s.httpd.server_close()
     assert c.status is Status.OK and c.texts == ["late"]
@@ -527,3 +534,79 @@ def test_key_host_allow_list(monkeypatch):
         assert not key_host_allowed(url), url
     monkeypatch.setenv("REWARDKIT_API_KEY_HOSTS", "judge.internal:8443")
     assert key_host_allowed("https://judge.internal:8443/v1") and not key_host_allowed("http://judge.internal:8443/v1")
+
+
+# ----------------------------------------------------------------------------------- quotas and Retry-After
+class Stamped(FakeServer):
+    """FakeServer that records the monotonic time each POST arrived (what the server saw)."""
+
+    def __init__(self, behave):
+        self.arrivals: list[float] = []
+
+        def stamped(h, n):
+            with self.lock:
+                self.arrivals.append(time.monotonic())
+            behave(h, n)
+
+        super().__init__(stamped)
+
+
+def test_pace_books_requests_and_tokens_per_minute_and_holds_for_retry_after():
+    from rewardkit.backends.http import Pace
+
+    rpm = Pace(120)  # one request every 0.5 s
+    assert [rpm.reserve(1, now=10.0) for _ in range(3)] == [10.0, 10.5, 11.0]
+    assert rpm.reserve(1, now=20.0) == 20.0  # an idle quota starts at once
+    tpm = Pace(6000)  # 100 tokens per second
+    assert [tpm.reserve(250, now=0.0), tpm.reserve(50, now=0.0), tpm.reserve(10, now=3.5)] == [0.0, 2.5, 3.5]
+    late = Pace(1)  # one request a minute
+    assert late.reserve(1, now=0.0) == 0.0 and late.reserve(1, now=0.0, latest=30.0) == 60.0  # too late: not booked
+    assert late.reserve(1, now=0.0) == 60.0
+    free = Pace(None)
+    free.hold(7.0)
+    assert [free.reserve(1, now=5.0), free.reserve(1, now=5.0), free.reserve(1, now=8.0)] == [7.0, 7.0, 8.0]
+
+
+def test_a_429_retry_after_is_waited_out_before_the_retry():
+    def limited(h, n):
+        if n == 1:
+            h.send_response(429)
+            h.send_header("Retry-After", "1")
+            h.send_header("Content-Length", "2")
+            h.end_headers()
+            h.wfile.write(b"{}")
+        else:
+            h.reply(200, json.dumps(ok_body("after")).encode())
+
+    with Stamped(limited) as s:  # backoff alone would retry within 0.05 s
+        [c] = fast(s.url, retries=2, backoff=0.01, max_backoff=0.05).generate([ChatRequest(MSG)])
+    assert c.status is Status.OK and c.text == "after" and s.calls == 2
+    assert s.arrivals[1] - s.arrivals[0] >= 1.0  # as the server saw it
+
+
+def test_requests_per_minute_paces_what_the_server_receives():
+    with Stamped(lambda h, n: h.reply(200, json.dumps(ok_body()).encode())) as s:
+        out = fast(s.url, concurrency=8, requests_per_minute=120).generate([ChatRequest(MSG)] * 4)  # 0.5 s apart
+    assert all(c.status is Status.OK for c in out) and s.calls == 4
+    t = sorted(s.arrivals)
+    assert t[-1] - t[0] >= 1.0  # 3 intervals of 0.5 s (1.5 s), less what arrival jitter may take off
+
+
+def test_tokens_per_minute_paces_by_the_tokens_each_request_books():
+    from rewardkit.backends.http import estimated_tokens
+
+    req = ChatRequest(MSG, max_tokens=58)  # "Say hi." ~ 2 tokens + 58 completion tokens = 60 tokens
+    assert estimated_tokens({"messages": MSG, "max_tokens": 58, "n": 1}) == 60
+    with Stamped(lambda h, n: h.reply(200, json.dumps(ok_body()).encode())) as s:
+        out = fast(s.url, concurrency=8, tokens_per_minute=3600).generate([req] * 3)  # 60 tokens/s: 1 s each
+    assert all(c.status is Status.OK for c in out)
+    t = sorted(s.arrivals)
+    assert t[-1] - t[0] >= 1.5  # 2 intervals of 1 s, less what arrival jitter may take off
+
+
+def test_a_quota_that_cannot_be_met_before_the_deadline_is_a_timeout_status():
+    with Stamped(lambda h, n: h.reply(200, json.dumps(ok_body()).encode())) as s:
+        out = fast(s.url, requests_per_minute=1, deadline=5.0).generate([ChatRequest(MSG)] * 2)  # next start: 60 s
+    assert [c.status for c in out].count(Status.OK) == 1 and s.calls == 1
+    (late,) = [c for c in out if c.status is not Status.OK]
+    assert late.status is Status.TIMEOUT and "rate limits" in late.error

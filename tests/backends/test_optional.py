@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -68,16 +68,17 @@ def test_llamacpp_server_as_a_third_party_http_judge():
     """`python -m llama_cpp.server` is a real OpenAI-compatible server for the HTTP backend."""
     from rewardkit.backends.embedded import GGUF_FILE, gguf_dir
     from rewardkit.backends.http import HTTPBackend
+    from rewardkit.testing import listening_ports
 
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_dir() / GGUF_FILE),
-                             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"],
+                             "--host", "127.0.0.1", "--port", "0", "--n_ctx", "2048"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        b = HTTPBackend(f"http://127.0.0.1:{port}/v1", timeout=60, retries=30, backoff=0.5, max_backoff=2)
+        deadline = time.monotonic() + 300  # port 0: the port it got is read from its socket once it listens
+        while not (ports := listening_ports(proc.pid)) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ports, f"llama_cpp.server did not listen (exit code {proc.poll()})"
+        b = HTTPBackend(f"http://127.0.0.1:{ports[0]}/v1", timeout=60, retries=30, backoff=0.5, max_backoff=2)
         [c] = b.generate([ChatRequest([{"role": "user", "content": "Say hi."}], max_tokens=8)])
         assert c.status is Status.OK, c.error
         assert c.completion_tokens <= 8

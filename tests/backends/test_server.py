@@ -27,12 +27,16 @@ class Echo(JudgeBackend):
 
     model_id = "echo@v1"
 
-    def __init__(self, delay: float = 0.0):
-        self.delay, self.gen_calls, self.top_calls = delay, [], []
+    def __init__(self, delay: float = 0.0, slow_calls: int | None = None):
+        self.delay, self.slow_calls, self.gen_calls, self.top_calls = delay, slow_calls, [], []
+        self.slow_done = threading.Event()  # set once the slow calls have returned
 
     def generate(self, requests):
         self.gen_calls.append(len(requests))
-        time.sleep(self.delay)
+        if self.slow_calls is None or len(self.gen_calls) <= self.slow_calls:
+            time.sleep(self.delay)
+            if self.slow_calls is not None and len(self.gen_calls) == self.slow_calls:
+                self.slow_done.set()
         return [Completion([r.messages[-1]["content"][: r.max_tokens]] * r.n, Status.OK, 3, 2, ["stop"] * r.n)
                 for r in requests]
 
@@ -160,7 +164,7 @@ def test_stalled_connections_do_not_take_threads_and_are_closed(srv):
 
 
 def test_timed_out_requests_are_504_and_leave_the_queue():
-    backend = Echo(delay=1.0)
+    backend = Echo(delay=1.0, slow_calls=1)  # the first call holds the only batch slot past the 0.3 s deadline
     with JudgeServer(backend, port=0, max_batch=1, batch_wait=0.0, request_timeout=0.3) as s:
         out: list[int] = []
         ts = [threading.Thread(target=lambda: out.append(_post(s, {"messages": MSG}, {}).status_code))
@@ -170,8 +174,11 @@ def test_timed_out_requests_are_504_and_leave_the_queue():
         for t in ts:
             t.join()
         assert out == [504] * 4
-        time.sleep(1.5)
-    assert 1 <= len(backend.gen_calls) < 4  # queued requests whose clients were answered 504 never ran
+        assert backend.slow_done.wait(30)
+        # a later request runs after everything queued before it (max_batch=1, first come first served): once it
+        # is answered, any timed-out request still in the queue would have run (instantly: only call 1 is slow)
+        assert _post(s, {"messages": MSG}, {}).status_code == 200
+    assert backend.gen_calls == [1, 1]  # the slow call and the last one: the three queued 504s never ran
 
 
 def test_verdict_logits_through_serve_judge_with_the_cache(tmp_path):

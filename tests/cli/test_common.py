@@ -86,19 +86,20 @@ def test_progress_lines_when_not_a_terminal():
 
     now = [100.0]
     buf = io.StringIO()
-    with JobProgress("score arena", Console(file=buf, force_terminal=False), clock=lambda: now[0]) as p:
+    with JobProgress("score arena", Console(file=buf, force_terminal=False), clock=lambda: now[0],
+                     heartbeat=False) as p:
         p.start(50, done=10)  # a resumed job: 10 groups were done before
         for _ in range(40):
             now[0] += 2.0
             p.advance(1)
     lines = buf.getvalue().splitlines()
-    # one line per 5% of the work (3 groups), at most one per 10 s: every 5 groups here, and the last
-    assert lines[0] == "score arena: 15/50 groups (30%), 0.5 groups/s, ETA 1m10s"
+    # a line as groups finish, at most one per 5 s: every 3 groups (6 s) here, and the last
+    assert lines[0] == "score arena: 13/50 groups (26%), 0.5 groups/s, ETA 1m14s"
     assert lines[-1] == "score arena: 50/50 groups (100%), 0.5 groups/s, took 1m20s"
-    assert len(lines) == 8
+    assert [int(x.split()[2].split("/")[0]) for x in lines] == [*range(13, 50, 3), 50]
     slow = io.StringIO()
     with JobProgress("generate math", Console(file=slow, force_terminal=False), unit="problems",
-                     clock=lambda: now[0]) as p:
+                     clock=lambda: now[0], heartbeat=False) as p:
         p.start(2)
         now[0] += 90.0
         p.advance(1)  # 1 item = 5%+ of 2, 90 s since the start: shown, as seconds per item
@@ -108,14 +109,15 @@ def test_progress_lines_when_not_a_terminal():
 def test_score_prints_progress_lines_to_a_log(tmp_path, monkeypatch):
     import rewardkit.cli.common as common
 
-    monkeypatch.setattr(common, "PROGRESS_INTERVAL", 0.0)  # every 5%: each batch of 3 here
+    monkeypatch.setattr(common, "PROGRESS_INTERVAL", 0.0)  # a line each time groups finish
     rows = tmp_path / "rows.jsonl"
     rows.write_text("".join(json.dumps({"id": f"g{i}", "problem": "2+3?", "answer": "5", "responses": [r"\boxed{5}"]})
                             + "\n" for i in range(12)))
     res = CliRunner().invoke(app, ["score", str(rows), "--batch-size", "3", "--out", str(tmp_path / "o.jsonl")])
     assert res.exit_code == 0, res.output
     shown = [ln.split(",")[0] for ln in res.stderr.splitlines() if ln.startswith("score verifier: ")]
-    assert shown == [f"score verifier: {k}/12 groups ({k / 12:.0%})" for k in (3, 6, 9, 12)], res.stderr
+    # the first group alone (to time it), then the verifier is fast: the rest of each batch of 3 at once
+    assert shown == [f"score verifier: {k}/12 groups ({k / 12:.0%})" for k in (1, 3, 6, 9, 12)], res.stderr
 
 
 def test_eval_commands_write_under_the_git_ignored_run_folder():
@@ -137,3 +139,42 @@ def test_eval_commands_write_under_the_git_ignored_run_folder():
         assert out.parts[0] == "runs", (name, out)  # before: eval-out/ at the top of the checkout
         ignored = subprocess.run(["git", "check-ignore", "-q", str(out / "lm_eval.json")], cwd=root)
         assert ignored.returncode == 0, (name, out)
+
+
+def test_no_model_loading_progress_bars_in_a_log(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"id": "g", "problem": "1+1?", "answer": "2", "responses": [r"\boxed{2}", r"\boxed{3}"]}) + "\n")
+    cmd = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import main; main()", "score", str(rows),
+           "-s", "pointwise", "--judge", "smollm2", "--out", str(tmp_path / "o.jsonl")]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+    assert res.returncode == 0, res.stderr[-2000:]
+    # before: transformers' "Loading weights: 100%|####| 272/272" bar, redrawn with carriage returns
+    assert "Loading weights" not in res.stderr and "\r" not in res.stderr, res.stderr[-2000:]
+    assert "score pointwise: 1/1 groups (100%)" in res.stderr
+
+
+def test_a_line_while_one_item_takes_long():
+    """A group that takes 40 s: a heartbeat line every 15 s says the job works on (tick, on a fake clock)."""
+    import io
+
+    from rewardkit.cli.common import JobProgress
+    from rich.console import Console
+
+    now = [0.0]
+    buf = io.StringIO()
+    p = JobProgress("score arena", Console(file=buf, force_terminal=False), clock=lambda: now[0], heartbeat=False)
+    p.tick()  # not started: nothing
+    p.start(800)
+    for _ in range(40):
+        now[0] += 1.0
+        p.tick()
+    p.advance(1)
+    assert buf.getvalue().splitlines() == [
+        "score arena: 0/800 groups (0%), 0 groups/s, working: none finished for 15s",
+        "score arena: 0/800 groups (0%), 0 groups/s, working: none finished for 30s",
+        "score arena: 1/800 groups (0%), 40 s per group, ETA 8h52m",
+    ]

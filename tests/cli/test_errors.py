@@ -52,10 +52,13 @@ def judge_server():
         yield srv.url + "/v1"
 
 
-def free_port() -> int:
+@pytest.fixture
+def dead_url():
+    """The URL of a port that is ours and refuses connections: bound but not listening, held for the whole test
+    (a port picked and closed could be taken by another process meanwhile)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield f"http://127.0.0.1:{s.getsockname()[1]}/v1"
 
 
 # ------------------------------------------------------------------------------ a bad judge, before any work
@@ -94,7 +97,7 @@ def test_eval_with_a_judge_that_does_not_exist_fails_before_the_first_group(roll
     assert not (tmp_path / "ev" / "verifier.json").exists()
 
 
-def test_check_judge_asks_the_server_for_its_models(judge_server):
+def test_check_judge_asks_the_server_for_its_models(judge_server, dead_url):
     from rewardkit.backends import check_judge
 
     backend = check_judge(judge_server)  # no model named: the first one listed, as discovery would
@@ -102,9 +105,8 @@ def test_check_judge_asks_the_server_for_its_models(judge_server):
     assert check_judge(f"{judge_server}?model=judge-a", load=False).model == "judge-a"
     with pytest.raises(ValueError, match="does not list 'judge-b'"):
         check_judge(f"{judge_server}?model=judge-b")
-    dead = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(ValueError, match=r"/models failed \(ConnectError"):
-        check_judge(f"{dead}?retries=5&timeout=5")  # one try, no retries: found at once
+        check_judge(f"{dead_url}?retries=5&timeout=5")  # one try, no retries: found at once
 
 
 def test_check_judge_without_loading_locates_a_local_model(tmp_path):
@@ -120,14 +122,13 @@ def test_check_judge_without_loading_locates_a_local_model(tmp_path):
 @pytest.mark.parametrize("command", [["serve", "--scorer", "arena", "--group-size", "8", "--judge", "nosuchmodel"],
                                      ["serve-judge", "nosuchmodel"]])
 def test_servers_refuse_a_judge_that_does_not_exist_before_listening(command):
-    res = run_cli(*command, "--port", free_port(), timeout=60)  # before: listened, then 46 s of hub retries -> 500
+    res = run_cli(*command, "--port", "0", timeout=60)  # before: listened, then 46 s of hub retries -> 500
     assert_one_line(res, "judge 'nosuchmodel': no such model folder")
 
 
-def test_serve_refuses_a_url_judge_that_does_not_answer():
-    dead = f"http://127.0.0.1:{free_port()}/v1"
-    res = run_cli("serve", "--scorer", "pointwise", "--judge", dead, "--port", free_port(), timeout=60)
-    assert_one_line(res, f"judge {dead}: GET {dead}/models failed")
+def test_serve_refuses_a_url_judge_that_does_not_answer(dead_url):
+    res = run_cli("serve", "--scorer", "pointwise", "--judge", dead_url, "--port", "0", timeout=60)
+    assert_one_line(res, f"judge {dead_url}: GET {dead_url}/models failed")
 
 
 # ------------------------------------------------------------------------------ every command, one line
@@ -153,4 +154,53 @@ def test_a_port_in_use_is_one_line(judge_server):
 
 def test_version():
     res = CliRunner().invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.output.strip() == f"rewardkit {__version__}"
+
+
+# ------------------------------------------------------------ eval commands check their judge (or model) first
+
+@pytest.fixture
+def dead_url():
+    """A URL whose port is held bound but not listening: connecting is refused, and no other test can take it."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{held.getsockname()[1]}/v1"
+
+
+@pytest.mark.parametrize("command", [
+    ["eval", "headline", "-s", "pointwise", "--judge", "{judge}", "--work", "{out}"],
+    ["eval", "judge", "--judge", "{judge}", "--pairs", "1", "--pb-pairs", "1", "--injection-pairs", "1", "--out", "{out}"],
+    ["eval", "generate", "{judge}", "gsm8k", "--limit", "1", "--n", "1", "--out", "{out}/r.jsonl"],
+])
+@pytest.mark.parametrize("judge", ["/nonexistent/model", "dead"])
+def test_eval_commands_check_the_judge_before_any_work(command, judge, dead_url, tmp_path):
+    spec = dead_url if judge == "dead" else judge
+    res = run_cli(*[a.format(judge=spec, out=tmp_path / "o") for a in command], timeout=120)
+    # before: headline exit 0 with rows of `0.0 | - | 0%`, judge exit 0 with `invalid` rows, generate exit 1
+    assert_one_line(res, spec)
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+
+
+# ------------------------------------------------------------------ parser errors and ports: one line, by name
+
+@pytest.mark.parametrize("args, needles", [
+    (["score"], ["missing argument 'input'", "rewardkit score --help"]),
+    (["score", "x.jsonl", "--bogus"], ["no such option: --bogus"]),
+    (["eval", "headline", "--bogus"], ["no such option: --bogus", "rewardkit eval headline --help"]),
+    (["train", "p.jsonl", "--set", "lr"], ["--set", "expected KEY=VALUE, got 'lr'"]),
+])
+def test_parser_errors_are_one_line(args, needles):
+    assert_one_line(run_cli(*args, timeout=60), *needles)  # before: a 5-line Rich box
+
+
+@pytest.mark.parametrize("command", [["serve", "--scorer", "verifier"], ["serve-judge", "smollm2"]])
+@pytest.mark.parametrize("port", ["99999", "65536", "-1"])
+def test_a_port_outside_0_65535_is_refused_by_name(command, port):
+    # before: 99999 served on 34463 (wrapped), 65536 on a random port, -1 "Servname not supported"
+    res = run_cli(*command, "--port", port, timeout=60)
+    assert_one_line(res, "'--port'", "0" if port == "-1" else "65535")
+
+
+def test_short_version_flag():
+    res = CliRunner().invoke(app, ["-V"])
     assert res.exit_code == 0 and res.output.strip() == f"rewardkit {__version__}"

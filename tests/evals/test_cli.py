@@ -110,3 +110,74 @@ def test_headline_without_judges_on_all_groups(tmp_path):
     assert by["majority-vote"]["best_of_8"] == pytest.approx(0.93)  # = maj@8
     md = (tmp_path / "headline.md").read_text()
     assert "| `verifier` | 100 |" in md and "Command: `rewardkit eval headline -s verifier -s majority-vote`" in md
+
+
+# ------------------------------------------------------- a partial headline run never replaces the committed table
+
+@pytest.fixture
+def checkout(tmp_path, monkeypatch):
+    """A folder laid out as the checkout, with a committed headline table; commands run from it."""
+    res = tmp_path / "benchmarks" / "results"
+    res.mkdir(parents=True)
+    for name in ("headline.json", "headline.md"):
+        (res / name).write_text(f"committed {name}\n")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def committed(checkout):
+    return [(checkout / "benchmarks" / "results" / n).read_text() for n in ("headline.json", "headline.md")]
+
+
+def test_a_partial_headline_run_writes_under_runs_not_the_committed_results(checkout):
+    before = committed(checkout)
+    r = _run("headline", "-s", "verifier", "-s", "majority-vote")
+    assert r.exit_code == 0, r.output
+    assert committed(checkout) == before  # before: rewritten with a two-scorer table
+    data = json.loads((checkout / "runs" / "headline" / "headline.json").read_text())
+    assert [x["scorer"] for x in data["reports"]] == ["verifier", "majority-vote"]
+
+
+@pytest.mark.parametrize("args, why", [
+    (["-s", "verifier"], "only 1 of"),
+    (["--judge", "http://127.0.0.1:9/v1"], "another judge"),
+    (["--all-groups"], "--all-groups"),
+    (["--generate-mode"], "--generate-mode"),
+    (["--threads", "1"], "another judge"),
+])
+def test_update_results_refuses_a_partial_table(checkout, args, why):
+    before = committed(checkout)
+    r = _run("headline", "--update-results", *args)
+    lines = r.output.strip().splitlines()
+    assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: --update-results"), r.output
+    assert why in lines[0] and "runs/headline" in lines[0], lines[0]
+    assert committed(checkout) == before and not (checkout / "runs").exists()  # refused before any scoring
+
+
+def test_leftover_scores_of_another_job_stop_headline_until_restart(checkout):
+    work = checkout / "w"
+    # another job's scores in the work folder: 5 groups with another verifier timeout
+    assert _run("verifier", ROLL, "-s", "verifier", "-o", "timeout=3", "--limit", "5", "--out", str(work)).exit_code == 0
+    r = _run("headline", "-s", "verifier", "--work", str(work))
+    assert r.exit_code == 2 and "was written by another job" in r.output and "--restart" in r.output, r.output
+    assert not (work / "headline.json").exists()  # before: exit 0, the row left out as "Not run"
+    r = _run("headline", "-s", "verifier", "--work", str(work), "--restart")
+    assert r.exit_code == 0, r.output
+    data = json.loads((work / "headline.json").read_text())
+    assert data["reports"][0]["groups"] == 100 and not data["skipped"]
+
+
+def test_select_plot_draws_the_numbers_select_md_states_and_no_selector_above_the_oracle(tmp_path):
+    r = _run("select", ROLL, "-s", "verifier", "-s", "majority-vote", "--out", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    sel = json.loads((tmp_path / "select.json").read_text())
+    curves, md = sel["curves"], (tmp_path / "select.md").read_text()
+    assert curves["n"] == list(range(1, 9))
+    oracle, random = curves["oracle (pass@n)"], curves["random choice"]
+    for name in ("verifier", "majority-vote"):  # before: the verifier drawn above the oracle at n = 2, 3, 5-7
+        assert all(s <= o + 1e-12 for s, o in zip(curves[name], oracle)), (name, curves[name], oracle)
+        assert f"| {name} | 100 | {100 * curves[name][-1]:.1f} |" in md  # the curve ends at the table's best-of-8
+    # the random line is where select.md puts it (before: drawn at the first sample's 90%, written 91.0%)
+    assert set(random) == {sel["baselines"]["random"]}
+    assert f"random choice (mean accuracy) {100 * random[0]:.1f}%" in md and "91.0%" in md
+    assert f"oracle (pass@8) {100 * oracle[-1]:.1f}%" in md and "96.0%" in md

@@ -16,6 +16,7 @@ from rewardkit.evals.metrics import (
     best_of_n,
     best_of_n_curve,
     cost_per_response,
+    expected_best_of_n,
     length_bias,
     maj_at_k,
     pass_at_k,
@@ -178,3 +179,42 @@ def test_shared_rollouts_published_stats_and_rm_at_8():
     rm8 = rm_at_k([r["rm_scores"] for r in rows], correct, 8)
     assert pass_at_k_groups(correct, 1) <= rm8 <= 0.96
     assert best_of_n([np.asarray(c, float) for c in correct], correct)[0] == pytest.approx(0.96)
+
+
+# ------------------------------------------------ best-of-n over random subsets: compares with pass@n (select.png)
+
+def _enumerated_best_of_n(r, c, n):
+    """Best-of-n averaged over every n-subset, ties by mean, masked never picked: the definition, by brute force."""
+    vals = []
+    for sub in itertools.combinations(range(len(r)), n):
+        ok = [i for i in sub if r[i] is not None]
+        if not ok:
+            vals.append(0.0)
+            continue
+        top = max(r[i] for i in ok)
+        vals.append(np.mean([c[i] for i in ok if r[i] == top]))
+    return float(np.mean(vals))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 3).map(float)), st.booleans()), min_size=1, max_size=7),
+       st.data())
+def test_expected_best_of_n_equals_the_mean_over_every_subset(group, data):
+    r, c = [x for x, _ in group], [y for _, y in group]
+    n = data.draw(st.integers(1, len(r)))
+    got = expected_best_of_n([r], [c], n)
+    assert got == pytest.approx(_enumerated_best_of_n(r, c, n))
+    assert got <= pass_at_k(len(c), sum(c), n) + 1e-12  # no selector beats the oracle
+
+
+def test_best_of_n_curve_compares_like_with_like_on_the_shared_rollouts():
+    rows = [json.loads(line) for line in open(rollouts_path())]
+    correct = [np.array(r["correct"], dtype=bool) for r in rows]
+    labels = [c.astype(float) for c in correct]  # a perfect verifier
+    curve = best_of_n_curve(labels, correct)
+    for n in range(1, 9):
+        assert curve[n] == pytest.approx(pass_at_k_groups(correct, n))  # a perfect selector is the oracle
+        assert best_of_n_curve([np.zeros(8)] * len(rows), correct)[n] == pytest.approx(np.mean(correct))  # random
+    # first-n samples against expected pass@n (select.png before): the perfect verifier drawn above the oracle
+    assert best_of_n(labels, correct, 2)[0] > pass_at_k_groups(correct, 2)
+    assert curve[8] == best_of_n(labels, correct)[0] == pytest.approx(0.96)

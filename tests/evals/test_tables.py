@@ -105,3 +105,24 @@ def test_judge_training_table_pairs_headline_rows_by_scorer_and_mode():
     assert "| headline `critic` (logit) | 2 mixed rollout groups | AUC | 0.250 | 0.750 |" in md
     assert "| headline `slices` (logit) | 2 mixed rollout groups | AUC | 0.375 | 0.625 |" in md
     assert "generate" not in md and "verifier" not in md
+
+
+def test_results_without_a_producer_are_one_warning_line_and_records_none(repo, monkeypatch):
+    import rewardkit.evals.tables as tables
+
+    res = repo / "benchmarks" / "results"
+    for name in ("orphan_a.md", "orphan_a.json", "orphan_b.md", "kept.md", "kept.json"):
+        (res / name).write_text("x")
+    cfg = json.loads((repo / "benchmarks" / "runs.json").read_text())
+    cfg["records"] = {**cfg.get("records", {}), "kept": "a run on another machine"}
+    (repo / "benchmarks" / "runs.json").write_text(json.dumps(cfg))
+    assert unlisted(repo) == ["orphan_a.json", "orphan_a.md", "orphan_b.md"]  # a record is not an orphan
+    monkeypatch.setattr(tables, "ROOT", repo)
+    monkeypatch.setattr(tables.unlisted, "__defaults__", (repo,))
+    monkeypatch.setattr(tables.check, "__defaults__", (repo,))
+    r = CliRunner().invoke(app, ["eval", "tables", "--check"])
+    warnings = [ln for ln in r.output.splitlines() if ln.startswith("warning:")]
+    # before: one line per file, 10 of them on every run of the committed repository
+    assert warnings == ["warning: 3 file(s) in benchmarks/results have no producer or record in benchmarks/runs.json "
+                        "(not regenerated): orphan_a.json, orphan_a.md, orphan_b.md"], r.output
+    assert r.exit_code == 0, r.output

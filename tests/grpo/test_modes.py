@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from rewardkit.gar.rewards import alignment_reward, gan_reward, judgment_rewards
@@ -163,7 +163,7 @@ def _gar(tiny_model: str, tmp_path, **options) -> tuple[GarJoint, GRPOTrainer, l
 
 @pytest.mark.slow
 def test_gar_reasoner_gets_binary_r_s_and_the_discriminator_learns_from_its_own_judgments(tiny_model, tmp_path):
-    mode, trainer, calls = _gar(tiny_model, tmp_path)
+    mode, trainer, calls = _gar(tiny_model, tmp_path, m_d="verdict")
     assert trainer.scorer is mode.slicer and mode.learner.model is not trainer.model  # a second model
     groups = GAR_GROUPS
     (score,) = trainer.scorer.score(groups)
@@ -180,11 +180,97 @@ def test_gar_reasoner_gets_binary_r_s_and_the_discriminator_learns_from_its_own_
     (ref, gen), = seen  # two objectives, R^d's two expectations, each averaged on its own
     assert ref.texts == ["Checked.\n**YES** Brief.", "Checked.\n**NO** Brief."] and ref.weight == gen.weight == 1.0
     assert gen.texts[::2] == ["Checked.\n**YES** Brief.", "Checked.\n**NO** Brief."]  # the scorer's first judgments
-    # R^d = E_ref log M_d + E_gen log(1 - M_d): YES is the better judgment of the expert's slice, NO of each
-    # generated one (the alignment term does not outweigh log eps)
+    # m_d=verdict: R^d = E_ref log M_d + E_gen log(1 - M_d) with M_d the hard verdict: YES is the better judgment
+    # of the expert's slice, NO of each generated one (the alignment term does not outweigh log eps)
     assert ref.advantages[0] > 0 > ref.advantages[1]
     assert gen.advantages[1] > 0 > gen.advantages[0] and gen.advantages[2] > 0 > gen.advantages[3]
     assert not torch.equal(before, next(mode.learner.model.parameters()).detach())  # and a step was taken
+
+
+def test_with_probabilities_r_a_moves_the_advantage_at_the_papers_lambda4():
+    """Sec. 3 with M_d a probability: two judgments of a correct trace's generated slice, M_d = 0.5 after each
+    analysis. R^d alone cannot tell them apart (log 0.5 both); R^a adds lambda4 * 1 to the YES only, so YES
+    scores log 0.5 + 0.5 = -0.193 and NO log 0.5 = -0.693 (by hand), and YES takes the positive advantage."""
+    r = judgment_rewards([1.0, 0.0], [False, False], [True, True], 1.0, 0.5, p_real=[0.5, 0.5])
+    np.testing.assert_allclose(r, [-0.19314718, -0.69314718], atol=1e-8)
+    a = grpo_advantages(r.reshape(1, -1))[0]
+    assert a[0] > 0 > a[1]
+    # a wrong trace: NO agrees with the answer, so NO takes it
+    a = grpo_advantages(judgment_rewards([1.0, 0.0], [False, False], [False, False], 1.0, 0.5,
+                                         p_real=[0.5, 0.5]).reshape(1, -1))[0]
+    assert a[1] > 0 > a[0]
+    # and R^d moves it too: of two NO judgments, the one whose analysis left P(YES) lower (0.2 < 0.6) is better
+    a = grpo_advantages(judgment_rewards([0.0, 0.0], [False, False], [None, None], 1.0, 0.5,
+                                         p_real=[0.2, 0.6]).reshape(1, -1))[0]
+    assert a[0] > 0 > a[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(0.001, 0.999), st.floats(0.001, 0.999), st.booleans())
+def test_with_probabilities_r_a_reorders_a_yes_and_a_no_whose_r_d_differ_by_less_than_lambda4(p_yes, p_no, correct):
+    """A YES and a NO judgment of one generated slice, M_d = p after each one's analysis: R^d alone ranks them by
+    log(1 - p) (sec. 3); R^a adds lambda4 = 0.5 to the one agreeing with the answer, so the ranking flips
+    exactly when the other one led by less than 0.5 (never with hard verdicts, whose gap is 13.8)."""
+    def adv(lambda4: float) -> np.ndarray:
+        r = judgment_rewards([1.0, 0.0], [False, False], [correct, correct], 1.0, lambda4, p_real=[p_yes, p_no])
+        return grpo_advantages(r.reshape(1, -1))[0]
+
+    d_yes, d_no = math.log1p(-p_yes), math.log1p(-p_no)  # log(1 - M_d) of each
+    lead = d_no - d_yes if correct else d_yes - d_no  # R^d's lead of the judgment R^a does not credit
+    assume(abs(lead) > 1e-6 and abs(lead - 0.5) > 1e-6)
+    flips = bool(np.sign(adv(0.5)[0]) != np.sign(adv(0.0)[0]))
+    assert flips == (0 < lead < 0.5)
+
+
+@pytest.mark.slow
+def test_gar_probability_m_d_is_read_where_each_judgment_wrote_its_verdict(tiny_model, tmp_path):
+    # m_d=probability (the default): the scripted judgments of a slice share their analysis ("Checked.\n**"), so
+    # they share M_d and R^d gives no advantage (the reference slice's judgments: 0, 0); R^a then decides the
+    # generated ones: YES on the correct trace's slice, NO on the wrong trace's slice
+    mode, trainer, _ = _gar(tiny_model, tmp_path)
+    assert mode.options.m_d == "probability"
+    seen: list = []
+    mode.learner.update = lambda parts: seen.append(parts) or {}
+    m = mode.after_step(trainer, GAR_GROUPS, trainer.scorer.score(GAR_GROUPS), step=0)
+    (ref, gen), = seen
+    assert ref.advantages.tolist() == [0.0, 0.0]
+    assert gen.advantages[0] > 0 > gen.advantages[1] and gen.advantages[2] > 0 > gen.advantages[3]
+    assert 0 < m["dis_ref_p_yes"] < 1 and 0 < m["dis_gen_p_yes"] < 1  # probabilities, not verdicts
+
+
+@pytest.mark.slow
+def test_gar_probability_m_d_differs_between_analyses(tiny_model, tmp_path):
+    # two judgments of one reference slice with different analyses: each one's R^d is log of the model's own
+    # P(YES) where its verdict stands, so the one whose analysis makes YES likelier takes the positive advantage
+    from rewardkit.backends.base import VerdictRequest
+    from rewardkit.prompts.gar import VERDICT_CHOICES, discriminator_messages
+
+    mode, trainer, _ = _gar(tiny_model, tmp_path, lambda4=0.0)
+    texts = ["The steps check out.\n**YES** Fine.", "Hmm, 2+3 is not 6.\n**YES** Fine."]
+    tok = mode.learner.tokenizer
+
+    def sample(chats, n, seed_key, max_new_tokens=None) -> Rollouts:
+        r = Rollouts([], [], [], [], [], max_tokens=max_new_tokens)
+        for i, chat in enumerate(chats):
+            prompt = list(tok.apply_chat_template(chat, add_generation_prompt=True)["input_ids"])
+            for j in range(n):
+                r.prompt_ids.append(prompt)
+                r.completion_ids.append(tok(texts[j]).input_ids + [tok.eos_token_id])
+                r.texts.append(texts[j])
+                r.truncated.append(False)
+                r.group.append(i)
+        return r
+
+    mode.learner.sample = sample
+    seen: list = []
+    mode.learner.update = lambda parts: seen.append(parts) or {}
+    mode.after_step(trainer, GAR_GROUPS, trainer.scorer.score(GAR_GROUPS), step=0)
+    (ref, _), = seen
+    sl = mode._reference(GAR_GROUPS, 1, 0)[0]
+    msgs = discriminator_messages(sl.problem, sl.text, sl.context)
+    p = [mode.learner.backend.verdict_probs([VerdictRequest(msgs, VERDICT_CHOICES, t.split("**")[0] + "**")])[0]
+         .probs[0] for t in texts]
+    assert p[0] != p[1] and np.sign(ref.advantages[0] - ref.advantages[1]) == np.sign(p[0] - p[1])
 
 
 @pytest.mark.slow
@@ -277,7 +363,7 @@ def test_r_a_changes_no_advantage_at_the_papers_lambda4_with_hard_verdicts(group
             np.testing.assert_array_equal(np.sign(a20), -np.sign(a0))
 
 
-def test_the_gar_mode_says_r_a_changes_nothing_at_lambda4_one_half():
+def test_the_gar_mode_says_what_r_a_does_at_lambda4_one_half():
     """The sentence stands in the gar mode's lambda4 help, the README's training section and docs/training.md."""
     import dataclasses
     from pathlib import Path

@@ -37,6 +37,23 @@ def test_a_target_must_state_its_label_first():
     assert ok.target == "Adds 2 and 3.\n\n**YES**\n\nCorrect sum."  # analysis, score, rationale (App. B)
 
 
+def test_targets_in_the_papers_own_format_are_accepted():
+    """GAR's printed judgments (Tables 2, 10, 11, verbatim, HTML on one line) are stage-1 targets as they stand:
+    Table 10's "... a contradiction.</u>  **YES**</p>" puts the verdict at the end of the analysis's paragraph
+    (refused before issue 34, so the paper's own examples could not be SFT targets)."""
+    import json
+    from pathlib import Path
+
+    rows = json.loads((Path(__file__).parents[1] / "fixtures" / "judge_outputs.json").read_text())["outputs"]
+    gar = [r for r in rows if r["id"].startswith("paper/gar-")]
+    assert len(gar) == 8
+    for r in gar:
+        label = r["expected"] == "YES"
+        assert JudgmentExample(SliceItem("p", "s"), label, r["text"]).target == r["text"]
+        with pytest.raises(ValueError, match=r"must state"):
+            JudgmentExample(SliceItem("p", "s"), not label, r["text"])
+
+
 def test_balancing_keeps_every_minority_example_and_as_many_of_the_majority():
     ex = _examples(30)  # 20 YES, 10 NO
     kept = balanced(ex, seed=1)

@@ -136,7 +136,7 @@ def test_killed_run_resumes_without_losing_or_repeating_a_step(tiny_model, tmp_p
     gate.write_text("")
     sets = [f"--set={k}={v}" for k, v in settings.items()]
     cmd = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import main; main()", "train",
-           str(_prompts_file(tmp_path)), "--scorer", "gate_scorer:GateScorer", "-o", "target=10", "-o", f"gate={gate}",
+           str(_prompts_file(tmp_path)), "--scorer", "gate_scorer:GateScorer", "--set", "target=10", "--set", f"gate={gate}",
            "--out", str(run), "--steps", "2", *sets]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -21,14 +21,25 @@ class Gate(BaseScorer):
     def __init__(self):
         self.calls: list[list[list[str]]] = []
         self.gate = threading.Event()
+        self.entered = threading.Event()  # set when the first call is held at the gate
 
     def _score(self, groups):
         if not self.calls:
+            self.entered.set()
             self.gate.wait(30)
         self.calls.append([list(g.responses) for g in groups])
         if any("BOOM" in r for g in groups for r in g.responses):
             raise RuntimeError("scorer failed")
         return [GroupScore(g.id, np.arange(len(g), dtype=float), [Status.OK] * len(g)) for g in groups]
+
+
+async def _until(cond, within: float = 30.0) -> None:
+    """Yield to the loop until ``cond()`` holds: explicit synchronisation instead of a fixed sleep."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not cond():
+        assert loop.time() < deadline, "condition not reached"
+        await asyncio.sleep(0.001)
 
 
 def test_groups_closed_while_the_scorer_is_busy_are_scored_in_one_call_and_a_failure_stays_in_its_group():
@@ -37,10 +48,10 @@ def test_groups_closed_while_the_scorer_is_busy_are_scored_in_one_call_and_a_fai
     async def run():
         g = GroupGatherer(sc, group_size=2, timeout=30)
         first = [asyncio.ensure_future(g.add("a", "p", r)) for r in ("a1", "a2")]
-        await asyncio.sleep(0.1)  # group a is being scored (held at the gate)
+        assert await asyncio.to_thread(sc.entered.wait, 30)  # group a is being scored (held at the gate)
         rest = [asyncio.ensure_future(g.add(k, "p", f"{k}{i}")) for k in ("b", "c") for i in (1, 2)]
         bad = [asyncio.ensure_future(g.add("d", "p", r)) for r in ("BOOM", "d2")]
-        await asyncio.sleep(0.1)
+        await _until(lambda: g.counts["groups"] == 4)  # b, c and d closed and queued behind a
         sc.gate.set()
         done = await asyncio.gather(*first, *rest)
         errs = await asyncio.gather(*bad, return_exceptions=True)
@@ -62,9 +73,9 @@ def test_a_cancelled_row_leaves_its_open_group():
     async def run():
         g = GroupGatherer(sc, group_size=2, timeout=30)
         gone = asyncio.ensure_future(g.add("k", "p", "client-went-away"))
-        await asyncio.sleep(0.05)
+        await _until(lambda: g.waiting == 1)
         gone.cancel()
-        await asyncio.sleep(0.05)
+        await asyncio.gather(gone, return_exceptions=True)  # its cancellation has run
         assert g.waiting == 0
         return await asyncio.gather(g.add("k", "p", "x"), g.add("k", "p", "y"))
 

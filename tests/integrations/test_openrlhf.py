@@ -172,14 +172,24 @@ def test_refusals_are_logged_once_per_reason_and_counted(caplog):
         with BackgroundServer(reward_app(Recorder())) as srv:
             codes = [_post(srv.url, bad).status_code for _ in range(5)]  # OpenRLHF's five tries
             codes.append(_post(srv.url, other).status_code)  # same reason, another row index
-            codes.append(_post(srv.url, {"query": [P1 + "a"], "prompts": [P1], "labels": [["4", "four"]]}).status_code)
+            codes.append(_post(srv.url, {"query": [P1 + "a"], "prompts": [P1], "labels": [True]}).status_code)
             health = httpx.get(srv.url + "/health").json()
     assert codes == [400] * 7
     lines = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
     assert len(lines) == 2, lines
     assert "query[0]" in lines[0] and "starts with neither prompts[0]" in lines[0]
-    assert "labels[0]" in lines[1] and "a list of 2 references" in lines[1]
+    assert "labels[0]" in lines[1] and "got a boolean" in lines[1]
     assert health["refused"] == {"400": 7}
+
+
+def test_a_list_label_means_any_of_its_references_is_right():
+    # before: 400 "a list of 2 references"
+    body = {"query": [P1 + r"\boxed{four}", P1 + r"\boxed{4}", P1 + r"\boxed{5}"], "prompts": [P1] * 3,
+            "labels": [["4", "four"]] * 3}
+    with BackgroundServer(reward_app(get_scorer("verifier"))) as srv:
+        r = _post(srv.url, body)
+    assert r.status_code == 200, r.text
+    assert r.json()["rewards"] == [1.0, 1.0, 0.0]
 
 
 def test_a_group_relative_scorer_needs_a_group_size_or_whole_groups_per_request():
@@ -416,6 +426,19 @@ def test_openrlhf_prompt_longer_than_max_len_is_cut_from_the_left_and_still_scor
     exps = [openrlhf.to_experience(o) for o in outs]
     assert sorted(float(e.rewards.item()) for e in exps) == [0.0, 1.0]
     assert [e.info["status_ok"].item() for e in exps] == [1.0, 1.0] and "refused" not in err
+
+
+def test_openrlhf_sends_a_list_label_and_any_reference_counts(openrlhf):
+    """OpenRLHF's own executor posts a dataset label that is a list of answers; groups gather across requests."""
+    url, proc = _serve("--scorer", "verifier", "--group-size", "3")
+    try:
+        outs, errors = _rollout(openrlhf, url, {"Half of 1? ": [r"\boxed{0.5}", r"\boxed{1/2}", r"\boxed{2}"]},
+                                {"Half of 1? ": ["1/2", "0.5"]})
+    finally:
+        _stop(proc)
+    assert errors == []
+    exps = [openrlhf.to_experience(o) for o in outs]
+    assert sorted(float(e.rewards.item()) for e in exps) == [0.0, 1.0, 1.0]
 
 
 def test_openrlhf_client_carries_the_key_in_the_url(openrlhf):

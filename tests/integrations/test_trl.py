@@ -35,7 +35,7 @@ def test_reward_function_scores_whole_groups_and_returns_none_for_masked():
             trainer_state=None, log_metric=lambda k, v: logged.__setitem__(k, v), log_extra=None)
     assert out == [1.0, None, 0.5, None]
     assert sc.seen == [("A?", 2, "1", None), ("B?", 2, "2", None)]
-    assert logged["rewardkit/rewardkit_length/masked_fraction"] == 0.5
+    assert logged["rewardkit/length/masked_fraction"] == 0.5  # rewardkit/<scorer>/..., the prefix said once
 
 
 def test_incomplete_groups_are_an_error_when_num_generations_is_known():
@@ -46,10 +46,11 @@ def test_incomplete_groups_are_an_error_when_num_generations_is_known():
         scorer_reward_func(LengthScorer(), num_generations=2)(prompts=["p", "q", "q", "p"], completions=list("abcd"))
 
 
-def test_a_list_reference_column_is_refused_by_name_not_read_as_its_text():
-    f = scorer_reward_func("verifier")
-    with pytest.raises(ValueError, match="column 'answer' holds a list of 2 references"):
-        f(prompts=["2+2?"], completions=[r"\boxed{4}"], answer=[["4", "four"]])
+def test_a_list_reference_column_means_any_of_them_is_right():
+    f = scorer_reward_func("verifier")  # before: refused ("holds a list of 2 references")
+    out = f(prompts=["2+2?"] * 3 + ["1/2?"] * 2, completions=[r"\boxed{four}", r"\boxed{4}", r"\boxed{5}", r"\boxed{0.5}", "2"],
+            answer=[["4", "four"]] * 3 + [np.array(["1/2", "0.5"])] * 2)  # an Arrow list column arrives as numpy
+    assert out == [1.0, 1.0, 0.0, 1.0, 0.0]
 
 
 def test_groups_are_trls_blocks_of_num_generations_not_prompt_text():
@@ -62,8 +63,8 @@ def test_groups_are_trls_blocks_of_num_generations_not_prompt_text():
 
 
 def test_a_group_relative_scorer_without_num_generations_is_refused_in_one_line():
-    with pytest.raises(ValueError, match="pass num_generations="):
-        scorer_reward_func("majority-vote")
+    with pytest.raises(ValueError, match="pass num_generations="):  # called outside a trainer: nothing to follow
+        scorer_reward_func("majority-vote")(prompts=["q", "q"], completions=["a", "b"])
     votes = scorer_reward_func("majority-vote", num_generations=3)(
         prompts=["2+2?"] * 6, completions=[r"\boxed{4}", r"\boxed{5}", r"\boxed{5}", r"\boxed{4}", r"\boxed{4}", r"\boxed{5}"])
     assert votes == [0.0, 1.0, 1.0, 1.0, 1.0, 0.0]  # two votes of three, not one of six (a tie)
@@ -75,8 +76,8 @@ def test_several_rewardkit_functions_log_their_metrics_under_their_own_names():
     for f in (scorer_reward_func(MaskLast(target=1), name="masked"), scorer_reward_func(LengthScorer(target=1))):
         f(prompts=["p", "p"], completions=["a", "bb"], log_metric=log)
     assert logged["rewardkit/masked/masked_fraction"] == [0.5]  # the function's name, as TRL's rewards/<name>/mean
-    assert logged["rewardkit/rewardkit_length/masked_fraction"] == [0.0]
-    assert set(logged) == {f"rewardkit/{n}/{m}" for n in ("masked", "rewardkit_length")
+    assert logged["rewardkit/length/masked_fraction"] == [0.0]  # not rewardkit/rewardkit_length/...
+    assert set(logged) == {f"rewardkit/{n}/{m}" for n in ("masked", "length")
                            for m in ("masked_fraction", "judge_calls")}
 
 
@@ -101,7 +102,7 @@ def test_trl_grpo_trainer_runs_two_cpu_steps_with_a_rewardkit_scorer(tmp_path):
     trainer.train()
     assert trainer.state.global_step == 2
     assert sorted(sc.seen) == [("Say no.", 3, "no", None), ("Say yes.", 3, "yes", None)]  # whole groups
-    key = "rewardkit/rewardkit_length/masked_fraction"  # rewardkit/<reward function name>/...
+    key = "rewardkit/length/masked_fraction"  # rewardkit/<scorer>/...
     logs = [h for h in trainer.state.log_history if key in h]
     assert len(logs) == 2 and all(h[key] == pytest.approx(1 / 3) for h in logs)
     assert all(np.isfinite(h["rewards/rewardkit_length/mean"]) for h in logs)
@@ -194,3 +195,98 @@ def test_the_docs_example_logs_rewards_at_every_step():
     exec(setup, ns)  # noqa: S102 - the documented example itself
     args = ns["args"]
     assert isinstance(args, trl.GRPOConfig) and args.logging_steps <= 1 <= args.max_steps
+
+
+class Blocks(LengthScorer):
+    """Records the size of every group it scores (to see which block size the reward function used)."""
+
+    def _setup(self):
+        self.sizes: list[int] = []
+
+    def _score(self, groups):
+        self.sizes += [len(g) for g in groups]
+        return super()._score(groups)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_trl_evaluation_groups_by_num_generations_eval(tmp_path):
+    """TRL 1.16 evaluates with num_generations_eval completions per prompt: the reward function follows the
+    trainer (before: 'completions 0-3 ... have different prompts' on the first eval batch)."""
+    trl = pytest.importorskip("trl", reason="TRL is in the dev extra: pip install trl==1.16.0")
+    import torch
+    from datasets import Dataset
+
+    from rewardkit.backends.embedded import embedded_model_path
+
+    torch.set_num_threads(1)
+    ds = Dataset.from_list([{"prompt": "Say yes.", "answer": "yes"}, {"prompt": "Say no.", "answer": "no"}])
+    sc = Blocks(target=5)
+    args = trl.GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=4,
+                          num_generations_eval=2, per_device_eval_batch_size=4, max_completion_length=4, use_cpu=True,
+                          report_to="none", save_strategy="no", eval_strategy="no", logging_steps=1, bf16=False)
+    trainer = trl.GRPOTrainer(model=str(embedded_model_path()), args=args, train_dataset=ds, eval_dataset=ds,
+                              reward_funcs=[scorer_reward_func(sc, num_generations=4)])
+    metrics = trainer.evaluate()
+    assert sc.sizes == [2, 2]  # one eval batch: both prompts, num_generations_eval=2 completions each
+    assert np.isfinite(metrics["eval_rewards/rewardkit_length/mean"])
+    trainer.train()
+    assert sc.sizes[2:] == [4]  # training: blocks of num_generations
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_trl_awaits_the_async_reward_function_with_its_other_async_ones(tmp_path):
+    trl = pytest.importorskip("trl", reason="TRL is in the dev extra: pip install trl==1.16.0")
+    import torch
+    from datasets import Dataset
+    from trl.trainer.utils import is_async_callable
+
+    from rewardkit.backends.embedded import embedded_model_path
+    from rewardkit.integrations.trl import async_scorer_reward_func
+
+    torch.set_num_threads(1)
+    calls: list[int] = []
+
+    async def other(prompts, completions, **kw):  # the trainer's other async reward function
+        calls.append(len(completions))
+        return [0.0] * len(completions)
+
+    sc = Blocks(target=5)
+    f = async_scorer_reward_func(sc)  # no num_generations=: the trainer's is followed
+    assert is_async_callable(f) and f.__name__ == "rewardkit_length"
+    ds = Dataset.from_list([{"prompt": "Say yes."}, {"prompt": "Say yes."}])  # one prompt twice: two groups
+    args = trl.GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=2,
+                          max_completion_length=4, use_cpu=True, report_to="none", save_strategy="no",
+                          logging_steps=1, bf16=False)
+    trainer = trl.GRPOTrainer(model=str(embedded_model_path()), args=args, train_dataset=ds, reward_funcs=[f, other])
+    trainer.train()
+    assert sc.sizes == [2, 2] and calls == [4]  # TRL's blocks of 2, not one group of 4 equal prompts
+    assert np.isfinite(trainer.state.log_history[0]["rewards/rewardkit_length/mean"])
+
+
+def test_the_async_reward_function_leaves_the_event_loop_free():
+    """A scorer blocked until another coroutine on the same loop runs: scoring on the loop itself would never
+    let that coroutine run (the scorer gives up after 30 s and fails the test); in a worker thread it does."""
+    import asyncio
+    import threading
+
+    from rewardkit.integrations.trl import async_scorer_reward_func
+
+    released = threading.Event()
+
+    class Waits(LengthScorer):
+        def _score(self, groups):
+            if not released.wait(30):
+                raise RuntimeError("the other reward function never ran while this one scored")
+            return super()._score(groups)
+
+    async def other(prompts, completions, **kw):
+        released.set()
+        return [0.0] * len(completions)
+
+    async def run():
+        f = async_scorer_reward_func(Waits(target=1))
+        return await asyncio.gather(f(prompts=["p", "p"], completions=["a", "bb"]), other(["p", "p"], ["a", "bb"]))
+
+    assert asyncio.run(run()) == [[1.0, 0.5], [0.0, 0.0]]

@@ -90,6 +90,43 @@ def test_a_long_response_is_cut_from_the_front_to_the_judges_budget():
     assert kept == CUT_MARK + long_answer[long_answer.index("\\boxed"):]
 
 
+def test_a_cut_off_rollout_without_a_final_answer_abstains():
+    """Issue 34: a rollout the policy's budget cut mid-reasoning ("... Then maybe it's 41 or") states no answer: its
+    last number is a step, not a conclusion, so nothing is judged and the response abstains (a True judge used to
+    reward 41). A finished response with no answer still gets 0; one whose answer stands before the cut is judged."""
+    judge = ScriptedJudge("Looks right.\nFinal judgment: True")  # a judge that says True to anything
+    cut = "Let me see: 6 * 7 could be 36, no. Adding 6 seven times: 6, 12, 18, 24, 30, 36, 41. Then maybe it's 41 or"
+    open_think = "<think>6 * 7: 6 * 5 = 30 and 6 * 2 = 12, so 30 + 12 = 42. Now check with 7 * 6"
+    stated = "The answer is 42. Let me double-check: 6 * 7 = 6 * 5 + 6 * 2 = 30 +"
+    (s,) = RolloutJudgeScorer(judge=judge).score([_group([cut, open_think, "I do not know.", stated])])
+    assert s.statuses == [Status.ABSTAIN, Status.ABSTAIN, Status.OK, Status.OK]
+    assert np.isnan(s.rewards[:2]).all() and s.rewards[2:].tolist() == [0.0, 1.0]
+    assert "cut off mid-reasoning" in s.messages[0] and "Then maybe it's 41 or" in s.messages[0]
+    assert "<think> block is never closed" in s.messages[1] and "no final answer" in s.messages[2]
+    assert s.components["answer"] == [None, None, None, "42"] and len(judge.prompts) == 1
+
+
+def test_the_judge_sees_the_papers_budget_cut_only_where_its_context_ends():
+    """JURY-RL Table 7: rollouts of up to 3,072 new tokens, all shown to the judge (it used to be cut at 2,048);
+    a judge whose context is smaller gets the response cut from the front to what fits beside its prompt and
+    its judgment."""
+    judge = ScriptedJudge(_reply)
+    reasoning = " ".join(f"step{k}" for k in range(2999))
+    response = f"{reasoning} so \\boxed{{42}}"  # 3,001 whitespace tokens
+    assert RolloutJudgeScorer.Options().response_tokens == 3072
+    (s,) = RolloutJudgeScorer(judge=judge).score([_group([response])])
+    assert _answer(judge.prompts[0]) == response and s.rewards.tolist() == [1.0]  # no context known: all of it
+    judge.context_length = lambda: 4096  # room for the whole rollout beside the prompt and 512 judgment tokens
+    RolloutJudgeScorer(judge=judge).score([_group([response])])
+    assert _answer(judge.prompts[-1]) == response
+    judge.context_length = lambda: 2000  # a small judge: cut from the front, the answer kept
+    RolloutJudgeScorer(judge=judge).score([_group([response])])
+    shown = _answer(judge.prompts[-1])
+    assert shown.startswith(CUT_MARK.strip()) and shown.endswith("so \\boxed{42}")
+    full_prompt = sum(judge.count_tokens([m["content"] for m in judge.requests[-1].messages]))
+    assert 2000 - 512 - 100 <= full_prompt <= 2000 - 512  # filled up to the context, the judgment's room kept
+
+
 def test_differs_from_the_majority_only_judge():
     """A wrong majority: the majority judge gives nobody credit; the per-rollout judge rewards the right one."""
     g = _group(["\\boxed{36}", "\\boxed{36}", "\\boxed{42}"])

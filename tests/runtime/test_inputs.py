@@ -114,10 +114,12 @@ MALFORMED = [
      "inf.jsonl:1: field 'answer': expected a string or a finite number, got inf"),
     ("nan.jsonl", jl('{"problem": "p", "answer": NaN, "responses": ["a"]}'), [],
      "nan.jsonl:1: field 'answer': expected a string or a finite number, got nan"),
-    ("true.jsonl", jl(dict(G, answer=True)), [], "true.jsonl:1: field 'answer': expected a string or a number, got boolean"),
-    ("list.jsonl", jl(dict(G, answer=[2])), [], "list.jsonl:1: field 'answer': expected a string or a number, got list"),
+    ("true.jsonl", jl(dict(G, answer=True)), [], "true.jsonl:1: field 'answer': expected a string or a number "
+     "(or a list of them), got boolean: 'answer' is read as the reference answer; correctness goes in 'correct'"),
+    ("list.jsonl", jl(dict(G, answer=["2", {"x": 1}])), [],
+     "list.jsonl:1: field 'answer[1]': expected a string, a number or a list of them, got a dict"),
     ("verl.jsonl", jl({"prompt": "p", "responses": ["a"], "reward_model": {"ground_truth": {"x": 1}}}), [],
-     "verl.jsonl:1: field 'reward_model.ground_truth': expected a string or a number, got dict"),
+     "verl.jsonl:1: field 'reward_model.ground_truth': expected a string, a number or a list of them, got a dict"),
     ("id.jsonl", jl(dict(G, id=True)), [], "id.jsonl:1: field 'id': expected a string or an integer, got boolean"),
     ("idobj.jsonl", jl(dict(G, id={"a": 1})), [], "idobj.jsonl:1: field 'id': expected a string or an integer, got dict"),
     ("resp.jsonl", jl(dict(G, responses="\\boxed{2}")), [], "resp.jsonl:1: field 'responses': expected a list, got str"),
@@ -276,9 +278,12 @@ def test_trl_prompt_completion_rows_grouped_by_prompt(tmp_path, conversational):
             {"prompt": prompt("What color is the sky?"), "completion": completion("\\boxed{green}"), "ground_truth": "blue"}]
     p = write(tmp_path, "trl.jsonl", [json.dumps(r) for r in rows])
     g1, g2 = read_groups(p)
-    assert (g1.id, g1.prompt, g1.responses) == ("trl-1", "What color is the sky?", ["It is \\boxed{blue}.", "\\boxed{green}"])
-    assert (g2.id, g2.reference, g2.responses) == ("trl-2", "4", ["\\boxed{4}"])
+    assert (g1.prompt, g1.responses) == ("What color is the sky?", ["It is \\boxed{blue}.", "\\boxed{green}"])
+    assert (g2.reference, g2.responses) == ("4", ["\\boxed{4}"])
     assert ("messages" in g1.metadata) == conversational
+    # ids come from the prompt, not from line numbers: the same rows in another order (another file) keep them
+    rev = write(tmp_path, "rev.jsonl", [json.dumps(r) for r in rows[::-1]])
+    assert {g.prompt: g.id for g in read_groups(rev)} == {g1.prompt: g1.id, g2.prompt: g2.id} and g1.id != g2.id
 
 
 def test_trl_grouped_completions(tmp_path):
@@ -364,8 +369,12 @@ def test_verl_generation_dumps_are_grouped_by_input_within_a_step(tmp_path):
             ("user\nWhat is 3+3?\nassistant\n", r"\boxed{6}", "6", 1.0)]
     p = verl_dump(tmp_path, 3, rows)
     g1, g2 = read_groups(p)
-    assert (g1.id, g1.prompt, g1.responses, g1.reference) == ("3-1", rows[0][0], [r"\boxed{4}", r"\boxed{5}"], "4")
-    assert (g2.id, g2.responses, g2.reference) == ("3-2", [r"\boxed{7}", r"\boxed{6}"], "6")
+    assert (g1.prompt, g1.responses, g1.reference) == (rows[0][0], [r"\boxed{4}", r"\boxed{5}"], "4")
+    assert (g2.responses, g2.reference) == ([r"\boxed{7}", r"\boxed{6}"], "6")
+    # ids name the step and the prompt (not the line): the prompt keeps its id in the next step's dump
+    assert g1.id.startswith("step3-") and g2.id.startswith("step3-") and g1.id != g2.id
+    (h1, _) = read_groups(verl_dump(tmp_path / "..", 4, rows[2:]))
+    assert h1.id == g1.id.replace("step3-", "step4-")
     assert g1.metadata == {"step": 3, "source": "verl generation dump"}  # no one response's logged score
     # the same prompt at two steps is two groups (dumps of several steps concatenated)
     both = tmp_path / "all.jsonl"
@@ -380,8 +389,96 @@ def test_verl_generation_dump_is_rescored_by_the_cli(tmp_path):
     p = verl_dump(tmp_path, 1, [("q: 2+2?", r"\boxed{4}", "4", 0.0), ("q: 2+2?", r"\boxed{5}", "4", 0.0),
                                 ("q: 9-1?", r"\boxed{8}", 8, 0.0), ("q: no gts", r"\boxed{1}", None, 0.0)])
     out = tmp_path / "o.jsonl"
-    r = CliRunner().invoke(app, ["score", str(p), "--scorer", "verifier", "--out", str(out)])
+    r = CliRunner().invoke(app, ["score", str(p), "--scorer", "verifier", "--out", str(out), "--with-texts"])
     assert r.exit_code == 0, r.output
-    got = {row["id"]: (row["rewards"], row["statuses"]) for row in map(json.loads, out.read_text().splitlines())}
-    assert got["1-1"] == ([1.0, 0.0], ["ok", "ok"]) and got["1-3"] == ([1.0], ["ok"])
-    assert got["1-4"][1] != ["ok"]  # no ground truth logged: never a silent 0
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert {row["step"] for row in rows} == {1}  # the dump's step, in every row
+    got = {row["prompt"]: (row["rewards"], row["statuses"]) for row in rows}  # --with-texts: the prompt too
+    assert got["q: 2+2?"] == ([1.0, 0.0], ["ok", "ok"]) and got["q: 9-1?"] == ([1.0], ["ok"])
+    assert got["q: no gts"][1] != ["ok"]  # no ground truth logged: never a silent 0
+    assert rows[0]["responses"] == [r"\boxed{4}", r"\boxed{5}"] and rows[0]["reference"] == "4"
+    # without --with-texts rows carry no texts; ids (from the step and prompt) are the same
+    plain = tmp_path / "plain.jsonl"
+    assert CliRunner().invoke(app, ["score", str(p), "--out", str(plain)]).exit_code == 0
+    bare = [json.loads(x) for x in plain.read_text().splitlines()]
+    assert [b["id"] for b in bare] == [x["id"] for x in rows] and "prompt" not in bare[0]
+
+
+# ------------------------------------------------------------------ one meaning per field
+
+
+def _score_cli(tmp_path, rows, *args):
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    p = write(tmp_path, "in.jsonl", [json.dumps(r) for r in rows])
+    out = tmp_path / "out.jsonl"
+    r = CliRunner().invoke(app, ["score", str(p), "--out", str(out), "--restart", *args])
+    return r, [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+
+
+def test_label_is_the_reference_in_flat_rows_as_in_openrlhf(tmp_path):
+    # before: "field 'correct': expected a boolean" about a field the file does not have
+    rows = [{"prompt": "2+2?", "response": r"\boxed{4}", "label": "4"},
+            {"prompt": "2+2?", "response": r"\boxed{5}", "label": "4"}]
+    r, out = _score_cli(tmp_path, rows)
+    assert r.exit_code == 0, r.output
+    assert [o["rewards"] for o in out] == [[1.0, 0.0]]
+
+
+def test_common_field_names_are_read(tmp_path):
+    rows = [{"question": "2+2?", "generation": r"\boxed{4}", "gold": 4},
+            {"question": "2+2?", "generation": r"\boxed{3}", "gold": 4}]
+    (g,) = read_groups(write(tmp_path, "g.jsonl", [json.dumps(r) for r in rows]))
+    assert (g.prompt, g.responses, g.reference) == ("2+2?", [r"\boxed{4}", r"\boxed{3}"], "4")
+    (h,) = read_groups(write(tmp_path, "h.jsonl", [json.dumps({"query": "q", "generations": ["a", "b"], "label": "x"})]))
+    assert (h.responses, h.reference) == (["a", "b"], "x")
+
+
+def test_a_field_mapping_reads_the_users_columns_and_errors_name_them(tmp_path):
+    rows = [{"q": "2+2?", "out": r"\boxed{4}", "my_answer": "4", "answer": "5"},
+            {"q": "2+2?", "out": r"\boxed{5}", "my_answer": "4", "answer": "5"}]
+    r, out = _score_cli(tmp_path, rows, "--field", "prompt=q", "--field", "response=out",
+                        "--field", "reference=my_answer")
+    assert r.exit_code == 0, r.output
+    assert [o["rewards"] for o in out] == [[1.0, 0.0]]  # my_answer, not the default 'answer' column
+    groups = list(read_groups(write(tmp_path, "m.jsonl", [json.dumps(x) for x in rows]),
+                          fields={"prompt": "q", "response": "out", "reference": "my_answer"}))
+    assert groups[0].reference == "4" and groups[0].metadata["answer"] == "5"
+    bad = [{"q": "2+2?", "out": "x", "my_answer": True}]
+    r, _ = _score_cli(tmp_path, bad, "--field", "prompt=q", "--field", "response=out", "--field", "reference=my_answer")
+    assert r.exit_code == 2 and "field 'my_answer'" in r.stderr and "correct" in r.stderr, r.stderr
+    r, _ = _score_cli(tmp_path, bad, "--field", "prompt=question", "--field", "response=out")
+    assert r.exit_code == 2 and "field 'question': missing" in r.stderr, r.stderr
+    r, _ = _score_cli(tmp_path, bad, "--field", "answer=q")
+    assert r.exit_code == 2 and "unknown field 'answer'" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_correctness_under_label_is_refused_naming_the_field(tmp_path):
+    rows = [{"prompt": "p", "response": "a", "label": True}]
+    with pytest.raises(InputError, match=r"field 'label': .*got boolean: 'label' is read as the reference answer; "
+                                         r"correctness goes in 'correct'"):
+        list(read_groups(write(tmp_path, "l.jsonl", [json.dumps(r) for r in rows])))
+    (g,) = read_groups(write(tmp_path, "c.jsonl", [json.dumps({"prompt": "p", "response": "a", "is_correct": 1})]))
+    assert g.labels == [True]
+
+
+def test_a_list_reference_means_any_of_them_is_right(tmp_path):
+    # verl's datasets store several acceptable answers in reward_model.ground_truth; before: refused
+    rows = [{"prompt": [{"role": "user", "content": "Half of 1?"}], "responses": [r"\boxed{0.5}", r"\boxed{1/2}", r"\boxed{2}"],
+             "reward_model": {"style": "rule", "ground_truth": ["1/2", "0.5"]}},
+            {"prompt": "Name 2", "response": r"\boxed{two}", "answer": ["2", "two"]}]
+    r, out = _score_cli(tmp_path, rows[:1])
+    assert r.exit_code == 0, r.output
+    assert out[0]["rewards"] == [1.0, 1.0, 0.0]
+    (g,) = read_groups(write(tmp_path, "f.jsonl", [json.dumps(rows[1])]))
+    assert g.reference == ("2", "two") and g.references == ("2", "two")
+
+
+def test_rescoring_logs_without_a_reference_says_why_in_one_line(tmp_path):
+    # TRL's completion logs hold prompt, completion and rewards, no reference: every response abstains
+    rows = [{"step": 1, "prompt": "2+2?", "completion": c, "reward": 1.0} for c in (r"\boxed{4}", r"\boxed{5}")]
+    r, out = _score_cli(tmp_path, rows)
+    assert r.exit_code == 0
+    why = [x for x in r.stderr.splitlines() if x.startswith("abstain 2:")]  # beside the summary table
+    assert len(why) == 1 and "no reference answer" in why[0] and "--field reference=COLUMN" in why[0], r.stderr

@@ -12,6 +12,7 @@ import pytest
 
 from rewardkit.runtime.jobs import repair_jsonl, score_file
 from rewardkit.scoring import get_scorer
+from rewardkit.types import Group, Status
 
 
 def ids(path):
@@ -108,7 +109,7 @@ from rewardkit.cli.app import app  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from rewardkit.runtime.jobs import JobError, OutputLock, lock_path, manifest_path, summarize  # noqa: E402
-from rewardkit.types import GroupScore, Status  # noqa: E402
+from rewardkit.types import GroupScore  # noqa: E402
 
 
 class Scripted:
@@ -692,3 +693,11 @@ def test_cli_says_when_it_creates_the_folder_of_out(tmp_path):
     assert [x["id"] for x in rows(out)] == ["a", "b"] and not lock_path(out).exists()
     r = CliRunner().invoke(app, ["score", str(inp), "--out", str(out)])  # it exists now: nothing to say
     assert r.exit_code == 0 and "created folder" not in r.stderr
+
+
+def test_a_lone_surrogate_in_any_of_several_references_is_an_error_not_sent():
+    from rewardkit.runtime.jobs import score_batch
+
+    g = Group("g", "2+2?", [r"\boxed{4}"], reference=["4", "f\ud800ur"])
+    (s,) = score_batch(get_scorer("verifier"), [g])
+    assert s.statuses == [Status.ERROR] and "field 'reference' is not valid Unicode" in s.messages[0]

@@ -5,12 +5,19 @@ A proof of the formal statement is accepted only if all of these hold (DESIGN.md
    identical; no added declarations, notation, macros or options before it), whitespace and comments aside;
 2. Lean reports no error;
 3. no ``sorry`` (both warning spellings, and any REPL ``sorries``; ``admit`` is reported as sorry);
-4. after the statement comes only the proof: no further command (``#print``, ``#eval``, ``#exit``,
-   ``run_cmd``, ``elab``, macros, notation, ``set_option`` such as ``debug.skipKernelTC``, declarations,
-   ``namespace``/``open`` scopes; ``open ... in`` inside the proof is allowed), checked on the text with
-   comments and string literals blanked, before Lean runs, so no submission code is evaluated on the host;
-   the ``{...}`` parts of interpolated strings (``s!"..."``, ``m!``, ``f!``) are code and are scanned as
-   such, and a ``{`` in any other string literal is refused (``throwError "{x}"`` interpolates too);
+4. after the statement comes only its proof, checked on the text as Lean's lexer reads it (``lexer.lex``)
+   before Lean runs, so no submission code is evaluated on the host. An allow-list: the proof is tactic or
+   term text indented under the statement, with the comments Lean allows. Refused, each naming line and
+   column: any token at column 0 after the statement's line (a command position: whatever command it
+   starts, listed or not), an attribute ``@[...]`` anywhere (``let rec @[implemented_by f]``, ``where
+   @[extern "f"]``), a doc comment (``/--`` documents a declaration, ``/-!`` is a command), every command
+   keyword Lean or Mathlib would parse where the proof's term ends (``#eval``, ``run_cmd``, ``simproc``,
+   ``set_option``, declarations, ...; ``open ... in`` scoped to the next tactic is allowed), terms and tactics
+   that evaluate the submission's code while Lean elaborates (``eval%``, ``plausible``, ``unsafeBaseIO``), and whatever
+   the lexer cannot settle (``lexer.LeanLex.refusals``: unterminated literals or comments, invalid escapes,
+   tabs, what it does not model inside an interpolation's ``{...}``). The ``{...}`` of ``s!``/``m!``/``f!``
+   strings is code and is scanned as such; a ``{`` in any other string literal is refused
+   (``throwError "{x}"`` interpolates too);
 5. the checker appends ``#print axioms _root_.<fully qualified theorem>`` as the last line, and reads the
    report only from an information message at exactly that line naming exactly that declaration (a decoy
    ``theorem decoy.test_problem``, or output imitating the report, never counts); the theorem depends only
@@ -162,45 +169,81 @@ def with_sorry(formal: str, theorem: str = DEFAULT_THEOREM) -> str | None:
     return formal[: span[1]].rstrip() + " := by\n  sorry\n"
 
 
-# Words that start a command (or run code at elaboration time) and so have no place inside a proof.
+# Keywords that start a command (or run code at elaboration time) in Lean 4, Batteries, Aesop and Mathlib, and so
+# have no place inside a proof. A command at column 0 is refused whether listed or not; this list covers the
+# places inside a line or indented where the proof's term ends and Lean's parser (or its error recovery, which
+# skips token by token to the next command) starts a command.
 _COMMAND_WORDS = (
     "theorem lemma def abbrev example instance axiom opaque structure inductive class mutual deriving "
-    "namespace section end universe variable export attribute import initialize builtin_initialize "
-    "noncomputable private protected partial unsafe omit include set_option open local scoped "
-    "macro macro_rules syntax elab elab_rules notation infix infixl infixr prefix postfix "
+    "namespace section end universe variable variable? export attribute import initialize builtin_initialize "
+    "noncomputable private protected public meta nonrec partial unsafe omit include set_option open local scoped "
+    "macro macro_rules syntax elab elab_rules notation notation3 infix infixl infixr prefix postfix "
     "declare_syntax_cat add_decl_doc run_cmd run_elab run_meta run_tac by_elab register_option "
-    "irreducible_def alias"
+    "register_builtin_option irreducible_def alias proof_wanted "
+    "simproc dsimproc simproc_decl dsimproc_decl builtin_simproc builtin_dsimproc builtin_simproc_decl "
+    "builtin_dsimproc_decl binder_predicate unif_hint init_quot grind_pattern gen_injective_theorems% "
+    "reset_grind_attrs% compile_inductive% compile_def% seal unseal recall library_note assert_not_exists "
+    "assert_not_imported suppress_compilation unsuppress_compilation initialize_simps_projections "
+    "register_simp_attr register_label_attr add_aesop_rules erase_aesop_rules declare_aesop_rule_sets "
+    "declare_config_elab declare_command_config_elab declare_simp_like_tactic mk_iff_of_inductive_prop "
+    "register_tactic_tag tactic_extension coinductive whatsnew count_heartbeats extend_docs declare_uint_theorems "
+    "declare_int_theorems declare_bitwise_uint_theorems declare_bitwise_int_theorems recommended_spelling "
+    "register_linter_set register_try?_tactic simproc_pattern% grind_propagator builtin_grind_propagator "
+    "show_panel_widgets register_error_explanation insert_to_additive_translation initialize_simps_projections? "
+    "test_extern builtin_simproc_pattern% set_premise_selector prelude declare_aesop_exception "
+    "register_aesop_check_option register_hint deprecate pp_extended_field_notation variables"
 ).split()
 _COMMAND_SET = frozenset(_COMMAND_WORDS)
-# a word is a keyword unless an identifier character (every Lean version's) or a dotted name runs into it
-_COMMAND_RE = re.compile(rf"(?<![{ID_REST_CLASS}])(?<![{ID_REST_CLASS}»]\.)(" + "|".join(map(re.escape, _COMMAND_WORDS))
-                         + rf")(?![{ID_REST_CLASS}])|(#[A-Za-z_]\w*)")
+# a word is a keyword unless an identifier character (every Lean version's) or a dotted name runs into it; a
+# `%`-token needs nothing after it
+_COMMAND_RE = re.compile(rf"(?<![{ID_REST_CLASS}])(?<![{ID_REST_CLASS}»]\.)(?:("
+                         + "|".join(re.escape(w) for w in _COMMAND_WORDS if w.endswith("%")) + ")|("
+                         + "|".join(re.escape(w) for w in _COMMAND_WORDS if not w.endswith("%"))
+                         + rf")(?![{ID_REST_CLASS}]))|(#[A-Za-z_]\w*)")
+_ATTRIBUTE_OR_DOC = re.compile(r"@\[|/--|/-!")
+# Tactics and terms that evaluate the submission's own code while Lean elaborates the proof, and never prove a
+# goal themselves (``native_decide`` and ``Lean.ofReduceBool`` are left to rule 5's axiom report)
+_EVALUATES = re.compile(rf"(?<![{ID_REST_CLASS}.])(eval%|(?:plausible|slim_check|unsafeBaseIO|unsafeIO|unsafeEIO)"
+                        rf"(?![{ID_REST_CLASS}]))")
 _NAME = rf"[{ID_REST_CLASS}.«»]+"
 _OPEN_IN = re.compile(rf"open(?:\s+(?:scoped\s+)?{_NAME}(?:\s+hiding(?:\s+{_NAME})+)?)+\s+in(?![{ID_REST_CLASS}])")
 _SKIP_KERNEL = "debug.skipKernelTC"
 
 
-def forbidden_commands(proof: str, first_line: int = 1) -> list[str]:
-    """Commands found in the text after the statement's ``:=`` (comments and literals blanked as Lean reads
-    them, the ``{...}`` of interpolated strings scanned as code): each as ``line N: word``, counting
-    ``proof``'s first line as ``first_line``. A keyword counts wherever some reading of the text makes it a
-    token (``1theorem`` is ``1`` then ``theorem``). ``open NAMES in`` (scoped to the next tactic or term) is
-    allowed. A string with a ``{`` that is not an ``s!``/``m!``/``f!`` string is refused too (Lean may run its
-    braces as code), and so is every place the lexer cannot settle (``lexer.LeanLex.refusals``)."""
+def forbidden_commands(proof: str, first_line: int = 1, first_column: int = 0) -> list[str]:
+    """What the allow-list (rule 4) refuses in the text after the statement's ``:=``, each as ``line L, column
+    C: what``, counting ``proof``'s first line as ``first_line`` starting at column ``first_column``: a token
+    at column 0 of a later line, an attribute or doc comment, a command keyword wherever some reading of the
+    text makes it a token (``1theorem`` is ``1`` then ``theorem``; the ``{...}`` of interpolated strings is
+    code), a string with a ``{`` that is not an ``s!``/``m!``/``f!`` string (Lean may run its braces as code),
+    and every place the lexer cannot settle. ``open NAMES in`` (scoped to the next tactic or term) is allowed."""
     lx = lex(proof)
     text = lx.code
-    line = lambda i: proof.count(chr(10), 0, i) + first_line  # noqa: E731
+    where = lambda i: place(proof, i, first_line, first_column)  # noqa: E731
+    token = lambda i: proof[i:i + 24].split()[0] if proof[i:i + 24].split() else proof[i]  # noqa: E731
     found: dict[int, str] = {}
     for i, why in lx.refusals:
-        found[i] = f"{place(proof, i, first_line)}: {why}"
+        found[i] = f"{where(i)}: {why}"
     for i in lx.ambiguous:
-        found.setdefault(i, f"line {line(i)}: '{{' in a string literal that is not s!/m!/f! (Lean may run it as code)")
+        found.setdefault(i, f"{where(i)}: '{{' in a string literal that is not s!/m!/f! (Lean may run it as code)")
+    starts = set(lx.starts)
+    for i in sorted(starts):
+        if i > 0 and proof[i - 1] == "\n":
+            found.setdefault(i, f"{where(i)}: {token(i)!r} stands at column 0, where Lean starts a new command "
+                                f"(only the proof may follow the statement, indented under it)")
+    for m in _ATTRIBUTE_OR_DOC.finditer(text):
+        if m.start() in starts:
+            what = "an attribute" if m.group(0) == "@[" else "a doc comment"
+            found.setdefault(m.start(), f"{where(m.start())}: {m.group(0)} ({what}: declarations and commands "
+                                        f"have no place in a proof)")
+    for m in _EVALUATES.finditer(text):
+        found.setdefault(m.start(), f"{where(m.start())}: {m.group(0)} (evaluates code while Lean checks the proof)")
     hits = [(m.start(), m.group(0)) for m in _COMMAND_RE.finditer(text)]
     hits += [(i, w) for i, w in lx.idents if w in _COMMAND_SET]
     for i, word in hits:
         if word == "open" and _OPEN_IN.match(text, i):
             continue
-        found.setdefault(i, f"line {line(i)}: {word}")
+        found.setdefault(i, f"{where(i)}: {word}")
     out = [found[i] for i in sorted(found)]
     if _SKIP_KERNEL in text:
         out.append(_SKIP_KERNEL)
@@ -256,7 +299,8 @@ def build_source(formal: str, submission: str, theorem: str = DEFAULT_THEOREM) -
             reasons.append("text before the theorem differs from the formalisation "
                            "(added declarations, axioms, notation or options are not allowed)")
         return None, reasons
-    extra = forbidden_commands(submission[span[1]:], submission.count("\n", 0, span[1]) + 1)
+    extra = forbidden_commands(submission[span[1]:], submission.count("\n", 0, span[1]) + 1,
+                               span[1] - submission.rfind("\n", 0, span[1]) - 1)
     if extra:
         shown = ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
         return None, [f"the proof contains commands, options or meta-programs, which are not allowed after the "

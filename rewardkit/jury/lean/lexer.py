@@ -4,11 +4,17 @@ which lie inside a comment or a literal.
 The character classes are Lean's own (``src/Init/Meta/Defs.lean``: ``isLetterLike``, ``isSubScriptAlnum``,
 ``isIdFirst``, ``isIdRest``; ``Char.isAlpha``/``isAlphanum``/``isDigit``/``isWhitespace`` are ASCII only in
 Lean, so ``ж`` or ``é`` is not a letter the way Python's ``isalnum`` says), and the literal rules follow
-``src/Lean/Parser/Basic.lean`` (``tokenFnAux``): a string ``"..."`` with the escapes ``\\ \" \' \r \n \t
-\xHH \uHHHH`` and ``\``-newline gaps, a character literal ``'c'`` wherever a token starts with ``'`` not
-followed by ``'``, raw strings ``r#"..."#``, numbers (``0x``/``0b``/``0o``, ``_`` separators, ``1.5e-3``),
+``src/Lean/Parser/Basic.lean`` (``tokenFnAux``): a string ``"..."`` with the escapes of ``quotedCharCoreFn``
+(``isQuotableCharDefault``: ``\\ \" \' \r \n \t``; ``\xHH``, ``\uHHHH``) and ``stringGapFn``'s gaps (a
+backslash, one line break, blanks), a character literal ``'c'`` wherever a token starts with ``'`` not
+followed by ``'``, raw strings ``r"..."``/``r#"..."#`` with any number of ``#`` (``isRawStrLitStart`` counts
+them without limit; ``rawStrLitFnAux`` closes at the first ``"`` followed by as many), interpolated strings
+(``interpolatedStrFn`` in ``src/Lean/Parser/StrInterpolation.lean``: ``\{`` is one more escape, and a ``{``
+runs Lean's term parser up to its ``}``, so raw strings, strings and nested interpolations there are tokens
+like anywhere else), numbers (``0x``/``0b``/``0o``, ``_`` separators, ``1.5e-3``),
 identifiers with ``.`` parts and ``«...»`` escapes, name literals `` `foo ``, ``--`` and nested ``/- -/``
-comments (``/--`` and ``/-!`` doc comments nest the same way).
+comments (``/--`` and ``/-!`` doc comments nest the same way; ``whitespace`` refuses tabs and a carriage
+return without its line feed, so the lexer refuses them too).
 
 What Lean's text alone does not fix is read every way Lean could read it, and a character counts as code if
 any reading makes it code:
@@ -21,8 +27,10 @@ any reading makes it code:
 - Lean versions before 2024 do not count Latin-1/Latin Extended-A letters (``é``) or ``ⱼ`` as identifier
   characters, so identifiers are also cut there.
 Where a reading runs into something that cannot be settled -- an unterminated string, comment, raw string
-or ``«`` name, an invalid escape, a comment or literal inside an interpolation's braces -- the text is
-refused (``LeanLex.refusals``: position and reason); ``{`` in a string that is not ``s!``/``m!``/``f!`` is
+or ``«`` name, an invalid escape, a malformed character literal after a blank, a tab, a control, format or
+space character that starts no token, or inside an interpolation's braces (read in one reading) a comment,
+name literal, quote glued to a symbol or identifier that older Lean cuts -- the text is refused
+(``LeanLex.refusals``: position and reason); ``{`` in a string that is not ``s!``/``m!``/``f!`` is
 listed apart (``ambiguous``), since Lean may read it as an interpolation (``throwError "{x}"``).
 """
 
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from dataclasses import dataclass
 
 # ------------------------------------------------------------------ Lean's character classes (Init/Meta/Defs)
@@ -80,6 +89,7 @@ _HEX = "0123456789abcdefABCDEF"
 _SAFE_SINGLE = "()[]{}⟨⟩,"  # tokens that never run on into a longer token
 _TOKEN_SPAN = 16  # the longest symbol token considered (Lean's and Mathlib's are shorter)
 _NOT_IN_TOKEN = '"`«»\\' + _WHITESPACE  # no token of Lean or Mathlib holds these
+_NO_TOKEN_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})  # control, format and space characters
 _INTERPOLATED = re.compile(rf"(?<![{ID_REST_CLASS}.])[smf]!\s*\Z")  # s!"..", m!"..", f!"..": braces hold terms
 
 
@@ -87,13 +97,24 @@ _INTERPOLATED = re.compile(rf"(?<![{ID_REST_CLASS}.])[smf]!\s*\Z")  # s!"..", m!
 class LeanLex:
     """A Lean source read as Lean reads it: the text with comments blanked (``no_comments``), with comments
     and literal contents blanked (``code``), the identifier tokens (offset, text) of every reading, the
-    offsets of non-interpolated strings holding ``{`` and the places the lexer refuses (offset, reason)."""
+    offsets of non-interpolated strings holding ``{``, the places the lexer refuses (offset, reason) and the
+    offsets where a token starts in some reading (``starts``)."""
 
     no_comments: str
     code: str
     idents: tuple[tuple[int, str], ...]
     ambiguous: tuple[int, ...]
     refusals: tuple[tuple[int, str], ...]
+    starts: tuple[int, ...] = ()
+
+
+def raw_string_hashes(src: str, i: int) -> int | None:
+    """Lean's ``isRawStrLitStart`` at ``i`` (just after an ``r``): the number of ``#`` before a ``"``, with no
+    limit, or None when no raw string starts here."""
+    j = i
+    while j < len(src) and src[j] == "#":
+        j += 1
+    return j - i if j < len(src) and src[j] == '"' else None
 
 
 class _Lexer:
@@ -108,6 +129,7 @@ class _Lexer:
         self.ambiguous: set[int] = set()
         self.refusals: dict[int, str] = {}
         self.seen: set[int] = set()
+        self.starts: set[int] = set()
 
     # -- marks
     def code(self, a: int, b: int) -> None:
@@ -135,6 +157,10 @@ class _Lexer:
         s, n = self.s, self.n
         while i < n:
             c = s[i]
+            if c == "\t" or (c == "\r" and not s.startswith("\r\n", i)):
+                self.refuse(i, "a tab or a lone carriage return outside comments and literals (Lean's whitespace "
+                               "refuses them, and its error recovery reads on as commands)")
+                return None
             if c in _WHITESPACE:
                 i += 1
             elif s.startswith("--", i):
@@ -173,6 +199,11 @@ class _Lexer:
     def token(self, q: int) -> list[int]:
         s, n, c = self.s, self.n, self.s[q]
         nxt = s[q + 1] if q + 1 < n else ""
+        self.starts.add(q)
+        if unicodedata.category(c) in _NO_TOKEN_CATEGORIES:
+            self.refuse(q, f"U+{ord(c):04X} ({unicodedata.category(c)}), which starts no Lean token and is no Lean "
+                           f"whitespace (Lean's error recovery reads on after it)")
+            return [q + 1]
         if c == '"':
             return self.string(q)
         if c == "'" and nxt != "'":
@@ -182,7 +213,7 @@ class _Lexer:
         if c == "`" and (is_id_first(nxt) or nxt == "«"):
             self.code(q, q + 1)
             return self.ident(q + 1, tokens=False)
-        if c == "r" and re.match(r'r#*"', s[q:q + 258]):
+        if c == "r" and raw_string_hashes(s, q + 1) is not None:
             return self.raw_string(q)
         if s.startswith(("/--", "/-!"), q):
             j = self.block_comment(q, q + 3)
@@ -316,6 +347,8 @@ class _Lexer:
             self.lit(q + 1, i)
             self.code(i, i + 1)
             return [i + 1]
+        if q == 0 or s[q - 1] in _WHITESPACE + _SAFE_SINGLE:  # no token of the table can hold this quote
+            self.refuse(q, "a malformed character literal (Lean's error recovery may read the rest as code)")
         self.code(q, q + 1)
         return list(range(q + 1, min(i + 1, n) + 1))
 
@@ -333,12 +366,20 @@ class _Lexer:
                 while k < i + 1 + count and k < n and s[k] in _HEX:
                     k += 1
                 return k, k == i + 1 + count
-        if in_string and c == "\n":  # a string gap: blanks holding exactly one newline
-            k, lines = i, 0
-            while k < n and s[k] in _WHITESPACE:
-                lines += s[k] == "\n"
+        if in_string and c in "\r\n":  # Lean's stringGapFn: one line break (CR only before LF), then blanks
+            k, seen_newline, after_cr = i, False, False
+            while k < n:
+                ch = s[k]
+                if ch == "\n":
+                    if seen_newline:
+                        return k, False
+                    seen_newline, after_cr = True, False
+                elif ch == "\r":
+                    after_cr = True
+                elif after_cr or ch not in _WHITESPACE:
+                    return k, seen_newline and not after_cr
                 k += 1
-            return k, lines == 1
+            return k, seen_newline and not after_cr
         return i, False
 
     def string(self, q: int) -> list[int]:
@@ -372,51 +413,70 @@ class _Lexer:
         return []
 
     def interpolation(self, i: int) -> int | None:
-        """The ``{...}`` of an interpolated string at ``i``: code, read in one reading (strings in it are
-        followed when nothing glued to them could make a longer token; comments, character and name
-        literals in it are refused); the offset past its ``}``."""
-        s, n, depth, j, seg = self.s, self.n, 0, i, i
+        """The ``{...}`` of an interpolated string, ``{`` at ``i``: Lean runs its term parser there and then wants
+        a ``}`` (``interpolatedStrFn``), so the inside is tokens like any code. Read in one reading: strings
+        (nested interpolations too), raw strings of any ``#`` count, character literals after a blank or a
+        bracket, numbers, identifiers, ``{``/``}`` nesting; what one reading cannot settle there (a comment, a
+        name literal, a quote glued to a symbol, an identifier that older Lean cuts) is refused. The offset
+        past the closing ``}``, or None (refused)."""
+        s, n, depth, j = self.s, self.n, 0, i
+
+        def refuse(at: int, what: str) -> None:
+            self.refuse(at, f"{what} inside an interpolated string's {{...}} (not settled in one reading; refused)")
+
         while j < n:
             c = s[j]
-            if c == '"' and (s[j - 1] in _WHITESPACE or s[j - 1] in _SAFE_SINGLE or is_id_rest(s[j - 1])):
-                self.code(seg, j)
-                self._idents_in(seg, j)
-                ends = self.string(j)
+            if c in " \n" or s.startswith("\r\n", j):
+                j += 1
+                continue
+            if c in "\t\r`«»\\" or s.startswith(("--", "/-"), j):
+                refuse(j, "a tab, carriage return, comment, backslash or name literal")
+                return None
+            self.starts.add(j)
+            if c in "{}":
+                depth += 1 if c == "{" else -1
+                self.code(j, j + 1)
+                j += 1
+                if depth == 0:
+                    return j
+            elif c == '"' or (c == "r" and raw_string_hashes(s, j + 1) is not None):
+                ends = self.string(j) if c == '"' else self.raw_string(j)
                 if len(ends) != 1:
                     return None
-                j = seg = ends[0]
-                continue
-            if c in '"`«\\' or s.startswith(("--", "/-"), j) or (c == "'" and not is_id_rest(s[j - 1])):
-                self.refuse(j, "a comment or a character, name or glued string literal inside an interpolated "
-                               "string's {...} (not followed; refused)")
-                return None
-            if c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-                if depth == 0:
-                    self.code(seg, j + 1)
-                    self._idents_in(seg, j)
-                    return j + 1
-            j += 1
+                j = ends[0]
+            elif c == "'":
+                if s[j - 1] not in _WHITESPACE + _SAFE_SINGLE or j + 1 >= n or s[j + 1] == "'":
+                    refuse(j, "a quote glued to a symbol (a token such as ∑' or a character literal)")
+                    return None
+                ends = self.char_lit(j)
+                if len(ends) != 1:
+                    refuse(j, "an unterminated character literal")
+                    return None
+                j = ends[0]
+            elif "0" <= c <= "9":
+                ends = self.number(j)
+                if len(ends) > 2:
+                    refuse(j, "a malformed number")
+                    return None
+                j = ends[0]
+            elif is_id_first(c):
+                end, parts = self._ident_end(j, old=False)
+                if end is None or any(version_dependent(ch) for ch in s[j:end]):
+                    refuse(j, "an identifier older Lean reads differently")
+                    return None
+                if len(parts) == 1:
+                    self.idents.add((j, parts[0]))
+                j = end
+            else:
+                self.code(j, j + 1)
+                j += 1
         self.refuse(i, "unterminated interpolation in a string literal")
         return None
 
-    def _idents_in(self, a: int, b: int) -> None:
-        """Identifier tokens of plain code (an interpolation), for the command check."""
-        i = a
-        while i < b:
-            if is_id_first(self.s[i], old=True) and not (i > a and is_id_rest(self.s[i - 1], old=True)):
-                j = i + 1
-                while j < b and is_id_rest(self.s[j]):
-                    j += 1
-                self.idents.add((i, self.s[i:j]))
-                i = j
-            else:
-                i += 1
-
     def raw_string(self, q: int) -> list[int]:
-        hashes = len(re.match(r"r(#*)", self.s[q:q + 258]).group(1))  # type: ignore[union-attr]
+        """Lean's ``rawStrLitFnAux``: ``r``, n ``#``, ``"``, then anything up to the first ``"`` followed by n
+        ``#`` (no escapes)."""
+        hashes = raw_string_hashes(self.s, q + 1) or 0
         close = '"' + "#" * hashes
         j = self.s.find(close, q + 2 + hashes)
         if j < 0:
@@ -442,10 +502,12 @@ def lex(src: str) -> LeanLex:
             if not lx.is_lit[k]:
                 no_comments[k] = " "
     return LeanLex("".join(no_comments), "".join(code), tuple(sorted(lx.idents)), tuple(sorted(lx.ambiguous)),
-                   tuple(sorted(lx.refusals.items())))
+                   tuple(sorted(lx.refusals.items())), tuple(sorted(lx.starts)))
 
 
-def place(src: str, offset: int, first_line: int = 1) -> str:
-    """``line L, column C`` of ``offset`` (1-based line counting ``src``'s first as ``first_line``, 0-based column)."""
+def place(src: str, offset: int, first_line: int = 1, first_column: int = 0) -> str:
+    """``line L, column C`` of ``offset`` (1-based line counting ``src``'s first as ``first_line``, 0-based column;
+    ``src``'s first line starts at column ``first_column``)."""
     line_start = src.rfind("\n", 0, offset) + 1
-    return f"line {src.count(chr(10), 0, offset) + first_line}, column {offset - line_start}"
+    column = offset - line_start + (first_column if line_start == 0 else 0)
+    return f"line {src.count(chr(10), 0, offset) + first_line}, column {column}"

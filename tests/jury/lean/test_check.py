@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -105,7 +106,7 @@ def test_statement_whitespace_and_comments_do_not_matter(lean):
 def test_exit_is_rejected(lean):
     a = verdict(lean, proof("  omega\n#exit\n"))
     line = proof("  omega\n#exit\n").split("\n").index("#exit") + 1
-    assert a.outcome == "rejected" and f"line {line}: #exit" in a.reasons[0]
+    assert a.outcome == "rejected" and f"line {line}, column 0: '#exit' stands at column 0" in a.reasons[0]
     # and if it reached Lean, the appended report never comes: rejected on what Lean said
     src = proof("  omega\n#exit\n") + "\n#print axioms _root_.test_problem\n"
     b = judge_run(lean.run(src), src)
@@ -266,3 +267,139 @@ def test_the_appended_command_names_the_fully_qualified_theorem():
     formal = "import Mathlib\nnamespace Foo\nsection\nopen Nat\nend\ntheorem test_problem : True := by\n  sorry\n"
     assert qualified_name(formal) == "Foo.test_problem"
     assert build_source(formal, formal.replace("sorry", "trivial"))[0].endswith("_root_.Foo.test_problem\n")
+
+
+# ------------------------------------------------------------- issue 35: only the proof may follow the statement
+
+
+class Recorder:
+    """A check backend that records what it was asked to run (Lean must never see a refused text)."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def run_many(self, sources):
+        self.seen.extend(sources)
+        return [LeanRun() for _ in sources]
+
+    def close(self):
+        pass
+
+
+ISSUE_STATEMENT = "theorem test_problem (x : ℕ) (h : x + 1 = 2) : x = 1 :="
+ISSUE_FORMAL = DEFAULT_HEADER + "\n" + ISSUE_STATEMENT + " by\n  sorry\n"
+NINE = ["simproc", "dsimproc", "notation3", "binder_predicate", "unif_hint", "init_quot", "grind_pattern",
+        "gen_injective_theorems%", "variable?"]
+
+
+def refused_at(after_statement: str) -> str:
+    """The gate's reason for ``ISSUE_STATEMENT`` + ``after_statement``, checking Lean never saw the text."""
+    rec = Recorder()
+    (a,) = check_proofs(rec, [(ISSUE_FORMAL, DEFAULT_HEADER + "\n" + ISSUE_STATEMENT + after_statement)])
+    assert a.outcome == "rejected" and rec.seen == [], a
+    return a.reasons[0]
+
+
+def test_the_issue_35_interpolated_raw_string_submission_is_refused():
+    """``s!"{r"\\"}" ++ r"\\"``: Lean reads raw strings holding a backslash, so ``#eval`` stands at column 0."""
+    why = refused_at(' by\n  have := s!"{r"\\"}" ++ r"\\"\n  omega\n#eval IO.println "}"\n')
+    assert "line 11, column 0: '#eval' stands at column 0" in why, why
+
+
+def test_a_raw_string_with_300_hashes_hides_no_command():
+    raw = "r" + "#" * 300 + '"\\"' + "#" * 300
+    why = refused_at(f' by\n  have := {raw}\n  omega\n#eval IO.println "x" -- "\n')
+    assert "line 11, column 0: '#eval'" in why, why
+
+
+@pytest.mark.parametrize("word", NINE + ["frobnicate_cmd", "my_new_command%", "where"])
+def test_any_token_at_column_zero_after_the_statement_is_refused(word):
+    """A command position, whatever the word: the nine the deny-list missed and words no list holds."""
+    why = refused_at(f" by\n  omega\n{word} foo\n")
+    assert f"line 10, column 0: {word!r} stands at column 0" in why, why
+
+
+@pytest.mark.parametrize("word", NINE)
+def test_the_nine_commands_indented_are_refused(word):
+    """Indented, the proof's term ends and Lean parses a command there too."""
+    why = refused_at(f" by\n  omega\n  {word} foo\n")
+    assert f"line 10, column 2: {word}" in why, why
+
+
+@pytest.mark.parametrize("after, where", [
+    (" by\n  let rec @[implemented_by pwn] f : ℕ → ℕ := id\n  omega\n", "line 9, column 10: @["),
+    (' by\n  omega\n  where @[extern "system"] f : ℕ → ℕ := id\n', "line 10, column 8: @["),
+    (" by\n  have h2 : x = 1 := by\n    @[simp] theorem t : True := trivial\n  omega\n", "line 10, column 4: @["),
+    (" by omega /-- a docstring -/\n", "line 8, column 65: /--"),  # on the statement's own line
+    (" by\n  omega\n  /-! a module doc, which is a command -/\n", "line 10, column 2: /-!"),
+    (" by\n  omega\n\t#eval 1\n", "line 10, column 0: a tab"),  # Lean refuses tabs, then recovers
+])
+def test_attributes_doc_comments_and_tabs_inside_a_proof_are_refused(after, where):
+    why = refused_at(after)
+    assert where in why, why
+
+
+REAL_PROOFS = [
+    " by\n  omega\n",
+    " by\n  have h₁ : x = 1 := by\n    omega\n  -- the key step: #eval, theorem and def in a comment\n  exact h₁\n",
+    " by\n  nlinarith [sq_nonneg (x - 1), sq_nonneg (x + 1), h, mul_pos (by norm_num : (0:ℝ) < 2) one_pos]\n",
+    " by\n  calc x = (x + 1) - 1 := by omega\n    _ = 2 - 1 := by rw [h]\n    _ = 1 := by norm_num\n",
+    " by\n  match x, h with\n  | 0, h => simp at h\n  | n + 1, h => omega\n",
+    "\n  Nat.succ_injective (by simpa using h)\n",
+    "\n  (fun (y : ℕ) (hy : y + 1 = 2) => by omega) x h\n",
+    " by\n  rcases Nat.even_or_odd x with ⟨k, rfl⟩ | ⟨k, rfl⟩ <;> omega\n",
+    " by\n  constructor <;> intro hx\n  · linarith\n  · nlinarith [hx]\n",
+    " by\n  show x = 1\n  have : x + 1 = 1 + 1 := by simpa using h\n  exact Nat.add_right_cancel this\n",
+    " by\n  exact aux x h\n  where\n    aux (y : ℕ) (hy : y + 1 = 2) : y = 1 := by omega\n",
+    " by\n  let rec go : ℕ → ℕ\n    | 0 => 0\n    | n + 1 => go n\n  omega\n",
+    " by\n  open Real in\n  simp only [Finset.sum_range_succ, Finset.sum_range_zero] at h ⊢\n  omega\n",
+    " by\n  /- nested /- comment -/ with #eval -/\n  obtain ⟨k, hk⟩ : ∃ k, k = x := ⟨x, rfl⟩\n  subst hk\n  omega\n",
+    " by\n  have e : s!\"{x} and {r#\"raw \"quoted\"\"#}\" = s!\"{x} and {r#\"raw \"quoted\"\"#}\" := rfl\n  omega\n",
+    " by\n  have hs : (∑' n : ℕ, (0 : ℝ)) = 0 := tsum_zero\n  have hi : (fun n : ℕ => n) '' {0} = {0} := by simp\n  omega\n",
+    " by\n  interval_cases x <;> simp_all\n",
+    " by\n  refine ?_\n  norm_num [Nat.factorial] at h ⊢\n  omega\n",
+]
+
+
+@pytest.mark.parametrize("after", REAL_PROOFS)
+def test_real_proof_shapes_pass_the_gate(after):
+    """No false refusal: multi-line tactic blocks, calc, match, term-mode fun, have ... := by, show, bullets,
+    <;>, comments, an indented where and let rec, open ... in, raw strings in interpolations, Mathlib's ∑' and ''."""
+    sub = DEFAULT_HEADER + "\n" + ISSUE_STATEMENT + after
+    source, reasons = build_source(ISSUE_FORMAL, sub)
+    assert source is not None and reasons == [], reasons
+
+
+@pytest.mark.parametrize("blank", ["\u00a0", "\u2003", "\u200b", "\u000c", "\u000b", "\u2028", "\ufeff"])
+def test_characters_lean_cannot_read_hide_no_command(blank):
+    """A no-break space, em space, zero-width space, form feed ... is no whitespace to Lean and starts no token:
+    a lexical error, after which Lean reads on. Refused wherever it stands outside comments and literals."""
+    why = refused_at(f" by\n  omega\n  {blank}frobnicate_cmd foo\n")
+    assert "line 10, column 2: U+" in why, why
+
+
+@pytest.mark.parametrize("after", [
+    ' by\n  have := m!"{r#"\\"#}" ++ r#"\\"#\n  omega\n#eval 1 -- "\n',  # m!, one #
+    ' by\n  have := s!"{s!"{r"\\"}"}" ++ r"\\"\n  omega\n#eval 1 -- "\n',  # nested interpolation
+    ' by\n  have := s!"{ (r"\\") }" ++ r"\\"\n  omega\n  run_cmd pure () -- "\n',  # blanks, parentheses; indented
+    ' by\n  have := f!"{\'"\'}" ++ "\\""\n  omega\n#eval 1 -- "\n',  # a character literal holding a quote
+    ' by\n  have := s!"\\{r"\\"}" ++ "\\""\n  omega\n#eval 1 -- "\n',  # \\{ is no interpolation
+    " by\n  have := r" + "#" * 1000 + '"\\"#"' + "#" * 1000 + "\n  omega\n#eval 1 -- \"\n",
+    " by\n  have := r" + "#" * 257 + '"' + '"' + "#" * 256 + '\\"' + "#" * 257 + "\n  omega\n#eval 1 -- \"\n",
+], ids=["m!", "nested", "blanks", "char", "escaped-brace", "1000#", "257#"])
+def test_variants_of_the_issue_35_literals_hide_no_command(after):
+    why = refused_at(after)
+    assert re.search(r"line \d+, column \d+: ('#eval'|run_cmd)", why), why
+
+
+@pytest.mark.parametrize("body, word", [
+    ("  have := eval% (unsafeBaseIO (IO.FS.writeFile \"/tmp/p\" \"\") *> pure 1)\n  omega\n", "eval%"),
+    ("  have : x + 0 = x := by plausible\n  omega\n", "plausible"),
+    ("  have : x + 0 = x := by slim_check\n  omega\n", "slim_check"),
+])
+def test_proof_terms_that_run_the_submissions_code_are_refused(body, word):
+    """Mathlib's ``eval%`` and the testers evaluate code while Lean elaborates; none of them proves a goal."""
+    why = refused_at(" by\n" + body)
+    assert re.search(rf"line 9, column \d+: {re.escape(word)} \(evaluates code", why), why

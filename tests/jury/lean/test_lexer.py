@@ -157,3 +157,162 @@ def test_nothing_before_a_command_can_hide_it_when_nothing_after_closes(prefix):
     """No literal or comment opened before ``#eval`` closes after it, so Lean reads the ``#eval`` as code in
     every reading: the gate must find it (or refuse the text)."""
     assert forbidden_commands(":= " + prefix + "\n#eval 1\n")
+
+
+# ------------------------------------------------------------ a reference model: text built from Lean's grammar
+#
+# Each generator below builds Lean text from the grammar in src/Lean/Parser/Basic.lean and StrInterpolation.lean
+# (written from the grammar, not from rewardkit's lexer) together with what the lexer must make of it: the same
+# text with every comment (delimiters included) and every literal's contents blanked, newlines kept. The
+# marker `#eval` is put both in code, where the gate must find it, and inside literals and comments, where
+# it must not.
+
+MARK = "#eval"
+_ESCAPES = ["\\n", "\\t", "\\\\", '\\"', "\\'", "\\r", "\\x4F", "\\xa0", "\\u00e9", "\\u03BB"]  # quotedCharCoreFn
+# stringGapFn: a backslash, one line break (CR LF too), then blanks up to the next character, which is no line break
+_GAPS = ["\\\nz", "\\\n   z", "\\\r\n  z", "\\\n\t z"]
+_TEXT = st.sampled_from(["a", " ", "x y", "#", "'", "-", "/", "}", "»", "«", "`", "\n", MARK, "theorem", "∑'", "é"])
+
+
+def _blank(text: str) -> str:
+    return "".join(c if c == "\n" else " " for c in text)
+
+
+def _lit(open_: str, body: str, close: str) -> tuple[str, str]:
+    return open_ + body + close, open_ + _blank(body) + close
+
+
+@st.composite
+def plain_string(draw) -> tuple[str, str]:
+    """``"..."``: characters other than ``"``, ``\\`` and ``{`` (a ``{`` may interpolate), escapes and gaps."""
+    parts = draw(st.lists(st.one_of(_TEXT, st.sampled_from(_ESCAPES + _GAPS)), max_size=6))
+    return _lit('"', "".join(parts), '"')
+
+
+@st.composite
+def raw_string(draw) -> tuple[str, str]:
+    """``r`` n ``#`` ``"`` body ``"`` n ``#``, any n (isRawStrLitStart has no limit): the body holds anything
+    but ``"`` followed by n ``#``."""
+    n = draw(st.one_of(st.integers(0, 3), st.integers(250, 400)))
+    body = "".join(draw(st.lists(st.one_of(_TEXT, st.sampled_from(['"', "\\", "{", '"#', "#" * n, '"' + "#" * (n - 1)])),
+                                 max_size=6)))
+    close = '"' + "#" * n
+    if (body + close).find(close) != len(body):
+        body = body.replace('"', "q")
+    return _lit("r" + "#" * n + '"', body, close)
+
+
+@st.composite
+def char_literal(draw) -> tuple[str, str]:
+    c = draw(st.sampled_from(["a", "#", '"', "{", "λ", "\\'", "\\n", "\\x41", "\\u2200", "\\\\"]))
+    return _lit("'", c, "'")
+
+
+@st.composite
+def code_atom(draw) -> tuple[str, str]:
+    a = draw(st.sampled_from(["x", "h'", "hx₁", "Nat.succ", "foo_bar", "a'", "42", "0x1F", "3.14", "++", ":=", "=",
+                              "(", ")", "<;>", "·", "fun", "=>", "⟨", "⟩", MARK]))
+    return a, a
+
+
+@st.composite
+def interpolated(draw, depth: int = 0) -> tuple[str, str]:
+    """``s!"..."`` (or ``m!``/``f!``): segments with ``\\{`` as one more escape, and ``{term}`` holding code, strings,
+    raw strings, character literals and nested interpolations (interpolatedStrFn)."""
+    text = code = draw(st.sampled_from(["s!", "m!", "f!"])) + '"'
+    for _ in range(draw(st.integers(0, 3))):
+        # a segment ending in a line break would put the term at column 0, which the gate refuses anywhere
+        seg = "".join(draw(st.lists(st.one_of(_TEXT, st.sampled_from(_ESCAPES + ["\\{"])), max_size=3))) + "a"
+        inner = draw(expression(depth + 1))
+        text += seg + "{" + inner[0] + "}"
+        code += _blank(seg) + "{" + inner[1] + "}"
+    seg = "".join(draw(st.lists(_TEXT, max_size=3)))
+    return text + seg + '"', code + _blank(seg) + '"'
+
+
+@st.composite
+def expression(draw, depth: int = 0) -> tuple[str, str]:
+    """Code tokens separated by blanks; literals and (below the top) nested interpolations among them."""
+    kinds = [code_atom(), plain_string(), raw_string(), char_literal()]
+    if depth < 3:
+        kinds.append(interpolated(depth))
+    items = draw(st.lists(st.one_of(kinds), min_size=1, max_size=4))
+    return " ".join(t for t, _ in items), " ".join(c for _, c in items)
+
+
+@st.composite
+def block_comment(draw, depth: int = 0) -> tuple[str, str]:
+    """``/- ... -/``, nested (finishCommentBlock counts ``/-`` and ``-/``); the body has no other ``-`` or ``/``."""
+    parts = []
+    for _ in range(draw(st.integers(0, 3))):
+        if depth < 3 and draw(st.booleans()):
+            parts.append(draw(block_comment(depth + 1))[0])
+        else:
+            parts.append(draw(st.sampled_from(["a", " ", "\n", MARK, '"', "'", "{", "r#\"", "theorem", "«"])))
+    text = "/-" + " " + "".join(parts) + "-/"
+    return text, _blank(text)
+
+
+@st.composite
+def proof_text(draw) -> tuple[str, str]:
+    """A proof body: expressions, line comments and nested block comments, every line indented."""
+    pieces = draw(st.lists(st.one_of(expression(), block_comment(),
+                                     st.builds(lambda t: ("-- " + t + "\n  ", _blank("-- " + t) + "\n  "),
+                                               st.sampled_from(["", MARK, "/-", '"', "r#\""]))),
+                           min_size=1, max_size=5))
+    return ":= by\n  " + " ".join(t for t, _ in pieces), ":= by\n  " + " ".join(c for _, c in pieces)
+
+
+def _marks(text: str) -> set[str]:
+    """``line L, column C`` of each ``#eval`` in ``text`` (the expected code)."""
+    out, k = set(), text.find(MARK)
+    while k >= 0:
+        start = text.rfind("\n", 0, k) + 1
+        out.add(f"line {text.count(chr(10), 0, k) + 1}, column {k - start}")
+        k = text.find(MARK, k + 1)
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=proof_text())
+def test_the_lexer_agrees_with_a_model_built_from_leans_grammar(case):
+    """Nested interpolations, raw strings of any ``#`` count, every escape and string gap, character literals,
+    nested comments: the lexer blanks exactly the literal contents and comments, refuses nothing, and the gate
+    finds exactly the ``#eval`` markers that stand in code."""
+    text, expected = case
+    lx = lex(text)
+    assert lx.refusals == ()
+    assert lx.code == expected
+    found = {f.split(":")[0] for f in forbidden_commands(text)}
+    assert found == _marks(expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=proof_text(), word=st.from_regex(r"[a-z_][a-z0-9_]{0,12}[?%!]?", fullmatch=True))
+def test_any_word_at_column_zero_is_refused_listed_or_not(case, word):
+    """After any proof body, a line starting at column 0 is a command position: refused naming the place,
+    whatever the word (``frobnicate%``, a command added by the next Mathlib)."""
+    text = case[0] + "\n" + word + " foo\n"
+    line = text.count("\n")  # the word's line: the last before the final line break
+    found = forbidden_commands(text)
+    assert any(f.startswith(f"line {line}, column 0: {word!r} stands at column 0") for f in found), found
+
+
+@pytest.mark.parametrize("bad", [
+    '"a\\q"', '"\\x4"', '"\\u12G4"', '"a\\\n\n b"', '"a\\\rb"', "'\\q'", "'ab'", 'r##"a"#', '"{', 's!"{x"',
+    "/- /- -/", '"abc',
+])
+def test_malformed_literals_and_comments_are_refused(bad):
+    """What Lean rejects with a lexical error (and then reads on in recovery) is refused, naming the place."""
+    found = forbidden_commands(":= by\n  exact " + bad + "\n")
+    assert found and found[0].startswith("line 2, column "), found
+
+
+@pytest.mark.parametrize("hashes", [1, 255, 256, 257, 300, 5000])
+def test_raw_strings_of_any_hash_count_hide_nothing_and_are_blanked(hashes):
+    """Issue 35: ``r###..."\\"###...`` with more than 256 ``#`` was not read as a raw string; the string read in
+    its place blanked the ``#eval`` line after it."""
+    raw = "r" + "#" * hashes + '"\\"' + "#" * hashes
+    text = f':= by\n  have := {raw}\n  omega\n#eval IO.println "x" -- "\n'
+    assert lex(text).code.split("\n")[1] == "  have := r" + "#" * hashes + '" "' + "#" * hashes
+    assert any(f.startswith("line 4, column 0: '#eval'") for f in forbidden_commands(text))

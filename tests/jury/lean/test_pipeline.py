@@ -74,7 +74,8 @@ def test_prompts_are_the_papers():
 def test_parsers():
     assert parse_consistency("<consistency>Incorrect</consistency>").label == "Incorrect"
     assert parse_consistency("<comments>x</comments>\n<consistency>[Correct]</consistency>").label == "Correct"
-    assert parse_consistency("x <consistency>[Correct]</consistency>").status is Status.INVALID  # not alone on its line
+    assert parse_consistency("x <consistency>[Correct]</consistency>").label == "Correct"  # text before it: fine (issue 34)
+    assert parse_consistency("not <consistency>[Correct]</consistency>").status is Status.INVALID  # negated
     assert parse_consistency("Correct").status is Status.INVALID
     assert parse_true_false("It does not match.\nFinal judgment: False.").label == "False"
     assert parse_true_false("no idea").status is Status.INVALID
