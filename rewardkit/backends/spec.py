@@ -111,22 +111,25 @@ def _mask_word(m: re.Match) -> str:
 
 
 def _secrets_in(spec: str) -> list[str]:
-    """The substrings of ``spec`` that ``redact_patterns`` masks (user parts, query values): what ``remember``
-    keeps. The masked text is walked against ``spec``: what lies between two shown pieces was masked."""
+    """The user parts of ``spec`` (``user:password`` before an ``@``) that ``redact_patterns`` masks: what
+    ``remember`` keeps. The masked text is walked against ``spec``: what lies between two shown pieces was
+    masked; a masked span followed by ``@`` is a user part (a query value may be a model's name: left to the
+    patterns, which mask it in a URL)."""
     pieces = redact_patterns(spec, whole=True).split("***")
     out, i = [], len(pieces[0])
     for n, piece in enumerate(pieces[1:], 1):
         k = len(spec) - len(piece) if n == len(pieces) - 1 else spec.find(piece, i)
         if k < i:
             break
-        out.append(spec[i:k])
+        if spec.startswith("@", k):
+            out.append(spec[i:k])
         i = k + len(piece)
     return out
 
 
 def remember(spec: str) -> None:
-    """Remember the secrets of a spec or URL this process was given (its user part, password and query values),
-    so that ``redact`` masks them wherever they show later, in whatever words (GitHub Actions' ``add-mask``)."""
+    """Remember the secrets of a spec or URL this process was given (its user part and password), so that
+    ``redact`` masks them wherever they show later, in whatever words (GitHub Actions' ``add-mask``)."""
     found = set()
     for s in _secrets_in(spec):
         found.add(s)
@@ -135,8 +138,7 @@ def remember(spec: str) -> None:
             found.add(s.split(":", 1)[1])  # the password alone
             found.add(unquote(s.split(":", 1)[1]))
     with _LOCK:
-        # a lowercase word is left to the patterns: it may be an option name typed without '=' (``?timeout``)
-        _REMEMBERED.update(x for x in found if len(x.strip()) >= _MIN_SECRET and not re.fullmatch(r"[a-z_]+", x))
+        _REMEMBERED.update(x for x in found if len(x.strip()) >= _MIN_SECRET)
 
 
 def redact_patterns(text: str, *, whole: bool = False) -> str:
