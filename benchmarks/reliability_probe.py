@@ -161,6 +161,150 @@ def secrets(work: Path) -> dict:
             "model_ids_with_upstream_address": sum(bool(r.get("model_id_holds_upstream_address")) for r in out.values())}
 
 
+# issue 35: spec forms that fell through to the local-model path or echoed a query-string secret
+SPEC_FORMS = {
+    "mixed-case scheme HTTP://": f"HTTP://{LOGIN}:{MARKER}@127.0.0.1:{{port}}/v1",
+    "Https://": f"Https://{LOGIN}:{MARKER}@127.0.0.1:{{port}}/v1",
+    "hf: before a URL": f"hf:http://{LOGIN}:{MARKER}@127.0.0.1:{{port}}/v1",
+    "one slash http:/": f"http:/{LOGIN}:{MARKER}@127.0.0.1:{{port}}/v1",
+    "no scheme u:pw@host/v1": f"{LOGIN}:{MARKER}@127.0.0.1:{{port}}/v1",
+    "no scheme, a space in the password": f"{LOGIN}:p {MARKER}@127.0.0.1:{{port}}/v1",
+    "'?' in the password": f"http://{LOGIN}:ss?{MARKER}@127.0.0.1:{{port}}/v1",
+    "?api%5Fkey=": f"http://127.0.0.1:{{port}}/v1?api%5Fkey={MARKER}",
+    "?auth_token=": f"http://127.0.0.1:{{port}}/v1?timeout=20&auth_token={MARKER}",
+    "?api-key=": f"http://127.0.0.1:{{port}}/v1?api-key={MARKER}",
+    "a bare ?TOKEN": f"http://127.0.0.1:{{port}}/v1?{MARKER}",
+}
+GUARD_FORMS = {  # forms the code before issue 35 already masked: guards for the same paths
+    "vllm: before a URL": f"vllm:http://{LOGIN}:{MARKER}@127.0.0.1:{{port}}/v1",
+    "openai: before a mixed-case URL": f"openai:judge@hTTp://{LOGIN}:{MARKER}@127.0.0.1:{{port}}/v1",
+    "#access_token=": f"http://127.0.0.1:{{port}}/v1#access_token={MARKER}",
+}
+
+
+def _cli(args: list, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """The CLI of the checkout under test (cwd's conftest maps cli/ and evals/), as a real subprocess."""
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd or os.getcwd(), env=env)
+
+
+def _server_output(args: list, request) -> str:
+    """Start a server command; once it listens, send it ``request(url)`` (a list of bodies), then stop it:
+    everything it printed and every body it answered."""
+    proc = subprocess.Popen([*CLI, *map(str, args)], cwd=os.getcwd(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    shown = []
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break  # it exited: refused
+            shown.append(line)
+            if line.startswith("serving"):
+                url = line.split(" at ")[-1].split()[0].removesuffix("/get_reward")
+                with contextlib.suppress(Exception):
+                    shown += request(url)
+                break
+    finally:
+        proc.terminate()
+        shown.append(proc.communicate(timeout=60)[0])
+    return "".join(shown)
+
+
+def _judge_requests(url: str) -> list[str]:
+    import httpx
+
+    return [httpx.get(url + "/models", timeout=60).text,
+            httpx.post(url + "/chat/completions", timeout=120,
+                       json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}).text]
+
+
+def _reward_requests(url: str) -> list[str]:
+    import httpx
+
+    body = {"query": ["1+1? \\boxed{2}"], "prompts": ["1+1? "], "labels": ["2"]}
+    return [httpx.post(url + "/get_reward", json=body, timeout=120).text]
+
+
+def spec_form_outputs(spec: str, work: Path) -> dict[str, str]:
+    """What every command that takes a judge spec shows and writes for ``spec`` (real subprocesses, at once):
+    score, eval generate, eval verifier (stdout, stderr, exit), serve-judge and serve (their output and the
+    bodies of one request each when they listen), and every file written under ``work``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    inp = work / "in.jsonl"
+    inp.write_text(json.dumps({"id": "g", "problem": "1+1?", "answer": "2", "responses": ["\\boxed{2}", "3"],
+                               "correct": [True, False]}) + "\n")
+    out = work / "out"
+    out.mkdir()
+
+    def shown(r: subprocess.CompletedProcess) -> str:
+        return f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+
+    jobs = {
+        "score": lambda: shown(_cli(["score", inp, "-s", "pointwise", "--judge", spec, "--out", out / "s.jsonl"])),
+        "eval generate": lambda: shown(_cli(["eval", "generate", spec, "gsm8k", "--limit", "1", "--n", "1",
+                                             "--max-tokens", "8", "--out", out / "g.jsonl"])),
+        "eval verifier": lambda: shown(_cli(["eval", "verifier", inp, "-s", "pointwise", "--judge", spec,
+                                             "--out", out / "ev"])),
+        "serve-judge": lambda: _server_output(["serve-judge", spec, "--port", "0"], _judge_requests),
+        "serve": lambda: _server_output(["serve", "-s", "pointwise", "--judge", spec, "--port", "0"],
+                                        _reward_requests),
+    }
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        res = dict(zip(jobs, pool.map(lambda job: job(), jobs.values())))
+    res["files"] = "\n".join(p.read_bytes().decode("utf-8", "replace") for p in sorted(out.rglob("*")) if p.is_file())
+    return res
+
+
+def spec_forms(work: Path) -> dict:
+    """Per spec form of ``SPEC_FORMS`` and ``GUARD_FORMS``: the commands and files where its login or password
+    showed."""
+    from rewardkit.http_server import BackgroundServer
+
+    forms = {}
+    with BackgroundServer(recording_judge([])) as up:
+        port = up.url.rsplit(":", 1)[1]
+        for k, (name, form) in enumerate({**SPEC_FORMS, **GUARD_FORMS}.items()):
+            d = work / f"spec-form-{k}"
+            d.mkdir()
+            shown = spec_form_outputs(form.format(port=port), d)
+            forms[name] = sorted(w for w, text in shown.items() if MARKER in text or LOGIN in text)
+    return {"forms": forms, "forms_tried": len(forms), "forms_leaking": sum(bool(v) for v in forms.values()),
+            "commands": ["score", "eval generate", "eval verifier", "serve-judge", "serve"]}
+
+
+def outputs(work: Path) -> dict:
+    """``eval generate`` on a file no rewardkit job wrote (issue 35's repro), and ``--out nd1/x/`` (a path that
+    names a missing folder) for score and eval generate: exit codes, and what changed in the folder."""
+    from rewardkit.http_server import BackgroundServer
+
+    res: dict = {}
+    mine = b'{"id": "mine-1", "note": "my data"}\n{"id": "mine-2", "note": "last, no newline"}'
+    with BackgroundServer(recording_judge([])) as up:
+        d = work / "outputs-generate"
+        d.mkdir()
+        (d / "mine.jsonl").write_bytes(mine)
+        before = listing(d)
+        r = _cli(["eval", "generate", up.url + "/v1", "gsm8k", "--limit", "1", "--n", "1", "--out", "mine.jsonl"], d)
+        res["generate_on_a_users_file"] = {"exit": r.returncode, "byte_identical": (d / "mine.jsonl").read_bytes() == mine,
+                                           "folder_unchanged": listing(d) == before, "stderr": r.stderr[-300:]}
+        for cmd in ("score", "eval generate"):
+            d = work / f"outputs-folder-{cmd.replace(' ', '-')}"
+            d.mkdir()
+            inp = _groups(d / "in.jsonl", "ab")
+            before = listing(d)
+            args = ["score", inp] if cmd == "score" else ["eval", "generate", up.url + "/v1", "gsm8k", "--limit", "1",
+                                                         "--n", "1"]
+            r = _cli([*args, "--out", "nd1/x/"], d)
+            res[f"{cmd}_out_names_a_folder"] = {
+                "exit": r.returncode, "folder_unchanged": listing(d) == before, "file_x_written": (d / "nd1" / "x").is_file(),
+                "error_lines": sum(x.startswith("error: ") for x in r.stderr.splitlines())}
+    return res
+
+
 class _Scripted:
     name = "scripted"
 
@@ -453,16 +597,40 @@ def lean_gate() -> dict:
 
 
 PARTS = {"secrets": secrets, "refused_jobs": refused_jobs, "components": components, "bursts": bursts,
-         "lean_gate": lean_gate, "split_bursts": split_bursts, "sandbox": sandbox}
+         "lean_gate": lean_gate, "split_bursts": split_bursts, "sandbox": sandbox, "spec_forms": spec_forms,
+         "outputs": outputs}
 
 
 def probe(parts: list[str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="rewardkit-probe-") as t:
         work = Path(t)
         t0 = time.perf_counter()
-        res = {k: (PARTS[k](work) if k in ("secrets", "refused_jobs", "components") else PARTS[k]()) for k in parts}
+        res = {k: (PARTS[k](work) if k in ("secrets", "refused_jobs", "components", "spec_forms", "outputs")
+                   else PARTS[k]()) for k in parts}
         res["seconds"] = round(time.perf_counter() - t0, 1)
     return res
+
+
+def markdown_issue35(r: dict) -> str:
+    """The rows of issue 35's cases: spec forms through every command, and the output's owner."""
+    rows = []
+    if "spec_forms" in r:
+        f = r["spec_forms"]
+        where = "; ".join(f"{k}: {', '.join(v)}" for k, v in f["forms"].items() if v) or "none"
+        rows.append(f"| spec forms whose login or password shows in any command's output or files "
+                    f"({', '.join(f['commands'])}) | {f['forms_leaking']} of {f['forms_tried']} | {where} |")
+    if "outputs" in r:
+        o = r["outputs"]
+        g = o["generate_on_a_users_file"]
+        rows.append(f"| `eval generate --out mine.jsonl` over a user's file (last record without newline) | exit "
+                    f"{g['exit']}, byte-identical {g['byte_identical']}, folder unchanged {g['folder_unchanged']} | |")
+        for cmd in ("score", "eval generate"):
+            x = o[f"{cmd}_out_names_a_folder"]
+            rows.append(f"| `{cmd} --out nd1/x/` | exit {x['exit']}, file x written {x['file_x_written']}, "
+                        f"folder unchanged {x['folder_unchanged']}, error lines {x['error_lines']} | |")
+    if not rows:
+        return ""
+    return "\n## Issue 35\n\n| case | result | where |\n|---|---|---|\n" + "\n".join(rows) + "\n"
 
 
 def lean_markdown(g: dict) -> str:
@@ -507,7 +675,7 @@ arriving, evicted by newer requests; 503 with Retry-After past the work slots is
 def markdown(cmd: str, r: dict) -> str:
     head = "" if "secrets" in r else f"# Reliability probe\n\nCommand: `{cmd}` ({r['seconds']} s)\n"
     return ((head or _core_markdown(cmd, r)) + (lean_markdown(r["lean_gate"]) if "lean_gate" in r else "")
-            + server_sandbox_markdown(r))
+            + server_sandbox_markdown(r) + markdown_issue35(r))
 
 
 def _core_markdown(cmd: str, r: dict) -> str:

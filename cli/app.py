@@ -49,7 +49,8 @@ def _root(version: Annotated[bool, typer.Option("--version", "-V", callback=_ver
 def score(
     input: Annotated[Path, typer.Argument(help="Rollouts: grouped JSONL, per-response JSONL, Parquet or a saved HF dataset folder.")],
     scorer: Annotated[str, typer.Option("--scorer", "-s", help="Scorer name (see `rewardkit scorers`).")] = "verifier",
-    out: Annotated[Path, typer.Option("--out", help="Output JSONL, one row per group; re-run to resume.")] = Path("scores.jsonl"),
+    # text, not a Path: pathlib would drop the trailing '/' of a path that names a folder (refused)
+    out: Annotated[str, typer.Option("--out", help="Output JSONL, one row per group; re-run to resume.")] = "scores.jsonl",
     option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Scorer option KEY=VALUE (repeatable).")] = None,
     judge: Annotated[Optional[str], typer.Option(help="Judge backend spec for judge-based scorers (e.g. smollm2).")] = None,
     # read as text and checked below, so a bad value is one `error:` line like every other bad option

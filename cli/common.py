@@ -8,12 +8,15 @@ processbench, serve-judge, eval, train) are folded into the judge spec's query
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import io
 import os
 import sys
 import threading
 import time
+import traceback
 import typing
 from collections.abc import Callable
 from dataclasses import MISSING, fields
@@ -37,12 +40,13 @@ from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from rewardkit.backends.base import DTYPES
+from rewardkit.backends.spec import redact
 from rewardkit.options import Options, coerce_options, option_hints, type_name
 
 
 def fail(message: object, code: int = 2) -> typer.Exit:
-    """Print ``error: message`` as one line on stderr (never wrapped, piped or not); return the exit."""
-    sys.stderr.write("error: " + " ".join(str(message).split()) + "\n")
+    """Print ``error: message`` as one line on stderr (never wrapped, piped or not; redacted); return the exit."""
+    sys.stderr.write(redact("error: " + " ".join(str(message).split())) + "\n")
     sys.stderr.flush()
     return typer.Exit(code)
 
@@ -59,6 +63,64 @@ def error_message(e: BaseException) -> str:
     if isinstance(e, OSError) and e.strerror:
         return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
     return str(e) or type(e).__name__
+
+
+class RedactedStream(io.TextIOBase):
+    """A text stream that writes what it is given through ``redact``, a line at a time (a credential is never
+    cut in two; a flush passes on the unfinished line): the CLI's stdout and stderr while a command runs."""
+
+    def __init__(self, inner: typing.TextIO) -> None:
+        self.inner = inner
+        self._pending = ""
+        self._lock = threading.Lock()
+
+    def write(self, s: str) -> int:
+        if not isinstance(s, str):
+            raise TypeError(f"write() argument must be str, not {type(s).__name__}")  # click then writes text
+        with self._lock:
+            head, sep, self._pending = (self._pending + s).rpartition("\n")
+            if sep:
+                self.inner.write(redact(head + sep))
+        return len(s)
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._pending:
+                self.inner.write(redact(self._pending))
+                self._pending = ""
+        self.inner.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.inner, "encoding", None) or "utf-8"
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self.inner, "errors", None)
+
+
+@contextlib.contextmanager
+def redacted_output() -> typing.Iterator[None]:
+    """While it lasts, everything written to ``sys.stdout`` and ``sys.stderr`` (rich, typer, log lines, warnings,
+    tracebacks) passes through ``redact``: the boundary every judge spec or URL crosses to be shown."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactedStream(saved[0]), RedactedStream(saved[1])
+    try:
+        yield
+    finally:
+        for s in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                s.flush()
+        sys.stdout, sys.stderr = saved
 
 
 #: click's base of parser errors (vendored as typer._click in newer typers, the click package in older ones)
@@ -78,22 +140,27 @@ class OneLineErrors(TyperGroup):
     typo, a port in use, a judge that cannot load, a bad file) is one ``error:`` line on stderr and exit code 2,
     never a traceback. Programming errors (``BUGS``) keep theirs; ``REWARDKIT_TRACEBACK=1`` shows every one.
     Parser errors (a missing argument, ``--bogus``, a value out of range) are one ``error:`` line too, not
-    typer's boxed usage text."""
+    typer's boxed usage text. Everything a command prints, its errors and tracebacks included, is redacted
+    (``redacted_output``)."""
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
-        if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
-        try:
-            rv = super().main(*args, standalone_mode=False, **kwargs)
-        except ClickException as e:
-            if not e.format_message().strip():  # no arguments: the help is the answer (no_args_is_help)
-                e.show()
-                raise SystemExit(getattr(e, "exit_code", 2)) from None
-            raise SystemExit(fail(usage_message(e), getattr(e, "exit_code", 2)).exit_code) from None
-        except typer.Abort:
-            sys.stderr.write("Aborted!\n")
-            raise SystemExit(1) from None
-        raise SystemExit(rv if isinstance(rv, int) else 0)
+        with redacted_output():
+            if not standalone_mode:
+                return super().main(*args, standalone_mode=False, **kwargs)
+            try:
+                rv = super().main(*args, standalone_mode=False, **kwargs)
+            except ClickException as e:
+                if not e.format_message().strip():  # no arguments: the help is the answer (no_args_is_help)
+                    e.show()
+                    raise SystemExit(getattr(e, "exit_code", 2)) from None
+                raise SystemExit(fail(usage_message(e), getattr(e, "exit_code", 2)).exit_code) from None
+            except typer.Abort:
+                sys.stderr.write("Aborted!\n")
+                raise SystemExit(1) from None
+            except Exception:  # a traceback (BUGS, REWARDKIT_TRACEBACK): shown here, through the redaction
+                traceback.print_exc()
+                raise SystemExit(1) from None
+            raise SystemExit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:
@@ -235,7 +302,7 @@ def judge_spec(spec: str | None, device: str | None = None, dtype: str | None = 
     the spec already sets, or a value the backend's options reject (checked by ``parse_spec``, no model load).
     """
     from rewardkit.backends import parse_spec
-    from rewardkit.backends.spec import redact, split_spec
+    from rewardkit.backends.spec import split_spec
 
     opts = {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "num_threads": threads}
     opts = {k: v for k, v in opts.items() if v is not None}

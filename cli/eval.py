@@ -158,7 +158,8 @@ def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, option
 def generate(
     model: Annotated[str, typer.Argument(help="Backend spec: smollm2 (embedded), a model folder, http://HOST:PORT/v1, vllm:MODEL.")],
     bench: Annotated[str, typer.Argument(help="math500, aime24, aime25, amc23, gsm8k, humaneval, or a .jsonl/.parquet path.")],
-    out: Annotated[Path, typer.Option("--out", help="Rollouts JSONL (grouped); re-run to resume.")] = Path("rollouts.jsonl"),
+    # text, not a Path: pathlib would drop the trailing '/' of a path that names a folder (refused)
+    out: Annotated[str, typer.Option("--out", help="Rollouts JSONL (grouped); re-run to resume.")] = "rollouts.jsonl",
     n: Annotated[int, typer.Option("--n", help="Samples per problem.")] = 8,
     limit: Limit = None,
     max_tokens: Annotated[int, typer.Option(help="Tokens per sample.")] = 1024,
@@ -169,14 +170,21 @@ def generate(
     grade: Annotated[bool, typer.Option(help="Label math responses with the answer verifier.")] = True,
     ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Generate on a Ray cluster ('local', 'auto' or ray://HOST:PORT): one backend actor per GPU (vLLM replicas) or CPU slot.")] = None,
     ray_workers: Annotated[Optional[int], typer.Option(help="With --ray: backend actors (default: the cluster's GPUs, else CPUs).")] = None,
+    restart: Annotated[bool, typer.Option("--restart", help="Discard OUT's rows (a rewardkit output of any job) and start over.")] = False,
 ) -> None:
-    """Sample n responses per problem with any backend into the grouped rollouts file `rewardkit score` reads."""
-    from rewardkit.evals.generate import generate_rollouts
+    """Sample n responses per problem with any backend into the grouped rollouts file `rewardkit score` reads.
+    Only a file a rewardkit job wrote (its manifest beside it) is resumed; any other file is left as it is."""
+    from rewardkit.evals.generate import claim_output, generate_rollouts
     from rewardkit.evals.loaders import BenchmarkError, load_benchmark
 
     try:
         problems = load_benchmark(bench, limit=limit)
     except (BenchmarkError, FileNotFoundError) as e:
+        raise fail(str(e)) from None
+    try:  # the output first (a user's file, a folder), then the model: a refusal loads nothing
+        claim_output(out, model, bench=bench, n=n, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                     seed=seed, grade=grade, restart=restart)
+    except (ValueError, OSError, RuntimeError) as e:
         raise fail(str(e)) from None
     check_judge_spec(model, load=ray is None, label="model")  # before the first problem (on Ray the actors load it)
     with JobProgress(f"generate {bench}", console, unit="problems") as prog:
@@ -195,8 +203,9 @@ def generate(
                 ray_config = RayConfig(address=ray, workers=ray_workers)
             s = generate_rollouts(problems, model, out, n=n, max_tokens=max_tokens, temperature=temperature,
                                   top_p=top_p, seed=seed, batch_size=batch_size, bench=bench, grade=grade,
-                                  ray=ray_config,
-                                  on_start=on_start, on_batch=prog.advance)
+                                  ray=ray_config, restart=restart, on_start=on_start, on_batch=prog.advance,
+                                  on_mkdir=lambda d: console.print(f"created folder {d} for --out", soft_wrap=True,
+                                                                   markup=False, highlight=False))
         except (ValueError, FileNotFoundError, OSError, RuntimeError, ImportError) as e:
             raise fail(str(e)) from None
     console.print(f"{out}: {s.generated_now} generated now, {s.skipped_done} already done, {len(s.failed)} failed")

@@ -1,7 +1,8 @@
 """Sample n responses per benchmark problem with any judge backend and write the grouped rollouts file that
 ``rewardkit score`` and ``rewardkit eval`` read. Resumable: finished problems are skipped on a re-run, rows are
-appended batch by batch with fsync (``rewardkit.runtime.jobs``), a failed request writes nothing and is retried
-on the next run.
+appended batch by batch with fsync, a failed request writes nothing and is retried on the next run. The output
+is owned by the ``JobOutput`` that owns ``rewardkit score``'s (``rewardkit.runtime.output``): manifest, lock,
+and a user's file never touched.
 """
 
 from __future__ import annotations
@@ -70,27 +71,56 @@ def _generate_batch(be: Any, items: list) -> tuple[str, list]:
     return getattr(be, "model_id", "") or "", be.generate([r for _, _, r in items])
 
 
+def generate_manifest(backend: Any, *, bench: str = "", n: int, max_tokens: int,
+                      temperature: float, top_p: float, seed: int, grade: bool) -> dict[str, Any]:
+    """What a rollouts file's rows depend on (the model, the sampling settings, the benchmark): a re-run
+    resumes only a file whose manifest matches (``rewardkit.runtime.output``). A benchmark file is
+    identified by its SHA-256, a named one by its name."""
+    from rewardkit.runtime.output import file_kind, input_digest, output_manifest
+
+    path = bench if bench and file_kind(bench, follow=True) in ("regular file", "directory") else None
+    options = {"judge": backend, "bench": bench, "n": n, "max_tokens": max_tokens, "temperature": temperature,
+               "top_p": top_p, "seed": seed, "grade": grade}
+    return output_manifest("generate", None, options, path, input_digest(path) if path else None)
+
+
+def claim_output(out: str | Path, backend: Any, *, bench: str = "", n: int, max_tokens: int, temperature: float,
+                 top_p: float, seed: int, grade: bool, restart: bool = False) -> Any:
+    """The ``JobOutput`` of a generation into ``out``, claimed: refused (``JobError``), creating nothing, when
+    ``out`` is not this job's to write. The CLI claims it before it checks the model, as the job does."""
+    from rewardkit.runtime.output import JobOutput
+
+    manifest = generate_manifest(backend, bench=bench, n=n, max_tokens=max_tokens, temperature=temperature,
+                                 top_p=top_p, seed=seed, grade=grade)
+    inp = bench if bench and Path(bench).exists() else None
+    return JobOutput(out, manifest, restart=restart, inp=inp).claim()
+
+
 def generate_rollouts(problems: Sequence[Problem], backend: Any, out: str | Path, *, n: int = 8,
                       max_tokens: int = 1024, temperature: float = 0.7, top_p: float = 0.95, seed: int = 0,
                       batch_size: int = 4, bench: str = "", grade: bool = True, ray: Any = None,
-                      on_start: Callable[[int, int], None] | None = None,
-                      on_batch: Callable[[int], None] | None = None) -> GenerateSummary:
+                      restart: bool = False, on_start: Callable[[int, int], None] | None = None,
+                      on_batch: Callable[[int], None] | None = None,
+                      on_mkdir: Callable[[Path], None] | None = None) -> GenerateSummary:
     """Sample ``n`` responses per problem (one request of ``n`` samples each, seed = ``seed`` + index) into
     ``out``; with ``grade``, math rows get ``correct`` labels from the verifier. ``ray``: a
     ``rewardkit.runtime.ray_runner.RayConfig`` to generate on a Ray cluster (one backend actor per GPU or CPU slot,
-    ``backend`` then a spec string); rows are written in the same order as a local run."""
+    ``backend`` then a spec string); rows are written in the same order as a local run.
+
+    ``out`` follows the rule ``rewardkit score`` follows (one ``JobOutput``): only a file a rewardkit job
+    wrote, with its manifest, is resumed; anything else (a user's file, another job's output, a folder) is
+    refused and left as it was, before the model loads. ``restart`` starts over an output of another job."""
     from rewardkit.backends import ChatRequest, load_backend
-    from rewardkit.runtime.output import OutputLock, append_lines, dump_row, repair_jsonl
 
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if ray is not None and not isinstance(backend, str):
         raise ValueError("generation on Ray needs a backend spec string (each actor loads its own backend)")
+    output = claim_output(out, backend, bench=bench, n=n, max_tokens=max_tokens, temperature=temperature,
+                          top_p=top_p, seed=seed, grade=grade, restart=restart)  # before the model loads
     be = load_backend(backend) if ray is None else None
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with OutputLock(out):  # one writer per rollouts file
-        done = {r["id"] for r in repair_jsonl(out)}
+    with output.open(on_mkdir):  # one writer per rollouts file
+        done = output.done()
         todo = [(i, p) for i, p in enumerate(problems) if p.id not in done]
         s = GenerateSummary(problems=len(problems), skipped_done=len(problems) - len(todo), graded=grade)
         if on_start:
@@ -115,10 +145,11 @@ def generate_rollouts(problems: Sequence[Problem], backend: Any, out: str | Path
                     s.failed.append(f"{p.id}: {c.status} {c.error or f'{len(c.texts)} of {n} texts'}")
                     continue
                 rows.append(_row(p, c.texts, bench, model, c.finish_reasons))
-            append_lines(out, [dump_row(r) for r in (grade_rows(rows) if grade else rows)])
+            output.append(grade_rows(rows) if grade else rows)
             s.generated_now += len(rows)
             if on_batch:
                 on_batch(len(batch))
         if pool is not None:
             pool.close()
+        output.merge([p.id for p in problems])  # one row per problem, in the benchmark's order
     return s

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
-from rewardkit.backends.spec import redact, user_part
+from rewardkit.backends.spec import redact, remember, user_part
 from rewardkit.options import Options, option
 from rewardkit.types import Status
 
@@ -175,7 +175,8 @@ class HTTPBackend(JudgeBackend):
     def __init__(self, base_url: str, *, api_key: str | None = None, **options: Any):
         o = self.options = HTTPOptions(**options)
         model, api_key_env = o.model, o.api_key_env
-        if not base_url.startswith(("http://", "https://")):
+        remember(base_url)  # a URL given in Python: its credentials are masked wherever they show
+        if not base_url.lower().startswith(("http://", "https://")):
             raise ValueError(f"option 'base_url': expected http(s)://HOST[:PORT]/v1, got {redact(base_url)!r}")
         # credentials in the URL become Basic auth; base_url (in every message and model id) never holds them
         self.base_url, self._auth = _split_credentials(base_url.rstrip("/"))

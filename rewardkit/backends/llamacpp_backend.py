@@ -24,6 +24,7 @@ from rewardkit.backends.base import (
     choice_probs,
     continuation_tokens,
 )
+from rewardkit.backends.spec import redact
 from rewardkit.options import Options, option
 from rewardkit.types import Status
 
@@ -78,13 +79,13 @@ class LlamaCppBackend(JudgeBackend):
         if model in ALIASES:
             model = str(gguf_dir() / GGUF_FILE)
         if not os.path.exists(model):
-            raise FileNotFoundError(f"llamacpp:{model}: no such GGUF file")
+            raise FileNotFoundError(f"llamacpp:{redact(model)}: no such GGUF file")
         self._processors = LogitsProcessorList
         self.llm = Llama(model_path=model, n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(), seed=seed,
                          verbose=False)
         template = self.llm.metadata.get("tokenizer.chat_template")
         if not template:
-            raise ValueError(f"llamacpp:{model}: the GGUF file has no chat template")
+            raise ValueError(f"llamacpp:{redact(model)}: the GGUF file has no chat template")
         tok = self.llm.detokenize
         self.formatter = Jinja2ChatFormatter(template, eos_token=tok([self.llm.token_eos()]).decode(),
                                              bos_token=tok([self.llm.token_bos()]).decode())

@@ -23,6 +23,7 @@ model name, never its upstream's URL.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import fields
 from typing import Any
 from urllib.parse import unquote
@@ -34,8 +35,23 @@ SECRET_OPTIONS = {"api_key"}
 _SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://")
 _AUTHORITY_END = re.compile(r"[/?#\x00-\x1f\x7f]")  # httpx: the authority is [^/?#]*; it refuses control chars
 _RUN_END = re.compile(r"[\s'\"<>]")  # where a URL written in running text ends at the latest
-_OPENAI = re.compile(r"(.+?)@(https?://.*)", re.S)
-_SECRET_QUERY = re.compile(r"(?i)(?P<key>[?&#](?:api_?key|access_?token|token|password|passwd|secret|key)=)[^&#\s'\"]*")
+_OPENAI = re.compile(r"(.+?)@(https?://.*)", re.S | re.I)
+# a spec, URL or path in running text: a quoted string (a spec's password may hold spaces), else a word
+_TOKEN = re.compile(r"(?P<q>['\"`])(?P<inner>[^'\"`\n]*)(?P=q)|[^\s'\"<>`]+")
+# what stays readable before a user part: a scheme with one or more slashes (``http:/``), a backend prefix, and
+# ``KIND:NAME@`` before a URL (``openai:judge@http://...``, a model id ``http:judge@http://...``)
+_PREFIX = re.compile(r"(?i)[a-z][a-z0-9+.-]*:/+|(?:hf|transformers|vllm|llamacpp|llama\.cpp):"
+                     r"|(?:openai|https?|vllm|hf|transformers):[^@\s:/]*@(?=[a-z][a-z0-9+.()-]*:/)")
+_QUERY = re.compile(r"[?#]([^?#]*)")
+_SEP = r"(?:_|-|%5f|%2d)?"
+_SECRET_NAME = re.compile(  # a credential's name outside a URL's query (there every undeclared value is masked)
+    rf"(?i)(?<![A-Za-z0-9_%-])(?P<key>(?:(?:api|access|secret|private|client){_SEP}key"
+    rf"|(?:(?:access|auth|refresh|id|bearer|session|api){_SEP})?token"
+    r"|password|passwd|pwd|secret|credential|signature)s?=)[^&#\s'\"]*")
+_MIN_SECRET = 4  # a shorter remembered secret would mask ordinary words
+_REMEMBERED: set[str] = set()
+_DECLARED: set[str] = set()  # options of the backends whose specs were parsed: their values are shown
+_LOCK = threading.Lock()
 
 
 def user_part(url: str, start: int = 0) -> tuple[int, int] | None:
@@ -49,13 +65,85 @@ def user_part(url: str, start: int = 0) -> tuple[int, int] | None:
     return (begin, at) if at >= 0 else None
 
 
-def redact(text: str) -> str:
-    """``text`` with the user part of every URL in it masked (``http://***@host``: a login can be an e-mail
-    address, a bare user part a token) and ``?api_key=***``. Use it on anything shown or stored.
+def _plain_options() -> frozenset[str]:
+    """Query options whose values are shown: the options declared by the backends whose specs this process
+    parsed (``backend_options`` records them: ``timeout``, ``model``, ``dtype``, ...), secrets excepted. Any
+    other value (``auth_token``, ``api-key``, vLLM pass-through engine arguments) is masked."""
+    with _LOCK:
+        return frozenset(_DECLARED)
 
-    The user part is read as httpx reads it (``user_part``), and also runs to the last ``@`` before the URL's
-    first space or quote, so a mistyped credential that httpx would refuse (``http://u:p/w@host``) is masked
-    too: in running text this may mask a little more than the user part, never less."""
+
+def _mask_query(q: str) -> str:
+    """A query (or fragment) with every value masked but those of declared options, and bare tokens masked."""
+    parts = []
+    for part in re.split(r"([&;])", q):
+        key, eq, val = part.partition("=")
+        if part in ("&", ";", "") or (eq and (not val or unquote(key).lower().replace("-", "_") in _plain_options())):
+            parts.append(part)
+        else:
+            parts.append(f"{key}=***" if eq else "***")
+    return "".join(parts)
+
+
+def _mask_token(tok: str) -> str:
+    """A word of running text, a quoted string or a whole spec with a user part before an ``@`` masked whatever the
+    scheme's form (``u:pw@host``, ``http:/u:pw@host``, ``HTTP://``, ``hf:http://``) and, in a URL-like word
+    (a ``/`` or ``:`` before its ``?``), every query value but a declared option's."""
+    head, rest = "", tok
+    while m := _PREFIX.match(rest):
+        head, rest = head + m.group(), rest[m.end():]
+    at = rest.rfind("@")
+    if at > 0:
+        rest = "***" + rest[at:]
+    tok = head + rest
+    q = tok.find("?")
+    if q > 0 and re.search(r"[/:]", tok[:q]):
+        tok = tok[:q] + _QUERY.sub(lambda m: m.group()[0] + _mask_query(m.group(1)), tok[q:])
+    return tok
+
+
+def _mask_word(m: re.Match) -> str:
+    """``_mask_token`` on one ``_TOKEN`` match: a quoted string as one word (quotes kept), else the word."""
+    text = m.group("inner") if m.group("q") else m.group()
+    if "@" not in text and "?" not in text and "#" not in text:
+        return m.group()
+    return f"{m.group('q')}{_mask_token(text)}{m.group('q')}" if m.group("q") else _mask_token(text)
+
+
+def _secrets_in(spec: str) -> list[str]:
+    """The user parts of ``spec`` (``user:password`` before an ``@``) that ``redact_patterns`` masks: what
+    ``remember`` keeps. The masked text is walked against ``spec``: what lies between two shown pieces was
+    masked; a masked span followed by ``@`` is a user part (a query value may be a model's name: left to the
+    patterns, which mask it in a URL)."""
+    pieces = redact_patterns(spec, whole=True).split("***")
+    out, i = [], len(pieces[0])
+    for n, piece in enumerate(pieces[1:], 1):
+        k = len(spec) - len(piece) if n == len(pieces) - 1 else spec.find(piece, i)
+        if k < i:
+            break
+        if spec.startswith("@", k):
+            out.append(spec[i:k])
+        i = k + len(piece)
+    return out
+
+
+def remember(spec: str) -> None:
+    """Remember the secrets of a spec or URL this process was given (its user part and password), so that
+    ``redact`` masks them wherever they show later, in whatever words (GitHub Actions' ``add-mask``)."""
+    found = set()
+    for s in _secrets_in(spec):
+        found.add(s)
+        found.add(unquote(s))
+        if ":" in s:
+            found.add(s.split(":", 1)[1])  # the password alone
+            found.add(unquote(s.split(":", 1)[1]))
+    with _LOCK:
+        _REMEMBERED.update(x for x in found if len(x.strip()) >= _MIN_SECRET)
+
+
+def redact_patterns(text: str, *, whole: bool = False) -> str:
+    """``text`` with what looks like a credential masked (see ``redact``), remembered secrets aside. ``whole``:
+    ``text`` is one spec (spaces and quotes in it are part of a password), not running text."""
     parts, pos = [], 0
     for m in _SCHEME.finditer(text):
         if m.start() < pos:  # inside a user part already masked
@@ -68,19 +156,43 @@ def redact(text: str) -> str:
             parts += [text[pos:m.end()], "***"]
             pos = end
     parts.append(text[pos:])
-    return _SECRET_QUERY.sub(lambda m: m.group("key") + "***", "".join(parts))
+    text = "".join(parts)
+    text = _mask_token(text) if whole else _TOKEN.sub(_mask_word, text)
+    return _SECRET_NAME.sub(lambda m: m.group("key") + "***", text)
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential a judge spec or URL can carry masked: the one redaction, applied at every
+    boundary (the CLI's stdout and stderr, log lines, tracebacks, manifests and reports).
+
+    Masked: the user part of every URL (``http://***@host``: a login can be an e-mail address, a bare user part
+    a token), read as httpx reads it (``user_part``) and also up to the last ``@`` before the URL's first space
+    or quote, so a mistyped credential that httpx would refuse (``http://u:p/w@host``) is masked too; a user part
+    before an ``@`` in any word, whatever the scheme's form (``u:pw@host/v1``, ``http:/u:pw@host``,
+    ``hf:HTTP://u:pw@host``); every query value of a URL-like word but a declared option's (``?timeout=30``
+    stays, ``?auth_token=``, ``?api%5Fkey=``, a bare ``?TOKEN`` go); ``api_key=``-like values anywhere; and
+    every secret ``remember``-ed from a spec this process was given. In running text this may mask a little
+    more than the credential, never less."""
+    if not text:
+        return text
+    with _LOCK:
+        known = sorted(_REMEMBERED, key=len, reverse=True)
+    for s in known:
+        text = text.replace(s, "***")
+    return redact_patterns(text)
 
 
 def split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
     """``(kind, target, raw string options)`` of a spec; kind is transformers, http, vllm or llamacpp."""
+    remember(spec)
     s = spec.strip()
     if not s:
         raise ValueError("empty backend spec: use e.g. 'smollm2', 'http://127.0.0.1:8000/v1', 'vllm:MODEL'")
-    if s.startswith(("http://", "https://", "openai:")) and "#" in s:
+    if s.lower().startswith(("http://", "https://", "openai:")) and "#" in s:
         raise ValueError(f"backend spec {redact(spec)!r}: a spec has no '#' part; name the model with '?model=NAME'")
     target, _, query = s.partition("?")
     opts = _query(spec, query)
-    if target.startswith(("http://", "https://")):
+    if target.lower().startswith(("http://", "https://")):  # a scheme is case-insensitive (RFC 3986 3.1)
         return "http", target, opts
     prefix, sep, rest = target.partition(":")
     if sep and prefix == "openai":
@@ -103,7 +215,8 @@ def _query(spec: str, query: str) -> dict[str, str]:
     for part in filter(None, query.split("&")):
         key, eq, val = part.partition("=")
         if not key or not eq or not val:
-            raise ValueError(f"backend spec {redact(spec)!r}: expected 'option=value' after '?', got {part!r}")
+            got = repr(_mask_query(part)) if eq else "a part without '=' (not shown: it may be a secret)"
+            raise ValueError(f"backend spec {redact(spec)!r}: expected 'option=value' after '?', got {got}")
         _put(spec, opts, unquote(key), unquote(val))
     return opts
 
@@ -120,8 +233,10 @@ def _put(spec: str, opts: dict[str, str], key: str, val: str) -> None:
 def backend_options(cls: type, raw: dict[str, str], spec: str = "") -> dict[str, Any]:
     """``raw`` string options typed and checked by ``cls.Options`` (``rewardkit.options``); ValueError otherwise.
     A backend with ``open_options`` (vLLM) passes options it does not declare through with guessed types."""
-    where = f"backend spec {redact(spec)!r}"
     declared = [f.name for f in fields(cls.Options)]
+    with _LOCK:
+        _DECLARED.update(n for n in declared if n not in SECRET_OPTIONS and not _SECRET_NAME.match(n + "="))
+    where = f"backend spec {redact(spec)!r}"
     unknown = [k for k in raw if k not in declared]
     if unknown and not cls.open_options:
         valid = ", ".join(sorted(declared))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import re
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +48,7 @@ from rewardkit.backends.base import (
     response_offsets,
 )
 from rewardkit.backends.hardware import place, resolve_device, resolve_dtype, resolve_threads
+from rewardkit.backends.spec import redact
 from rewardkit.options import Options, option
 from rewardkit.types import Status
 
@@ -89,21 +91,23 @@ def local_model_path(model: str) -> str:
     Hugging Face cache. Nothing is downloaded (``HF_HUB_OFFLINE``-style): a name that is neither is a
     ``ValueError`` at once, where transformers would spend its hub retries (46 s here) and then fail."""
     p = Path(model).expanduser()
+    shown = redact(model)
     if p.is_dir():
         if not (p / "config.json").is_file():
-            raise ValueError(f"judge {model!r}: the folder has no config.json (not a transformers model folder)")
+            raise ValueError(f"judge {shown!r}: the folder has no config.json (not a transformers model folder)")
         return str(p)
     if p.exists():
-        raise ValueError(f"judge {model!r}: a file, not a model folder (a GGUF file is 'llamacpp:{model}')")
+        raise ValueError(f"judge {shown!r}: a file, not a model folder (a GGUF file is 'llamacpp:{shown}')")
     from huggingface_hub import snapshot_download
 
     try:  # a hub id downloaded earlier (the cache under $HF_HOME)
         return snapshot_download(model, local_files_only=True)
     except Exception:  # not cached, or not a valid hub id (huggingface_hub raises several kinds)
+        fetch = f": `hf download {model}`" if re.fullmatch(r"[\w.-]+(/[\w.-]+)?", model) else ""  # a hub id only
         raise ValueError(
-            f"judge {model!r}: no such model folder, and no hub model of that name in the local Hugging Face "
+            f"judge {shown!r}: no such model folder, and no hub model of that name in the local Hugging Face "
             "cache; rewardkit loads judges from disk only (pass a folder, 'smollm2' for the embedded model, a "
-            f"server URL, or download the model first: `hf download {model}`)") from None
+            f"server URL http(s)://HOST[:PORT]/v1, or download the model first{fetch})") from None
 
 
 def _cache_kwarg(model) -> str:

@@ -42,6 +42,7 @@ from rewardkit.backends.base import (
     distribution_stats,
     response_offsets,
 )
+from rewardkit.backends.spec import redact
 from rewardkit.options import Options, option
 from rewardkit.types import Status
 
@@ -152,7 +153,7 @@ class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
 
         on_cpu = current_platform.is_cpu()
         if not on_cpu and not current_platform.is_cuda_alike():
-            raise RuntimeError(f"vllm:{model}: vLLM found no device it can run on (platform "
+            raise RuntimeError(f"vllm:{redact(model)}: vLLM found no device it can run on (platform "
                                f"{type(current_platform).__name__}: no CUDA GPU visible, and this is not vLLM's CPU "
                                f"build); {INSTALL_HINT.split(': ', 1)[1]}")
         name, dtype = model, o.dtype

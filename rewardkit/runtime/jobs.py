@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import tempfile
 import traceback
 from collections import Counter
@@ -40,10 +39,8 @@ import numpy as np
 from rewardkit.runtime.inputs import BadRecord, InputError, read_numbered, spool_stream
 from rewardkit.runtime.output import (  # noqa: F401  (JobError, rejects_path, repair_jsonl, ... re-exported)
     JobError,
+    JobOutput,
     OutputLock,
-    append_lines,
-    check_not_input,
-    check_output,
     dump_row,
     file_kind,
     input_digest,
@@ -54,8 +51,6 @@ from rewardkit.runtime.output import (  # noqa: F401  (JobError, rejects_path, r
     repair_jsonl,
     retry_path,
     scorer_config,
-    stale_temp_files,
-    write_atomic,
 )
 from rewardkit.scoring import Scorer, reward_diversity
 from rewardkit.types import Cost, Group, GroupScore, Status, lone_surrogate
@@ -243,9 +238,10 @@ def score_file(inp: str | Path, scorer: Scorer, out: str | Path, *, batch_size: 
     """Score every group of ``inp`` into ``out`` (JSONL), resuming if ``out`` already has this job's rows.
 
     Everything that can refuse the job (the input, ``out`` and its side files, the lock, the records) is
-    checked before anything is created beside ``out``: a refused job leaves its folder as it was. Missing
-    folders above ``out`` are created (``on_mkdir(topmost)`` is told, once) and removed again if the job then
-    fails before writing. ``OUT.lock`` is removed when the job ends.
+    checked before anything is created beside ``out``: a refused job leaves its folder as it was. ``out`` is
+    owned by a ``JobOutput`` (its rules: ``rewardkit.runtime.output``); a path that names a folder (``x/``)
+    is refused. Missing folders above ``out`` are created (``on_mkdir(topmost)`` is told, once) and removed
+    again if the job then fails before writing. ``OUT.lock`` is removed when the job ends.
 
     ``options``: the options the scorer was built with, for the manifest when it has no ``options``
     dataclass. ``executor``: see the module docstring. ``on_start(total, already_done)`` and
@@ -254,15 +250,12 @@ def score_file(inp: str | Path, scorer: Scorer, out: str | Path, *, batch_size: 
     """
     batch_size = positive_int("--batch-size", batch_size)
     limit = None if limit is None else positive_int("--limit", limit)
-    inp, out = Path(inp), Path(out)
+    inp = Path(inp)
     kind = file_kind(inp, follow=True)
     if kind is None:
         raise FileNotFoundError(f"{inp}: no such file or directory")
     if kind not in ("regular file", "directory", PIPE):
         raise JobError(f"{inp}: is a {kind}, not a file of rows; save them to a file and score that")
-    if out.is_dir() and not out.is_symlink():
-        raise JobError(f"{out}: is a directory; --out must be a file")
-    check_not_input(inp, out)  # before any file is created
     name = getattr(scorer, "name", type(scorer).__name__)
     state = {"scoring": False}
     kw = dict(batch_size=batch_size, skip_bad=skip_bad, group_key=group_key, fmt=fmt, limit=limit, restart=restart,
@@ -271,6 +264,7 @@ def score_file(inp: str | Path, scorer: Scorer, out: str | Path, *, batch_size: 
     try:
         if kind != PIPE:
             return _run_job(inp, scorer, out, name, state, on_mkdir=on_mkdir, **kw)
+        JobOutput(out, {}, inp=inp).check_path()  # before the pipe is read
         with tempfile.TemporaryDirectory(prefix="rewardkit-input-") as d:  # a pipe is read once: spool it
             spooled = Path(d) / "rows"
             return _run_job(inp, scorer, out, name, state, source=(spooled, spool_stream(inp, spooled)),
@@ -280,32 +274,17 @@ def score_file(inp: str | Path, scorer: Scorer, out: str | Path, *, batch_size: 
         raise JobError(f"{e.filename or out}: {e.strerror or e}{hint}") from None
 
 
-def _missing_folders(folder: Path) -> list[Path]:
-    """``folder`` and the folders above it that do not exist yet, topmost first; a JobError when the nearest
-    existing one is not a folder (``--out notes.txt/o.jsonl``)."""
-    missing = []
-    while not os.path.lexists(folder) and folder != folder.parent:
-        missing.append(folder)
-        folder = folder.parent
-    if not folder.is_dir():
-        raise JobError(f"{folder}: is a {file_kind(folder, follow=True) or 'broken link'}, not a folder; "
-                       "--out must lie in a folder")
-    return missing[::-1]
-
-
-def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, batch_size: int, skip_bad: bool,
-             group_key: str | None, fmt: str | None, limit: int | None, restart: bool, retry_failed: bool,
-             options: dict[str, Any] | None, executor: Executor | None,
+def _run_job(inp: Path, scorer: Scorer, out: str | Path, name: str, state: dict, *, batch_size: int,
+             skip_bad: bool, group_key: str | None, fmt: str | None, limit: int | None, restart: bool,
+             retry_failed: bool, options: dict[str, Any] | None, executor: Executor | None,
              on_start: Callable[[int, int], None] | None, on_batch: Callable[[int], None] | None,
              on_mkdir: Callable[[Path], None] | None, source: tuple[Path, str] | None = None,
              fields: dict[str, str] | None = None, with_texts: bool = False) -> JobSummary:
-    """Check everything, create the folders, then the job under the lock. ``source``: (spooled copy,
+    """Claim the output, read the records, then the job under the output's lock. ``source``: (spooled copy,
     SHA-256) of an input that was a pipe."""
-    created = _missing_folders(out.parent)
     manifest = job_manifest(scorer, inp, options=options, fmt=fmt, group_key=group_key,
                             digest=source[1] if source else None, fields=fields, with_texts=with_texts)
-    check_output(inp, out, manifest, restart)  # refuses anything that is not ours, untouched
-    OutputLock.check(out)  # a foreign lock, or another job's: refused before anything is created
+    output = JobOutput(out, manifest, restart=restart, inp=inp).claim()  # refuses, creating nothing
     groups, bad = load_groups(inp, skip_bad=skip_bad, group_key=group_key, fmt=fmt, limit=limit,
                               source=source[0] if source else None, fields=fields)
     if not groups:
@@ -314,51 +293,20 @@ def _run_job(inp: Path, scorer: Scorer, out: Path, name: str, state: dict, *, ba
         else:
             what = "it holds no records" + (" (a pipe: was its writer open?)" if source else "")
         raise JobError(f"{inp}: no groups to score: {what}")
-    for d in created:
-        d.mkdir(exist_ok=True)
-    if created and on_mkdir:
-        on_mkdir(created[0])
-    try:
-        with OutputLock(out):
-            # checked again under the lock: another job may have written OUT since
-            fresh = check_output(inp, out, manifest, restart)
-            for base in (out, manifest_path(out)):  # staging files of a rewrite killed before its rename
-                for tmp in stale_temp_files(base):
-                    tmp.unlink(missing_ok=True)
-            if fresh:  # check_output found a manifest beside them, or none of them exists: ours to remove
-                for p in (out, rejects_path(out), retry_path(out), manifest_path(out)):
-                    p.unlink(missing_ok=True)
-            if not manifest_path(out).exists():
-                write_atomic(manifest_path(out), (json.dumps(manifest, indent=1) + "\n").encode())
-            created = []  # the job has written: its folders stay
-            return _score_groups(groups, bad, scorer, out, name, state, batch_size=batch_size,
-                                 retry_failed=retry_failed, executor=executor, on_start=on_start, on_batch=on_batch,
-                                 with_texts=with_texts)
-    finally:
-        for d in reversed(created):  # refused before writing: the folders made for it go again (if empty)
-            try:
-                d.rmdir()
-            except OSError:
-                break
+    with output.open(on_mkdir):
+        return _score_groups(groups, bad, scorer, output, name, state, batch_size=batch_size,
+                             retry_failed=retry_failed, executor=executor, on_start=on_start, on_batch=on_batch,
+                             with_texts=with_texts)
 
 
-def _score_groups(groups: list[Group], bad: list[BadRecord], scorer: Scorer, out: Path, name: str, state: dict, *,
-                  batch_size: int, retry_failed: bool, executor: Executor | None,
+def _score_groups(groups: list[Group], bad: list[BadRecord], scorer: Scorer, output: JobOutput, name: str,
+                  state: dict, *, batch_size: int, retry_failed: bool, executor: Executor | None,
                   on_start: Callable[[int, int], None] | None,
                   on_batch: Callable[[int], None] | None, with_texts: bool = False) -> JobSummary:
     """Append the rows of the groups not yet done (under the lock, the manifest written)."""
-    last: dict[str, dict] = {}
-    rows = repair_jsonl(out)
-    for r in rows:
-        last[r.get("id")] = r
-    journal = retry_path(out)  # rows of a --retry-failed run not yet merged into OUT
-    journaled = repair_jsonl(journal)
-    for r in journaled:
-        last[r.get("id")] = r
+    last = output.done()
     if bad:
-        rp = rejects_path(out)
-        known = {(r.get("path"), r.get("line"), r.get("field")) for r in repair_jsonl(rp)}
-        append_lines(rp, [dump_row(b.to_row()) for b in bad if (b.path, b.line, b.field) not in known])
+        output.reject(b.to_row() for b in bad)
     retry = {gid for gid, r in last.items() if _failed(r)} if retry_failed else set()
     todo = [g for g in groups if g.id not in last or g.id in retry]
     if on_start:
@@ -367,8 +315,6 @@ def _score_groups(groups: list[Group], bad: list[BadRecord], scorer: Scorer, out
                          rejected=len(bad))
     batches = (todo[i:i + batch_size] for i in range(0, len(todo), batch_size))
     run = executor or local_executor(scorer)
-    # a retry never appends to OUT: its rows go to the journal, so OUT holds one row per group at every moment
-    target = journal if retry or journaled else out
     state["scoring"] = True
     expected = iter(range(0, len(todo), batch_size))
     for batch, scores in run(batches):
@@ -380,25 +326,13 @@ def _score_groups(groups: list[Group], bad: list[BadRecord], scorer: Scorer, out
             if r.get("exception"):
                 summary.exceptions += 1
                 summary.first_exception = summary.first_exception or f"group {g.id!r}: {r['messages'][0]}"
-        append_lines(target, [dump_row(r) for r in new])
-        if target is out:
-            rows.extend(new)
-        for r in new:
-            last[r["id"]] = r
+        output.append(new, journal=bool(retry))  # a retry never appends to OUT: its rows go to the journal
         summary.scored_now += len(batch)
         if on_batch:
             on_batch(len(batch))
     if next(expected, None) is not None:
         raise RuntimeError("executor stopped before the last batch")
-    ids = [g.id for g in groups]
-    known = set(ids)
-    order = [gid for gid in ids if gid in last] + [gid for gid in last if gid not in known]
-    if journal.exists() or [r.get("id") for r in rows] != order:  # one row per group, input order
-        final = [last[gid] for gid in order]
-        write_atomic(out, b"".join(dump_row(r) for r in final))  # the journal's rows merged in one rename
-        rows = final
-    journal.unlink(missing_ok=True)
-    return summarize(rows, summary)
+    return summarize(output.merge([g.id for g in groups]), summary)
 
 
 def _where(b: BadRecord) -> tuple[str, int | None, str | None, str]:

@@ -1,4 +1,5 @@
-"""The files a scoring job owns beside its output ``OUT``: the manifest, the lock, atomic rewrites, repair.
+"""A job's output ``OUT`` and the files beside it, owned by one ``JobOutput`` (``rewardkit score`` and
+``rewardkit eval generate`` alike): the manifest, the lock, atomic rewrites, repair, the retry merge.
 
 ``OUT.manifest.json`` records what produced the rows (scorer, options, judge spec, input path and SHA-256,
 rewardkit version) and is written atomically before the first row; ``OUT.lock`` carries an exclusive
@@ -7,11 +8,13 @@ journals the rows of a ``--retry-failed`` run until they are merged into ``OUT``
 
 A file is rewardkit's only if rewardkit made it: ``OUT`` and its side files only when a rewardkit manifest
 lies beside them, ``OUT.lock`` only when it holds a rewardkit lock record. Anything else (a file without a
-manifest, an empty one, a device, a FIFO, a symbolic link) is refused and never touched.
+manifest, an empty one, a device, a FIFO, a symbolic link) is refused and never touched, and so is a path that
+names a folder (``x/``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import hashlib
@@ -20,7 +23,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -219,22 +222,36 @@ def scorer_config(scorer: Scorer, options: dict[str, Any] | None = None) -> dict
 def job_manifest(scorer: Scorer, inp: str | Path, *, options: dict[str, Any] | None = None,
                  fmt: str | None = None, group_key: str | None = None, digest: str | None = None,
                  fields: dict[str, str] | None = None, with_texts: bool = False) -> dict[str, Any]:
-    """What a job's rows depend on; a resumed job must match it field for field (the path is informative).
+    """What a scoring job's rows depend on; a resumed job must match it field for field (the path is informative).
 
     ``digest``: the input's SHA-256 when already known (a pipe is hashed as it is read, once)."""
+    opts = scorer_config(scorer, options)
+    return output_manifest("score", getattr(scorer, "name", type(scorer).__name__), opts, inp,
+                           digest or input_digest(inp), fmt=fmt, group_key=group_key, fields=fields,
+                           with_texts=with_texts)
+
+
+def output_manifest(job: str, name: str | None, options: dict[str, Any], inp: str | Path | None,
+                    digest: str | None, *, fmt: str | None = None, group_key: str | None = None,
+                    fields: dict[str, str] | None = None, with_texts: bool = False) -> dict[str, Any]:
+    """The manifest of any job that writes an output (``score``, ``eval generate``): the job, its scorer or
+    model, its options (values shown as ``_plain`` shows them: credentials masked), its input."""
     from rewardkit.version import __version__
 
-    opts = scorer_config(scorer, options)
-    sha = digest or input_digest(inp)
-    where = Path(inp).resolve() if file_kind(inp, follow=True) in ("regular file", "directory") else inp
-    return {"rewardkit_output": MANIFEST_FORMAT, "rewardkit_version": __version__,
-            "scorer": getattr(scorer, "name", type(scorer).__name__), "options": opts,
-            "judge": opts.get("judge"), "input": {"path": str(where), "sha256": sha},
+    opts = {k: _plain(v) for k, v in sorted(options.items())}
+    where = inp
+    if inp is not None and file_kind(inp, follow=True) in ("regular file", "directory"):
+        where = Path(inp).resolve()
+    return {"rewardkit_output": MANIFEST_FORMAT, "rewardkit_version": __version__, "job": job,
+            "scorer": name, "options": opts, "judge": opts.get("judge"),
+            "input": {"path": None if where is None else str(where), "sha256": digest},
             "format": fmt, "group_key": group_key, "fields": fields or None, "with_texts": with_texts or None}
 
 
 def _mismatch(old: dict, new: dict) -> list[str]:
     out = []
+    if old.get("job", "score") != new.get("job", "score"):  # manifests before the "job" field: score's
+        out.append(f"job {json.dumps(old.get('job', 'score'))} (now {json.dumps(new.get('job', 'score'))})")
     for k in ("rewardkit_output", "rewardkit_version", "scorer", "options", "judge", "format", "group_key", "fields",
               "with_texts"):
         if old.get(k) != new.get(k):
@@ -418,3 +435,153 @@ def _names(path: Path, fd: int) -> bool:
     except FileNotFoundError:
         return False
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+# ------------------------------------------------------------------------------------ the owner
+
+
+def _names_a_folder(raw: str) -> bool:
+    """Whether the path as written names a folder whatever is there: a trailing separator, ``.``, ``..``, ``x/.``
+    (``pathlib`` drops a trailing ``/`` and ``/.``, so this reads the text as given)."""
+    seps = "/" + (os.sep if os.sep != "/" else "") + (os.altsep or "")
+    last = re.split(f"[{re.escape(seps)}]", raw)[-1]
+    return last in ("", ".", "..")
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and the folders above it that do not exist yet, topmost first; a JobError when the nearest
+    existing one is not a folder (``--out notes.txt/o.jsonl``)."""
+    missing = []
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    if not folder.is_dir():
+        raise JobError(f"{folder}: is a {file_kind(folder, follow=True) or 'broken link'}, not a folder; "
+                       "--out must lie in a folder")
+    return missing[::-1]
+
+
+class JobOutput:
+    """The one owner of a job's output ``OUT`` (``rewardkit score`` and ``rewardkit eval generate`` alike, as
+    lm-eval's ``EvaluationTracker`` owns its output path): every rule about ``OUT`` lives here.
+
+    ``claim()`` makes every check and creates nothing: a path that names a folder, the input itself, a file no
+    rewardkit job wrote (no manifest beside it) or another job's (another manifest), a foreign or held lock
+    are refused and left byte for byte as they were. ``open()`` then creates the missing folders, takes the
+    lock, checks again under it, starts over where it must and writes the manifest before the first row; the
+    folders it made go again if the job fails before that. Under the lock: ``done()`` (the rows already
+    written, a half-written last line cut off), ``append()`` (rows, flushed and fsync'd), ``reject()`` (input
+    records set aside) and ``merge()`` (one row per id in the input's order, the retry journal merged by one
+    atomic rename)::
+
+        out = JobOutput(path, manifest, restart=False, inp=input_path).claim()
+        with out.open():
+            done = out.done()
+            out.append(new_rows, journal=retrying)
+            out.merge(ids)
+    """
+
+    def __init__(self, path: str | Path, manifest: dict[str, Any], *, restart: bool = False,
+                 inp: str | Path | None = None) -> None:
+        self.raw = os.fspath(path)
+        self.path = Path(path)
+        self.manifest = manifest
+        self.restart = restart
+        self.inp = None if inp is None else Path(inp)
+        self.last: dict[Any, dict] = {}  # the last row of each id: OUT's, then the journal's, then this run's
+        self._rows: list[dict] = []  # OUT's rows, in file order
+        self._folders: list[Path] = []
+        self._journaled = False
+
+    @property
+    def journal(self) -> Path:
+        return retry_path(self.path)
+
+    def claim(self) -> JobOutput:
+        """Refuse, creating nothing, every ``OUT`` this job may not write (see the class docstring)."""
+        self.check_path()
+        check_output(self.inp, self.path, self.manifest, self.restart)  # refuses what is not ours, untouched
+        OutputLock.check(self.path)  # a foreign lock, or another job's
+        return self
+
+    def check_path(self) -> None:
+        """The checks that need no manifest (made before a piped input is read): a path that names a folder,
+        the input itself or a file inside it, a missing folder above it below something that is no folder."""
+        out = self.path
+        if out.is_dir() and not out.is_symlink():
+            raise JobError(f"{self.raw}: is a directory; --out must be a file")
+        if _names_a_folder(self.raw):
+            raise JobError(f"{self.raw}: names a folder (a path ending in '/', '.' or '..'); --out must be a file")
+        if self.inp is not None and file_kind(self.inp, follow=True) in ("regular file", "directory"):
+            check_not_input(self.inp, out)
+        self._folders = _missing_folders(out.parent)
+
+    @contextlib.contextmanager
+    def open(self, on_mkdir: Callable[[Path], None] | None = None) -> Iterator[JobOutput]:
+        """Folders, lock, the checks again under it, a fresh start where the manifest differs (``restart``) or
+        none was there, the manifest; the lock is released (and ``OUT.lock`` removed) when the block ends."""
+        created = list(self._folders)
+        for d in created:
+            d.mkdir(exist_ok=True)
+        if created and on_mkdir:
+            on_mkdir(created[0])
+        try:
+            with OutputLock(self.path):
+                out = self.path
+                fresh = check_output(self.inp, out, self.manifest, self.restart)  # another job may have written
+                for base in (out, manifest_path(out)):  # staging files of a rewrite killed before its rename
+                    for tmp in stale_temp_files(base):
+                        tmp.unlink(missing_ok=True)
+                if fresh:  # a manifest lies beside them, or none of them exists: ours to remove
+                    for p in (out, rejects_path(out), self.journal, manifest_path(out)):
+                        p.unlink(missing_ok=True)
+                if not manifest_path(out).exists():
+                    write_atomic(manifest_path(out), (json.dumps(self.manifest, indent=1) + "\n").encode())
+                created = []  # the job has written: its folders stay
+                yield self
+        finally:
+            for d in reversed(created):  # refused before writing: the folders made for it go again (if empty)
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
+
+    def done(self) -> dict[Any, dict]:
+        """The last row of each id already written: ``OUT``'s, then the retry journal's (half-written last
+        lines cut off: the file is known to be this job's)."""
+        self._rows = repair_jsonl(self.path)
+        journaled = repair_jsonl(self.journal)
+        self._journaled = bool(journaled)
+        self.last = {}
+        for r in [*self._rows, *journaled]:
+            self.last[r.get("id")] = r
+        return dict(self.last)
+
+    def reject(self, rows: Iterable[dict]) -> None:
+        """Append rejected input records to ``OUT.rejects.jsonl``, each (path, line, field) once."""
+        rp = rejects_path(self.path)
+        known = {(r.get("path"), r.get("line"), r.get("field")) for r in repair_jsonl(rp)}
+        append_lines(rp, [dump_row(r) for r in rows if (r.get("path"), r.get("line"), r.get("field")) not in known])
+
+    def append(self, rows: list[dict], *, journal: bool = False) -> None:
+        """Append rows (flush + fsync). ``journal`` (a retry) or a journal left by a killed retry: into the
+        journal, never into ``OUT``, so ``OUT`` holds one row per id at every moment."""
+        into_journal = journal or self._journaled
+        append_lines(self.journal if into_journal else self.path, [dump_row(r) for r in rows])
+        self._journaled = self._journaled or (into_journal and bool(rows))
+        if not into_journal:
+            self._rows.extend(rows)
+        for r in rows:
+            self.last[r.get("id")] = r
+
+    def merge(self, ids: list) -> list[dict]:
+        """Make ``OUT`` one row per id, ``ids``' order first (then ids only ``OUT`` has), the journal's rows
+        merged, by one atomic rename when anything differs; the journal is then removed. Returns the rows."""
+        known = set(ids)
+        order = [i for i in ids if i in self.last] + [i for i in self.last if i not in known]
+        rows = self._rows
+        if self.journal.exists() or [r.get("id") for r in rows] != order:
+            rows = [self.last[i] for i in order]
+            write_atomic(self.path, b"".join(dump_row(r) for r in rows))
+        self.journal.unlink(missing_ok=True)
+        return rows

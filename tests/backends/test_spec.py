@@ -94,9 +94,10 @@ CLI = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import mai
 
 
 def test_redact_masks_url_passwords_tokens_and_key_parameters():
+    parse_spec("http://h/v1?timeout=1")  # the options of a parsed backend's spec are shown (the others masked)
     assert redact(f"http://user:{MARKER}@h:8/v1?model=m") == "http://***@h:8/v1?model=m"
     assert redact(f"judge at https://{MARKER}@h/v1 failed") == "judge at https://***@h/v1 failed"
-    assert redact(f"http://h/v1?timeout=3&api_key={MARKER}&x=1") == "http://h/v1?timeout=3&api_key=***&x=1"
+    assert redact(f"http://h/v1?timeout=3&api_key={MARKER}&x=1") == "http://h/v1?timeout=3&api_key=***&x=***"
     assert redact(f"openai:gpt@http://u:{MARKER}@h/v1") == "openai:gpt@http://***@h/v1"
     for plain in ("smollm2?dtype=bfloat16", "http:judge@http://127.0.0.1:8000/v1", "vllm:Org/Model"):
         assert redact(plain) == plain

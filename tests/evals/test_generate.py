@@ -1,6 +1,9 @@
 """`rewardkit eval generate`: a scripted backend for resumability and failures, the embedded model once."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from rewardkit.cli.app import app
@@ -9,6 +12,7 @@ from rewardkit.evals.loaders import MATH_INSTRUCTION, load_benchmark
 from typer.testing import CliRunner
 
 from rewardkit.backends import Completion, JudgeBackend
+from rewardkit.runtime.output import JobError
 from rewardkit.types import Status
 
 
@@ -78,3 +82,69 @@ def test_a_second_writer_is_refused(tmp_path):
     with OutputLock(out), pytest.raises(JobError, match="another rewardkit job"):
         generate_rollouts(load_benchmark("aime24", limit=1), Scripted(), out, n=1)
     assert not out.exists() or out.read_text() == ""
+
+
+# ------------------------------------------------------------------ the output's owner (issue 35)
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv.pop(1)); import conftest; "
+       "from rewardkit.cli.app import main; main()", str(ROOT)]
+MINE = b'{"id": "mine-1", "note": "my data"}\n{"id": "mine-2", "note": "the last record, no newline"}'
+
+
+def _listing(folder: Path) -> list:
+    return sorted((str(p.relative_to(folder)), p.read_bytes() if p.is_file() else None) for p in folder.rglob("*"))
+
+
+def test_cli_generate_refuses_a_file_no_rewardkit_job_wrote_and_leaves_it_byte_identical(tmp_path):
+    """Issue 35's repro. Before: the last record (no trailing newline) was cut away and a generated row appended
+    to the user's data, exit 0."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from reliability_probe import recording_judge
+
+    from rewardkit.http_server import BackgroundServer
+
+    (tmp_path / "mine.jsonl").write_bytes(MINE)
+    before = _listing(tmp_path)
+    seen: list = []
+    with BackgroundServer(recording_judge(seen)) as up:
+        r = subprocess.run([*CLI, "eval", "generate", up.url + "/v1", "gsm8k", "--limit", "1", "--n", "1",
+                            "--out", "mine.jsonl"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert r.stderr.splitlines() == ["error: mine.jsonl: exists and is not a rewardkit output (no "
+                                     "mine.jsonl.manifest.json); left as it is: move it away or choose another --out"]
+    assert _listing(tmp_path) == before and (tmp_path / "mine.jsonl").read_bytes() == MINE
+    assert seen == []  # refused before the model was asked anything
+
+
+@pytest.mark.parametrize("content", [MINE, b"", MINE + b"\n"])
+def test_generate_never_touches_a_file_without_a_manifest(tmp_path, content):
+    out = tmp_path / "r.jsonl"
+    out.write_bytes(content)
+    be = Scripted()
+    with pytest.raises(JobError, match="not a rewardkit output"):
+        generate_rollouts(load_benchmark("aime24", limit=1), be, out, n=1)
+    assert out.read_bytes() == content and [p.name for p in tmp_path.iterdir()] == ["r.jsonl"] and be.seen == []
+
+
+def test_generate_resumes_only_its_own_job_and_restarts_on_request(tmp_path):
+    probs = load_benchmark("aime24", limit=2)
+    out = tmp_path / "r.jsonl"
+    generate_rollouts(probs[:1], Scripted(), out, n=1)
+    first = out.read_bytes()
+    with pytest.raises(JobError, match='written by another job: options .*"n": 1.*now .*"n": 2'):
+        generate_rollouts(probs, Scripted(), out, n=2)  # other sampling settings: not this job's rows
+    assert out.read_bytes() == first
+    s = generate_rollouts(probs, Scripted(), out, n=1)  # the same job: resumed
+    assert (s.skipped_done, s.generated_now) == (1, 1)
+    s = generate_rollouts(probs, Scripted(), out, n=2, restart=True)
+    assert s.generated_now == 2 and all(len(json.loads(x)["responses"]) == 2 for x in out.read_text().splitlines())
+
+
+def test_generate_never_writes_over_its_benchmark_file(tmp_path):
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(json.dumps({"id": "q1", "problem": "1+1?", "answer": "2"}) + "\n")
+    before = bench.read_bytes()
+    with pytest.raises(JobError, match="would write over or into the input"):
+        generate_rollouts(load_benchmark(bench), Scripted(), bench, n=1, bench=str(bench))
+    assert bench.read_bytes() == before
