@@ -114,6 +114,15 @@ def test_clusters_merge_equivalent_answers():
     assert ids[3] is None
 
 
+def test_clusters_match_in_either_direction():
+    # math-verify is asymmetric (gold first): x>2 as gold accepts the interval, the interval as gold refuses x>2
+    assert equivalent("x>2", r"(2,\infty)") is True and equivalent(r"(2,\infty)", "x>2") is False
+    # an answer joins a cluster when it matches the representative either way, whichever came first
+    assert cluster_answers([r"(2,\infty)", "x>2"]) == [0, 0]
+    assert cluster_answers(["x>2", r"(2,\infty)"]) == [0, 0]
+    assert cluster_answers(["7", r"(2,\infty)", None, "x>2", "7"]) == [0, 1, None, 1, 0]
+
+
 def test_checks_work_off_the_main_thread():
     # math-verify's own timeout uses SIGALRM, which raises off the main thread; ours must not.
     checker = AnswerChecker(workers=1)

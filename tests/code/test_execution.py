@@ -132,6 +132,17 @@ def test_time_limit_per_test_on_stdin_and_functional():
     assert grade(f, "def f(x):\n    while True: pass", GradeConfig(timeout=1)).results == [Code.TIME_LIMIT]
 
 
+@pytest.mark.slow
+def test_the_whole_runs_budget_grows_with_the_number_of_tests():
+    # LiveCodeBench's timeout is per test: 48 tests of 0.25 s each at timeout 1 s pass, though together they
+    # take 12 s, longer than one test's timeout plus the sandbox's 10 s margin (a run budget of timeout alone).
+    from rewardkit.code.execution import TestCase
+
+    p = Problem("t", "stdin", tests=tuple(TestCase(str(i), str(i)) for i in range(48)))
+    r = grade(p, "import time\nx = input()\ntime.sleep(0.25)\nprint(x)", GradeConfig(timeout=1))
+    assert r.results == [Code.PASSED] * 48, r.reason
+
+
 def test_output_comparison_follows_livecodebench():
     assert stdout_equal("3\n", "3")[0] and stdout_equal("  1 2  \n3\n\n", "1 2\n3")[0]
     assert stdout_equal("0.50\n", "0.5")[0]  # numeric lines compare as Decimals

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from rewardkit.grpo.losses import aggregate, cispo_loss, grpo_loss, k3_kl
+from rewardkit.grpo.losses import aggregate, cispo_loss, grpo_loss, k3_kl, mixed_loss
 
 # The toy policy: one free logit vector z over a 2-token vocabulary, shared by every position, so
 # log pi(0) = z0 - logsumexp(z) and, at z = (0, 0), p = (1/2, 1/2) and
@@ -132,3 +132,96 @@ def test_shape_and_option_errors_are_explicit():
         cispo_loss(z, z, torch.zeros(2), torch.ones(2, 3, dtype=torch.bool), eps_low=-1)
     with pytest.raises(ValueError, match="option 'norm'"):
         aggregate(z, torch.ones(2, 3, dtype=torch.bool), "bogus")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------- asymmetric clips (mutation-tested)
+
+
+def _one_token(ratio: float, adv: float):
+    """Log-probs of one token whose importance ratio pi_theta / pi_old is ``ratio`` (pi_old = 1/2)."""
+    logp = torch.tensor([[math.log(0.5 * ratio)]], requires_grad=True)
+    return logp, torch.tensor([[math.log(0.5)]]), torch.tensor([adv]), torch.tensor([[True]])
+
+
+@pytest.mark.parametrize("ratio, adv, expected, learns", [
+    # DAPO's clip-higher as RARO (App. C.1) and the Dr. GRPO preset use it: eps_low = 0.2, eps_high = 0.28.
+    (1.25, +1.0, 1.25, True),    # r A inside [0.8, 1.28]: unclipped, still learns (0.2 on both sides clips at 1.2)
+    (1.30, +1.0, 1.28, False),   # above 1 + eps_high with A > 0: clipped, no gradient
+    (0.75, -1.0, -0.80, False),  # below 1 - eps_low with A < 0: min(-0.75, -0.8) = -0.8, clipped, no gradient
+    (0.75, +1.0, 0.75, True),    # below 1 - eps_low with A > 0: the min keeps r A, which learns
+    (1.25, -1.0, -1.25, True),   # above 1 + eps with A < 0: the min keeps r A
+])
+def test_grpo_clip_is_asymmetric_low_02_high_028(ratio, adv, expected, learns):
+    logp, old, a, m = _one_token(ratio, adv)
+    loss, stats = grpo_loss(logp, old, a, m, eps_low=0.2, eps_high=0.28)
+    assert -loss.item() == pytest.approx(expected, abs=1e-6)
+    loss.backward()
+    assert (float(logp.grad.abs().sum()) > 0) is learns
+    assert stats["clip_fraction"] == (0.0 if 0.8 <= ratio <= 1.28 else 1.0)
+
+
+@pytest.mark.parametrize("ratio, weight", [(2.5, 2.5), (3.5, 3.0), (0.5, 0.5)])
+def test_cispo_default_clip_is_1_below_2_above(ratio, weight):
+    # CISPO's defaults (Reasoning Arena App. C): rho_hat = clip(r, 1 - 1.0, 1 + 2.0) = clip(r, 0, 3), a stop-gradient
+    # weight on A log pi: the gradient of -loss wrt log pi is rho_hat * A (with 2.0 below and 1.0 above it would be
+    # clip(r, -1, 2): 2.0 at r = 2.5)
+    logp, old, a, m = _one_token(ratio, 1.0)
+    loss, _ = cispo_loss(logp, old, a, m)
+    loss.backward()
+    assert -float(logp.grad) == pytest.approx(weight, rel=1e-6)
+
+
+def test_clip_fraction_counts_each_side_with_its_own_epsilon():
+    # ratios 0.75 (below 1 - 0.2), 1.25 (inside, below 1 + 0.28) and 1.3 (above): 2 of 3 tokens clipped
+    logp = torch.log(torch.tensor([[0.75, 1.25, 1.3]]) * 0.5)
+    old = torch.full((1, 3), math.log(0.5))
+    _, stats = grpo_loss(logp, old, torch.tensor([1.0]), torch.ones(1, 3, dtype=torch.bool), eps_low=0.2, eps_high=0.28)
+    assert stats["clip_fraction"] == pytest.approx(2 / 3)
+
+
+# ------------------------------------------------------------------- RARO's objective weights (mutation-tested)
+
+
+def _two_objectives():
+    """Two rows, one per objective (0 = policy, 1 = critic), with different tokens so their gradients differ."""
+    z = torch.zeros(2, requires_grad=True)
+    logp = _logp(z, [[0, 0], [1, 0]])
+    return z, logp, logp.detach(), torch.tensor([1.0, 1.0]), torch.ones(2, 2, dtype=torch.bool), torch.tensor([0, 1])
+
+
+def _mixed_grad(weights, **kw) -> torch.Tensor:
+    z, logp, old, adv, mask, part = _two_objectives()
+    loss, _ = mixed_loss("cispo", logp, old, adv, mask, part, weights, eps_low=1.0, eps_high=2.0, **kw)
+    loss.backward()
+    return z.grad
+
+
+def test_mixed_loss_weights_each_objective_by_its_lambda():
+    # RARO Alg. 2 line 17: lambda_pol J_pol + lambda_crit J_crit; Table 5's DeepMath weights are 1/9 and 8/9.
+    # The loss is linear in the weights, so the gradient is 1/9 g_pol + 8/9 g_crit with g_k the gradient of
+    # objective k alone (weights (1, 0) and (0, 1)).
+    g_pol, g_crit = _mixed_grad([1.0, 0.0]), _mixed_grad([0.0, 1.0])
+    assert not torch.allclose(g_pol, g_crit)  # the two rows pull differently
+    assert torch.allclose(_mixed_grad([1 / 9, 8 / 9]), g_pol / 9 + 8 * g_crit / 9, atol=1e-7)
+    assert torch.allclose(_mixed_grad([0.5, 0.5]), (g_pol + g_crit) / 2, atol=1e-7)
+
+
+def test_mixed_loss_weights_do_not_depend_on_row_counts():
+    # each objective is averaged over its own rows first: three copies of the critic row weigh as one
+    z, logp, old, adv, mask, part = _two_objectives()
+    rows = torch.tensor([0, 1, 1, 1])
+    loss3, _ = mixed_loss("cispo", logp[rows], old[rows], adv[rows], mask[rows], part[rows], [1 / 9, 8 / 9],
+                          eps_low=1.0, eps_high=2.0)
+    loss1, _ = mixed_loss("cispo", logp, old, adv, mask, part, [1 / 9, 8 / 9], eps_low=1.0, eps_high=2.0)
+    assert loss3.item() == pytest.approx(loss1.item())
+
+
+def test_mixed_loss_one_objective_of_weight_one_is_the_policy_loss():
+    z, logp, old, adv, mask, _ = _two_objectives()
+    part = torch.tensor([0, 0])
+    mixed, _ = mixed_loss("grpo", logp, old, adv * torch.tensor([1.0, -0.5]), mask, part, [1.0],
+                          eps_low=0.2, eps_high=0.28)
+    single, _ = grpo_loss(logp, old, adv * torch.tensor([1.0, -0.5]), mask, eps_low=0.2, eps_high=0.28, norm="token")
+    assert mixed.item() == pytest.approx(single.item())
+    with pytest.raises(ValueError, match="max_tokens"):
+        mixed_loss("grpo", logp, old, adv, mask, part, [1.0, 1.0], eps_low=0.2, eps_high=0.2, max_tokens=[4])

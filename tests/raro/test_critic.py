@@ -110,6 +110,16 @@ def test_expected_rewards_match_sampling_in_the_limit():
     assert e_pol == pytest.approx(0.5 + 0.6 * 0.3)
 
 
+@pytest.mark.parametrize("pos", [1, 2])
+def test_expected_rewards_use_each_sides_own_tie_reward(pos):
+    # Table 5: a tie pays the policy tau_pol = 0.6 and the critic tau_crit = 0.55. A sure tie pays each side its own tau.
+    assert expected_rewards([0.0, 0.0, 1.0], pos) == pytest.approx((0.6, 0.55), abs=1e-12)
+    assert expected_rewards([0.0, 0.0, 1.0], pos, tau_pol=0.3, tau_crit=0.9) == pytest.approx((0.3, 0.9), abs=1e-12)
+    # P(expert slot) = 0.2, P(policy slot) = 0.3, P(tie) = 0.5: E[R_pol] = 0.3 + 0.6 * 0.5, E[R_crit] = 0.2 + 0.55 * 0.5
+    probs = [0.2, 0.3, 0.5] if pos == 1 else [0.3, 0.2, 0.5]
+    assert expected_rewards(probs, pos) == pytest.approx((0.6, 0.475), abs=1e-12)
+
+
 def test_expert_positions_are_seeded_and_balanced():
     a = expert_positions(4000, seed=3, key="g")
     assert a == expert_positions(4000, seed=3, key="g")

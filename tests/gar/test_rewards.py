@@ -1,0 +1,50 @@
+"""GAR's discriminator rewards (paper sec. 3): R^a only where answer correctness is known, probabilities in [0, 1].
+
+Mutation-tested (benchmarks/mutation.py); the slice-level rewards' worked values are in test_slices.py."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rewardkit.gar.rewards import gan_reward, gan_slice_terms, judgment_rewards
+
+
+def test_no_alignment_term_when_the_traces_correctness_is_unknown():
+    # a NO verdict on a generated slice: the GAN term is log(1 - M_d) with M_d clipped to eps, about 0;
+    # R^a = 1 - |r^s - c| needs c, so an unknown correctness adds nothing (a wrong c=0 would add lambda4 * 1)
+    r = judgment_rewards([0.0], [False], [None])
+    assert r[0] == pytest.approx(math.log1p(-1e-6)) and abs(r[0]) < 1e-5
+    assert judgment_rewards([1.0], [False], [None])[0] == pytest.approx(math.log(1e-6))
+
+
+def test_alignment_term_follows_the_known_correctness():
+    # the same NO verdict: it agrees with a wrong answer (c = 0, +lambda4) and disagrees with a right one (+0)
+    wrong, right = judgment_rewards([0.0, 0.0], [False, False], [False, True], lambda4=0.5)
+    assert wrong == pytest.approx(0.5, abs=1e-5) and right == pytest.approx(0.0, abs=1e-5)
+    # a reference slice never has an R^a term, whatever its label says (sec. 3: R^a is over generated traces)
+    assert judgment_rewards([1.0], [True], [True], lambda4=0.5)[0] == pytest.approx(0.0, abs=1e-5)
+
+
+def test_lambdas_weigh_the_two_terms():
+    # R^dis = lambda3 R^d + lambda4 R^a: a YES on a generated slice whose answer is right
+    lam3, lam4 = 2.0, 0.25
+    r = judgment_rewards([1.0], [False], [True], lambda3=lam3, lambda4=lam4)[0]
+    assert r == pytest.approx(lam3 * math.log(1e-6) + lam4 * 1.0)
+
+
+@pytest.mark.parametrize("bad", [1.2, -0.1, 1.0000001, -1e-9])
+def test_probabilities_outside_0_1_are_refused(bad):
+    # M_d(x) is a probability: one above 1 or below 0 is a bug upstream, never clipped into range silently
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        gan_reward([bad], [0.5])
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        gan_reward([0.5], [bad])
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        gan_slice_terms([bad], [True])
+
+
+def test_probabilities_at_the_ends_of_the_range_are_accepted():
+    # hard verdicts 0 and 1 are in range: clipped to [eps, 1 - eps], each side's mean is (log(1 - eps) + log eps) / 2
+    assert gan_reward([1.0, 0.0], [0.0, 1.0]) == pytest.approx(math.log(1e-6) + math.log1p(-1e-6))
