@@ -32,6 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, ROOT, machine  # noqa: E402
 
 EQUIVALENT = ROOT / "benchmarks" / "mutation_equivalent.json"
+# Appended to the scratch copy's tests/conftest.py: a failing example is reported as found, not shrunk (a mutant only
+# has to fail; shrinking under a loaded CPU ran past mutmut's time limit), and the examples are the same every run.
+HYPOTHESIS_PROFILE = """
+
+from hypothesis import Phase, settings  # noqa: E402  (benchmarks/mutation.py)
+
+settings.register_profile("mutation", phases=[Phase.explicit, Phase.generate], deadline=None, database=None,
+                          derandomize=True)
+"""
 NOT_MUTATED = [r"^\s*raise\b", r"^\s*(log|logger|_log)\.\w+\(", r"^\s*warnings\.warn\("]
 
 
@@ -76,6 +85,16 @@ class Outcome:
     seconds: float = 0.0
 
 
+def _env() -> dict[str, str]:
+    """The environment of a run in a scratch copy: the shared data found from here (a copy in /tmp cannot find
+    it beside itself, and tests that need it would skip or fail to collect)."""
+    from rewardkit.evals.data import shared_dir
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["REWARDKIT_SHARED"] = str(shared_dir().resolve())
+    return env
+
+
 def _copy_checkout(dest: Path) -> None:
     """This checkout's tracked and untracked (not ignored) files, as they are now, into ``dest``."""
     if dest.exists():
@@ -98,7 +117,8 @@ def _config(t: Target) -> str:
     lines = ["[mutmut]", "source_paths=rewardkit", f"only_mutate={t.source}",
              "also_copy=\n    conftest.py\n    cli\n    evals",
              "pytest_add_cli_args_test_selection=\n" + "\n".join(f"    {x}" for x in t.tests),
-             "pytest_add_cli_args=\n    -p\n    no:cacheprovider",
+             "pytest_add_cli_args=\n    -p\n    no:cacheprovider\n    --hypothesis-profile=mutation",
+             "timeout_constant=3.0",  # seconds added to each mutant's estimated test time: the machine is shared
              "do_not_mutate_patterns=\n" + "\n".join(f"    {p}" for p in patterns)]
     return "\n".join(lines) + "\n"
 
@@ -128,9 +148,11 @@ def run_target(t: Target, workdir: Path, children: int) -> Outcome:
     work = workdir / t.source.replace("/", "_").removesuffix(".py")
     _copy_checkout(work)
     (work / "setup.cfg").write_text(_config(t))
+    with open(work / "tests" / "conftest.py", "a") as f:
+        f.write(HYPOTHESIS_PROFILE)
     # no PYTHONPATH: mutants/ does not exist yet when mutmut starts, and an import path cached as missing would
     # make the tests import the unmutated package; mutmut runs them from mutants/, whose conftest.py puts it first
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = _env()
     t0 = time.monotonic()
     res = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "mutmut", "run", "--max-children", str(children)],
                          cwd=work, env=env, capture_output=True, text=True)
@@ -229,14 +251,15 @@ def run_planted(p: Planted, workdir: Path) -> dict:
         raise RuntimeError(f"planted bug {p.name!r}: {p.old!r} occurs {clean.count(p.old)} times in {p.source}")
     path.write_text(clean.replace(p.old, p.new))
     try:
-        env = {**os.environ, "PYTHONPATH": str(work)}
+        env = {**_env(), "PYTHONPATH": str(work)}
         res = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                               "-rf", *p.tests], cwd=work, env=env, capture_output=True, text=True)
     finally:
         path.write_text(clean)
     failed = _FAILED.findall(res.stdout)
     return {"name": p.name, "source": p.source, "patch": [f"-{p.old}", f"+{p.new}"], "tests": list(p.tests),
-            "status": res.returncode, "caught": res.returncode == 1 and bool(failed), "caught_by": failed}
+            "status": res.returncode, "caught": res.returncode == 1 and bool(failed), "caught_by": failed,
+            "summary": res.stdout.strip().splitlines()[-1] if res.stdout.strip() else res.stderr[-500:]}
 
 
 # ------------------------------------------------------------------------------------------- report

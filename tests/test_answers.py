@@ -1,6 +1,7 @@
 import json
 import re
 import threading
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,14 @@ def test_clusters_merge_equivalent_answers():
     assert ids[0] == ids[1] == ids[4]
     assert ids[2] == ids[5] != ids[0]
     assert ids[3] is None
+
+
+def test_negative_fractions_keep_their_sign():
+    # the exact fast path reads -\frac{a}{b} and -a/b as negative numbers: never equal to their absolute value
+    assert plain_number(r"-\frac{3}{4}") == Fraction(-3, 4) and plain_number("-3/4") == Fraction(-3, 4)
+    assert plain_number(r"+\frac{3}{4}") == Fraction(3, 4)
+    assert equivalent(r"-\frac{1}{2}", "1/2") is False and equivalent(r"-\frac{1}{2}", "-0.5") is True
+    assert cluster_answers([r"-\frac{1}{2}", "0.5", "-1/2"]) == [0, 1, 0]
 
 
 def test_clusters_match_in_either_direction():
