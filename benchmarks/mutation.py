@@ -4,6 +4,7 @@ Each module is mutated in a scratch copy of this checkout with ONLY its own test
 mutant counts as killed only when the tests of its area catch it. mutmut maps each mutant to the tests that
 call its function and runs just those, forked from a process that has already imported everything.
 
+    pip install -e ".[mutation]"                        # mutmut 3
     python benchmarks/mutation.py                       # every module, in the order: ~40 min on the shared 2-core CPU
     python benchmarks/mutation.py --only gar/rewards.py # one module (a suffix of its path)
     python benchmarks/mutation.py --planted             # the twelve planted bugs, one at a time

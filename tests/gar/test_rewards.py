@@ -8,7 +8,14 @@ import math
 
 import pytest
 
-from rewardkit.gar.rewards import gan_reward, gan_slice_terms, judgment_rewards
+from rewardkit.gar.rewards import (
+    alignment_reward,
+    discriminator_reward,
+    gan_reward,
+    gan_slice_terms,
+    judgment_rewards,
+    reasoner_reward,
+)
 
 
 def test_no_alignment_term_when_the_traces_correctness_is_unknown():
@@ -48,3 +55,40 @@ def test_probabilities_outside_0_1_are_refused(bad):
 def test_probabilities_at_the_ends_of_the_range_are_accepted():
     # hard verdicts 0 and 1 are in range: clipped to [eps, 1 - eps], each side's mean is (log(1 - eps) + log eps) / 2
     assert gan_reward([1.0, 0.0], [0.0, 1.0]) == pytest.approx(math.log(1e-6) + math.log1p(-1e-6))
+
+
+def test_paper_default_lambdas_and_eps():
+    # sec. 3 defaults: lambda3 = 1, lambda4 = 0.5; a NO on a generated slice of a wrong trace agrees with it (R^a = 1)
+    assert judgment_rewards([0.0], [False], [False])[0] == pytest.approx(math.log1p(-1e-6) + 0.5)
+    # a YES on a reference slice: log(1 - eps) with eps = 1e-6, the clip that keeps a hard verdict finite
+    assert judgment_rewards([1.0], [True], [None])[0] == pytest.approx(math.log1p(-1e-6))
+    assert judgment_rewards([0.0], [True], [None])[0] == pytest.approx(math.log(1e-6))
+
+
+def test_a_lambda_of_zero_switches_a_term_off_and_a_negative_one_is_refused():
+    assert reasoner_reward(1.0, 0.5, lambda1=0.0) == 0.5 and reasoner_reward(1.0, 0.5, lambda2=0.0) == 1.0
+    assert discriminator_reward(-2.0, 0.5, lambda3=0.0) == 0.25 and discriminator_reward(-2.0, 0.5, lambda4=0.0) == -2.0
+    for kw in ({"lambda1": -0.1}, {"lambda2": -0.1}):
+        with pytest.raises(ValueError, match="lambdas must be >= 0"):
+            reasoner_reward(1.0, 1.0, **kw)
+    for kw in ({"lambda3": -0.1}, {"lambda4": -0.1}):
+        with pytest.raises(ValueError, match="lambdas must be >= 0"):
+            discriminator_reward(0.0, 0.0, **kw)
+
+
+def test_missing_probabilities_are_left_out_and_an_empty_side_is_refused():
+    terms = gan_slice_terms([0.9, None, float("nan"), 0.2], [True, True, False, False])
+    assert terms[0] == pytest.approx(math.log(0.9)) and terms[3] == pytest.approx(math.log(0.8))
+    assert math.isnan(terms[1]) and math.isnan(terms[2])
+    for ref, gen in (([0.5], []), ([], [0.5]), ([None], [0.5]), ([0.5], [float("nan")])):
+        with pytest.raises(ValueError, match="needs reference and generated slices"):
+            gan_reward(ref, gen)
+
+
+def test_mismatched_lengths_are_refused():
+    with pytest.raises(ValueError, match="2 probabilities for 1 labels"):
+        gan_slice_terms([0.5, 0.5], [True])
+    with pytest.raises(ValueError, match="2 traces, 1 labels"):
+        alignment_reward([[1.0], [0.0]], [True])
+    with pytest.raises(ValueError, match="2 scores, 2 kinds, 1 labels"):
+        judgment_rewards([1.0, 0.0], [True, False], [None])
