@@ -238,7 +238,7 @@ PLANTED = [
             "return -v if sign == \"-\" else v", "return v", ("tests/test_answers.py",)),
 ]
 
-_FAILED = re.compile(r"^FAILED (\S+?)(?: - |$)", re.M)
+_FAILED = re.compile(r"^FAILED (tests/.+?::.*?)(?: - .*)?$", re.M)  # test ids may hold spaces
 
 
 def run_planted(p: Planted, workdir: Path) -> dict:
@@ -312,10 +312,16 @@ def main() -> None:
     args.workdir.mkdir(parents=True, exist_ok=True)
     if args.planted:
         shutil.rmtree(args.workdir / "planted", ignore_errors=True)
-        bugs = [run_planted(p, args.workdir) for p in PLANTED]
-        for b in bugs:
-            print(f"{'caught' if b['caught'] else 'MISSED'}: {b['name']} by {b['caught_by']}", flush=True)
-        (RESULTS / "mutation_planted.json").write_text(json.dumps({"bugs": bugs}, indent=1) + "\n")
+        path = RESULTS / "mutation_planted.json"
+        bugs = json.loads(path.read_text())["bugs"] if path.exists() and args.only else []
+        for p in PLANTED:
+            if args.only is None or any(p.source.endswith(o) for o in args.only):
+                b = run_planted(p, args.workdir)
+                bugs = [x for x in bugs if x["name"] != b["name"]] + [b]
+                print(f"{'caught' if b['caught'] else 'MISSED'}: {b['name']} by {b['caught_by']}", flush=True)
+        order = [p.name for p in PLANTED]
+        bugs.sort(key=lambda b: order.index(b["name"]))
+        path.write_text(json.dumps({"bugs": bugs}, indent=1) + "\n")
     else:
         import mutmut
 
