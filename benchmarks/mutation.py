@@ -93,6 +93,9 @@ def _env() -> dict[str, str]:
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["REWARDKIT_SHARED"] = str(shared_dir().resolve())
+    # one thread per test process: torch's thread pool does not survive mutmut's fork() (with it a surviving mutant
+    # hung to its time limit and read as a timeout), and the 2 cores are shared
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     return env
 
 
@@ -298,7 +301,7 @@ def render() -> str:
                   "| planted bug | where | caught | by |", "|---|---|---|---|"]
         for p in data["bugs"]:
             by = "<br>".join(f"`{t}`" for t in p["caught_by"]) or "-"
-            lines.append(f"| {p['name']} | `{p['source']}` | {'yes' if p['caught'] else '**no**'} | {by} |")
+            lines.append(f"| {p['name'].replace('|', chr(92) + '|')} | `{p['source']}` | {'yes' if p['caught'] else '**no**'} | {by} |")
     return "\n".join(lines) + "\n"
 
 
