@@ -127,10 +127,21 @@ def _config(t: Target) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _diff(work: Path, key: str) -> list[str]:
-    """The changed lines ('-' then '+') of one mutant."""
-    out = subprocess.run([sys.executable, "-m", "mutmut", "show", key], cwd=work, capture_output=True, text=True)
-    return [ln for ln in out.stdout.splitlines() if ln[:1] in "+-" and not ln.startswith(("---", "+++"))]
+_DIFFS = """
+import json, sys
+from mutmut.mutation.diff_apply import find_mutant, get_diff_for_mutant
+print(json.dumps({k: get_diff_for_mutant(k, path=find_mutant(k).path) for k in json.load(sys.stdin)}))
+"""
+
+
+def _diffs(work: Path, keys: list[str]) -> dict[str, list[str]]:
+    """The changed lines ('-' then '+') of each mutant, from one mutmut process (``mutmut show`` is one per mutant)."""
+    if not keys:
+        return {}
+    res = subprocess.run([sys.executable, "-c", _DIFFS], cwd=work, input=json.dumps(keys), capture_output=True,
+                         text=True, check=True)
+    return {k: [ln for ln in d.splitlines() if ln[:1] in "+-" and not ln.startswith(("---", "+++"))]
+            for k, d in json.loads(res.stdout).items()}
 
 
 def _equivalents() -> list[dict]:
@@ -169,10 +180,12 @@ def run_target(t: Target, workdir: Path, children: int) -> Outcome:
     codes = json.loads(meta.read_text())["exit_code_by_key"]
     out = Outcome(t.source, list(t.tests), seconds=round(seconds, 1))
     known = _equivalents()
+    live = ("survived", "no tests", "suspicious", "skipped")
+    diffs = _diffs(work, [k for k, c in codes.items() if status_by_exit_code[c] in live])
     for key, code in sorted(codes.items(), key=lambda kv: _natural(kv[0])):
         status = status_by_exit_code[code]
-        if status in ("survived", "no tests", "suspicious", "skipped"):
-            diff = _diff(work, key)
+        if status in live:
+            diff = diffs[key]
             reason = _reason(t.source, diff, known)
             status = "equivalent" if reason and status == "survived" else status
             out.survivors.append({"mutant": key.split(".")[-1], "status": status, "diff": diff, "reason": reason})
