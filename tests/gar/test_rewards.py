@@ -92,3 +92,9 @@ def test_mismatched_lengths_are_refused():
         alignment_reward([[1.0], [0.0]], [True])
     with pytest.raises(ValueError, match="2 scores, 2 kinds, 1 labels"):
         judgment_rewards([1.0, 0.0], [True, False], [None])
+
+
+def test_the_clip_eps_is_the_one_given():
+    # a hard YES on a generated slice scores log(eps): the eps passed in, not the default 1e-6
+    assert judgment_rewards([1.0], [False], [None], eps=1e-3)[0] == pytest.approx(math.log(1e-3))
+    assert judgment_rewards([1.0], [True], [None], eps=1e-3)[0] == pytest.approx(math.log1p(-1e-3))
