@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from rewardkit.grpo.losses import aggregate, cispo_loss, grpo_loss, k3_kl, mixed_loss
+from rewardkit.grpo.losses import aggregate, cispo_loss, grpo_loss, k3_kl, mixed_loss, policy_loss
 
 # The toy policy: one free logit vector z over a 2-token vocabulary, shared by every position, so
 # log pi(0) = z0 - logsumexp(z) and, at z = (0, 0), p = (1/2, 1/2) and
@@ -305,12 +305,13 @@ def _kl_batch():
     return logp, ref, mask
 
 
+@pytest.mark.parametrize("beta", [0.5, 1.0])
 @pytest.mark.parametrize("loss_fn", [grpo_loss, cispo_loss])
-def test_kl_penalty_and_its_statistic(loss_fn):
+def test_kl_penalty_and_its_statistic(loss_fn, beta):
     logp, ref, mask = _kl_batch()
     adv = torch.zeros(2)
-    loss, stats = loss_fn(logp, logp, adv, mask, ref_logp=ref, beta=0.5, norm="token")
-    assert loss.item() == pytest.approx(0.5 * 2 * K / 3)  # + beta * mean k3 over the 3 real tokens
+    loss, stats = loss_fn(logp, logp, adv, mask, ref_logp=ref, beta=beta, norm="token")
+    assert loss.item() == pytest.approx(beta * 2 * K / 3)  # + beta * mean k3 over the 3 real tokens
     assert stats["kl"] == pytest.approx(2 * K / 3)  # the masked token's large k3 is not counted
     no_beta, stats0 = loss_fn(logp, logp, adv, mask, ref_logp=ref)  # default beta = 0: measured, not applied
     assert no_beta.item() == 0.0 and stats0["kl"] == pytest.approx(2 * K / 3)
@@ -364,3 +365,10 @@ def test_mixed_loss_kl_is_one_term_over_every_row(norm, kw, expected, beta):
     default, _ = mixed_loss("grpo", logp, logp, torch.zeros(2), mask, torch.tensor([0, 1]), [1 / 9, 8 / 9],
                             eps_low=0.2, eps_high=0.28, ref_logp=ref, norm=norm, **kw)
     assert default.item() == 0.0  # default beta = 0
+
+
+def test_policy_loss_defaults_are_token_mean_and_no_kl():
+    logp, ref, mask = _kl_batch()
+    adv = torch.tensor([1.0, 4.0])  # on-policy grpo: per-token objective A; token mean (1 + 1 + 4) / 3 = 2
+    loss, stats = policy_loss("grpo", logp, logp, adv, mask, eps_low=0.2, eps_high=0.28, ref_logp=ref)
+    assert loss.item() == pytest.approx(-2.0) and stats["kl"] == pytest.approx(2 * K / 3)
