@@ -386,3 +386,36 @@ def test_countdown_groups_with_a_verifying_critic():
         # correct = as good as the expert (tie, tau_pol); wrong or missing = the critic picks the expert
         assert list(s.rewards) == [0.6, 0.0, 0.0]
         assert s.components["critic_label"] == ["tie", "expert", "expert"]
+
+
+# ------------------------------------------------------------------------------ mutation-tested details
+
+
+def test_critic_rollout_rewards_are_float_with_nan_for_invalid_and_use_the_given_tau():
+    r, s, m = critic_rollout_rewards(["tie", "no verdict here", "Answer 2"], [1, 1, 2], tau_crit=0.5)  # poetry's tau
+    assert r.dtype == np.float64 and r[0] == 0.5 and np.isnan(r[1]) and r[2] == 1.0
+    assert s == [Status.OK, Status.INVALID, Status.OK] and m[0] is None and m[1]
+
+
+def test_critic_rollout_rewards_refuse_finish_reasons_of_another_length():
+    with pytest.raises(ValueError):
+        critic_rollout_rewards(["Answer 1", "Answer 2"], [1, 2], finish_reasons=["stop"])
+
+
+def test_each_generate_batch_is_seeded_and_sampled_at_the_temperature_asked():
+    g = _group(["RIGHT 42", "wrong 36"])
+
+    def seeds(seed: int, batches: int = 3) -> list[list[int]]:
+        judge = ContentJudge()
+        scorer = CriticScorer(judge=judge, seed=seed, temperature=0.7, max_tokens=64)
+        for _ in range(batches):
+            scorer.score([g])
+        assert {r.temperature for r in judge.requests} == {0.7} and {r.max_tokens for r in judge.requests} == {64}
+        n = len(judge.requests) // batches
+        return [[r.seed for r in judge.requests[i * n:(i + 1) * n]] for i in range(batches)]
+
+    first = seeds(5)
+    assert all(isinstance(s, int) for b in first for s in b)
+    assert len({b[0] for b in first}) == 3  # a new seed for each batch: fresh critic samples every step
+    assert seeds(5) == first  # reproducible for the same seed option
+    assert seeds(6)[0] != first[0]  # and different for another
