@@ -13,6 +13,7 @@ from scipy import stats
 from rewardkit.backends.base import ChatRequest
 from rewardkit.raro.critic import (
     CriticScorer,
+    critic_messages,
     critic_reward,
     critic_rollout_rewards,
     expected_rewards,
@@ -419,3 +420,28 @@ def test_each_generate_batch_is_seeded_and_sampled_at_the_temperature_asked():
     assert len({b[0] for b in first}) == 3  # a new seed for each batch: fresh critic samples every step
     assert seeds(5) == first  # reproducible for the same seed option
     assert seeds(6)[0] != first[0]  # and different for another
+
+
+def _batch(seed: int, step: int | None = None, **kw):
+    scorer = CriticScorer(judge=ContentJudge(), seed=seed, **kw)
+    groups = [_group([f"<think>z{i}</think>\nwork \\boxed{{{i}}}" for i in range(6)], gid=f"g{k}") for k in range(3)]
+    return scorer, (scorer.critic_batch(groups, 8) if step is None else scorer.critic_batch(groups, 8, step=step))
+
+
+def test_critic_batch_is_seeded_by_seed_and_step_and_uses_the_view_and_template():
+    _, a = _batch(3)
+    assert [it.example for it in a] == [it.example for it in _batch(3, step=0)[1]]  # default step is 0
+    assert [it.example for it in a] != [it.example for it in _batch(3, step=1)[1]]
+    assert [it.example for it in a] != [it.example for it in _batch(4)[1]]
+    _, final = _batch(3, view="final", template="general")
+    ex = final[0].example
+    assert ex.expert == "42" and ex.policy.isdigit()  # the final view: boxed contents of both sides
+    general = critic_messages("q", "a", "b", "general")[0]["content"]
+    assert final[0].messages[0]["content"].split("\n\n")[0] == general.split("\n\n")[0] != \
+        critic_messages("q", "a", "b")[0]["content"].split("\n\n")[0]
+
+
+def test_critic_rewards_use_the_scorers_tau_and_mask_cut_off_rollouts():
+    scorer, items = _batch(3, tau_crit=0.5)
+    r, s = scorer.critic_rewards(items[:2], ["tie", "tie"], ["stop", "length"])
+    assert r[0] == 0.5 and np.isnan(r[1]) and s == [Status.OK, Status.INVALID]
