@@ -445,3 +445,19 @@ def test_critic_rewards_use_the_scorers_tau_and_mask_cut_off_rollouts():
     scorer, items = _batch(3, tau_crit=0.5)
     r, s = scorer.critic_rewards(items[:2], ["tie", "tie"], ["stop", "length"])
     assert r[0] == 0.5 and np.isnan(r[1]) and s == [Status.OK, Status.INVALID]
+
+
+def test_groups_with_a_blank_or_no_expert_abstain_without_a_backend_call():
+    judge = ContentJudge()
+    out = CriticScorer(judge=judge).score([_group(["a"], expert="  ", gid="b"), _group(["c"], expert=None, gid="n")])
+    assert judge.batches == []  # nothing to ask
+    for o in out:
+        assert o.statuses == [Status.ABSTAIN] and o.stats == {"has_expert": False}
+        assert "compares each response with an expert answer, so it abstains" in o.messages[0]
+
+
+def test_the_scorer_asks_with_the_template_chosen():
+    judge = ContentJudge()
+    CriticScorer(judge=judge, template="general").score([_group(["RIGHT 42"])])
+    intro = critic_messages("q", "a", "b", "general")[0]["content"].split("\n\n")[0]
+    assert judge.prompts[0].split("\n\n")[0] == intro
