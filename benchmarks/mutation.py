@@ -304,7 +304,13 @@ def render() -> str:
     """mutation.md from the two JSON results (either may be missing)."""
     lines = ["# Mutation testing (issue 39)", "",
              "`python benchmarks/mutation.py` (mutmut 3, each module with only its own tests; "
-             "`--planted` for the planted bugs). Generated: do not edit by hand.", ""]
+             "`--planted` for the planted bugs). Generated: do not edit by hand.", "",
+             "Each module is mutated in a scratch copy with only the tests listed beside it. Not mutated: `raise` "
+             "statements and log calls (wording, not numbers); in `answers.py` only its equivalence and clustering "
+             "functions and in `code/execution.py` only its grading functions are mutated (the script's `TARGETS`). "
+             "A timeout (the mutant's tests ran past mutmut's limit) counts as killed. A survivor listed in "
+             "`benchmarks/mutation_equivalent.json` is shown as equivalent with its reason; the second kill rate "
+             "leaves those out. A module missing from the table was not run in the time available.", ""]
     mj, pj = RESULTS / "mutation.json", RESULTS / "mutation_planted.json"
     if mj.exists():
         data = json.loads(mj.read_text())
