@@ -34,3 +34,11 @@ def test_two_residual_answers_share_support_leave_one_out():
     assert r[2:4] == [alpha * (Fraction(1, 2) - Fraction(1, 3)) + gamma] * 2
     assert r[4] == alpha * (0 - Fraction(1, 3)) + gamma
     assert reszero_rewards(["a", "a", "b", "b", "c"], c=0.1) == pytest.approx([float(x) for x in r])
+
+
+def test_float_form_default_c_and_given_majority():
+    # default c = 0.01: G = 3, M = {a} x 2, alpha = 2/3, gamma = 0.01 * 4/9; the single residual gets gamma
+    assert reszero_rewards(["a", "a", "b"]) == pytest.approx([-0.02 / 9, -0.02 / 9, 0.04 / 9], abs=1e-15)
+    assert reszero_rewards(["a", "a", "b"], majority="b").tolist() == pytest.approx(
+        [float(x) for x in reszero_exact(["a", "a", "b"], c=0.01, majority="b")])
+    assert reszero_rewards(["a", "a", "b"], majority="z").tolist() == [0.0, 0.0, 0.0]
