@@ -317,6 +317,14 @@ def render() -> str:
         lines += [f"mutmut {data['mutmut']}, {data['machine']['cpus']} CPUs, {data['seconds']:.0f} s in all.", "",
                   "| module | tests | mutants | killed | timeout | equivalent | survived | no tests | kill rate | "
                   "kill rate (non-equivalent) | seconds |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        known = _equivalents()
+        for m in data["modules"]:  # reasons recorded after the run apply too
+            for sv in m["survivors"]:
+                reason = _reason(m["source"], sv["diff"], known) if sv["status"] == "survived" else None
+                if reason:
+                    sv.update(status="equivalent", reason=reason)
+                    m["counts"]["survived"] -= 1
+                    m["counts"]["equivalent"] = m["counts"].get("equivalent", 0) + 1
         for m in data["modules"]:
             c = m["counts"]
             raw, live = kill_rate(c)
