@@ -461,3 +461,17 @@ def test_the_scorer_asks_with_the_template_chosen():
     CriticScorer(judge=judge, template="general").score([_group(["RIGHT 42"])])
     intro = critic_messages("q", "a", "b", "general")[0]["content"].split("\n\n")[0]
     assert judge.prompts[0].split("\n\n")[0] == intro
+
+
+def test_group_stats_and_each_sides_tau_in_both_modes():
+    judge = ContentJudge()
+    g = _group(["RIGHT a", "b", "GARBLE", "TIMEOUT"], expert="no answer here")  # policy wins, tie, invalid, timeout
+    (s,) = CriticScorer(judge=judge, tau_pol=0.3, tau_crit=0.9).score([g])
+    assert s.components["critic_label"] == ["policy", "tie", None, None]
+    assert s.rewards[:2].tolist() == [1.0, 0.3] and list(s.components["critic_reward"][:2]) == [0.0, 0.9]
+    assert s.stats == {"tie_rate": 0.5, "fooled_rate": 0.5}  # over the 2 read verdicts
+    assert s.messages[3].startswith("critic backend: ") and s.messages[3] != "critic backend: "
+    (lg,) = CriticScorer(judge=ContentJudge(), mode="logit", tau_pol=0.3, tau_crit=0.9).score([_group(["RIGHT 42"])])
+    # both right: P(tie) = 0.8, each slot 0.1 -> E[R_pol] = 0.1 + 0.3 * 0.8, E[R_crit] = 0.1 + 0.9 * 0.8
+    assert lg.rewards[0] == pytest.approx(0.1 + 0.3 * 0.8) and lg.components["critic_reward"][0] == pytest.approx(0.82)
+    assert lg.components["critic_label"] == ["tie"] and lg.extra["critic_probs"][0] == pytest.approx([0.1, 0.1, 0.8])
