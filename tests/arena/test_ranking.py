@@ -174,3 +174,18 @@ def test_bt_log_likelihood_is_the_log_probability_of_the_outcomes():
     data = round_robin_expected([1.0, 0.0, -1.0])
     good, reversed_ = bt_log_likelihood(np.array([1.0, 0.0, -1.0]), data), bt_log_likelihood(np.array([-1.0, 0.0, 1.0]), data)
     assert reversed_ < good < 0
+
+
+def test_cyclic_triads_use_each_pairs_mean_outcome():
+    # 0 beats 1 on the mean of three matches (2 of 3, the last one lost), 1 beats 2, 2 beats 0: a cycle;
+    # 3 beats everyone, so the three triads with 3 are transitive: 1 cyclic triad of 4 decided ones
+    data = [(0, 1, 1.0), (0, 1, 1.0), (0, 1, 0.0), (1, 2, 1.0), (2, 0, 1.0), (3, 0, 1.0), (3, 1, 1.0), (3, 2, 1.0)]
+    assert cyclic_triad_fraction(4, data) == 0.25
+    assert cyclic_triad_fraction(4, [(b, a, 1 - o) for a, b, o in data]) == 0.25  # the same matches, mirrored
+    with pytest.raises(ValueError):
+        cyclic_triad_fraction(3, data)  # item 3 does not exist among 3 items
+
+
+def test_bt_log_likelihood_refuses_items_beyond_its_strengths():
+    with pytest.raises(ValueError):
+        bt_log_likelihood(np.zeros(2), [(0, 2, 1.0)])
