@@ -331,6 +331,9 @@ def render() -> str:
             lines.append(f"| `{m['source']}` | {', '.join('`' + t + '`' for t in m['tests'])} | {sum(c.values())} | "
                          f"{c.get('killed', 0)} | {c.get('timeout', 0)} | {c.get('equivalent', 0)} | "
                          f"{c.get('survived', 0)} | {c.get('no tests', 0)} | {raw:.1%} | {live:.1%} | {m['seconds']:.0f} |")
+        missing = [t.source for t in TARGETS if t.source not in {m["source"] for m in data["modules"]}]
+        if missing:
+            lines += ["", "Not run yet: " + ", ".join(f"`{x}`" for x in missing) + "."]
         for m in data["modules"]:
             if not m["survivors"]:
                 continue
