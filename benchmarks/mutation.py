@@ -5,7 +5,9 @@ mutant counts as killed only when the tests of its area catch it. mutmut maps ea
 call its function and runs just those, forked from a process that has already imported everything.
 
     pip install -e ".[mutation]"                        # mutmut 3
-    python benchmarks/mutation.py                       # every module, in the order: ~40 min on the shared 2-core CPU
+    python benchmarks/mutation.py                       # every module (losses, GAR, critic, ranking, ResZero, vote:
+                                                        # 9 min on the shared 2-core CPU at load ~20; code/execution.py
+                                                        # and answers.py spawn sandboxes / math-verify workers per test: not timed)
     python benchmarks/mutation.py --only gar/rewards.py # one module (a suffix of its path)
     python benchmarks/mutation.py --planted             # the twelve planted bugs, one at a time
 
