@@ -1,6 +1,7 @@
 import json
 import re
 import threading
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -135,6 +136,23 @@ def test_clusters_merge_equivalent_answers():
     assert ids[0] == ids[1] == ids[4]
     assert ids[2] == ids[5] != ids[0]
     assert ids[3] is None
+
+
+def test_negative_fractions_keep_their_sign():
+    # the exact fast path reads -\frac{a}{b} and -a/b as negative numbers: never equal to their absolute value
+    assert plain_number(r"-\frac{3}{4}") == Fraction(-3, 4) and plain_number("-3/4") == Fraction(-3, 4)
+    assert plain_number(r"+\frac{3}{4}") == Fraction(3, 4)
+    assert equivalent(r"-\frac{1}{2}", "1/2") is False and equivalent(r"-\frac{1}{2}", "-0.5") is True
+    assert cluster_answers([r"-\frac{1}{2}", "0.5", "-1/2"]) == [0, 1, 0]
+
+
+def test_clusters_match_in_either_direction():
+    # math-verify is asymmetric (gold first): x>2 as gold accepts the interval, the interval as gold refuses x>2
+    assert equivalent("x>2", r"(2,\infty)") is True and equivalent(r"(2,\infty)", "x>2") is False
+    # an answer joins a cluster when it matches the representative either way, whichever came first
+    assert cluster_answers([r"(2,\infty)", "x>2"]) == [0, 0]
+    assert cluster_answers(["x>2", r"(2,\infty)"]) == [0, 0]
+    assert cluster_answers(["7", r"(2,\infty)", None, "x>2", "7"]) == [0, 1, None, 1, 0]
 
 
 def test_checks_work_off_the_main_thread():

@@ -11,6 +11,7 @@ from rewardkit.arena.ranking import (
     NoMLEError,
     _loss_grad,
     bradley_terry,
+    bt_log_likelihood,
     cyclic_triad_fraction,
     minmax_normalize,
     mle_problem,
@@ -162,3 +163,29 @@ def test_cyclic_triads():
     assert cyclic_triad_fraction(3, [(0, 1, 1.0), (1, 2, 1.0), (2, 0, 1.0)]) == 1.0
     assert cyclic_triad_fraction(4, [(i, j, 0.9) for i, j in itertools.combinations(range(4), 2)]) == 0.0
     assert np.isnan(cyclic_triad_fraction(3, [(0, 1, 1.0)]))
+
+
+def test_bt_log_likelihood_is_the_log_probability_of_the_outcomes():
+    # one match, item 0 beat item 1 (o = 1), beta = (1, 0): P = sigma(1) = 1 / (1 + e^-1), log P = -0.3133
+    assert bt_log_likelihood(np.array([1.0, 0.0]), [(0, 1, 1.0)]) == pytest.approx(-np.log1p(np.exp(-1.0)))
+    # a soft outcome o = 0.25 at equal strengths: 0.25 log 1/2 + 0.75 log 1/2 = -log 2
+    assert bt_log_likelihood(np.zeros(2), [(0, 1, 0.25)]) == pytest.approx(-np.log(2))
+    # a log-likelihood is <= 0, and the strengths that generated the data fit them better than wrong ones
+    data = round_robin_expected([1.0, 0.0, -1.0])
+    good, reversed_ = bt_log_likelihood(np.array([1.0, 0.0, -1.0]), data), bt_log_likelihood(np.array([-1.0, 0.0, 1.0]), data)
+    assert reversed_ < good < 0
+
+
+def test_cyclic_triads_use_each_pairs_mean_outcome():
+    # 0 beats 1 on the mean of three matches (2 of 3, the last one lost), 1 beats 2, 2 beats 0: a cycle;
+    # 3 beats everyone, so the three triads with 3 are transitive: 1 cyclic triad of 4 decided ones
+    data = [(0, 1, 1.0), (0, 1, 1.0), (0, 1, 0.0), (1, 2, 1.0), (2, 0, 1.0), (3, 0, 1.0), (3, 1, 1.0), (3, 2, 1.0)]
+    assert cyclic_triad_fraction(4, data) == 0.25
+    assert cyclic_triad_fraction(4, [(b, a, 1 - o) for a, b, o in data]) == 0.25  # the same matches, mirrored
+    with pytest.raises(ValueError):
+        cyclic_triad_fraction(3, data)  # item 3 does not exist among 3 items
+
+
+def test_bt_log_likelihood_refuses_items_beyond_its_strengths():
+    with pytest.raises(ValueError):
+        bt_log_likelihood(np.zeros(2), [(0, 2, 1.0)])

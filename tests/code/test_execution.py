@@ -140,6 +140,18 @@ def test_time_limit_per_test_on_stdin_and_functional():
     assert grade(f, "def f(x):\n    while True: pass", GradeConfig(timeout=1)).results == [Code.TIME_LIMIT]
 
 
+@pytest.mark.slow
+def test_the_whole_runs_budget_grows_with_the_number_of_tests():
+    # LiveCodeBench's timeout is per test: 64 tests of 0.22 s each at timeout 3 s pass, though together they take
+    # 14 s, longer than one test's timeout plus the sandbox's 10 s margin (what a run budget of timeout alone
+    # allows). Each test keeps 2.7 s of its own limit in hand for a loaded machine.
+    from rewardkit.code.execution import TestCase
+
+    p = Problem("t", "stdin", tests=tuple(TestCase(str(i), str(i)) for i in range(64)))
+    r = grade(p, "import time\nx = input()\ntime.sleep(0.22)\nprint(x)", GradeConfig(timeout=3))
+    assert r.results == [Code.PASSED] * 64, r.reason
+
+
 def test_output_comparison_follows_livecodebench():
     assert stdout_equal("3\n", "3")[0] and stdout_equal("  1 2  \n3\n\n", "1 2\n3")[0]
     assert stdout_equal("0.50\n", "0.5")[0]  # numeric lines compare as Decimals

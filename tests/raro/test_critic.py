@@ -13,6 +13,7 @@ from scipy import stats
 from rewardkit.backends.base import ChatRequest
 from rewardkit.raro.critic import (
     CriticScorer,
+    critic_messages,
     critic_reward,
     critic_rollout_rewards,
     expected_rewards,
@@ -108,6 +109,16 @@ def test_expected_rewards_match_sampling_in_the_limit():
     mc_crit = np.mean([critic_reward(lab) for lab in labels])
     assert abs(mc_pol - e_pol) < 0.02 and abs(mc_crit - e_crit) < 0.02
     assert e_pol == pytest.approx(0.5 + 0.6 * 0.3)
+
+
+@pytest.mark.parametrize("pos", [1, 2])
+def test_expected_rewards_use_each_sides_own_tie_reward(pos):
+    # Table 5: a tie pays the policy tau_pol = 0.6 and the critic tau_crit = 0.55. A sure tie pays each side its own tau.
+    assert expected_rewards([0.0, 0.0, 1.0], pos) == pytest.approx((0.6, 0.55), abs=1e-12)
+    assert expected_rewards([0.0, 0.0, 1.0], pos, tau_pol=0.3, tau_crit=0.9) == pytest.approx((0.3, 0.9), abs=1e-12)
+    # P(expert slot) = 0.2, P(policy slot) = 0.3, P(tie) = 0.5: E[R_pol] = 0.3 + 0.6 * 0.5, E[R_crit] = 0.2 + 0.55 * 0.5
+    probs = [0.2, 0.3, 0.5] if pos == 1 else [0.3, 0.2, 0.5]
+    assert expected_rewards(probs, pos) == pytest.approx((0.6, 0.475), abs=1e-12)
 
 
 def test_expert_positions_are_seeded_and_balanced():
@@ -376,3 +387,91 @@ def test_countdown_groups_with_a_verifying_critic():
         # correct = as good as the expert (tie, tau_pol); wrong or missing = the critic picks the expert
         assert list(s.rewards) == [0.6, 0.0, 0.0]
         assert s.components["critic_label"] == ["tie", "expert", "expert"]
+
+
+# ------------------------------------------------------------------------------ mutation-tested details
+
+
+def test_critic_rollout_rewards_are_float_with_nan_for_invalid_and_use_the_given_tau():
+    r, s, m = critic_rollout_rewards(["tie", "no verdict here", "Answer 2"], [1, 1, 2], tau_crit=0.5)  # poetry's tau
+    assert r.dtype == np.float64 and r[0] == 0.5 and np.isnan(r[1]) and r[2] == 1.0
+    assert s == [Status.OK, Status.INVALID, Status.OK] and m[0] is None and m[1]
+
+
+def test_critic_rollout_rewards_refuse_finish_reasons_of_another_length():
+    with pytest.raises(ValueError):
+        critic_rollout_rewards(["Answer 1", "Answer 2"], [1, 2], finish_reasons=["stop"])
+
+
+def test_each_generate_batch_is_seeded_and_sampled_at_the_temperature_asked():
+    g = _group(["RIGHT 42", "wrong 36"])
+
+    def seeds(seed: int, batches: int = 3) -> list[list[int]]:
+        judge = ContentJudge()
+        scorer = CriticScorer(judge=judge, seed=seed, temperature=0.7, max_tokens=64)
+        for _ in range(batches):
+            scorer.score([g])
+        assert {r.temperature for r in judge.requests} == {0.7} and {r.max_tokens for r in judge.requests} == {64}
+        n = len(judge.requests) // batches
+        return [[r.seed for r in judge.requests[i * n:(i + 1) * n]] for i in range(batches)]
+
+    first = seeds(5)
+    assert all(isinstance(s, int) for b in first for s in b)
+    assert len({b[0] for b in first}) == 3  # a new seed for each batch: fresh critic samples every step
+    assert seeds(5) == first  # reproducible for the same seed option
+    assert seeds(6)[0] != first[0]  # and different for another
+
+
+def _batch(seed: int, step: int | None = None, **kw):
+    scorer = CriticScorer(judge=ContentJudge(), seed=seed, **kw)
+    groups = [_group([f"<think>z{i}</think>\nwork \\boxed{{{i}}}" for i in range(6)], gid=f"g{k}") for k in range(3)]
+    return scorer, (scorer.critic_batch(groups, 8) if step is None else scorer.critic_batch(groups, 8, step=step))
+
+
+def test_critic_batch_is_seeded_by_seed_and_step_and_uses_the_view_and_template():
+    _, a = _batch(3)
+    assert [it.example for it in a] == [it.example for it in _batch(3, step=0)[1]]  # default step is 0
+    assert [it.example for it in a] != [it.example for it in _batch(3, step=1)[1]]
+    assert [it.example for it in a] != [it.example for it in _batch(4)[1]]
+    _, final = _batch(3, view="final", template="general")
+    ex = final[0].example
+    assert ex.expert == "42" and ex.policy.isdigit()  # the final view: boxed contents of both sides
+    general = critic_messages("q", "a", "b", "general")[0]["content"]
+    assert final[0].messages[0]["content"].split("\n\n")[0] == general.split("\n\n")[0] != \
+        critic_messages("q", "a", "b")[0]["content"].split("\n\n")[0]
+
+
+def test_critic_rewards_use_the_scorers_tau_and_mask_cut_off_rollouts():
+    scorer, items = _batch(3, tau_crit=0.5)
+    r, s = scorer.critic_rewards(items[:2], ["tie", "tie"], ["stop", "length"])
+    assert r[0] == 0.5 and np.isnan(r[1]) and s == [Status.OK, Status.INVALID]
+
+
+def test_groups_with_a_blank_or_no_expert_abstain_without_a_backend_call():
+    judge = ContentJudge()
+    out = CriticScorer(judge=judge).score([_group(["a"], expert="  ", gid="b"), _group(["c"], expert=None, gid="n")])
+    assert judge.batches == []  # nothing to ask
+    for o in out:
+        assert o.statuses == [Status.ABSTAIN] and o.stats == {"has_expert": False}
+        assert "compares each response with an expert answer, so it abstains" in o.messages[0]
+
+
+def test_the_scorer_asks_with_the_template_chosen():
+    judge = ContentJudge()
+    CriticScorer(judge=judge, template="general").score([_group(["RIGHT 42"])])
+    intro = critic_messages("q", "a", "b", "general")[0]["content"].split("\n\n")[0]
+    assert judge.prompts[0].split("\n\n")[0] == intro
+
+
+def test_group_stats_and_each_sides_tau_in_both_modes():
+    judge = ContentJudge()
+    g = _group(["RIGHT a", "b", "GARBLE", "TIMEOUT"], expert="no answer here")  # policy wins, tie, invalid, timeout
+    (s,) = CriticScorer(judge=judge, tau_pol=0.3, tau_crit=0.9).score([g])
+    assert s.components["critic_label"] == ["policy", "tie", None, None]
+    assert s.rewards[:2].tolist() == [1.0, 0.3] and list(s.components["critic_reward"][:2]) == [0.0, 0.9]
+    assert s.stats == {"tie_rate": 0.5, "fooled_rate": 0.5}  # over the 2 read verdicts
+    assert s.messages[3].startswith("critic backend: ") and s.messages[3] != "critic backend: "
+    (lg,) = CriticScorer(judge=ContentJudge(), mode="logit", tau_pol=0.3, tau_crit=0.9).score([_group(["RIGHT 42"])])
+    # both right: P(tie) = 0.8, each slot 0.1 -> E[R_pol] = 0.1 + 0.3 * 0.8, E[R_crit] = 0.1 + 0.9 * 0.8
+    assert lg.rewards[0] == pytest.approx(0.1 + 0.3 * 0.8) and lg.components["critic_reward"][0] == pytest.approx(0.82)
+    assert lg.components["critic_label"] == ["tie"] and lg.extra["critic_probs"][0] == pytest.approx([0.1, 0.1, 0.8])
