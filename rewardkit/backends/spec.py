@@ -85,15 +85,21 @@ def _mask_query(q: str) -> str:
     return "".join(parts)
 
 
-def _mask_token(tok: str) -> str:
+# in running text, ``NAME@WORD:`` (no ``:`` in NAME, no port or path after) is a label (a model id and its dtype in the judge
+# line, ``smollm2-135m-instruct@float32: cpu, ...``), not a user part before a host
+_LABEL_AT = re.compile(r"@[A-Za-z_][A-Za-z0-9_-]*:(?![0-9/])")
+
+
+def _mask_token(tok: str, running: bool = False) -> str:
     """A word of running text, a quoted string or a whole spec with a user part before an ``@`` masked whatever the
     scheme's form (``u:pw@host``, ``http:/u:pw@host``, ``HTTP://``, ``hf:http://``) and, in a URL-like word
-    (a ``/`` or ``:`` before its ``?``), every query value but a declared option's."""
+    (a ``/`` or ``:`` before its ``?``), every query value but a declared option's. ``running``: a word of running
+    text, where ``NAME@WORD:`` (a label) is kept."""
     head, rest = "", tok
     while m := _PREFIX.match(rest):
         head, rest = head + m.group(), rest[m.end():]
     at = rest.rfind("@")
-    if at > 0:
+    if at > 0 and not (running and ":" not in rest[:at] and _LABEL_AT.match(rest, at)):
         rest = "***" + rest[at:]
     tok = head + rest
     q = tok.find("?")
@@ -107,7 +113,7 @@ def _mask_word(m: re.Match) -> str:
     text = m.group("inner") if m.group("q") else m.group()
     if "@" not in text and "?" not in text and "#" not in text:
         return m.group()
-    return f"{m.group('q')}{_mask_token(text)}{m.group('q')}" if m.group("q") else _mask_token(text)
+    return f"{m.group('q')}{_mask_token(text, True)}{m.group('q')}" if m.group("q") else _mask_token(text, True)
 
 
 def _secrets_in(spec: str) -> list[str]:

@@ -230,3 +230,14 @@ def test_every_url_form_sends_what_httpx_sends_and_shows_no_credential(tmp_path,
     shown += [rec.getMessage() for rec in caplog.records]
     assert MARKER not in "\n".join(shown) and LOGIN not in "\n".join(shown)
     assert MARKER not in _everything_under(tmp_path) and LOGIN not in _everything_under(tmp_path)
+
+
+def test_a_model_label_in_running_text_is_not_taken_for_a_user_part():
+    """The judge line names the model and its dtype (``NAME@DTYPE:``): not a credential; a user:password before an
+    ``@`` is masked even when a colon follows the host."""
+    from rewardkit.backends.spec import redact
+
+    line = "judge: smollm2-135m-instruct@float32: cpu, float32, 4,096 tokens per scoring pass"
+    assert redact(line) == line
+    assert redact("judge u:S3cret@host: no such model folder") == "judge ***@host: no such model folder"
+    assert "S3cret" not in redact("judge 'u:S3cret@host': no such model folder")
