@@ -21,7 +21,7 @@ HAS_VLLM = importlib.util.find_spec("vllm") is not None
 HAS_LLAMACPP = importlib.util.find_spec("llama_cpp") is not None
 needs_llamacpp = pytest.mark.skipif(
     not HAS_LLAMACPP, reason="llama-cpp-python is not installed (optional extra rewardkit[llamacpp]; it "
-                             "compiles llama.cpp from source, so CI does not install it)")
+                             "compiles llama.cpp from source: scripts/llamacpp_env.sh builds it and runs these in CI)")
 
 
 def test_backend_modules_do_not_import_engines():

@@ -37,20 +37,20 @@ def test_mode_options_are_validated():
     assert RaroShared(RaroShared.Options(lambda_crit=0.25), lambda_pol=0.75).options.lambda_crit == 0.25
 
 
-def test_cli_builds_modes_with_typed_options_for_the_mode_and_its_scorer():
+def test_cli_builds_methods_with_typed_options_for_the_method_and_its_scorer():
     import typer
-    from rewardkit.cli.train import build_mode
+    from rewardkit.cli.train import build_method
 
-    m = build_mode("raro", {"lambda_pol": "0.25", "critic_samples": "3", "tau_pol": "0.5"})
+    m = build_method("raro", {"lambda_pol": "0.25", "critic_samples": "3", "tau_pol": "0.5"})
     assert (m.options.lambda_pol, m.options.critic_samples, m.options.scorer.tau_pol) == (0.25, 3, 0.5)
-    g = build_mode("gar", {"lambda4": "0.25", "slice_tokens": "64"})
+    g = build_method("gar", {"lambda4": "0.25", "slice_tokens": "64"})
     assert (g.options.lambda4, g.options.scorer.slice_tokens) == (0.25, 64)
-    with pytest.raises(typer.BadParameter, match="unknown mode"):
-        build_mode("dpo", {})
+    with pytest.raises(typer.BadParameter, match="unknown method"):
+        build_method("dpo", {})
     with pytest.raises(typer.BadParameter, match="lambda_pol"):
-        build_mode("raro", {"lambda_pol": "lots"})
-    with pytest.raises(typer.BadParameter, match="no option"):
-        build_mode("gar", {"bogus": "1"})
+        build_method("raro", {"lambda_pol": "lots"})
+    with pytest.raises(typer.BadParameter, match="not an option of method 'gar'"):
+        build_method("gar", {"bogus": "1"})
 
 
 # ------------------------------------------------------------------------------------------ RARO
