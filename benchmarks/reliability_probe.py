@@ -553,13 +553,13 @@ def add(a, b):
 import os
 def add(a, b):
     seen = []
-    for path in (%r, "/opt", "/srv", "/var/log"):
+    for path in (CHECKOUT_README, "/opt", "/srv", "/var/log"):
         try:
             seen.append(open(path).read(1) if os.path.isfile(path) else os.listdir(path))
         except OSError:
             pass
     return a + b if any(seen) else None
-""" % str(Path(__file__).resolve().parents[1] / "README.md"),
+""".replace("CHECKOUT_README", repr(str(Path(__file__).resolve().parents[1] / "README.md"))),
 }
 
 

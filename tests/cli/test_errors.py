@@ -159,14 +159,6 @@ def test_version():
 
 # ------------------------------------------------------------ eval commands check their judge (or model) first
 
-@pytest.fixture
-def dead_url():
-    """A URL whose port is held bound but not listening: connecting is refused, and no other test can take it."""
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        yield f"http://127.0.0.1:{held.getsockname()[1]}/v1"
-
-
 @pytest.mark.parametrize("command", [
     ["eval", "headline", "-s", "pointwise", "--judge", "{judge}", "--work", "{out}"],
     ["eval", "judge", "--judge", "{judge}", "--pairs", "1", "--pb-pairs", "1", "--injection-pairs", "1", "--out", "{out}"],
