@@ -323,3 +323,20 @@ def test_bt_log_likelihood_is_double_precision_for_float32_strengths():
     # strengths from a float32 tensor: log sigma(1) = -log(1 + e^-1) to double precision, not float32's 1e-7
     assert bt_log_likelihood(np.array([1.0, 0.0], np.float32), [(0, 1, 1.0)]) == pytest.approx(
         -np.log1p(np.exp(-1.0)), rel=1e-13)
+
+
+def test_batched_stops_only_below_its_gradient_tolerance():
+    # the docstring's stopping rule: every group's max |gradient of eq. 10| < tol (1e-10) on return; the gradient is
+    # written as the score equations (observed minus expected soft wins of each item, times the mirror's 2, minus
+    # l2 * beta). Many matches make the loss large, where a relative acceptance test that is too strict stalls.
+    rng = np.random.default_rng(7)
+    for n, m in ((5, 14), (8, 400)):
+        arr = random_matches(rng, n, m)
+        for l2, mirror in ((1.0, True), (0.2, False), (1e-3, True)):
+            beta = newton_soft_pairwise_batched(n, arr[None], l2=l2, mirror=mirror)[0]
+            resid = np.zeros(n)
+            for a, b, o in arr:
+                p = 1.0 / (1.0 + np.exp(-(beta[int(a)] - beta[int(b)])))
+                resid[int(a)] += o - p
+                resid[int(b)] -= o - p
+            assert np.abs(resid * (2.0 if mirror else 1.0) - l2 * beta).max() < 1e-10
