@@ -1,15 +1,17 @@
 """Bradley-Terry with soft outcomes (Reasoning Arena eq. 7-10), win-rate (eq. 8), normalisation."""
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
-from scipy.optimize import check_grad
+from scipy.optimize import brentq, check_grad
 from scipy.special import expit, logit
 
 from rewardkit.arena.ranking import (
     NoMLEError,
     _loss_grad,
+    as_matches,
     bradley_terry,
     bt_log_likelihood,
     cyclic_triad_fraction,
@@ -28,6 +30,17 @@ def round_robin_expected(beta):
 
 def random_matches(rng, n, m):
     return np.array([(*rng.choice(n, 2, replace=False), rng.random()) for _ in range(m)], dtype=float)
+
+
+def score_gradient(beta, arr, l2, mirror):
+    """Eq. 10's gradient as score equations: each item's observed minus expected soft wins (x2 with the mirror)
+    minus l2 * beta; zero at the optimum."""
+    resid = np.zeros(len(beta))
+    for a, b, o in arr:
+        p = 1.0 / (1.0 + np.exp(-(beta[int(a)] - beta[int(b)])))
+        resid[int(a)] += o - p
+        resid[int(b)] -= o - p
+    return resid * (2.0 if mirror else 1.0) - l2 * beta
 
 
 def test_two_items_closed_form():
@@ -189,3 +202,142 @@ def test_cyclic_triads_use_each_pairs_mean_outcome():
 def test_bt_log_likelihood_refuses_items_beyond_its_strengths():
     with pytest.raises(ValueError):
         bt_log_likelihood(np.zeros(2), [(0, 2, 1.0)])
+
+
+def _two_item_ridge_optimum(o, l2, mirror):
+    """Eq. 10 for one match (0, 1, o), solved by hand: the gradient vanishes where b1 = -b0 and
+    l2 * b0 = k (o - sigma(2 b0)), k = 2 with the mirror (two equal terms) and 1 without; brentq finds b0."""
+    k = 2.0 if mirror else 1.0
+    b0 = brentq(lambda b: l2 * b - k * (o - expit(2 * b)), -10, 10, xtol=1e-14)
+    return np.array([b0, -b0])
+
+
+def test_defaults_are_eq10_with_unit_ridge_and_the_mirror():
+    # bradley_terry / opt_soft_pairwise / the batched fitter default to l2 = 1 with eq. 10's mirrored matches
+    for o in (0.9, 0.25):
+        want = _two_item_ridge_optimum(o, 1.0, mirror=True)
+        np.testing.assert_allclose(bradley_terry(2, [(0, 1, o)]), want, atol=1e-7)
+        np.testing.assert_allclose(opt_soft_pairwise(2, [(0, 1, o)]), want, atol=1e-7)
+        np.testing.assert_allclose(newton_soft_pairwise_batched(2, np.array([[(0, 1, o)]]))[0], want, atol=1e-9)
+        np.testing.assert_allclose(newton_soft_pairwise_batched(2, np.array([[(0, 1, o)]]), l2=0.5, mirror=False)[0],
+                                   _two_item_ridge_optimum(o, 0.5, mirror=False), atol=1e-9)
+
+
+def test_fit_satisfies_the_score_equations_and_warns_nothing():
+    # at the optimum of eq. 10 each item's observed soft wins minus its expected wins equal l2 * beta / k (the
+    # gradient is zero); a fit of valid matches raises no warning (e.g. no unknown optimiser option)
+    rng = np.random.default_rng(7)
+    arr = random_matches(rng, 5, 14)
+    for l2, mirror in ((1.0, True), (0.2, False)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            fits = [opt_soft_pairwise(5, arr, l2=l2, mirror=mirror),
+                    newton_soft_pairwise_batched(5, arr[None], l2=l2, mirror=mirror)[0]]
+        for beta in fits:
+            assert np.abs(score_gradient(beta, arr, l2, mirror)).max() < 1e-7
+
+
+def test_no_matches_give_zero_strengths():
+    np.testing.assert_array_equal(bradley_terry(3, []), np.zeros(3))
+    assert as_matches([]).shape == (0, 3)
+    # one item, nothing to compare: strength 0 in the batched fitter too (padding only)
+    np.testing.assert_array_equal(newton_soft_pairwise_batched(1, np.zeros((2, 3, 3)), np.zeros((2, 3), bool)),
+                                  np.zeros((2, 1)))
+
+
+def test_as_matches_returns_floats_and_rejects_malformed_rows():
+    arr = as_matches([(0, 1, 1), (2, 0, 0)])
+    assert arr.dtype == np.float64
+    for bad in ([(0, 1)], [0, 1, 0.5], [(0, 1, 0.5, 1)]):
+        with pytest.raises(ValueError, match="shape"):
+            as_matches(bad)
+    for bad in ([(0.5, 1, 0.5)], [(-1, 1, 0.5)], [(0, -2, 0.5)]):
+        with pytest.raises(ValueError, match="non-negative integers"):
+            as_matches(bad)
+
+
+def test_every_entry_point_checks_item_range():
+    for f in (mle_problem, win_rate_pairwise):
+        with pytest.raises(ValueError, match="out of range"):
+            f(2, [(0, 3, 1.0)])
+
+
+def test_mle_problem_small_cases():
+    assert mle_problem(1, []) is None  # a single item: nothing to estimate
+    # two items, one decisive match: 0 only wins, 1 only loses (both strengths diverge)
+    assert mle_problem(2, [(0, 1, 1.0)]) == ("items [0] only win (strength -> +inf); "
+                                             "items [1] only lose (strength -> -inf)")
+    # item 2 loses every match it plays, as the second item of the pair
+    assert mle_problem(3, [(0, 2, 1.0), (1, 2, 1.0), (0, 1, 0.5)]) == "items [2] only lose (strength -> -inf)"
+    assert mle_problem(3, [(0, 1, 0.6)]) == "items [2] have no match"
+    # {0,1} beat {2,3}, written with the losers first and o = 0: the win edges point 0 -> 2 and 1 -> 3 only
+    losers_first = [(0, 1, 0.5), (2, 3, 0.5), (2, 0, 0.0), (3, 1, 0.0)]
+    assert mle_problem(4, losers_first) == ("a subset of items beats every item outside it "
+                                            "(win graph not strongly connected): strengths diverge")
+    assert mle_problem(4, losers_first + [(2, 1, 0.1)]) is None
+
+
+def test_batched_rejects_bad_matches_and_accepts_hard_outcomes():
+    ok = np.array([[(0, 1, 0.0), (1, 2, 1.0), (2, 0, 0.0)]])
+    np.testing.assert_allclose(newton_soft_pairwise_batched(3, ok, l2=0.5)[0], opt_soft_pairwise(3, ok[0], l2=0.5),
+                               atol=1e-6)
+    for row in ((0, 0, 0.5), (0, 3, 0.5), (3, 0, 0.5), (-1, 0, 0.5), (0, -1, 0.5)):
+        with pytest.raises(ValueError, match="out-of-range or self-paired"):
+            newton_soft_pairwise_batched(3, np.array([[(0, 1, 0.5), row]]))
+    for o in (-0.1, 1.5, np.nan):
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            newton_soft_pairwise_batched(3, np.array([[(0, 1, 0.5), (1, 2, o)]]))
+    for shape in ((1, 2, 2), (2, 3), (1, 2, 4)):
+        with pytest.raises(ValueError, match="shape"):
+            newton_soft_pairwise_batched(3, np.zeros(shape))
+
+
+def test_batched_mask_may_be_any_zero_one_array():
+    rng = np.random.default_rng(8)
+    data = random_matches(rng, 4, 6)[None]
+    mask = np.array([[1.0, 1.0, 1.0, 1.0, 0.0, 0.0]])
+    np.testing.assert_allclose(newton_soft_pairwise_batched(4, data, mask),
+                               newton_soft_pairwise_batched(4, data, mask.astype(bool)), atol=0)
+    np.testing.assert_allclose(newton_soft_pairwise_batched(4, data, mask)[0], opt_soft_pairwise(4, data[0, :4]),
+                               atol=1e-6)
+
+
+def test_minmax_normalize_float_noise_is_a_tie_and_ints_are_scaled():
+    np.testing.assert_allclose(minmax_normalize([1, 3, 2]), [0.0, 1.0, 0.5])
+    np.testing.assert_allclose(minmax_normalize(np.array([1, 3, 2])), [0.0, 1.0, 0.5])
+    np.testing.assert_allclose(minmax_normalize(np.array([0.0, 0.5])), [0.0, 1.0])  # a real gap is ranked
+    np.testing.assert_allclose(minmax_normalize(np.array([0.0, 1e-13])), [0.5, 0.5])  # rounding noise near 0
+    np.testing.assert_allclose(minmax_normalize(np.array([1e6, 1e6 + 1e-7])), [0.5, 0.5])  # ... and at scale
+
+
+def test_win_rate_of_two_items_over_n_minus_1():
+    np.testing.assert_allclose(win_rate_pairwise(2, [(0, 1, 1.0)], normalize="n-1"), [1.0, 0.0])
+    np.testing.assert_allclose(win_rate_pairwise(2, [(0, 1, 0.3)], normalize="n-1"), [0.3, 0.7])
+
+
+def test_cyclic_triads_skip_undecided_pairs_wherever_they_are():
+    # a tie or an unplayed pair leaves the triad undecided, whichever of its three pairs it is
+    assert np.isnan(cyclic_triad_fraction(3, [(0, 1, 1.0), (2, 0, 1.0), (1, 2, 0.5)]))
+    assert np.isnan(cyclic_triad_fraction(3, [(0, 1, 0.5), (1, 2, 1.0), (2, 0, 1.0)]))
+    assert np.isnan(cyclic_triad_fraction(3, [(0, 1, 1.0), (1, 2, 1.0)]))
+    # 0>1>3>0 is a cycle; 2>0, 2>3, 3>0 is transitive; the triads holding the tie (1, 2) are undecided: 1 of 2
+    data = [(0, 1, 1.0), (1, 3, 1.0), (3, 0, 1.0), (2, 0, 1.0), (2, 3, 1.0), (1, 2, 0.5)]
+    assert cyclic_triad_fraction(4, data) == 0.5
+
+
+def test_bt_log_likelihood_is_double_precision_for_float32_strengths():
+    # strengths from a float32 tensor: log sigma(1) = -log(1 + e^-1) to double precision, not float32's 1e-7
+    assert bt_log_likelihood(np.array([1.0, 0.0], np.float32), [(0, 1, 1.0)]) == pytest.approx(
+        -np.log1p(np.exp(-1.0)), rel=1e-13)
+
+
+def test_batched_stops_only_below_its_gradient_tolerance():
+    # the docstring's stopping rule: every group's max |gradient of eq. 10| < tol (1e-10) on return; the gradient is
+    # written as the score equations (observed minus expected soft wins of each item, times the mirror's 2, minus
+    # l2 * beta). Many matches make the loss large, where a relative acceptance test that is too strict stalls.
+    rng = np.random.default_rng(7)
+    for n, m in ((5, 14), (8, 400)):
+        arr = random_matches(rng, n, m)
+        for l2, mirror in ((1.0, True), (0.2, False), (1e-3, True)):
+            beta = newton_soft_pairwise_batched(n, arr[None], l2=l2, mirror=mirror)[0]
+            assert np.abs(score_gradient(beta, arr, l2, mirror)).max() < 1e-10

@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rewardkit.backends.base import ChatRequest
+from rewardkit.backends.base import ChatRequest, Completion
+from rewardkit.prompts.raro import VERDICT_CHOICES, VERDICT_PREFIX
 from rewardkit.raro.critic import (
     CriticScorer,
+    answer_view,
     critic_messages,
     critic_reward,
     critic_rollout_rewards,
@@ -475,3 +477,104 @@ def test_group_stats_and_each_sides_tau_in_both_modes():
     # both right: P(tie) = 0.8, each slot 0.1 -> E[R_pol] = 0.1 + 0.3 * 0.8, E[R_crit] = 0.1 + 0.9 * 0.8
     assert lg.rewards[0] == pytest.approx(0.1 + 0.3 * 0.8) and lg.components["critic_reward"][0] == pytest.approx(0.82)
     assert lg.components["critic_label"] == ["tie"] and lg.extra["critic_probs"][0] == pytest.approx([0.1, 0.1, 0.8])
+
+
+# ----------------------------------------------------------------- definitions the mutation run found untested
+
+
+def test_the_default_view_is_the_answer_and_full_keeps_the_reasoning():
+    # the paper's critic sees the answer a, not the reasoning z (Sec. 3.3); "full" shows both
+    text = "<think>secret chain</think>\nso RIGHT \\boxed{42}"
+    assert "secret chain" not in answer_view(text) and "RIGHT \\boxed{42}" in answer_view(text)
+    assert answer_view(text, "full") == text
+
+
+def test_a_critic_query_is_one_user_message():
+    (m,) = critic_messages("q", "a", "b")
+    assert m["role"] == "user" and "q" in m["content"]
+
+
+def test_option_bounds_are_inclusive():
+    judge = ContentJudge()
+    for ok in ({"max_tokens": 1}, {"temperature": 0.0}, {"replay_capacity": 1}, {"tau_pol": 0.0, "tau_crit": 0.0},
+               {"tau_pol": 1.0, "tau_crit": 1.0}):
+        CriticScorer(judge=judge, **ok)
+    for bad, name in (({"max_tokens": 0}, "max_tokens"), ({"temperature": -0.1}, "temperature"),
+                      ({"replay_capacity": 0}, "replay_capacity"), ({"tau_crit": 1.5}, "tie rewards"),
+                      ({"tau_crit": -0.1}, "tie rewards")):
+        with pytest.raises(ValueError, match=name):
+            CriticScorer(judge=judge, **bad)
+
+
+def test_logit_mode_scores_the_verdicts_after_the_papers_prefix():
+    judge = ContentJudge()
+    CriticScorer(judge=judge, mode="logit").score([_group(["RIGHT 42"])])
+    assert judge.requests[0].assistant_prefix == VERDICT_PREFIX
+    assert tuple(judge.requests[0].choices) == VERDICT_CHOICES
+
+
+def test_logit_rewards_follow_the_expert_slot():
+    # a wrong policy answer: the content judge gives the expert's slot 0.7, the policy's 0.1, tie 0.2 wherever the
+    # expert sits, so E[R_pol] = 0.1 + 0.6 * 0.2 and E[R_crit] = 0.7 + 0.55 * 0.2 in both slots
+    (s,) = CriticScorer(judge=ContentJudge(), mode="logit", seed=2).score([_group([f"wrong {i}" for i in range(12)])])
+    assert set(s.components["expert_position"]) == {1, 2}
+    np.testing.assert_allclose(s.rewards, 0.1 + 0.6 * 0.2)
+    np.testing.assert_allclose(s.components["critic_reward"], 0.7 + 0.55 * 0.2)
+    assert s.components["critic_label"] == ["expert"] * 12
+
+
+def test_generate_seeds_are_non_negative():
+    # backends (vLLM, numpy generators) take seeds >= 0; seed 0 is the default
+    judge = ContentJudge()
+    scorer = CriticScorer(judge=judge)
+    for _ in range(2):
+        scorer.score([_group(["RIGHT 42"])])
+    assert all(r.seed >= 0 for r in judge.requests)
+
+
+def test_masked_responses_have_nan_critic_rewards_and_the_backends_error():
+    judge = ContentJudge()
+    (s,) = CriticScorer(judge=judge).score([_group(["RIGHT a", "GARBLE", "TIMEOUT"], expert="no answer here")])
+    assert s.components["critic_reward"].dtype == np.float64 and np.isnan(s.components["critic_reward"][1:]).all()
+    assert s.messages[2] == "critic backend: scripted timeout"
+
+
+def test_a_verdict_cut_off_for_length_is_masked():
+    cut = ScriptedJudge(lambda prompt: Completion(["Answer 1"], finish_reasons=["length"]))
+    (s,) = CriticScorer(judge=cut).score([_group(["RIGHT 42"])])
+    assert s.statuses == [Status.INVALID] and np.isnan(s.rewards[0])
+
+
+def test_rates_count_ties_and_fooled_verdicts_separately():
+    # verdicts policy, tie, tie: tie rate 2/3, fooled rate 1/3
+    (s,) = CriticScorer(judge=ContentJudge()).score([_group(["RIGHT a", "b", "c"], expert="no answer here")])
+    assert s.components["critic_label"] == ["policy", "tie", "tie"]
+    assert s.stats == {"tie_rate": pytest.approx(2 / 3), "fooled_rate": pytest.approx(1 / 3)}
+
+
+@pytest.mark.parametrize("persist", [False, True])
+def test_the_replay_reservoir_is_seeded(tmp_path, persist):
+    # with a small buffer the reservoir evicts at random: the same seed must give the same critic batches
+    def batches(run: int) -> list:
+        kw = {"replay_path": str(tmp_path / f"r{run}.json")} if persist else {}
+        scorer = CriticScorer(judge=ContentJudge(), seed=1, replay_capacity=3, **kw)
+        out = []
+        for step in range(4):
+            groups = [_group([f"s{step} r{i}" for i in range(6)], gid=f"g{step}")]
+            out.append([it.example for it in scorer.critic_batch(groups, 6, step=step)])
+        return out
+
+    assert batches(0) == batches(1)
+
+
+@pytest.mark.parametrize("persist", [False, True])
+def test_the_replay_reservoir_follows_the_seed_option(tmp_path, persist):
+    # the same 24 examples through a 3-slot reservoir: which 3 stay depends on the seed option
+    def kept(seed: int) -> tuple:
+        kw = {"replay_path": str(tmp_path / f"s{seed}.json")} if persist else {}
+        scorer = CriticScorer(judge=ContentJudge(), seed=seed, replay_capacity=3, **kw)
+        for step in range(4):
+            scorer.critic_batch([_group([f"s{step} r{i}" for i in range(6)], gid=f"g{step}")], 2, step=step)
+        return tuple(x.policy for x in scorer.replay.items)
+
+    assert len({kept(s) for s in range(1, 6)}) > 1
