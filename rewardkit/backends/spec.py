@@ -85,16 +85,17 @@ def _mask_query(q: str) -> str:
     return "".join(parts)
 
 
-# in running text, ``NAME@WORD:`` (no ``:`` in NAME, no port or path after) is a label (a model id and its dtype in the judge
-# line, ``smollm2-135m-instruct@float32: cpu, ...``), not a user part before a host
-_LABEL_AT = re.compile(r"@[A-Za-z_][A-Za-z0-9_-]*:(?![0-9/])")
+# in running text, ``NAME@WORD`` (no ``:`` in NAME; WORD a bare word: no dot, port or path) is a label (a model id
+# and its engine/dtype: ``smollm2-135m-instruct@float32: cpu, ...``, ``...@vllm-float32`` in generated rows), not
+# a user part before a host (``u:pw@host``, ``tok@host.example``, ``tok@host:8000``, ``tok@host/v1`` stay masked)
+_LABEL_AT = re.compile(r"@[A-Za-z_][A-Za-z0-9_-]*(?::(?![0-9/])|[,;)\]]*$)")
 
 
 def _mask_token(tok: str, running: bool = False) -> str:
     """A word of running text, a quoted string or a whole spec with a user part before an ``@`` masked whatever the
     scheme's form (``u:pw@host``, ``http:/u:pw@host``, ``HTTP://``, ``hf:http://``) and, in a URL-like word
     (a ``/`` or ``:`` before its ``?``), every query value but a declared option's. ``running``: a word of running
-    text, where ``NAME@WORD:`` (a label) is kept."""
+    text, where ``NAME@WORD`` (a label) is kept."""
     head, rest = "", tok
     while m := _PREFIX.match(rest):
         head, rest = head + m.group(), rest[m.end():]

@@ -239,5 +239,7 @@ def test_a_model_label_in_running_text_is_not_taken_for_a_user_part():
 
     line = "judge: smollm2-135m-instruct@float32: cpu, float32, 4,096 tokens per scoring pass"
     assert redact(line) == line
+    assert redact('"model": "smollm2-135m-instruct@vllm-float32"') == '"model": "smollm2-135m-instruct@vllm-float32"'
+    assert redact("tok3n@judge.example.org/v1") == "***@judge.example.org/v1"
     assert redact("judge u:S3cret@host: no such model folder") == "judge ***@host: no such model folder"
     assert "S3cret" not in redact("judge 'u:S3cret@host': no such model folder")
