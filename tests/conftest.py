@@ -71,7 +71,9 @@ def missing_required() -> list[str]:
 
 
 def pytest_sessionstart(session):
-    if os.environ.get("CI") and (gone := missing_required()):
+    # the environments of their own (vLLM, frameworks, llama.cpp) run a subset with --no-skips, where any skip
+    # already fails the run, and hold only the packages of that subset
+    if os.environ.get("CI") and not session.config.getoption("--no-skips") and (gone := missing_required()):
         pytest.exit("CI run without what the tests need (they would skip silently): " + "; ".join(gone), returncode=3)
 
 
