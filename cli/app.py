@@ -72,7 +72,7 @@ def score(
 ) -> None:
     """Score saved rollouts with any scorer; resumable, one output row per input group."""
     from rewardkit.integrations.common import load_scorer
-    from rewardkit.runtime.inputs import FIELD_NAMES, InputError, parse_field_pairs
+    from rewardkit.runtime.inputs import FIELD_NAMES, InputError, field_names
     from rewardkit.runtime.jobs import JobError, positive_int, rejects_path, score_file
 
     try:  # checked before the scorer (and its judge) loads; score_file checks them the same way
@@ -81,7 +81,8 @@ def score(
     except JobError as e:
         raise fail(e) from None
     try:
-        fields = parse_field_pairs(field)
+        fields = parse_pairs(field, "--field")
+        field_names(fields)
         opts: dict = parse_pairs(option, "--option")
         judge = judge_spec(judge, device, dtype, batch_tokens, threads)
         sc = load_scorer(scorer, opts, judge)

@@ -386,7 +386,7 @@ class JobProgress:
         self.label, self.console, self.unit, self.clock = label, console, unit, clock
         self.heartbeat = heartbeat  # the background thread calling tick (off where a test drives the clock)
         self.total: int | None = None
-        self.done = self.first = self.shown = 0
+        self.done = self.first = 0
         self.t0 = self.last = clock()
         self.bar: Progress | None = None
         self.lock = threading.Lock()
@@ -429,7 +429,7 @@ class JobProgress:
 
     def start(self, total: int | None, done: int = 0) -> None:
         """The job's size and the items already done (a resumed job); the clock starts here."""
-        self.total, self.done, self.first, self.shown = total, done, done, done
+        self.total, self.done, self.first = total, done, done
         self.t0 = self.last = self.since = self.clock()
         self.started = True
         if self.bar is not None:
@@ -444,7 +444,7 @@ class JobProgress:
             now = self.since = self.clock()
             final = self.total is not None and self.done >= self.total
             if final or now - self.last >= PROGRESS_INTERVAL:
-                self.shown, self.last = self.done, now
+                self.last = now
                 self.console.print(self.line(now), soft_wrap=True, highlight=False, markup=False)
 
     def line(self, now: float) -> str:

@@ -263,9 +263,7 @@ class _Guard:
             self.active -= 1
 
     async def _receive_body(self, receive: Callable) -> bytes:
-        """The whole body within ``body_timeout`` (408 past it). Before: at most ``max_concurrency`` bodies could
-        be arriving and a newer request evicted the longest-arriving one with a 408, so a burst of ordinary
-        clients that write headers and body apart (httpx) timed each other out while their bytes were flowing."""
+        """The whole body within ``body_timeout`` (408 past it); a body still arriving is never evicted."""
         try:
             return await asyncio.wait_for(self._read_body(receive), self.limits.body_timeout)
         except (asyncio.TimeoutError, TimeoutError):

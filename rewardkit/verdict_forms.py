@@ -204,6 +204,17 @@ class VerdictForm:
     def __repr__(self) -> str:
         return f"VerdictForm({self.what!r}, place={self.place!r})"
 
+    def _pick(self, hits: list[Hit]) -> Hit | None:
+        """The verdict token at the prompt's place: the last hit (``end``) or the first (``first``)."""
+        return None if not hits else hits[-1] if self.place == "end" else hits[0]
+
+    def verdict_start(self, text: str) -> int | None:
+        """Where in ``text`` the verdict token that ``read`` reads starts (its formatting included), or None: the
+        place to read the judge's probability of its verdict after its own analysis (GAR's M_d)."""
+        body = _after_think(text)
+        hit = self._pick(self.hits(body))
+        return None if hit is None else len(text) - len(body) + hit[0]
+
     def read(self, text: str, finish_reason: str | None = None) -> Verdict:
         """The verdict of ``text`` (a judge's whole output) or ``Status.INVALID`` with the reason."""
         # GAR caps its discriminator at K tokens "preserving the verdict and truncating any justification beyond
@@ -214,9 +225,9 @@ class VerdictForm:
             return _invalid(self.what, text, cut)
         body = _after_think(text)
         hits = self.hits(body)
-        if not hits:
+        hit = self._pick(hits)
+        if hit is None:
             return _invalid(self.what, text, "no {what} verdict where the prompt asks for one")
-        hit = hits[-1] if self.place == "end" else hits[0]
         why = self._problem(body, hit)
         if why:
             return _invalid(self.what, text, why)

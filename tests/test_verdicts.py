@@ -720,3 +720,16 @@ def test_the_docs_list_every_parser_and_its_printed_examples():
     docs = (Path(__file__).parents[1] / "docs" / "verdicts.md").read_text()
     assert all(f"| `{p.__name__}` |" in docs for p in PARSERS.values())
     assert len(_docs_examples()) >= 20 and {p for _, p, _ in _docs_examples()} == {p.__name__ for p in PARSERS.values()}
+
+
+def test_verdict_start_is_where_the_parser_reads_the_verdict():
+    """GAR's M_d is read at the place of the verdict the parser read (after the judgment's own analysis): a bare
+    'yes' earlier in the analysis, or a verdict inside <think>, is not that place."""
+    from rewardkit.prompts.gar import DISCRIMINATOR_FORM as form
+
+    for text, before in [("yes, the step is fine. **yes** Good.", "yes, the step is fine. "),
+                         ("<think>**NO** maybe</think>The step holds. **YES** It is fine.",
+                          "<think>**NO** maybe</think>The step holds. ")]:
+        assert form.read(text).status is Status.OK
+        assert text[:form.verdict_start(text)] == before
+    assert form.verdict_start("No verdict at all.") is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rewardkit.runtime.inputs import EXPERT_KEYS, PROMPT_KEYS, REFERENCE_KEYS, InputError, first_field
+from rewardkit.runtime.inputs import FIELD_NAMES, InputError, first_field
 from rewardkit.types import Group
 
 
@@ -24,11 +24,11 @@ def read_prompts(path: str | Path, limit: int | None = None) -> list[Group]:
                 raise InputError(p, n, None, f"not JSON ({e.msg})") from None
             if not isinstance(obj, dict):
                 raise InputError(p, n, None, "expected a JSON object")
-            pk, prompt = first_field(obj, PROMPT_KEYS)
+            pk, prompt = first_field(obj, FIELD_NAMES["prompt"])
             if not isinstance(prompt, str) or not prompt.strip():
-                raise InputError(p, n, pk or "prompt", f"missing or empty (looked for {', '.join(PROMPT_KEYS)})")
-            rk, ref = first_field(obj, REFERENCE_KEYS)
-            _, expert = first_field(obj, EXPERT_KEYS)
+                raise InputError(p, n, pk or "prompt", "missing or empty (looked for " + ", ".join(FIELD_NAMES["prompt"]) + ")")
+            rk, ref = first_field(obj, FIELD_NAMES["reference"])
+            _, expert = first_field(obj, FIELD_NAMES["expert"])
             try:  # a number reads as its text, a list as several references (any is right)
                 out.append(Group(str(obj.get("id", f"{p.stem}-{n}")), prompt, [], ref, expert))
             except (TypeError, ValueError) as e:

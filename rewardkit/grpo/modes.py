@@ -23,7 +23,6 @@ import dataclasses
 import json
 import math
 import os
-import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from rewardkit.gar.rewards import R_A_AT_PAPER_LAMBDA4, judgment_rewards
 from rewardkit.gar.slices import SliceItem, SliceOptions, SliceScorer
 from rewardkit.grpo.trainer import GRPOTrainer, Learner, Rollouts, set_advantages
 from rewardkit.options import Options, coerce_options, option, resolve_options
-from rewardkit.prompts.gar import VERDICT_CHOICES, discriminator_messages
+from rewardkit.prompts.gar import DISCRIMINATOR_FORM, VERDICT_CHOICES, VERDICT_PREFIX, discriminator_messages
 from rewardkit.raro.critic import (
     CriticItem,
     CriticOptions,
@@ -163,13 +162,6 @@ class RaroShared:
 
 
 # ------------------------------------------------------------------------------------------- GAR
-
-
-def before_verdict(text: str, label: str) -> str:
-    """A judgment's text up to where its verdict word starts (App. B: **YES**/**NO** after the analysis), the
-    assistant prefix at which the discriminator's P(YES) is read: the first bold ``label``, else the first word."""
-    m = re.search(rf"\*\*\s*({label})\b", text) or re.search(rf"\b({label})\b", text, re.IGNORECASE)
-    return text[: m.start(1)] if m else text.rstrip() + "\n**"
 
 
 class SampledJudge(JudgeBackend):
@@ -307,8 +299,9 @@ class GarJoint:
         reqs = []
         for i in rows:
             it = items[i // k]
+            at = DISCRIMINATOR_FORM.verdict_start(texts[i])  # where the parser read its verdict (a row with r^s)
             reqs.append(VerdictRequest(discriminator_messages(it.problem, it.text, it.context), VERDICT_CHOICES,
-                                       before_verdict(texts[i], "YES" if r_s[i] == 1.0 else "NO")))
+                                       texts[i][:at] + VERDICT_PREFIX))
         out: list[float | None] = [None] * len(r_s)
         for i, res in zip(rows, self.learner.backend.verdict_probs(reqs), strict=True):
             if res.status is Status.OK and len(res.probs) == 2:

@@ -70,8 +70,7 @@ class VLLMSampler:
 
     name = "vllm"
 
-    def __init__(self, model: str, dtype: str, device: str, seed: int, memory: float, sleep: bool,
-                 max_model_len: int | None = None):
+    def __init__(self, model: str, dtype: str, device: str, seed: int, memory: float, sleep: bool):
         from rewardkit.backends.vllm_backend import VLLMBackend
 
         on_gpu = device != "cpu"
@@ -79,7 +78,7 @@ class VLLMSampler:
         if on_gpu and sleep:
             engine["enable_sleep_mode"] = True
         self.judge = self.backend = VLLMBackend(model, dtype=dtype, seed=seed, in_process=True,
-                                                gpu_memory_utilization=memory, max_model_len=max_model_len, **engine)
+                                                gpu_memory_utilization=memory, **engine)
         self.sleeps = on_gpu and sleep
         self.stale: str | None = None  # why the engine's weights are not the policy's (None: in step)
 

@@ -395,8 +395,13 @@ class GRPOTrainer:
         return self.history
 
     def close(self) -> None:
-        """Shut the sampler's engine down (a vLLM engine holds memory and threads until then)."""
+        """Shut the samplers' engines down, the policy's and a mode's own learner's (GAR's discriminator): a vLLM
+        engine holds memory and threads until then."""
         self.learner.sampler.close()
+        for mode in self.modes:
+            own = getattr(mode, "learner", None)
+            if own is not None and own.sampler is not self.learner.sampler:
+                own.sampler.close()
 
     def train_step(self) -> dict[str, Any]:
         """One GRPO step: sample, score whole groups, advantages, loss, optimizer step. Returns metrics."""

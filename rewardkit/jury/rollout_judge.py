@@ -114,8 +114,9 @@ class RolloutJudgeScorer(BaseScorer):
         # App. D: the judge sees the reasoning and the final answer (the whole response, cut from the front to
         # its budget), not the extracted answer alone, and the answer is read from that same text
         count = self.verifier.backend.count_tokens
-        claims = [Claim(g.prompt, response_tail(r, self._budget(g.prompt), count, sp[0]))
-                  for g, g_spans in zip(groups, spans, strict=True)
+        budgets = [self._budget(g.prompt) for g in groups]  # once per group: it tokenises the judge's messages
+        claims = [Claim(g.prompt, response_tail(r, budget, count, sp[0]))
+                  for g, g_spans, budget in zip(groups, spans, budgets, strict=True)
                   for r, sp in zip(g.responses, g_spans, strict=True) if sp is not None]
         judged = iter(self.verifier.verify_many(claims))  # one backend call for the whole batch
         out = []

@@ -41,12 +41,6 @@ FIELD_NAMES: dict[str, tuple[str, ...]] = {
     "group_id": ("group_id", "prompt_id", "uid"),  # flat rows: which group a response belongs to
     "step": ("step", "global_step"),
 }
-PROMPT_KEYS = FIELD_NAMES["prompt"]
-REFERENCE_KEYS = FIELD_NAMES["reference"]
-EXPERT_KEYS = FIELD_NAMES["expert"]
-RESPONSE_LIST_KEYS = FIELD_NAMES["responses"]
-RESPONSE_KEYS = FIELD_NAMES["response"]
-GROUP_KEYS = FIELD_NAMES["group_id"]
 #: verl's generation dump row (``RayPPOTrainer._write_generations``): decoded prompt, response, ground truth, reward
 VERL_DUMP_KEYS = ("input", "output", "step")
 SUPPORTED = ("JSONL (.jsonl: grouped, or one response per line), Parquet (.parquet, either shape) or a saved "
@@ -90,18 +84,6 @@ def field_names(fields: dict[str, str] | None = None, group_key: str | None = No
             raise ValueError(f"field mapping {k}={v!r}: expected the name of a column")
         names[k] = (v,)
     return names
-
-
-def parse_field_pairs(pairs: list[str] | None) -> dict[str, str]:
-    """``["reference=gold", ...]`` (the CLI's ``--field``) as a mapping, checked by ``field_names``."""
-    out = {}
-    for p in pairs or []:
-        k, sep, v = p.partition("=")
-        if not sep or not k.strip() or not v.strip():
-            raise ValueError(f"--field {p!r}: expected FIELD=COLUMN (e.g. reference=gold)")
-        out[k.strip()] = v.strip()
-    field_names(out)
-    return out
 
 
 def read_groups(path: str | Path, *, skip_bad: bool = False, group_key: str | None = None,

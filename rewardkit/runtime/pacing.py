@@ -29,21 +29,22 @@ def paced_executor(scorer: Any, on_groups: Callable[[int], None], *, interval: f
     from rewardkit.runtime.jobs import score_batch
 
     interval = PACE_SECONDS if interval is None else interval
-    per_group: list[float] = []  # seconds per group, measured
+    last: float | None = None  # seconds per group of the last sub-batch, measured
 
     def size(left: int) -> int:
-        if not per_group:
+        if last is None:
             return 1
-        return max(1, min(left, math.floor(interval / max(per_group[-1], 1e-9))))
+        return max(1, min(left, math.floor(interval / max(last, 1e-9))))
 
     def run(batches: Iterator[Batch]) -> Iterator[tuple[Batch, list[GroupScore]]]:
+        nonlocal last
         for batch in batches:
             scores: list[GroupScore] = []
             while len(scores) < len(batch):
                 part = batch[len(scores):len(scores) + size(len(batch) - len(scores))]
                 t0 = clock()
                 scores.extend(score_batch(scorer, part))
-                per_group.append((clock() - t0) / len(part))
+                last = (clock() - t0) / len(part)
                 on_groups(len(part))
             yield batch, scores
 
