@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from rewardkit.types import Status
-from rewardkit.verdict_forms import boxed_spans, response_trunk  # noqa: F401  (response_trunk re-exported)
+from rewardkit.verdict_forms import boxed_spans, response_trunk, think_unclosed  # noqa: F401  (response_trunk re-exported)
 
 # math-verify warns on every call when its timeouts are disabled; we enforce deadlines ourselves.
 logging.getLogger("math_verify").setLevel(logging.ERROR)
@@ -274,7 +274,7 @@ _SENTENCE_END = re.compile(r"[.!?\n]")
 def unfinished(text: str) -> str | None:
     """Why a response reads as reasoning cut off before it concluded (None when it does not): a ``<think>``
     block opened and never closed, or a last sentence that stops on a word or sign no sentence ends with."""
-    if "<think>" in text and text.rfind("<think>") > text.rfind("</think>"):
+    if think_unclosed(text):
         return "its <think> block is never closed"
     m = _DANGLING.search(text.rstrip()[-200:])
     if m is not None:
@@ -285,11 +285,10 @@ def unfinished(text: str) -> str | None:
 def _concluded(text: str, got: Span) -> bool:
     """Whether an unmarked answer (tiers 4-5) concludes something: in a response cut off mid-reasoning, a number
     from a never-closed <think> block or from the unfinished last sentence is a step, not an answer."""
-    why = unfinished(text)
-    if why is None:
-        return True
-    if "<think>" in why:
+    if think_unclosed(text):
         return False
+    if unfinished(text) is None:
+        return True
     return _SENTENCE_END.search(text, got[1]) is not None
 
 

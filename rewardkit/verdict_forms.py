@@ -147,12 +147,17 @@ def _bare(text: str) -> str:
     return " ".join(_FORMAT.sub(" ", _TAG.sub(" ", text)).split())
 
 
+def think_unclosed(text: str) -> bool:
+    """Whether a ``<think>`` block was opened and never closed: reasoning cut off (verdicts and answers alike)."""
+    return "<think>" in text and text.rfind("<think>") > text.rfind(_THINK_END)
+
+
 def _cut_off(text: str, finish_reason: str | None) -> str | None:
     """Why the output is a truncation (None when it is not): the backend stopped it for length, or a
     ``<think>`` block was opened and never closed."""
     if finish_reason == "length":
         return "the judge stopped for length (finish_reason='length'): a cut-off output is no verdict"
-    if "<think>" in text and text.rfind("<think>") > text.rfind(_THINK_END):
+    if think_unclosed(text):
         return "the judge's reasoning was cut off (<think> never closed): a cut-off output is no verdict"
     return None
 
