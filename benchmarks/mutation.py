@@ -74,8 +74,9 @@ TARGETS = [
     Target("rewardkit/jury/vote.py", ("tests/jury/test_vote.py", "tests/jury/test_proof_gate.py")),
     Target("rewardkit/grpo/modes.py", ("tests/grpo/test_modes.py",)),
     Target("rewardkit/raro/tts.py", ("tests/raro/test_tts.py",)),
-    # last: verdicts.py is being rewritten (issue 39's judge outputs); run again after that lands
+    # the verdict parsers (verdicts.py) and the per-prompt forms they read with (verdict_forms.py, issue 34)
     Target("rewardkit/verdicts.py", ("tests/test_verdicts.py",)),
+    Target("rewardkit/verdict_forms.py", ("tests/test_verdicts.py",)),
 ]
 
 
@@ -268,8 +269,8 @@ PLANTED = [
             "1.0 - arr[:, 2]], axis=1)", "arr[:, 2]], axis=1)", ("tests/arena/test_ranking.py",)),
     Planted("ResZero counts None answers", "rewardkit/jury/reszero.py",
             "labels = [a if a is not None else _NoAnswer() for a in answers]", "labels = list(answers)", ("tests/jury/test_reszero.py", "tests/jury/test_proof_gate.py")),
-    Planted("a verdict tag read last, not first", "rewardkit/verdicts.py",
-            'hit = hits[-1] if self.place == "end" else hits[0]', "hit = hits[-1]", ("tests/test_verdicts.py",)),
+    Planted("a verdict tag read last, not first", "rewardkit/verdict_forms.py",
+            'hits[-1] if self.place == "end" else hits[0]', "hits[-1]", ("tests/test_verdicts.py",)),
     Planted("the sign of -\\frac{a}{b} dropped", "rewardkit/answers.py",
             "return -v if sign == \"-\" else v", "return v", ("tests/test_answers.py",)),
 ]
