@@ -292,9 +292,10 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         """Decode every prompt row (token ids; a row per sample): ``(new tokens, ended)`` per row, in order, the
         tokens through the end-of-sequence token when one came (``ended``). Greedy at temperature 0.
 
-        Rows are sorted by length and packed by memory: rows x (prompt + max_new_tokens) within the placement's
-        ``generation_tokens`` (the KV cache they hold) and rows x prompt within ``generation_prefill_tokens``
-        (the prefill's activations). ``seed`` seeds torch once, before the first batch. The GRPO trainer
+        Rows are sorted by length and packed by memory (``Placement.decode_batches``): rows x (prompt +
+        max_new_tokens) within the placement's ``generation_tokens`` (the KV cache they hold) and rows x prompt
+        within ``generation_prefill_tokens`` (the prefill's activations), both counted on the padded shape the
+        batch decodes as. ``seed`` seeds torch once, before the first batch. The GRPO trainer
         samples its rollouts here too, so judges and policies share one engine. ``top_k=None`` samples from the
         whole distribution (transformers would apply its default top_k=50).
 
@@ -305,9 +306,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         torch = self.torch
         pl = self.placement
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-        batches = [b for kv in token_batches(order, lambda i: len(prompts[i]) + max_new_tokens, pl.generation_tokens,
-                                             self.batch_size)
-                   for b in token_batches(kv, lambda i: len(prompts[i]), pl.generation_prefill_tokens)]
+        batches = pl.decode_batches(order, lambda i: len(prompts[i]), max_new_tokens)
         eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
         sample = temperature > 0
         out: list[tuple[list[int], bool] | None] = [None] * len(prompts)
@@ -316,10 +315,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
                 torch.manual_seed(seed)
             for batch in batches:
                 rows = [prompts[i] for i in batch]
-                width = pl.decode_width(max(len(r) for r in rows))
-                n = pl.decode_rows(len(rows))
-                if n * (width + max_new_tokens) > pl.generation_tokens:  # the padded batch must fit the budget
-                    n = len(rows)
+                n, width = pl.decode_shape(len(rows), max(len(r) for r in rows), max_new_tokens)
                 ids, mask, _ = self._pad(rows + [rows[-1]] * (n - len(rows)), width)
                 extra = {"cache_implementation": "static"} if pl.static_cache else {}
                 with torch.inference_mode():

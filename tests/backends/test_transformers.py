@@ -268,6 +268,22 @@ def test_static_cache_with_bucketed_rows_decodes_the_same_tokens(judge_backend, 
 
 
 @pytest.mark.model
+def test_a_split_decode_batch_runs_as_full_row_buckets(judge_backend, monkeypatch):
+    """The GPU's static cache injected with a budget of 1,360 tokens: 20 rows of 64 (padded) + 4 tokens fit
+    unpadded in one batch but not padded to 32 rows; they decode as 16 + 8 rows, not as one 20-row shape
+    (which has no compiled step: a fresh compile on a GPU), and give the dynamic cache's greedy tokens."""
+    b = TransformersBackend("smollm2", dtype="float32", static_cache=True, batch_tokens=340)
+    assert b.placement.generation_tokens == 1360
+    rows = [b.encode(f"Count to {k}:") for k in range(20)]
+    shapes = []
+    generate = b.sampler.generate
+    monkeypatch.setattr(b.sampler, "generate", lambda **kw: shapes.append(tuple(kw["input_ids"].shape))
+                        or generate(**kw))
+    got = b.sample_tokens(rows, max_new_tokens=4)
+    assert shapes == [(16, 64), (8, 64)]
+    assert got == judge_backend.sample_tokens(rows, max_new_tokens=4)
+
+@pytest.mark.model
 def test_sampling_without_top_k_draws_from_the_whole_distribution(judge_backend):
     rows = judge_backend.encode_many(judge_backend.render_many([[{"role": "user", "content": "Say something."}]] * 4))
 
