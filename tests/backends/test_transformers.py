@@ -296,13 +296,21 @@ def test_sampling_without_top_k_draws_from_the_whole_distribution(judge_backend)
 
 
 @pytest.mark.model
-def test_a_float32_model_samples_from_a_bf16_copy_refreshed_in_place():
+def test_a_float32_model_samples_from_a_bf16_copy_refreshed_in_place(monkeypatch):
+    import copy
+
     import torch
 
     from rewardkit.grpo.samplers import TransformersSampler
 
+    copies = []  # copies of a model's weights (transformers deep-copies its generation configs too)
+    deepcopy = copy.deepcopy
+    monkeypatch.setattr(copy, "deepcopy", lambda x, *a: (isinstance(x, torch.nn.Module) and copies.append(x))
+                        or deepcopy(x, *a))
     b = TransformersBackend("smollm2", dtype="float32", sample_dtype="bfloat16")
+    assert copies == []  # not at load: a vLLM sampler set up next sizes its memory without the copy on the device
     assert b.sampler is not b.model and next(b.sampler.parameters()).dtype == torch.bfloat16
+    assert len(copies) == 1
     before = [p.data_ptr() for p in b.sampler.parameters()]
     with torch.no_grad():
         for p in b.model.parameters():
@@ -313,3 +321,7 @@ def test_a_float32_model_samples_from_a_bf16_copy_refreshed_in_place():
         assert torch.equal(s, m.to(torch.bfloat16))
     [(toks, _)] = b.sample_tokens([b.encode("Hello")], max_new_tokens=3, min_new_tokens=3)
     assert len(toks) == 3
+    other = TransformersBackend("smollm2", dtype="float32", sample_dtype="bfloat16")
+    other.drop_sampling_copy()  # another engine samples (the trainer with a vLLM sampler)
+    other.sample_tokens([b.encode("Hello")], max_new_tokens=2)
+    assert len(copies) == 1 and other.sampler is other.model
