@@ -19,9 +19,15 @@ shape it is timed at, the sides are alternated, and each figure is the best of `
   static cache keeps the longest length seen, as transformers does across calls), and at 64 rows also
   ``model.generate`` with its default (dynamic) cache. rewardkit's warm-up at each shape is its first call there
   (the compile, reported on its own); the static anchor warms after it and finds the step compiled.
-  Diagnostic: rewardkit's 512 sampled rows with ``top_k=50``, transformers' implicit default.
-- **GRPO step** (``--grpo``, GPU): ``GRPOTrainer.train_step`` wall time on a random-init policy, float32 weights
-  trained, rollouts sampled from the bf16 copy.
+- **topk50** (a diagnostic): rewardkit's sampled rows with ``top_k=50``, transformers' implicit default, warmed
+  and best of ``--reps`` right after the sampled part, against its best there.
+- **GRPO step** (``grpo``): ``GRPOTrainer.train_step`` wall time on a random-init policy of the architecture,
+  float32 weights trained, rollouts sampled from the bf16 copy (on a GPU); the first steps pay the compiles.
+
+``--parts`` picks the parts (each architecture's parts run in one process, saved as each finishes, so a run cut
+short keeps what it measured); every part records the run that measured it (command, device, versions, date).
+``--merge`` joins partial runs into the results without losing a part measured earlier (a part that failed
+does not replace a measured one); ``--check`` lists the headline keys still missing.
 
 Without weights (``--arch``) the model is a random-init one of a stated architecture built from the embedded
 tokenizer: speed depends on shapes, not on weight values. Results go to
@@ -31,7 +37,7 @@ tokenizer: speed depends on shapes, not on weight values. Results go to
 
     PYTHONPATH=. python benchmarks/engine_speed.py --device cpu --arch smollm2-135m --pairs 12 --gen-prompts 4 \\
         --samples 2 --new 8 --rows 8 --before main
-    scripts/gpu_engine_bench.sh   # on a GPU machine: both architectures, 300 pairs, 64 / 512 rows x 256 tokens
+    scripts/gpu_engine_bench.sh   # on a GPU machine: the parts the GPU results lack (its header: which, how long)
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import resource
 import sys
 import tempfile
@@ -65,10 +72,20 @@ ARCHS = {
                        num_key_value_heads=2, tie_word_embeddings=True),
 }
 PLAIN_BATCH_TOKENS = 65_536
-FORMAT = 2  # results layout: like-with-like anchors (issue 36)
+FORMAT = 3  # results layout: like-with-like anchors (issue 36), each part naming the run that measured it
+PARTS = ("verdicts", "greedy", "sampled", "topk50", "grpo")
+ENGINE_PARTS = PARTS[:4]  # measured on one loaded backend; grpo loads its own policy
+HEADLINE = ("verdict_ratio_vs_plain_ids", "generation_ratio_same_rows_64", "generation_ratio_same_rows_512",
+            "generation_ratio_vs_dynamic_64")
 
 
-def build_model(arch: str, tokenizer_dir: str, device: str, out: Path, dtype: str = "auto") -> str:
+def arch_config(arch: str, layers: int | None) -> dict:
+    """``arch``'s shapes, with ``layers`` decoder layers when given (a dry run on a CPU)."""
+    return {**ARCHS[arch], **({"num_hidden_layers": layers} if layers else {})}
+
+
+def build_model(arch: str, tokenizer_dir: str, device: str, out: Path, dtype: str = "auto",
+                layers: int | None = None) -> str:
     """A folder with a random-init model of ``arch`` and the tokenizer, saved in bf16 on a GPU (``auto``: what the
     backend loads there; half the bytes to write) else fp32, or in ``dtype``."""
     import torch
@@ -77,7 +94,7 @@ def build_model(arch: str, tokenizer_dir: str, device: str, out: Path, dtype: st
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     cfg = LlamaConfig(vocab_size=len(tok), max_position_embeddings=8192, rope_theta=100000.0,
                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                      **ARCHS[arch])
+                      **arch_config(arch, layers))
     torch.manual_seed(0)
     with torch.device(device):
         model = LlamaForCausalLM(cfg)
@@ -249,8 +266,7 @@ def verdict_bench(backend, pairs: list[dict], reps: int) -> dict:
                              "plain_ids": exposed_host(sides["plain_ids"], model, n)}}
 
 
-def generation_bench(backend, rows: list[list[int]], new: int, sample: bool, reps: int, dynamic: bool,
-                     diagnose: bool) -> dict:
+def generation_bench(backend, rows: list[list[int]], new: int, sample: bool, reps: int, dynamic: bool) -> dict:
     """rewardkit's ``sample_tokens`` against ``model.generate`` on the same rows in one batch."""
     import torch
 
@@ -287,10 +303,24 @@ def generation_bench(backend, rows: list[list[int]], new: int, sample: bool, rep
            "peak_gib": peak_gib(torch), "placement": backend.placement.describe()}
     if "generate_dynamic" in res:
         out["ratio_vs_dynamic"] = round(res["generate_dynamic"]["best_s"] / res["rewardkit"]["best_s"], 3)
-    if diagnose and sample:
-        t50, _ = timed(lambda: ours(top_k=50))
-        out["rewardkit_top_k50_tokens_per_s"] = round(tokens / t50, 1)  # one run, warm shape
     return out
+
+
+def topk50_bench(backend, rows: list[list[int]], new: int, reps: int, sampled: dict | None) -> dict:
+    """rewardkit's sampled rows with ``top_k=50`` (transformers' implicit default), warmed at the shape and best of
+    ``reps``, against the default (no top-k) best of the sampled part just measured (measured here if it was not)."""
+    knobs = dict(max_new_tokens=new, min_new_tokens=new, seed=0, temperature=1.0, top_p=1.0)
+    sides = {"top_k_50": lambda: backend.sample_tokens(rows, top_k=50, **knobs)}
+    if not sampled or "tokens_per_s" not in sampled:
+        sides["default"] = lambda: backend.sample_tokens(rows, **knobs)
+    res = alternate(sides, reps)
+    tokens = len(rows) * new
+    rate = {k: round(tokens / r["best_s"], 1) for k, r in res.items()}
+    if "default" not in rate:
+        rate["default"] = sampled["tokens_per_s"]["rewardkit"]
+    return {"rows": len(rows), "new_tokens": new, "tokens_per_s": rate,
+            "times_s": {k: r["times"] for k, r in res.items()}, "warm_s": {k: r["warm_s"] for k, r in res.items()},
+            "top_k50_over_default": round(rate["top_k_50"] / rate["default"], 3)}
 
 
 def grpo_bench(path: str, problems: list[str], steps: int, prompts: int, samples: int, new: int) -> dict:
@@ -310,38 +340,56 @@ def grpo_bench(path: str, problems: list[str], steps: int, prompts: int, samples
             rows.append({k: round(r[k], 2) for k in ("step_seconds", "sample_seconds")})
         pl = trainer.policy.placement
         info = {"steps": rows, "rows_per_step": prompts * samples, "new_tokens": new,
+                "parameters": sum(p.numel() for p in trainer.model.parameters()),
                 "weights": str(trainer.model.dtype), "sampler": str(trainer.policy.sampler.dtype),
                 "static_cache": pl.static_cache}
         del trainer
     return info
 
 
-def measure(backend, args, pairs: list[dict], prompt_ids: list[list[int]], row: dict, saved) -> dict:
-    """Every workload on one loaded backend into ``row`` (``saved()`` after each); a part that fails is recorded
-    and the others still run."""
+def measure(backend, args, parts: list[str], pairs: list[dict], prompt_ids: list[list[int]], row: dict,
+            run: dict, saved) -> dict:
+    """The engine ``parts`` on one loaded backend into ``row``, each naming ``run`` (``saved()`` after each); a part
+    that fails is recorded and the others still run."""
     greedy_rows = prompt_ids[: args.rows]
     sampled_rows = [p for p in prompt_ids for _ in range(args.samples)]
-    parts = [("verdicts", lambda: verdict_bench(backend, pairs, args.reps)),
-             ("greedy", lambda: generation_bench(backend, greedy_rows, args.new, False, args.reps, True, False)),
-             ("sampled", lambda: generation_bench(backend, sampled_rows, args.new, True, args.reps, False, True))]
-    for part, run in parts:
-        try:
-            row[part] = run()
-        except Exception as e:  # noqa: BLE001 - one failed part must not lose the others
-            row[part] = {"error": repr(e)[:500]}
-        print(part, json.dumps(row[part]), flush=True)
-        row.update(headline(row))
+    runners = {"verdicts": lambda: verdict_bench(backend, pairs, args.reps),
+               "greedy": lambda: generation_bench(backend, greedy_rows, args.new, False, args.reps, True),
+               "sampled": lambda: generation_bench(backend, sampled_rows, args.new, True, args.reps, False),
+               "topk50": lambda: topk50_bench(backend, sampled_rows, args.new, args.reps, row.get("sampled"))}
+    for part in parts:
+        record(row, part, runners[part], run)
         saved()
     return row
+
+
+def record(row: dict, part: str, run_part, run: dict) -> None:
+    """``row[part]`` = what ``run_part()`` measured, or its error, naming ``run``; the headline keys after it."""
+    try:
+        row[part] = {**run_part(), "run": run}
+    except Exception as e:  # noqa: BLE001 - one failed part must not lose the others
+        row[part] = {"error": repr(e)[:500], "run": run}
+    print(part, json.dumps(row[part]), flush=True)
+    row.update(headline(row))
 
 
 def headline(row: dict) -> dict:
     """The four ratios the issue asks for (None where a part failed or was not run)."""
     v, g, s = row.get("verdicts", {}), row.get("greedy", {}), row.get("sampled", {})
-    return {"verdict_ratio_vs_plain_ids": v.get("ratio_vs_plain_ids"),
-            "generation_ratio_same_rows_64": g.get("ratio_same_rows"),
-            "generation_ratio_same_rows_512": s.get("ratio_same_rows"),
-            "generation_ratio_vs_dynamic_64": g.get("ratio_vs_dynamic")}
+    return dict(zip(HEADLINE, (v.get("ratio_vs_plain_ids"), g.get("ratio_same_rows"), s.get("ratio_same_rows"),
+                               g.get("ratio_vs_dynamic")), strict=True))
+
+
+def missing(section: dict | None) -> list[str]:
+    """What a device section still lacks: per architecture each headline key and the GRPO step times."""
+    models = (section or {}).get("models", {})
+    gaps = []
+    for arch in ARCHS:
+        row = models.get(arch, {})
+        gaps += [f"{arch}: {k}" for k, v in headline(row).items() if v is None]
+        if not row.get("grpo", {}).get("steps"):
+            gaps.append(f"{arch}: grpo")
+    return gaps
 
 
 def before_after(ref: str, rounds: int, problems: int, rollouts: Path) -> dict:
@@ -377,6 +425,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="auto", help="where both run (auto: cuda when torch sees a GPU)")
     ap.add_argument("--arch", action="append", help=f"random-init architecture(s): {', '.join(ARCHS)}")
+    ap.add_argument("--parts", default=",".join(ENGINE_PARTS),
+                    help=f"comma-separated parts per architecture, in order: {', '.join(PARTS)}; none: no part")
+    ap.add_argument("--layers", type=int, help="decoder layers of every --arch (a dry run on a CPU; default: its own)")
     ap.add_argument("--tokenizer", help="tokenizer folder for --arch (default: the embedded model's)")
     ap.add_argument("--rollouts", help="the shared rollouts JSONL (default: ../shared/data/...)")
     ap.add_argument("--pairs", type=int, default=300, help="verdict pairs (3 per problem)")
@@ -385,19 +436,34 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--rows", type=int, default=64, help="greedy rows (the first problems)")
     ap.add_argument("--new", type=int, default=256)
-    ap.add_argument("--grpo", metavar="ARCH", help="also time GRPO train steps with this --arch as the policy")
     ap.add_argument("--grpo-new", type=int, default=128, help="new tokens per GRPO rollout")
-    ap.add_argument("--skip-engine", action="store_true", help="only the GRPO steps (--grpo)")
-    ap.add_argument("--merge", nargs="+", metavar="JSON", help="merge these results files' device sections (the "
-                                                                 "GPU script's parts) into benchmarks/results and exit")
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="merge these results files (partial runs) into --out "
+                                                                 "(its parts kept unless measured again) and exit")
+    ap.add_argument("--check", action="store_true", help="exit 1 naming the headline keys and GRPO steps --out's "
+                                                         "--device section lacks (after --merge, or alone)")
     ap.add_argument("--out", help="results JSON (default benchmarks/results/engine_speed.json; merged per device)")
     ap.add_argument("--before", metavar="REF", help="CPU: also run benchmarks/judge_throughput.py at commit REF "
                                                     "and here, alternated (--rounds), in this run")
     ap.add_argument("--rounds", type=int, default=4)
     args = ap.parse_args()
-    if args.merge:
-        merge(args.merge)
+    out_path = Path(args.out) if args.out else RESULTS / "engine_speed.json"
+    if args.merge or args.check:
+        if args.merge:
+            merge(args.merge, out_path)
+        if args.check:
+            kind = "cpu" if args.device == "cpu" else "cuda"
+            data = json.loads(out_path.read_text()) if out_path.exists() else {}
+            gaps = missing(data.get(kind))
+            print(f"{out_path} [{kind}]: " + ("every headline key and the GRPO steps present" if not gaps else
+                                              "missing " + "; ".join(gaps)), flush=True)
+            raise SystemExit(1 if gaps else 0)
         return
+    parts = [] if args.parts == "none" else args.parts.split(",")
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        raise SystemExit(f"--parts: unknown {unknown}; choose from {', '.join(PARTS)}")
+
+    import datetime
 
     import torch
     import transformers
@@ -414,79 +480,91 @@ def main() -> None:
     pairs = live_pairs(rollouts, (args.pairs + 2) // 3)[: args.pairs]
     problems = [json.loads(line)["problem"] for line in rollouts.open()][: args.gen_prompts]
     kind = "cuda" if device.startswith("cuda") else "cpu"
-    section = {"device": torch.cuda.get_device_name() if kind == "cuda" else f"CPU ({machine()['cpus']} cores)",
-               "torch": torch.__version__, "transformers": transformers.__version__, **machine(),
-               "command": "PYTHONPATH=. python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-               "models": {}}
-    out_path = Path(args.out) if args.out else RESULTS / "engine_speed.json"
+    command = "PYTHONPATH=. python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
+    if os.environ.get("OUT"):  # the GPU script's output folder, named as the script names it
+        command = command.replace(os.environ["OUT"], "$OUT")
+    run = {"command": command,
+           "device": torch.cuda.get_device_name() if kind == "cuda" else f"CPU ({machine()['cpus']} cores)",
+           "torch": torch.__version__, "transformers": transformers.__version__, **machine(),
+           "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")}
+    section: dict = {"models": {}}
     if args.tokenizer:
         tokenizer = args.tokenizer
     else:
         from rewardkit.backends.embedded import embedded_model_path
 
         tokenizer = str(embedded_model_path("float32"))
+    engine = [p for p in parts if p in ENGINE_PARTS]
     with tempfile.TemporaryDirectory() as tmp:
-        for arch in [] if args.skip_engine else args.arch or ["smollm2-135m"]:
-            path = build_model(arch, tokenizer, device, Path(tmp) / arch)
-            backend = TransformersBackend(path)  # only the model: every other setting at its default
-            if backend.device != device:
-                raise SystemExit(f"the default device is {backend.device}, expected {device}")
-            chats = [[{"role": "user", "content": p}] for p in problems]
-            prompt_ids = backend.encode_many(backend.render_many(chats))
-            row = {"model": f"{arch} (random init: {ARCHS[arch]})",
-                   "parameters": sum(p.numel() for p in backend.model.parameters()),
-                   "placement": backend.placement.describe(),
-                   "mean_prompt_tokens_generation": round(float(np.mean([len(p) for p in prompt_ids])), 1)}
-            print(f"{arch}: {row['placement']}", flush=True)
-            section["models"][arch] = row
-            measure(backend, args, pairs, prompt_ids, row, lambda: save(out_path, kind, section))
-            backend.close()
-            del backend
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+        for arch in (args.arch or ["smollm2-135m"]) if parts else []:
+            row = section["models"].setdefault(arch, {"model": f"{arch} (random init: "
+                                                               f"{arch_config(arch, args.layers)})"})
+            if engine:
+                path = build_model(arch, tokenizer, device, Path(tmp) / arch, layers=args.layers)
+                backend = TransformersBackend(path)  # only the model: every other setting at its default
+                if backend.device != device:
+                    raise SystemExit(f"the default device is {backend.device}, expected {device}")
+                chats = [[{"role": "user", "content": p}] for p in problems]
+                prompt_ids = backend.encode_many(backend.render_many(chats))
+                row.update({"parameters": sum(p.numel() for p in backend.model.parameters()),
+                            "placement": backend.placement.describe(),
+                            "mean_prompt_tokens_generation": round(float(np.mean([len(p) for p in prompt_ids])), 1)})
+                print(f"{arch}: {row['placement']}", flush=True)
+                measure(backend, args, engine, pairs, prompt_ids, row, run, lambda: save(out_path, kind, section))
+                backend.close()
+                del backend
+                gc.collect()
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+            if "grpo" in parts:
+                record(row, "grpo", lambda a=arch: grpo_bench(
+                    build_model(a, tokenizer, device, Path(tmp) / "policy", "float32", args.layers), problems, 3, 8,
+                    args.samples, args.grpo_new), run)
             save(out_path, kind, section)  # after each architecture: a run cut short keeps what it measured
-        if args.grpo:
-            try:
-                section["grpo"] = {"arch": args.grpo, **grpo_bench(build_model(args.grpo, tokenizer, device, Path(tmp) / "policy", "float32"),
-                                                                   problems, 3, 8, args.samples, args.grpo_new)}
-            except Exception as e:  # noqa: BLE001 - recorded; the engine's numbers stand
-                section["grpo"] = {"error": repr(e)[:500]}
-            print("grpo", json.dumps(section["grpo"]), flush=True)
     if args.before:
-        section["judge_throughput_before_after"] = before_after(args.before, args.rounds, max(1, args.pairs // 3),
-                                                                rollouts)
+        section["judge_throughput_before_after"] = {**before_after(args.before, args.rounds,
+                                                                   max(1, args.pairs // 3), rollouts), "run": run}
         print(json.dumps(section["judge_throughput_before_after"]), flush=True)
     save(out_path, kind, section)
 
 
-def merge(paths: list[str]) -> None:
-    """One section per device kind from several partial runs (models and GRPO steps joined; commands listed)."""
-    merged: dict[str, dict] = {}
+def merge_section(base: dict | None, new: dict) -> dict:
+    """``new``'s parts over ``base``'s: a part measured in ``new`` replaces the earlier one, a part that failed
+    there (``error``) does not replace a measured one; the headline keys follow the parts kept."""
+    out = {**(base or {}), "models": {a: dict(r) for a, r in (base or {}).get("models", {}).items()}}
+    for arch, row in new.get("models", {}).items():
+        kept = out["models"].setdefault(arch, {})
+        for key, value in row.items():
+            if key in PARTS and "error" in value and "error" not in kept.get(key, {"error": ""}):
+                print(f"merge: {arch} {key} failed in {value['run']['command']!r}; the earlier one is kept")
+                continue
+            if key not in HEADLINE:
+                kept[key] = value
+        kept.update(headline(kept))
+    if "judge_throughput_before_after" in new:
+        out["judge_throughput_before_after"] = new["judge_throughput_before_after"]
+    return out
+
+
+def merge(paths: list[str], out: Path) -> None:
+    """Partial runs' results files merged into ``out`` (its own parts kept unless measured again), per device."""
+    data = json.loads(out.read_text()) if out.exists() else {}
     for path in paths:
         for kind, sec in json.loads(Path(path).read_text()).items():
-            if kind not in ("cuda", "cpu"):
-                continue
-            if kind not in merged:
-                merged[kind] = {**sec, "models": dict(sec.get("models", {}))}
-                continue
-            m = merged[kind]
-            m["models"].update(sec.get("models", {}))
-            m["command"] = f"{m['command']}; {sec['command']}"
-            for key in ("grpo", "judge_throughput_before_after"):
-                if key in sec:
-                    m[key] = sec[key]
-    for kind, sec in merged.items():
-        save(RESULTS / "engine_speed.json", kind, sec)
+            if kind in ("cuda", "cpu"):
+                data[kind] = merge_section(data.get(kind), sec)
+    for kind, sec in data.items():
+        if kind in ("cuda", "cpu"):
+            save(out, kind, sec)
 
 
 def save(path: Path, kind: str, section: dict) -> None:
     """Merge ``section`` into the results JSON under ``kind`` and rewrite the Markdown beside it."""
     data = json.loads(path.read_text()) if path.exists() else {}
-    # sections of the layout before this benchmark (issue 36) are dropped: they compared unlike things
+    # sections of an earlier layout are dropped: they compared unlike things or name no run per part
     data = {k: v for k, v in data.items() if k in ("cuda", "cpu") and v.get("format") == FORMAT}
     data[kind] = {**section, "format": FORMAT}
-    if path.parent == RESULTS:
+    if path.resolve().parent == RESULTS.resolve():
         write_results(path.stem, data, to_markdown(data))
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -498,31 +576,58 @@ def _ratio(x) -> str:
     return f"**{x}x**" if x is not None else "-"
 
 
+def runs_of(section: dict) -> list[dict]:
+    """The distinct runs a section's parts name, in the order first named."""
+    found: list[dict] = []
+    for row in section.get("models", {}).values():
+        for part in PARTS:
+            r = row.get(part, {}).get("run")
+            if r and r not in found:
+                found.append(r)
+    r = section.get("judge_throughput_before_after", {}).get("run")
+    if r and r not in found:
+        found.append(r)
+    return found
+
+
 def to_markdown(data: dict) -> str:
     md = ["# Engine speed: rewardkit at defaults vs plain transformers, like with like", "",
           "`benchmarks/engine_speed.py` (workloads and anchors in its docstring). Same weights, same rows, same "
           "batch size on both sides; each side warmed at its exact shape, sides alternated, best of the timed runs "
-          "(every time in the JSON). Ratios > 1: rewardkit is faster.", ""]
+          "(every time in the JSON). Ratios > 1: rewardkit is faster. Each row names the run that measured it "
+          "(partial runs merged by `--merge`).", ""]
     for kind in ("cuda", "cpu"):
         s = data.get(kind)
         if not s:
             continue
-        md += [f"## {s['device']} (torch {s['torch']}, transformers {s['transformers']})", "", f"`{s['command']}`", ""]
+        runs = runs_of(s)
+
+        def run_no(part: dict, runs: list[dict] = runs) -> str:
+            return str(runs.index(part["run"]) + 1) if part.get("run") in runs else "-"
+
+        md += [f"## {'GPU' if kind == 'cuda' else 'CPU'}", "", "Runs:", ""]
+        md += [f"{k}. {r['device']}, torch {r['torch']}, transformers {r['transformers']}, {r['date']}: "
+               f"`{r['command']}`" for k, r in enumerate(runs, 1)] + [""]
+        gaps = missing(s) if kind == "cuda" else []
+        if gaps:
+            md += ["Not measured yet: " + "; ".join(gaps) + ".", ""]
         if s["models"]:
-            md += ["| model | workload | rewardkit | anchor | anchor's rate | ratio |", "|---|---|---:|---|---:|---:|"]
+            md += ["| model | workload | rewardkit | anchor | anchor's rate | ratio | run |",
+                   "|---|---|---:|---|---:|---:|---:|"]
         notes = []
         for arch, r in s["models"].items():
-            name = f"{arch} ({r['parameters'] / 1e6:,.0f}M)"
+            name = f"{arch} ({r['parameters'] / 1e6:,.0f}M)" if "parameters" in r else arch
             v = r.get("verdicts", {})
             if "error" in v:
-                md.append(f"| {name} | verdicts | error: {v['error']} | | | |")
+                md.append(f"| {name} | verdicts | error: {v['error']} | | | | {run_no(v)} |")
             elif v:
                 w = f"verdict pairs/s, {v['pairs']} pairs of {v['mean_prompt_tokens']:.0f} tokens"
                 rk = v["pairs_per_s"]["rewardkit"]
                 md.append(f"| {name} | {w} | {rk} | plain loop from token ids | {v['pairs_per_s']['plain_ids']} | "
-                          f"{_ratio(v['ratio_vs_plain_ids'])} |")
+                          f"{_ratio(v['ratio_vs_plain_ids'])} | {run_no(v)} |")
                 md.append(f"| {name} | {w} | {rk} | plain loop from messages (render + tokenise timed) | "
-                          f"{v['pairs_per_s']['plain_messages']} | {_ratio(v['ratio_vs_plain_messages'])} |")
+                          f"{v['pairs_per_s']['plain_messages']} | {_ratio(v['ratio_vs_plain_messages'])} | "
+                          f"{run_no(v)} |")
                 h = v["exposed_host"]
                 notes.append(f"{arch}: host time per pair the device waited for: rewardkit "
                              f"{h['rewardkit']['host_ms_per_item']} ms, plain loop from ids "
@@ -532,7 +637,7 @@ def to_markdown(data: dict) -> str:
             for part, label in (("greedy", "greedy"), ("sampled", "sampled, temperature 1 (GRPO rollouts)")):
                 g = r.get(part, {})
                 if "error" in g:
-                    md.append(f"| {name} | {part} generation | error: {g['error']} | | | |")
+                    md.append(f"| {name} | {part} generation | error: {g['error']} | | | | {run_no(g)} |")
                     continue
                 if not g:
                     continue
@@ -540,28 +645,35 @@ def to_markdown(data: dict) -> str:
                 anchors = [("generate_static", "`model.generate`, same rows in one batch, static cache (compiled)",
                             g.get("ratio_same_rows") if g["same_rows_anchor"] == "generate_static" else None),
                            ("generate_dynamic", "`model.generate`, same rows in one batch, default dynamic cache",
-                            g.get("ratio_vs_dynamic"))]
+                            g.get("ratio_vs_dynamic", g.get("ratio_same_rows")
+                                  if g["same_rows_anchor"] == "generate_dynamic" else None))]
                 for key, label_a, ratio in anchors:
                     if key in g["tokens_per_s"]:
                         md.append(f"| {name} | {w} | {g['tokens_per_s']['rewardkit']} | {label_a} | "
-                                  f"{g['tokens_per_s'][key]} | {_ratio(ratio)} |")
-                extra = f"; with top_k=50 (transformers' implicit default) {g['rewardkit_top_k50_tokens_per_s']} tokens/s" \
-                    if "rewardkit_top_k50_tokens_per_s" in g else ""
-                notes.append(f"{arch} {part}: first call at this shape (compile on a GPU) {g['first_call_s']} s{extra}")
+                                  f"{g['tokens_per_s'][key]} | {_ratio(ratio)} | {run_no(g)} |")
+                notes.append(f"{arch} {part}: first call at this shape (compile on a GPU) {g['first_call_s']} s")
+            t = r.get("topk50", {})
+            if t:
+                notes.append(f"{arch} sampled rows with top_k=50 (run {run_no(t)}): " + (
+                    f"error: {t['error']}" if "error" in t else
+                    f"{t['tokens_per_s']['top_k_50']} tokens/s against {t['tokens_per_s']['default']} without top-k "
+                    f"({t['top_k50_over_default']}x)"))
+            gr = r.get("grpo", {})
+            if gr:
+                notes.append(f"GRPO train steps, {arch} policy (run {run_no(gr)}): " + (
+                    f"error: {gr['error']}" if "error" in gr else
+                    f"{gr['rows_per_step']} rows x {gr['new_tokens']} tokens, weights {gr['weights']}, sampler "
+                    f"{gr['sampler']}, static cache {gr['static_cache']}: " + ", ".join(
+                        f"{x['step_seconds']} s (sampling {x['sample_seconds']} s)" for x in gr["steps"])
+                    + " (the first steps pay the compiles)"))
         for arch, r in s["models"].items():
-            notes.append(f"{arch} placement: {r['placement']}")
-        gr = s.get("grpo")
-        if gr:
-            notes.append(f"GRPO train steps ({gr.get('arch')} policy): " + (gr["error"] if "error" in gr else
-                         f"{gr['rows_per_step']} rows x {gr['new_tokens']} tokens, weights {gr['weights']}, sampler "
-                         f"{gr['sampler']}, static cache {gr['static_cache']}: " + ", ".join(
-                             f"{x['step_seconds']} s (sampling {x['sample_seconds']} s)" for x in gr["steps"])
-                         + " (the first step pays the compile)"))
+            if "placement" in r:
+                notes.append(f"{arch} placement: {r['placement']}")
         ba = s.get("judge_throughput_before_after")
         if ba:
             notes.append(f"`benchmarks/judge_throughput.py` at {ba['ref']} (before) and here (after), alternated "
-                         f"{ba['rounds']} times in this run, {ba['pairs']} pairs, verdict pairs/s (best): without "
-                         f"prefix sharing {ba['best_pairs_per_s']['before']['b']} -> "
+                         f"{ba['rounds']} times in one run (run {run_no(ba)}), {ba['pairs']} pairs, verdict pairs/s "
+                         f"(best): without prefix sharing {ba['best_pairs_per_s']['before']['b']} -> "
                          f"{ba['best_pairs_per_s']['after']['b']} (**{ba['after_over_before']['b']}x**), with "
                          f"{ba['best_pairs_per_s']['before']['c']} -> {ba['best_pairs_per_s']['after']['c']} "
                          f"(**{ba['after_over_before']['c']}x**); medians {ba['after_over_before_median']['b']}x "

@@ -146,6 +146,45 @@ class Placement:
         """Prompt width a decode batch is left-padded to: the next multiple of ``width_bucket``."""
         return -(-width // self.width_bucket) * self.width_bucket
 
+    def _decode_fits(self, rows: int, width: int, new: int) -> bool:
+        """``rows`` rows of ``width`` padded prompt tokens fit the KV-cache and the prefill budgets."""
+        return rows * (width + new) <= self.generation_tokens and rows * width <= self.generation_prefill_tokens
+
+    def decode_shape(self, n: int, width: int, new: int) -> tuple[int, int]:
+        """(rows, prompt width) a decode batch of ``n`` rows, widest prompt ``width`` tokens, runs as: its row
+        bucket when that fits the budgets, else its own row count (a batch below the smallest bucket that fits)."""
+        w = self.decode_width(width)
+        rows = self.decode_rows(n)
+        return (rows if self._decode_fits(rows, w, new) else n), w
+
+    def decode_batches(self, order: list[int], length, new: int) -> list[list[int]]:
+        """Consecutive runs of ``order`` (sorted by prompt length, ``length(i)`` tokens) decoded together.
+
+        A batch grows while its padded shape (``decode_shape``) fits the KV-cache and prefill budgets and the row
+        cap, never past a row bucket into a count with no bucket that fits, and a batch that stops between
+        buckets gives the rows past the last full bucket to the next batch: a split batch decodes as a full
+        bucket (no padding rows, no odd row count that would compile the decode step afresh), only the last one
+        is padded. A row over the budgets goes alone. Without buckets (a CPU): rows x (prompt + new) within
+        ``generation_tokens`` and rows x prompt within ``generation_prefill_tokens``, unpadded."""
+        out: list[list[int]] = []
+        start = 0
+        while start < len(order):
+            k, widest = 1, int(length(order[start]))
+            while start + k < len(order) and (self.max_rows is None or k < self.max_rows):
+                w = max(widest, int(length(order[start + k])))
+                rows, width = self.decode_shape(k + 1, w, new)
+                on_bucket = self.decode_shape(k, widest, new)[0] == self.decode_rows(k)
+                if not self._decode_fits(rows, width, new) or (on_bucket and rows != self.decode_rows(k + 1)):
+                    break
+                k, widest = k + 1, w
+            full = self.row_bucket
+            while full * 2 <= k:
+                full *= 2
+            if start + k < len(order) and self.row_bucket > 1 and full < k:
+                k = full  # the rows past the full bucket start the next batch
+            out.append(order[start:start + k])
+            start += k
+        return out
 
 def bytes_per_token(config: Any, dtype: str) -> tuple[int, int]:
     """(activation bytes of one token in a forward pass, KV-cache bytes of one token) for a decoder config.
@@ -183,18 +222,19 @@ def place(model: Any, device: str, dtype: str, *, batch_tokens: int | None = Non
     import torch
 
     free, _ = torch.cuda.mem_get_info(torch.device(device))
-    act, kv = bytes_per_token(model.config, dtype)
+    if sample_dtype == "auto":  # float32 weights that train sample from a bf16 copy (decode reads half the bytes)
+        sample_dtype = "bfloat16" if dtype == "float32" and torch.cuda.is_bf16_supported() else None
+    act, _ = bytes_per_token(model.config, dtype)
+    gen_act, kv = bytes_per_token(model.config, sample_dtype or dtype)  # what decodes: the copy's KV cache
     usable = memory_fraction * free
     auto = int(min(GPU_MAX_BATCH_TOKENS, max(GPU_MIN_BATCH_TOKENS, usable // act)))
     budget = batch_tokens or auto
     gen = int(max(budget, usable // kv))
     # a generation batch's prefill runs once before hundreds of decode steps: it may fill the memory share
     # (splitting it to the scoring budget split the decode batch too: 1.2x instead of 3x model.generate)
-    prefill = int(max(budget, usable // act))
+    prefill = int(max(budget, usable // gen_act))
     rows = max_rows if max_rows is not None else GPU_MAX_GENERATION_ROWS
     static = True if static_cache is None else static_cache
-    if sample_dtype == "auto":  # float32 weights that train sample from a bf16 copy (decode reads half the bytes)
-        sample_dtype = "bfloat16" if dtype == "float32" and torch.cuda.is_bf16_supported() else None
     return Placement(device, dtype, budget, gen, prefill, False if share_prefix is None else share_prefix, rows, free,
                      static_cache=static, row_bucket=GPU_MIN_ROW_BUCKET if static else 1,
                      width_bucket=GPU_WIDTH_BUCKET if static else 1, overlap=True if overlap is None else overlap,

@@ -179,10 +179,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         self.placement = place(self.model, device, dtype, batch_tokens=o.batch_tokens, share_prefix=o.share_prefix,
                                max_rows=o.batch_size, memory_fraction=o.memory_fraction, static_cache=o.static_cache,
                                overlap=o.overlap, sample_dtype=o.sample_dtype)
-        self.sampler = self.model  # what decodes: the model, or its copy in the placement's sample_dtype
-        if self.placement.sample_dtype and self.placement.sample_dtype != dtype:
-            self.sampler = copy.deepcopy(self.model).to(getattr(torch, self.placement.sample_dtype))
-            self.sampler.eval().requires_grad_(False)
+        self._sampler = None  # made at the first decode (``sampler``)
         if self.placement.static_cache and device.startswith("cuda"):
             allow_compiled_shapes(torch)
         self._worker: ThreadPoolExecutor | None = None
@@ -193,6 +190,17 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
 
     def describe(self) -> str:
         return f"{self.model_id}: {self.placement.describe()}"
+
+    @property
+    def sampler(self):
+        """What decodes: the model, or its copy in the placement's ``sample_dtype``, made at the first use, so an
+        engine set up after the load (a colocated vLLM sampler sizing its memory) never finds the copy there."""
+        if self._sampler is None:
+            self._sampler = self.model
+            if self.placement.sample_dtype and self.placement.sample_dtype != self.dtype:
+                self._sampler = copy.deepcopy(self.model).to(getattr(self.torch, self.placement.sample_dtype))
+                self._sampler.eval().requires_grad_(False)
+        return self._sampler
 
     # ------------------------------------------------------------------------------------ helpers
     def _to_device(self, array: np.ndarray):
@@ -292,9 +300,10 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         """Decode every prompt row (token ids; a row per sample): ``(new tokens, ended)`` per row, in order, the
         tokens through the end-of-sequence token when one came (``ended``). Greedy at temperature 0.
 
-        Rows are sorted by length and packed by memory: rows x (prompt + max_new_tokens) within the placement's
-        ``generation_tokens`` (the KV cache they hold) and rows x prompt within ``generation_prefill_tokens``
-        (the prefill's activations). ``seed`` seeds torch once, before the first batch. The GRPO trainer
+        Rows are sorted by length and packed by memory (``Placement.decode_batches``): rows x (prompt +
+        max_new_tokens) within the placement's ``generation_tokens`` (the KV cache they hold) and rows x prompt
+        within ``generation_prefill_tokens`` (the prefill's activations), both counted on the padded shape the
+        batch decodes as. ``seed`` seeds torch once, before the first batch. The GRPO trainer
         samples its rollouts here too, so judges and policies share one engine. ``top_k=None`` samples from the
         whole distribution (transformers would apply its default top_k=50).
 
@@ -305,9 +314,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         torch = self.torch
         pl = self.placement
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-        batches = [b for kv in token_batches(order, lambda i: len(prompts[i]) + max_new_tokens, pl.generation_tokens,
-                                             self.batch_size)
-                   for b in token_batches(kv, lambda i: len(prompts[i]), pl.generation_prefill_tokens)]
+        batches = pl.decode_batches(order, lambda i: len(prompts[i]), max_new_tokens)
         eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
         sample = temperature > 0
         out: list[tuple[list[int], bool] | None] = [None] * len(prompts)
@@ -316,10 +323,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
                 torch.manual_seed(seed)
             for batch in batches:
                 rows = [prompts[i] for i in batch]
-                width = pl.decode_width(max(len(r) for r in rows))
-                n = pl.decode_rows(len(rows))
-                if n * (width + max_new_tokens) > pl.generation_tokens:  # the padded batch must fit the budget
-                    n = len(rows)
+                n, width = pl.decode_shape(len(rows), max(len(r) for r in rows), max_new_tokens)
                 ids, mask, _ = self._pad(rows + [rows[-1]] * (n - len(rows)), width)
                 extra = {"cache_implementation": "static"} if pl.static_cache else {}
                 with torch.inference_mode():
@@ -336,15 +340,16 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         return out  # type: ignore[return-value]
 
     def drop_sampling_copy(self) -> None:
-        """Decode with the model's own weights from now on (another engine samples), freeing the copy."""
-        self.sampler = self.model
+        """Decode with the model's own weights from now on (another engine samples): no copy, or the copy freed."""
+        self._sampler = self.model
 
     def refresh_sampler(self) -> None:
-        """Copy the model's weights into its sampling copy (after an optimizer step); nothing without a copy."""
-        if self.sampler is self.model:
+        """Copy the model's weights into its sampling copy (after an optimizer step); nothing without a copy
+        (one not made yet is made from the weights as they are then)."""
+        if self._sampler is None or self._sampler is self.model:
             return
         with self.torch.no_grad():
-            for dst, src in zip(self.sampler.parameters(), self.model.parameters(), strict=True):
+            for dst, src in zip(self._sampler.parameters(), self.model.parameters(), strict=True):
                 dst.copy_(src)  # in place: a compiled decode step keeps its weights' addresses
 
     # ------------------------------------------------------------------------------ verdict_probs
@@ -619,7 +624,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
     def close(self) -> None:
         if self._worker is not None:
             self._worker.shutdown()
-        del self.model, self.sampler
+        del self.model, self._sampler
 
 
 def allow_compiled_shapes(torch, limit: int = 64) -> None:

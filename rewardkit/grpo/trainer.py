@@ -216,7 +216,7 @@ class Learner:
         self.sampler = make_sampler(choose_sampler(config.sampler, str(self.device), engine_bytes, config.vllm_memory),
                                     self.backend, config)
         if self.sampler.name != "transformers":
-            self.backend.drop_sampling_copy()  # another engine samples: no bf16 copy of the policy on the device
+            self.backend.drop_sampling_copy()  # another engine samples: the bf16 copy is never made
 
     def sync(self) -> None:
         """Bring the sampler's weights in step with the policy's (after an optimizer step or a load)."""

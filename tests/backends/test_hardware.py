@@ -11,6 +11,7 @@ from rewardkit.backends.hardware import (
     CPU_BATCH_TOKENS,
     GPU_MAX_BATCH_TOKENS,
     GPU_MIN_BATCH_TOKENS,
+    Placement,
     bytes_per_token,
     place,
     resolve_device,
@@ -94,6 +95,74 @@ def test_the_engine_choices_follow_the_device_and_injected_decisions_win(gpu):
     assert forced.decode_rows(3) == 8 and forced.decode_width(94) == 128
     off = place(model, "cuda", "float32", static_cache=False, overlap=False)
     assert (off.static_cache, off.overlap, off.decode_rows(3), off.decode_width(94)) == (False, False, 3, 94)
+
+
+def test_a_float32_policy_sizes_its_decode_batches_for_the_bf16_copy_that_decodes(gpu):
+    # the KV cache is the sampling copy's (bf16): budgets from the float32 weights halved the rows per batch
+    model = SimpleNamespace(config=BIG)
+    copy = place(model, "cuda", "float32", sample_dtype="auto")
+    bf16 = place(model, "cuda", "bfloat16")
+    fp32 = place(model, "cuda", "float32")
+    assert copy.sample_dtype == "bfloat16"
+    assert (copy.generation_tokens, copy.generation_prefill_tokens) == (bf16.generation_tokens,
+                                                                         bf16.generation_prefill_tokens)
+    assert copy.generation_tokens >= 1.9 * fp32.generation_tokens
+    assert copy.batch_tokens == fp32.batch_tokens  # scoring passes run the float32 weights
+
+
+def grpo_rows() -> list[int]:
+    """Prompt lengths of GRPO rollouts: 64 MATH-like prompts of 60..319 tokens, 8 samples each (512 rows)."""
+    return sorted(60 + (37 * k) % 260 for k in range(64) for _ in range(8))
+
+
+def cuda_placement(generation_tokens: int, prefill: int | None = None, **kw) -> Placement:
+    """A GPU's decode choices (rows bucketed to powers of two from 8, widths to 64) with a given budget."""
+    return Placement("cuda", "bfloat16", 65_536, generation_tokens, prefill or generation_tokens, False,
+                     kw.pop("max_rows", 1024), static_cache=True, row_bucket=8, width_bucket=64, **kw)
+
+
+def test_a_split_decode_batch_lands_on_row_buckets_that_fit():
+    lengths = grpo_rows()
+    order = list(range(len(lengths)))
+    # 512 rows x (320 + 256) padded do not fit 200,000 tokens; 300-odd rows do unpadded. Packing on unpadded
+    # lengths made a batch of ~450 rows: padded to 512 it overflowed, so it ran as 450 rows (a shape with no
+    # compiled step) -- or, had it fit, decoded 60 padding rows
+    pl = cuda_placement(200_000)
+    batches = pl.decode_batches(order, lengths.__getitem__, 256)
+    assert [i for b in batches for i in b] == order  # every row once, in order
+    shapes = [pl.decode_shape(len(b), max(lengths[i] for i in b), 256) for b in batches]
+    assert [rows for rows, _ in shapes] == [256, 256]  # full buckets, no padding rows
+    assert all(rows * (w + 256) <= 200_000 for rows, w in shapes)
+    # the rows of every batch are a row bucket at any budget, and the padded shape fits it
+    for budget in (60_000, 100_000, 150_000, 400_000):
+        pl = cuda_placement(budget, prefill=budget // 3)
+        batches = pl.decode_batches(order, lengths.__getitem__, 256)
+        assert [i for b in batches for i in b] == order
+        for b in batches:
+            rows, w = pl.decode_shape(len(b), max(lengths[i] for i in b), 256)
+            assert rows == pl.decode_rows(len(b)) and rows & (rows - 1) == 0  # a power of two
+            assert rows * (w + 256) <= budget and rows * w <= budget // 3
+        assert sum(pl.decode_shape(len(b), max(lengths[i] for i in b), 256)[0] for b in batches[:-1]) == \
+            sum(len(b) for b in batches[:-1])  # only the last batch carries padding rows
+
+
+def test_decode_batches_below_the_smallest_bucket_and_without_buckets():
+    # 5 rows of 64 + 8 tokens fit, 8 do not: 5-row batches (no bucket fits), not one row at a time
+    pl = cuda_placement(5 * 72)
+    assert [len(b) for b in pl.decode_batches(list(range(12)), lambda i: 40, 8)] == [5, 5, 2]
+    assert pl.decode_shape(5, 40, 8) == (5, 64) and pl.decode_shape(2, 40, 8) == (2, 64)
+    # a row over the budgets goes alone; the row cap holds
+    assert pl.decode_batches([0, 1], lambda i: 1000, 8) == [[0], [1]]
+    assert [len(b) for b in cuda_placement(10**6, max_rows=16).decode_batches(list(range(40)), lambda i: 40, 8)] \
+        == [16, 16, 8]
+    # no buckets (the CPU): rows x (prompt + new) within the budget, unpadded, as token_batches packs them
+    from rewardkit.backends.transformers_backend import token_batches
+
+    cpu = place(SimpleNamespace(config=BIG), "cpu", "float32")
+    lengths = grpo_rows()
+    order = list(range(len(lengths)))
+    assert cpu.decode_batches(order, lengths.__getitem__, 256) == token_batches(
+        order, lambda i: lengths[i] + 256, cpu.generation_tokens)
 
 
 def test_auto_device_and_dtype_follow_what_torch_sees(monkeypatch):

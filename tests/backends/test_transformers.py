@@ -268,6 +268,22 @@ def test_static_cache_with_bucketed_rows_decodes_the_same_tokens(judge_backend, 
 
 
 @pytest.mark.model
+def test_a_split_decode_batch_runs_as_full_row_buckets(judge_backend, monkeypatch):
+    """The GPU's static cache injected with a budget of 1,360 tokens: 20 rows of 64 (padded) + 4 tokens fit
+    unpadded in one batch but not padded to 32 rows; they decode as 16 + 8 rows, not as one 20-row shape
+    (which has no compiled step: a fresh compile on a GPU), and give the dynamic cache's greedy tokens."""
+    b = TransformersBackend("smollm2", dtype="float32", static_cache=True, batch_tokens=340)
+    assert b.placement.generation_tokens == 1360
+    rows = [b.encode(f"Count to {k}:") for k in range(20)]
+    shapes = []
+    generate = b.sampler.generate
+    monkeypatch.setattr(b.sampler, "generate", lambda **kw: shapes.append(tuple(kw["input_ids"].shape))
+                        or generate(**kw))
+    got = b.sample_tokens(rows, max_new_tokens=4)
+    assert shapes == [(16, 64), (8, 64)]
+    assert got == judge_backend.sample_tokens(rows, max_new_tokens=4)
+
+@pytest.mark.model
 def test_sampling_without_top_k_draws_from_the_whole_distribution(judge_backend):
     rows = judge_backend.encode_many(judge_backend.render_many([[{"role": "user", "content": "Say something."}]] * 4))
 
@@ -280,13 +296,21 @@ def test_sampling_without_top_k_draws_from_the_whole_distribution(judge_backend)
 
 
 @pytest.mark.model
-def test_a_float32_model_samples_from_a_bf16_copy_refreshed_in_place():
+def test_a_float32_model_samples_from_a_bf16_copy_refreshed_in_place(monkeypatch):
+    import copy
+
     import torch
 
     from rewardkit.grpo.samplers import TransformersSampler
 
+    copies = []  # copies of a model's weights (transformers deep-copies its generation configs too)
+    deepcopy = copy.deepcopy
+    monkeypatch.setattr(copy, "deepcopy", lambda x, *a: (isinstance(x, torch.nn.Module) and copies.append(x))
+                        or deepcopy(x, *a))
     b = TransformersBackend("smollm2", dtype="float32", sample_dtype="bfloat16")
+    assert copies == []  # not at load: a vLLM sampler set up next sizes its memory without the copy on the device
     assert b.sampler is not b.model and next(b.sampler.parameters()).dtype == torch.bfloat16
+    assert len(copies) == 1
     before = [p.data_ptr() for p in b.sampler.parameters()]
     with torch.no_grad():
         for p in b.model.parameters():
@@ -297,3 +321,7 @@ def test_a_float32_model_samples_from_a_bf16_copy_refreshed_in_place():
         assert torch.equal(s, m.to(torch.bfloat16))
     [(toks, _)] = b.sample_tokens([b.encode("Hello")], max_new_tokens=3, min_new_tokens=3)
     assert len(toks) == 3
+    other = TransformersBackend("smollm2", dtype="float32", sample_dtype="bfloat16")
+    other.drop_sampling_copy()  # another engine samples (the trainer with a vLLM sampler)
+    other.sample_tokens([b.encode("Hello")], max_new_tokens=2)
+    assert len(copies) == 1 and other.sampler is other.model
