@@ -144,7 +144,8 @@ def test_batched_reaches_scipy_optimum_with_padding():
 
 
 def test_batched_handles_near_deterministic_outcomes():
-    # hard 0/1 outcomes make undamped Newton overshoot; the backtracked steps must still converge
+    # hard 0/1 outcomes with a small ridge: the strengths run far out, and the fit must still reach scipy's optimum
+    # (this case needs no backtracking; test_batched_newton_backtracks_a_step_that_raises_the_loss has one that does)
     data = np.array([[(0, 1, 1.0), (1, 2, 1.0), (0, 2, 1.0), (2, 3, 1.0)]])
     np.testing.assert_allclose(newton_soft_pairwise_batched(4, data, l2=0.01)[0],
                                opt_soft_pairwise(4, data[0], l2=0.01), atol=1e-5)
@@ -341,3 +342,105 @@ def test_batched_stops_only_below_its_gradient_tolerance():
         for l2, mirror in ((1.0, True), (0.2, False), (1e-3, True)):
             beta = newton_soft_pairwise_batched(n, arr[None], l2=l2, mirror=mirror)[0]
             assert np.abs(score_gradient(beta, arr, l2, mirror)).max() < 1e-10
+    # on the boundary: a single match with o = 0.75 has gradient 2 (0.75 - sigma(0)) = 0.5 exactly at the start, so
+    # with tol = 0.5 the fit has not yet stopped there: it must step on until the gradient is below 0.5
+    one = np.array([(0, 1, 0.75)])
+    beta = newton_soft_pairwise_batched(2, one[None], tol=0.5)[0]
+    assert np.abs(score_gradient(beta, one, 1.0, mirror=True)).max() < 0.5
+
+
+# Every match a hard win of the lower-numbered item: the win graph is acyclic, so the MLE does not exist and only a
+# tiny ridge holds the strengths; they spread to |beta| ~ 40, where the sigmoids saturate and Newton's quadratic model
+# is far off: the full Newton step from the 16th iterate raises eq. 10's loss by ~80%, and the fit must backtrack it.
+SATURATING = np.array([(a, b, 1.0) for a, b in ((4, 7), (4, 7), (2, 7), (2, 4), (2, 6), (2, 5), (2, 5), (0, 7),
+                                                (0, 2), (6, 7), (3, 5), (5, 6), (1, 3))])
+L2_TINY = 1e-8
+
+
+def eq10_loss(beta, arr, l2, mirror=True):
+    """Eq. 10 written out match by match: -[o log s(d) + (1 - o) log s(-d)] (twice with the mirror) + l2/2 ||beta||^2."""
+    # -log s(d) = log(1 + e^-d), written so that saturated matches (|d| ~ 40) keep their tiny terms
+    ce = sum(o * np.logaddexp(0.0, beta[int(b)] - beta[int(a)]) + (1 - o) * np.logaddexp(0.0, beta[int(a)] - beta[int(b)])
+             for a, b, o in arr)
+    return (2.0 if mirror else 1.0) * ce + 0.5 * l2 * float(beta @ beta)
+
+
+def full_newton_step(beta, arr, l2):
+    """beta minus H^-1 grad of eq. 10 (mirrored), H = sum 2 s(1-s) (e_a - e_b)(e_a - e_b)^T + l2 I: the undamped step."""
+    H = l2 * np.eye(len(beta))
+    for a, b, _ in arr:
+        e = np.zeros(len(beta))
+        e[int(a)], e[int(b)] = 1.0, -1.0
+        s = expit(beta[int(a)] - beta[int(b)])
+        H += 2 * s * (1 - s) * np.outer(e, e)
+    return beta + np.linalg.solve(H, score_gradient(beta, arr, l2, mirror=True))
+
+
+def test_batched_newton_backtracks_a_step_that_raises_the_loss():
+    # the docstring's promise: each Newton step is backtracked until the loss decreases. The iterate after k steps is
+    # the fit with max_iter=k; its loss (eq. 10 written out here) must never go up, and the fit must still converge.
+    fits = [newton_soft_pairwise_batched(8, SATURATING[None], l2=L2_TINY, max_iter=k)[0] for k in range(26)]
+    losses = [eq10_loss(b, SATURATING, L2_TINY) for b in fits]
+    assert eq10_loss(full_newton_step(fits[16], SATURATING, L2_TINY), SATURATING, L2_TINY) > 1.5 * losses[16]
+    for k in range(25):
+        assert losses[k + 1] <= losses[k] * (1 + 1e-12), f"step {k + 1} raised the loss"
+    assert np.abs(score_gradient(fits[-1], SATURATING, L2_TINY, mirror=True)).max() < 1e-10
+
+
+def test_batched_groups_backtrack_independently():
+    # three groups in one batch, padded to 13 matches: the saturating one (backtracks at step 17), a hard chain still
+    # growing at that step, and soft outcomes that converge in a few steps. Each group's loss must fall step by step
+    # on its own (no group's step accepted on another's account) and each must end at its own single-group fit.
+    chain = np.array([(k, k + 1, 1.0) for k in range(7)])
+    soft = np.array([(a, b, 0.2 + 0.1 * (a + b)) for a, b in itertools.combinations(range(4), 2)])
+    groups = [SATURATING, chain, soft]
+    data = np.zeros((3, 13, 3))
+    mask = np.zeros((3, 13), bool)
+    for g, arr in enumerate(groups):
+        data[g, :len(arr)], mask[g, :len(arr)] = arr, True
+    prev = [eq10_loss(np.zeros(8), arr, L2_TINY) for arr in groups]
+    for k in range(1, 26):
+        fit = newton_soft_pairwise_batched(8, data, mask, l2=L2_TINY, max_iter=k)
+        for g, arr in enumerate(groups):
+            loss = eq10_loss(fit[g], arr, L2_TINY)
+            assert loss <= prev[g] * (1 + 1e-12), f"group {g}: step {k} raised the loss"
+            prev[g] = loss
+    for g, arr in enumerate(groups):
+        np.testing.assert_allclose(fit[g], newton_soft_pairwise_batched(8, arr[None], l2=L2_TINY)[0], atol=1e-9)
+        assert np.abs(score_gradient(fit[g], arr, L2_TINY, mirror=True)).max() < 1e-10
+
+
+def test_batched_reaches_the_optimum_when_only_the_ridge_holds_hard_wins():
+    # hard wins along a tree (0 > 1 > 2 > 3 > 4 and 0 > 5): no MLE, so the strengths spread until a small ridge stops
+    # them (|beta| ~ 20-30). The fit must still end where eq. 10's gradient vanishes, with the strengths in win order.
+    tree = np.array([(0, 1, 1.0), (1, 2, 1.0), (2, 3, 1.0), (3, 4, 1.0), (0, 5, 1.0)])
+    for l2 in (1e-6, 1e-8):
+        beta = newton_soft_pairwise_batched(6, tree[None], l2=l2)[0]
+        assert np.abs(score_gradient(beta, tree, l2, mirror=True)).max() < 1e-10
+        assert np.all(np.diff(beta[:5]) < -10) and beta[0] - beta[5] > 20
+
+
+def test_minmax_normalize_ties_are_scale_free_and_mirror_under_negation():
+    # min-max scaling is unchanged by a positive factor and mirrored by negation (-beta ranks the items in reverse);
+    # the rule that makes near-constant strengths a tie must keep both: its tolerance is relative to the larger
+    # magnitude (scaling by a power of two above magnitude 1 is exact) whichever end of the range that is.
+    hi = 2.0**-20 * 1e12  # 953674.31640625, where 1e-12 * hi is exactly 2^-20
+    at_floor = np.array([hi - 2.0**-20, hi])  # a spread of exactly 1e-12 of the larger magnitude: still noise
+    np.testing.assert_array_equal(minmax_normalize(at_floor), [0.5, 0.5])
+    near_one = np.array([1.0, 1.0 + 1.5e-12, 1.0 + 0.75e-12])  # 1.5e-12 apart at magnitude 1: ranked
+    np.testing.assert_allclose(minmax_normalize(near_one), [0.0, 1.0, 0.5], atol=1e-3)
+    for b in (at_floor, near_one, np.array([-1.0, 3.0, 1.0])):
+        np.testing.assert_allclose(minmax_normalize(-b), 1 - minmax_normalize(b), rtol=0, atol=1e-15)
+    for k in range(1, 40, 3):
+        np.testing.assert_array_equal(minmax_normalize(2.0**k * near_one), minmax_normalize(near_one))
+
+
+def test_opt_soft_pairwise_runs_at_most_max_iter_iterations():
+    # a chain of 450 items, each beating the next with o = 0.7, has a closed-form MLE (a tree: every gap is
+    # logit(0.7), centred); L-BFGS-B needs over 1000 iterations for it, so the default cap of 1000 binds.
+    chain = [(k, k + 1, 0.7) for k in range(449)]
+    mle = logit(0.7) * (224.5 - np.arange(450))
+    np.testing.assert_allclose(opt_soft_pairwise(450, chain, l2=0.0, max_iter=3000), mle, atol=1e-3)
+    capped = opt_soft_pairwise(450, chain, l2=0.0)
+    assert np.abs(capped - mle).max() > 1e-2  # stopped short of the optimum
+    np.testing.assert_array_equal(capped, opt_soft_pairwise(450, chain, l2=0.0, max_iter=1000))
