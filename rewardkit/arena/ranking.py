@@ -24,6 +24,7 @@ from scipy.special import expit
 
 __all__ = [
     "NoMLEError",
+    "NotConvergedError",
     "as_matches",
     "bradley_terry",
     "minmax_normalize",
@@ -38,6 +39,11 @@ __all__ = [
 
 class NoMLEError(ValueError):
     """The unregularised (l2=0) Bradley-Terry MLE does not exist for these matches."""
+
+
+class NotConvergedError(RuntimeError):
+    """The Bradley-Terry fit stopped at its iteration cap before its gradient tolerance: its strengths are not
+    eq. 10's optimum, so they are not returned as if they were."""
 
 
 def as_matches(data: Sequence[Sequence[float]] | np.ndarray, n_items: int | None = None) -> np.ndarray:
@@ -136,7 +142,8 @@ def opt_soft_pairwise(
 ) -> np.ndarray:
     """Log-strengths minimising eq. 10 with scipy L-BFGS-B and the analytic gradient.
 
-    ``l2 = 0`` gives the plain MLE, centred to mean 0; raises ``NoMLEError`` when it does not exist.
+    ``l2 = 0`` gives the plain MLE, centred to mean 0; raises ``NoMLEError`` when it does not exist, and
+    ``NotConvergedError`` when L-BFGS-B reaches ``max_iter`` iterations short of ``gtol``.
     """
     if l2 < 0:
         raise ValueError(f"ranking: l2 must be >= 0, got {l2}")
@@ -154,6 +161,10 @@ def opt_soft_pairwise(
         _loss_grad, np.zeros(n_items), args=(i, j, o, l2), jac=True, method="L-BFGS-B",
         options={"maxiter": max_iter, "ftol": 1e-15, "gtol": gtol},
     )
+    if res.status == 1:  # L-BFGS-B's iteration/evaluation cap, not its tolerance, ended the fit
+        raise NotConvergedError(
+            f"Bradley-Terry fit of {n_items} items on {len(arr)} matches (l2={l2}) stopped after {res.nit} "
+            f"iterations with max |gradient| {np.abs(res.jac).max():.3g} > gtol {gtol}; raise max_iter")
     beta = res.x
     if l2 == 0:
         beta = beta - beta.mean()  # the MLE is defined up to a shift (eq. 9 depends on differences only)
@@ -219,7 +230,12 @@ def newton_soft_pairwise_batched(
         if not active.any():
             break
         H = np.einsum("gmn,gm,gmk->gnk", B[active], (w * s * (1 - s))[active], B[active]) + l2 * eye
-        step = -np.linalg.solve(H, g[active][..., None])[..., 0]
+        try:
+            step = -np.linalg.solve(H, g[active][..., None])[..., 0]
+        except np.linalg.LinAlgError as e:  # l2 too small to keep a separable group's Hessian invertible in fp64
+            raise NotConvergedError(f"batched Bradley-Terry fit: Newton's Hessian is singular at l2={l2} (a group "
+                                    "whose items only win or only lose is held by the l2 term alone); use a "
+                                    "larger l2, or opt_soft_pairwise") from e
         t = np.ones(int(active.sum()))
         b0, f0 = beta[active], f[active]
         for _ in range(30):  # backtracking: halve where the loss did not decrease
