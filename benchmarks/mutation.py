@@ -138,7 +138,7 @@ def _config(t: Target) -> str:
     """mutmut's setup.cfg section for one target (pyproject.toml has no [tool.mutmut], so this one is read)."""
     patterns = list(NOT_MUTATED)
     lines = ["[mutmut]", "source_paths=rewardkit", f"only_mutate={t.source}",
-             "also_copy=\n    conftest.py\n    cli\n    evals",
+             "also_copy=\n    conftest.py\n    cli\n    evals\n    README.md\n    docs",  # tests that check the docs say what the code does
              "pytest_add_cli_args_test_selection=\n" + "\n".join(f"    {x}" for x in t.tests),
              "pytest_add_cli_args=\n    -p\n    no:cacheprovider\n    --hypothesis-profile=mutation",
              "timeout_constant=3.0",  # seconds added to each mutant's estimated test time: the machine is shared
