@@ -140,6 +140,16 @@ TABLE = [
     (parse_answer_choice, '"Answer 1" if the first answer is better, "Answer 2" if the second, or "tie"', None),
     (parse_answer_choice, "Both are correct, neither is better.\ntie", "tie"),
     (parse_answer_choice, "Both are correct, neither is better. tie", "tie"),  # 34: was invalid
+    # an embedded-model critic sample (benchmarks/results/raro_critic_budget.json), verbatim: the verdict line is followed
+    # by a tie in the instructions' own terms ("both correct"); read as Answer 2 by the parser of issue 34
+    (parse_answer_choice, "Answer 2\n\nBoth answers are correct. To summarize, the first answer is correct; using the "
+                          "formula for the area of an isosceles triangle when sides have any length (both right triangles "
+                          "are always there, clearly proved), the second answer will give us the same result:\n\n"
+                          "\\[ A = \\frac{1}{2} \\times 100 = 100 \\]", None),
+    (parse_answer_choice, "Answer 1\n\nThey are both wrong.", None),
+    (parse_answer_choice, "Answer 1 - both are equally good.", None),
+    (parse_answer_choice, "tie\n\nBoth answers are correct.", "tie"),
+    (parse_answer_choice, "Answer 1 is right and Answer 2 drops a sign; both use the same method.\nAnswer 1", "1"),
     (parse_answer_choice, "<think>Answer 1</think>no idea", None),  # only the part after </think> counts
     (parse_answer_choice, "<think>Answer 1 computes 24 which", None),  # the issue's cut-off critic (was 1)
     (parse_answer_choice, "Answer 12", None),

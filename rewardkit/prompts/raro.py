@@ -70,10 +70,24 @@ BINARY_VERDICT_CHOICES = ("Expert", "Policy")
 # The verdict forms (docs/verdicts.md): the final line naming a verdict, reasoning or a label before it on its line
 # or the line above (App. E: "</think>\nAnswer 1", "Final Judgment:\nPoem 2"; the poetry critic names its items
 # "Poem 1/2", read as Answer 1/2).
+_CRITIC_HITS = word_hits(re.compile(r"\b(?:answer|poem)\s*([12])\b|\b(tie)\b", re.IGNORECASE),
+                         lambda m: m.group(1) or "tie")
+# The instructions define a tie ("equally good (for example, both correct or both wrong)"), so text that says so names
+# the tie: "Answer 2\n\nBoth answers are correct. ..." (an embedded-model critic sample, raro_critic_budget.json) is
+# no verdict for Answer 2.
+_TIE_STATED = re.compile(r"\bboth\b(?:\s+(?:answers|responses|poems|solutions|of them))?(?:\s+(?:are|were))?\s+"
+                         r"(?:equally\s+)?(?:correct|right|valid|wrong|incorrect|equivalent|identical|the same|"
+                         r"good|fine)\b|\bequally\s+(?:good|correct|valid|wrong|bad)\b", re.IGNORECASE)
+
+
+def _critic_mentions(body: str) -> list[tuple[int, int, str]]:
+    """The verdicts a critic's text names: its verdict tokens, and a tie stated in the instructions' own terms."""
+    return sorted(_CRITIC_HITS(body) + [(m.start(), m.end(), "tie") for m in _TIE_STATED.finditer(body)])
+
+
 CRITIC_FORM = VerdictForm(
-    "Answer 1/Answer 2/tie", word_hits(re.compile(r"\b(?:answer|poem)\s*([12])\b|\b(tie)\b", re.IGNORECASE),
-                                       lambda m: m.group(1) or "tie"),
-    "end", tokens=('"Answer 1"', '"Answer 2"', '"tie"'), prefix=VERDICT_PREFIX, choices=VERDICT_CHOICES)
+    "Answer 1/Answer 2/tie", _CRITIC_HITS, "end", tokens=('"Answer 1"', '"Answer 2"', '"tie"'), prefix=VERDICT_PREFIX,
+    choices=VERDICT_CHOICES, mentions=_critic_mentions)
 BINARY_CRITIC_FORM = VerdictForm(
     "Expert/Policy", word_hits(re.compile(r"\b(expert|policy)\b", re.IGNORECASE), lambda m: m.group(1).capitalize()),
     "end", tokens=('"Expert"', '"Policy"'), prefix=BINARY_VERDICT_PREFIX, choices=BINARY_VERDICT_CHOICES)
