@@ -10,6 +10,7 @@ call its function and runs just those, forked from a process that has already im
                                                         # and answers.py spawn sandboxes / math-verify workers per test: not timed)
     python benchmarks/mutation.py --only gar/rewards.py # one module (a suffix of its path)
     python benchmarks/mutation.py --planted             # the issue's twelve planted bugs, one at a time
+    python benchmarks/mutation.py --only grpo/modes.py --resume  # go on where a cut-short run stopped
 
 Writes benchmarks/results/mutation.json (mutants) or mutation_planted.json (planted bugs) and renders both into
 benchmarks/results/mutation.md. A surviving mutant listed in benchmarks/mutation_equivalent.json (matched by
@@ -175,24 +176,30 @@ def _reason(source: str, diff: list[str], known: list[dict]) -> str | None:
     return None
 
 
-def run_target(t: Target, workdir: Path, children: int) -> Outcome:
-    """Mutate one module in a scratch copy and collect mutmut's verdicts."""
+def run_target(t: Target, workdir: Path, children: int, resume: bool = False) -> Outcome:
+    """Mutate one module in a scratch copy and collect mutmut's verdicts. ``resume``: go on in a scratch copy that a
+    cut-short run left (mutmut keeps each mutant's verdict and tests only those without one)."""
     from mutmut.stats import status_by_exit_code
 
     work = workdir / t.source.replace("/", "_").removesuffix(".py")
-    _copy_checkout(work)
-    (work / "setup.cfg").write_text(_config(t))
-    if t.functions:
-        _fence_other_functions(work / t.source, t.functions)
-    with open(work / "tests" / "conftest.py", "a") as f:
-        f.write(HYPOTHESIS_PROFILE)
+    spent = work / "seconds_spent"  # wall seconds of the earlier, cut-short runs in this copy
+    if not (resume and (work / "mutants" / (t.source + ".meta")).exists()):
+        _copy_checkout(work)
+        (work / "setup.cfg").write_text(_config(t))
+        if t.functions:
+            _fence_other_functions(work / t.source, t.functions)
+        with open(work / "tests" / "conftest.py", "a") as f:
+            f.write(HYPOTHESIS_PROFILE)
     # no PYTHONPATH: mutants/ does not exist yet when mutmut starts, and an import path cached as missing would
     # make the tests import the unmutated package; mutmut runs them from mutants/, whose conftest.py puts it first
     env = _env()
-    t0 = time.monotonic()
-    res = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "mutmut", "run", "--max-children", str(children)],
-                         cwd=work, env=env, capture_output=True, text=True)
-    seconds = time.monotonic() - t0
+    t0 = time.monotonic() - (float(spent.read_text()) if spent.exists() else 0.0)
+    try:
+        res = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "mutmut", "run", "--max-children",
+                              str(children)], cwd=work, env=env, capture_output=True, text=True)
+    finally:
+        seconds = time.monotonic() - t0
+        spent.write_text(f"{seconds:.1f}")
     (work / "mutmut.log").write_text(res.stdout[-20000:] + res.stderr[-20000:])
     meta = work / "mutants" / (t.source + ".meta")
     if res.returncode != 0 or not meta.exists():
@@ -362,6 +369,8 @@ def main() -> None:
     ap.add_argument("--planted", action="store_true", help="run the twelve planted bugs instead of mutmut")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/rk-mutation"), help="scratch copies go here")
     ap.add_argument("--children", type=int, default=2, help="mutants tested at once (the machine is shared)")
+    ap.add_argument("--resume", action="store_true",
+                    help="go on in the scratch copies a cut-short run left in --workdir (mutmut keeps each verdict)")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     if args.planted:
@@ -385,7 +394,7 @@ def main() -> None:
         done = {m["source"]: m for m in old["modules"]}  # modules not run now keep their last result
         order = [t.source for t in TARGETS]
         for t in targets:
-            o = run_target(t, args.workdir, args.children)
+            o = run_target(t, args.workdir, args.children, args.resume)
             done[o.source] = o.__dict__
             print(f"{t.source}: {o.counts} kill rate {kill_rate(o.counts)[0]:.1%} in {o.seconds:.0f} s", flush=True)
             modules = sorted(done.values(), key=lambda m: order.index(m["source"]))
