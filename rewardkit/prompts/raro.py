@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from rewardkit.prompts import get_prompt, render
-from rewardkit.verdict_forms import VerdictForm, word_hits
+from rewardkit.verdict_forms import POSITIVE_TAIL, VerdictForm, word_hits
 
 # The math opening sentence is verbatim from App. E (Figures 18-19); the general one is our adaptation
 # for non-math questions (the paper's poetry critic, Figure 20, answers "Poem 1/2", another format).
@@ -75,18 +75,38 @@ _CRITIC_HITS = word_hits(re.compile(r"\b(?:answer|poem)\s*([12])\b|\b(tie)\b", r
 # The instructions define a tie ("equally good (for example, both correct or both wrong)"), so text that says so names
 # the tie: "Answer 2\n\nBoth answers are correct. ..." (an embedded-model critic sample, raro_critic_budget.json) is
 # no verdict for Answer 2.
+# "Neither answer is correct" is both wrong, "neither is better" equally good (issue 34's audit).
 _TIE_STATED = re.compile(r"\bboth\b(?:\s+(?:answers|responses|poems|solutions|of them))?(?:\s+(?:are|were))?\s+"
                          r"(?:equally\s+)?(?:correct|right|valid|wrong|incorrect|equivalent|identical|the same|"
-                         r"good|fine)\b|\bequally\s+(?:good|correct|valid|wrong|bad)\b", re.IGNORECASE)
+                         r"good|fine)\b|\bequally\s+(?:good|correct|valid|wrong|bad)\b|"
+                         r"\bneither\b(?:\s+(?:answer|response|poem|solution|one|of them|of the (?:two|answers)))?\s+"
+                         r"(?:is|was)\s+(?:\w+\s+)?(?:correct|right|valid|wrong|incorrect|better|worse)\b", re.IGNORECASE)
+# "Answer 2: 421" uses the token as a heading for what that answer holds (the prompt's own layout: "Answer 1:\n<answer_1>"),
+# not as a verdict: a token followed by a colon is a verdict only where nothing follows or its line says it won
+# ("Answer 2: better"). Headings still count as naming a verdict after the verdict.
+_HEADING_COLON = re.compile(r"[*_`\s]*[:：]")
+
+
+def _critic_verdicts(body: str) -> list[tuple[int, int, str]]:
+    """The critic's verdict tokens, headings ("Answer 2: 421") left out."""
+    out = []
+    for hit in _CRITIC_HITS(body):
+        colon = _HEADING_COLON.match(body, hit[1])
+        line = body[colon.end():].split("\n", 1)[0].strip(" *_`") if colon else ""
+        if colon and body[colon.end():].strip() and not (line and POSITIVE_TAIL.fullmatch(line)):
+            continue
+        out.append(hit)
+    return out
 
 
 def _critic_mentions(body: str) -> list[tuple[int, int, str]]:
-    """The verdicts a critic's text names: its verdict tokens, and a tie stated in the instructions' own terms."""
+    """The verdicts a critic's text names: its verdict tokens (headings included), and a tie stated in the
+    instructions' own terms."""
     return sorted(_CRITIC_HITS(body) + [(m.start(), m.end(), "tie") for m in _TIE_STATED.finditer(body)])
 
 
 CRITIC_FORM = VerdictForm(
-    "Answer 1/Answer 2/tie", _CRITIC_HITS, "end", tokens=('"Answer 1"', '"Answer 2"', '"tie"'), prefix=VERDICT_PREFIX,
+    "Answer 1/Answer 2/tie", _critic_verdicts, "end", tokens=('"Answer 1"', '"Answer 2"', '"tie"'), prefix=VERDICT_PREFIX,
     choices=VERDICT_CHOICES, mentions=_critic_mentions)
 BINARY_CRITIC_FORM = VerdictForm(
     "Expert/Policy", word_hits(re.compile(r"\b(expert|policy)\b", re.IGNORECASE), lambda m: m.group(1).capitalize()),
