@@ -157,7 +157,7 @@ TABLE = [
     (parse_answer_choice, "Neither answer is better.\ntie", "tie"),
     (parse_answer_choice, "Answer 2\n\nBoth answers reach the same result.", None),  # was 2
     (parse_answer_choice, "Answer 1:\n<answer_1>\n420\n</answer_1>\n\nAnswer 2:\n<answer_2>\n421\n</answer_2>", None),  # the
-    # prompt's layout echoed back, as the embedded critic does (math_cot_100-010/raro.critic): was 2
+    # prompt's layout echoed back (the embedded critic echoes its tags: math_cot_100-010/raro.critic): was 2
     (parse_expert_policy, "Expert: the derivation is idiomatic.\nPolicy: it repeats itself.", None),  # headings (was Policy)
     (parse_expert_policy, "Expert: the derivation is idiomatic.\nPolicy", "Policy"),
     (parse_answer_choice, "Answer 1 - both are equally good.", None),
