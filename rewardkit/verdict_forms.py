@@ -98,7 +98,7 @@ _HEDGES = re.compile(r"\b(?:probably|maybe|perhaps|possibly|might|could|likely|u
                      r"not really|not sure|not certain|quizás|tal vez|peut-être|vielleicht)\b|可能|也许|或许|[?？]",
                      re.IGNORECASE)
 # what may follow a verdict on its line without changing it: "Answer 2 is better.", "\boxed{A} is correct"
-_POSITIVE_TAIL = re.compile(
+POSITIVE_TAIL = re.compile(
     r"(?:(?:is|was|seems|appears|looks|would be|should be|remains)\s+)?(?:(?:clearly|definitely|slightly|much|far|"
     r"overall|the|a|my)\s+)*(?:better|best|superior|stronger|preferred|preferable|correct|right|winner|wins|choice|"
     r"verdict|answer|judgment|judgement|more\s+\w+)(?:\s+(?:one|answer|response|choice|solution|overall|here|"
@@ -311,7 +311,7 @@ class VerdictForm:
                 return f"the explanation's first sentence argues against the verdict {label} ({first.group(0)[:60]!r})"
             return None
         bare = _bare(tail)
-        if not bare.rstrip(".!。！ ") or _POSITIVE_TAIL.fullmatch(bare):
+        if not bare.rstrip(".!。！ ") or POSITIVE_TAIL.fullmatch(bare):
             return None
         if _SEPARATOR.match(flat) and not bare.startswith(("?", "？")):
             other = {m[2] for m in self.mentions(tail)} - {label}

@@ -147,6 +147,19 @@ TABLE = [
                           "are always there, clearly proved), the second answer will give us the same result:\n\n"
                           "\\[ A = \\frac{1}{2} \\times 100 = 100 \\]", None),
     (parse_answer_choice, "Answer 1\n\nThey are both wrong.", None),
+    # issue 34's held-out audit, probes in the forms a critic writes: "neither" states a tie in the instructions' terms
+    # (both wrong; neither better), and "Answer N:" with text after it is a heading for that answer's content, not a
+    # verdict (the prompt lays the answers out as "Answer 1:\n<answer_1>"). All three were read as Answer 2.
+    (parse_answer_choice, "Answer 2\n\nNeither answer is correct.", None),
+    (parse_answer_choice, "Answer 1: 420\nAnswer 2: 421", None),
+    (parse_answer_choice, "The correct answer is 420.\nAnswer 2: 420", None),
+    (parse_answer_choice, "Answer 1 drops a sign.\nAnswer 2: the better answer.", "2"),  # a heading's line that says it won
+    (parse_answer_choice, "Neither answer is better.\ntie", "tie"),
+    (parse_answer_choice, "Answer 2\n\nBoth answers reach the same result.", None),  # was 2
+    (parse_answer_choice, "Answer 1:\n<answer_1>\n420\n</answer_1>\n\nAnswer 2:\n<answer_2>\n421\n</answer_2>", None),  # the
+    # prompt's layout echoed back (the embedded critic echoes its tags: math_cot_100-010/raro.critic): was 2
+    (parse_expert_policy, "Expert: the derivation is idiomatic.\nPolicy: it repeats itself.", None),  # headings (was Policy)
+    (parse_expert_policy, "Expert: the derivation is idiomatic.\nPolicy", "Policy"),
     (parse_answer_choice, "Answer 1 - both are equally good.", None),
     (parse_answer_choice, "tie\n\nBoth answers are correct.", "tie"),
     (parse_answer_choice, "Answer 1 is right and Answer 2 drops a sign; both use the same method.\nAnswer 1", "1"),

@@ -9,9 +9,10 @@ which :func:`rewardkit.verdicts.parse_answer_choice` reads.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from rewardkit.prompts import get_prompt, render
-from rewardkit.verdict_forms import VerdictForm, word_hits
+from rewardkit.verdict_forms import POSITIVE_TAIL, Hit, VerdictForm, word_hits
 
 # The math opening sentence is verbatim from App. E (Figures 18-19); the general one is our adaptation
 # for non-math questions (the paper's poetry critic, Figure 20, answers "Poem 1/2", another format).
@@ -74,23 +75,47 @@ _CRITIC_HITS = word_hits(re.compile(r"\b(?:answer|poem)\s*([12])\b|\b(tie)\b", r
                          lambda m: m.group(1) or "tie")
 # The instructions define a tie ("equally good (for example, both correct or both wrong)"), so text that says so names
 # the tie: "Answer 2\n\nBoth answers are correct. ..." (an embedded-model critic sample, raro_critic_budget.json) is
-# no verdict for Answer 2.
+# no verdict for Answer 2; so are "Neither answer is correct" (both wrong), "neither is better" (equally good) and "both
+# reach the same result" (both correct or both wrong; issue 34's audit).
 _TIE_STATED = re.compile(r"\bboth\b(?:\s+(?:answers|responses|poems|solutions|of them))?(?:\s+(?:are|were))?\s+"
                          r"(?:equally\s+)?(?:correct|right|valid|wrong|incorrect|equivalent|identical|the same|"
-                         r"good|fine)\b|\bequally\s+(?:good|correct|valid|wrong|bad)\b", re.IGNORECASE)
+                         r"good|fine)\b|\bequally\s+(?:good|correct|valid|wrong|bad)\b|"
+                         r"\bneither\b(?:\s+(?:answer|response|poem|solution|one|of them|of the (?:two|answers)))?\s+"
+                         r"(?:is|was)\s+(?:\w+\s+)?(?:correct|right|valid|wrong|incorrect|better|worse)\b|"
+                         r"\bboth\b(?:\s+(?:answers|responses|solutions|of them))?\s+(?:reach|give|get|arrive at|obtain|"
+                         r"have|find)\s+the\s+same\s+(?:final\s+)?(?:result|answer|value)\b", re.IGNORECASE)
+# "Answer 2: 421" uses the token as a heading for what that answer holds (the prompt's own layout: "Answer 1:\n<answer_1>"),
+# as "Expert: ... / Policy: ..." heads remarks on each source: a token followed by a colon is a verdict only where
+# nothing follows or its line says it won ("Answer 2: better"). Headings still count as naming a verdict after the verdict.
+_HEADING_COLON = re.compile(r"[*_`\s]*[:：]")
+
+
+def _not_headings(hits: Callable[[str], list[Hit]]) -> Callable[[str], list[Hit]]:
+    """The verdict tokens that ``hits`` finds, headings ("Answer 2: 421") left out."""
+    def verdicts(body: str) -> list[Hit]:
+        out = []
+        for hit in hits(body):
+            colon = _HEADING_COLON.match(body, hit[1])
+            after = body[colon.end():] if colon else ""
+            if not after.strip() or POSITIVE_TAIL.fullmatch(after.split("\n", 1)[0].strip(" *_`")):
+                out.append(hit)
+        return out
+    return verdicts
 
 
 def _critic_mentions(body: str) -> list[tuple[int, int, str]]:
-    """The verdicts a critic's text names: its verdict tokens, and a tie stated in the instructions' own terms."""
+    """The verdicts a critic's text names: its verdict tokens (headings included), and a tie stated in the
+    instructions' own terms."""
     return sorted(_CRITIC_HITS(body) + [(m.start(), m.end(), "tie") for m in _TIE_STATED.finditer(body)])
 
 
 CRITIC_FORM = VerdictForm(
-    "Answer 1/Answer 2/tie", _CRITIC_HITS, "end", tokens=('"Answer 1"', '"Answer 2"', '"tie"'), prefix=VERDICT_PREFIX,
-    choices=VERDICT_CHOICES, mentions=_critic_mentions)
+    "Answer 1/Answer 2/tie", _not_headings(_CRITIC_HITS), "end", tokens=('"Answer 1"', '"Answer 2"', '"tie"'),
+    prefix=VERDICT_PREFIX, choices=VERDICT_CHOICES, mentions=_critic_mentions)
+_BINARY_HITS = word_hits(re.compile(r"\b(expert|policy)\b", re.IGNORECASE), lambda m: m.group(1).capitalize())
 BINARY_CRITIC_FORM = VerdictForm(
-    "Expert/Policy", word_hits(re.compile(r"\b(expert|policy)\b", re.IGNORECASE), lambda m: m.group(1).capitalize()),
-    "end", tokens=('"Expert"', '"Policy"'), prefix=BINARY_VERDICT_PREFIX, choices=BINARY_VERDICT_CHOICES)
+    "Expert/Policy", _not_headings(_BINARY_HITS), "end", tokens=('"Expert"', '"Policy"'), prefix=BINARY_VERDICT_PREFIX,
+    choices=BINARY_VERDICT_CHOICES, mentions=_BINARY_HITS)
 JUDGE_FORMS = {"raro.critic_instructions": CRITIC_FORM, "raro.binary_critic_instructions": BINARY_CRITIC_FORM}
 
 
