@@ -57,6 +57,8 @@ def run_tts(problems: Sequence[Group], backend: JudgeBackend, ns: Sequence[int],
     res = evaluate_tts(problems, ns, cached, o)
     res["cost"] = {**pj.cost.to_dict(), "backend_rounds": pj.calls, "cached_matches": cached.hits,
                    "seconds": round(time.perf_counter() - t0, 1)}
+    if pj.outputs:  # generate mode: the judge's texts and the votes read from them (candidate indices as shown)
+        res["judge_outputs"] = pj.outputs
     res["settings"] = {"judge": redact(getattr(backend, "model_id", str(backend))), "n": list(ns),
                        **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(o).items()}}
     return res
@@ -180,7 +182,10 @@ def write_report(result: dict[str, Any], prefix: str, title: str, command: str) 
     md = (f"# {title}\n\nAccuracy (%) of the selected response, {result['problems']} problems.\n\n{table}\n\n"
           f"## Settings\n\n{settings}\n\n## Judge work\n\n- match statuses per N: {result.get('match_status')}\n"
           f"- pools not judged because all their labels are equal, per N: {result.get('skipped_uniform')}\n"
-          f"- cost: {result.get('cost')}\n\n## Command\n\n```\n{command}\n```\n")
+          f"- cost: {result.get('cost')}\n"
+          + (f"- judge outputs: {len(result['judge_outputs'])} texts in the JSON (`judge_outputs`), each with the vote "
+             f"read from it\n" if result.get("judge_outputs") else "")
+          + f"\n## Command\n\n```\n{command}\n```\n")
     Path(f"{p}.md").write_text(md, encoding="utf-8")
     Path(f"{p}.json").write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
     plot_accuracy(result["rows"], f"{p}.png", title)

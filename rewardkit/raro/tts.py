@@ -277,6 +277,8 @@ class PromptJudge:
         self.references = list(references) if references is not None else None
         self.cost = Cost()
         self.calls = 0  # backend calls (one per round)
+        # generate mode: every judge output with what it was read as, so a run's verdicts can be re-read and checked
+        self.outputs: list[dict[str, Any]] = []
 
     def _messages(self, problem: int, first: int, second: int) -> list[Message]:
         o = self.options
@@ -324,6 +326,9 @@ class PromptJudge:
             for (m, sw, n), r in zip(plan, res, strict=True):
                 texts = r.texts if r.status.value == "ok" else []
                 got = [_swap(parse(t, r.finish_reason(i)), sw) for i, t in enumerate(texts[:n])]
+                self.outputs += [{"problem": m.problem, "shown": [m.b, m.a] if sw else [m.a, m.b], "text": t,
+                                  "finish_reason": r.finish_reason(i), "vote": v}
+                                 for i, (t, v) in enumerate(zip(texts[:n], got, strict=True))]
                 votes[m].extend(got + [None] * (n - len(got)))
         self.cost += cost_of(res)
         return [_interleave(votes[m], k, o.order) for m in matches]

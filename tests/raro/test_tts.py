@@ -220,6 +220,18 @@ def test_prompt_judge_votes_nothing_for_a_sample_cut_off_for_length():
     assert judge([Pairing(0, 2, 3)], 2) == [["A", None]]
 
 
+def test_prompt_judge_keeps_every_generated_output_with_the_vote_read_from_it():
+    """A generate-mode run keeps each judge text beside its vote, with the candidates in the order shown, so a run's
+    verdicts can be re-read and checked later (the TTS results files hold them)."""
+    judge = PromptJudge(PickRight(biased=True), ["q"], [_problem(3)], mode="generate", order="alternate")
+    assert judge([Pairing(0, 2, 3)], 2) == [["A", "B"]]
+    assert [(o["shown"], o["text"], o["vote"]) for o in judge.outputs] == [([2, 3], "Answer 1", "A"),
+                                                                              ([3, 2], "Answer 1", "B")]
+    logit = PromptJudge(PickRight(), ["q"], [_problem(3)], mode="logit")
+    logit([Pairing(0, 2, 3)], 2)
+    assert logit.outputs == []  # logit mode writes no text
+
+
 def test_cached_judge_shares_matches_across_n():
     backend = PickRight()
     judge = CachedJudge(PromptJudge(backend, ["q"], [_problem(6)], mode="logit"))
