@@ -498,11 +498,28 @@ def merge_results(key: str, section: dict[str, Any]) -> None:
     path = OUT / f"{NAME}.json"
     data = load_json(path) or {}
     data.update(machine=machine(), model=MODEL)
-    data[key] = {**data.get(key, {}), **section}
+    data[key] = {**data.get(key, {}), **section, "measured": run_stamp()}
     save_json(path, data)
     data = load_json(path)
     (OUT / f"{NAME}.md").write_text(report_markdown(data))
     plot_curves(data, OUT / f"{NAME}.png")
+
+
+def run_stamp() -> dict[str, str]:
+    """The commit and date a section was measured at: the sections of one results file may come from different runs."""
+    import subprocess
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    return {"commit": commit.strip() or "unknown", "date": time.strftime("%Y-%m-%d")}
+
+
+def _run_line(section: dict[str, Any]) -> list[str]:
+    """Which run measured ``section``: its stamp, or a warning that it predates the stamps."""
+    r = section.get("measured")
+    if r:
+        return [f"Measured at commit `{r['commit']}` on {r['date']}.", ""]
+    return ["Measured by an earlier run than the stamped sections of this file (before 2026-11-27); where a judge was "
+            "re-trained since, its rows here are the earlier weights.", ""]
 
 
 def _f(x: Any, fmt: str = ".3f") -> str:
@@ -525,7 +542,7 @@ def report_markdown(data: dict[str, Any]) -> str:
         def iv(k: str) -> str:
             return f" [{ci[k][0]:.3f}, {ci[k][1]:.3f}]" if k in ci else ""
 
-        lines += ["## GAR slice discriminator: stage-1 SFT on ProcessBench", "",
+        lines += ["## GAR slice discriminator: stage-1 SFT on ProcessBench", "", *_run_line(g),
                   f"ProcessBench splits {', '.join(g['splits'])}; solutions sliced with GAR's slicing at L = "
                   f"{g['slice_tokens']} tokens (the paper: 320; shorter for the CPU). Labels: slices wholly before the "
                   "human-labelled earliest error YES, the slice(s) holding it NO, later slices unused. Training: "
@@ -560,7 +577,7 @@ def report_markdown(data: dict[str, Any]) -> str:
         lines.append("")
     c = data.get("raro_critic")
     if c:
-        lines += ["## RARO critic: critic-side training on R_crit", "",
+        lines += ["## RARO critic: critic-side training on R_crit", "", *_run_line(c),
                   f"Pairs: MATH reference solutions (expert) against Qwen2.5-Math rollouts (up to 2 per problem, wrong "
                   f"ones first) and the embedded model's own samples, on the same problems. The critic sees final answers "
                   f"(view `{c['view']}`, as RARO's DeepMath critic, App. E Figure 19) in a seeded order and writes its "
@@ -603,7 +620,7 @@ def report_markdown(data: dict[str, Any]) -> str:
     if h:
         from rewardkit.evals.headline import headline_table
 
-        lines += ["## Headline judge rows, untrained vs trained, on all 10 mixed groups", "",
+        lines += ["## Headline judge rows, untrained vs trained, on all 10 mixed groups", "", *_run_line(h),
                   f"`rewardkit.evals.headline.headline` on the {len(h['groups'])} mixed groups of the shared rollouts "
                   "(some but not all of the 8 answers correct). Options: " + "; ".join(
                       f"`{k}` {json.dumps(v)}" for k, v in h["options"].items()) + ". `slices` and `holistic` run with "
