@@ -60,7 +60,10 @@ def main() -> None:
                       "parseable_and_finished": sum(p and d for p, d in zip(parsed, done, strict=True))})
     n = len(lengths)
     data = {"command": cmd, "machine": machine(), "data": rel_path(path), "problems": len(rows),
-            "samples": n, "sample_seconds": seconds, "lengths": lengths, "finished": finished, "budgets": table}
+            "samples": n, "sample_seconds": seconds, "lengths": lengths, "finished": finished, "budgets": table,
+            # the sampled critic tokens and texts, so a change to the verdict reader can be checked on these very samples
+            "completion_ids": [list(map(int, c)) for c in roll.completion_ids],
+            "texts": [tok.decode(c, skip_special_tokens=True) for c in roll.completion_ids]}
     lines = ["# RARO critic rollouts of the embedded model: the budget that lets the critic finish\n",
              f"Command: `{cmd}` ({seconds / 60:.1f} min of sampling on a shared {machine()['cpus']}-core CPU).\n",
              f"SmolLM2-135M-Instruct (fp32, temperature 1) as the relativistic critic on {len(rows)} (question, "

@@ -65,8 +65,8 @@ def test_raro_mode_brings_app_c1_settings(tiny_model, tmp_path):
 
 def test_raro_critic_budget_is_the_critics_own(tiny_model):
     # One budget, one name: the critic rollouts use the critic scorer's max_tokens, not a separate 128-token cap
-    # that cut off 6 of 16 embedded-model critic samples; at 512 all 13 that end at all have ended (the longest at
-    # 282 tokens; 3 loop past 1,024): benchmarks/results/raro_critic_budget.md.
+    # that cut off 4 of 16 embedded-model critic samples; at 512 all 15 that end at all have ended (the longest at
+    # 457 tokens; 1 loops past 1,024): benchmarks/results/raro_critic_budget.md.
     assert RaroShared().options.scorer.max_tokens == CriticOptions().max_tokens == 512
 
 
