@@ -142,7 +142,9 @@ st = PartialState(cpu=True)  # what GRPOTrainer's Accelerator sets up
 # TRL's layout: the batch [p0 p0 p1 p1 p2 p2] (num_generations=2 in a row) cut into contiguous per-process slices
 rows = {0: [("p0", "a"), ("p0", "b"), ("p1", "c")], 1: [("p1", "d"), ("p2", "e"), ("p2", "f")]}[st.process_index]
 out = scorer_reward_func(Index(), num_generations=2)(prompts=[p for p, _ in rows], completions=[c for _, c in rows])
-print("RESULT", st.process_index, json.dumps(out), flush=True)
+# each rank's rewards in a file of its own (lines both ranks print to torchrun's one stdout were lost under load)
+with open(os.environ["RK_OUT"] + f".{st.process_index}", "w") as f:
+    f.write(json.dumps(out))
 # Leave without tearing gloo down. Any teardown races the peer: whichever rank closes its sockets first,
 # the other can still be destroying its process group, and a gloo object destroyed with a live thread calls
 # std::terminate ("terminate called without an active exception", exit code 1; torchrun then kills the other
@@ -157,7 +159,6 @@ os._exit(0)
 def test_groups_split_across_two_processes_are_scored_whole_once(tmp_path):
     """TRL may split a prompt's completions over processes: two real torch.distributed (gloo) processes."""
     import json
-    import re
     import subprocess
     import sys
     from pathlib import Path
@@ -169,11 +170,12 @@ def test_groups_split_across_two_processes_are_scored_whole_once(tmp_path):
     # a trainer run earlier in this process leaves accelerate/torch.distributed variables behind: drop them
     dist = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK"}
     env = {k: v for k, v in os.environ.items() if k not in dist and not k.startswith(("ACCELERATE_", "TORCHELASTIC_"))}
-    env.update(RK_ROOT=str(Path(__file__).resolve().parents[2]), RK_LOG=str(tmp_path / "calls"))
+    env.update(RK_ROOT=str(Path(__file__).resolve().parents[2]), RK_LOG=str(tmp_path / "calls"),
+               RK_OUT=str(tmp_path / "rewards"))
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                            str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    results = {int(m[0]): json.loads(m[1]) for m in re.findall(r"RESULT (\d) (\[.*\])", done.stdout)}
+    results = {int(p.suffix[1:]): json.loads(p.read_text()) for p in tmp_path.glob("rewards.*")}
     # p1 = [c | d] is split over the processes: rewards are positions within the WHOLE group, each process its slice
     assert results == {0: [0.0, 1.0, 0.0], 1: [1.0, 0.0, 1.0]}
     calls = sorted(p.name for p in tmp_path.glob("calls.*"))
