@@ -468,6 +468,10 @@ def test_what_a_run_may_write_is_capped_at_4_mib_or_twice_the_per_test_output():
                 assert r.passed, (problem.kind, r.reason)
             else:
                 assert r.results == [Code.RUNTIME_ERROR] and r.reason == "output limit exceeded", (problem.kind, r)
+    # max_output_bytes is a stdin test's: a HumanEval (or call-based) run keeps 4 MiB whatever it says
+    r = grade(ADD, f"import sys\nsys.stderr.write('x' * {int(4.5 * (1 << 20))})\n" + "def add(a, b):\n    return a + b\n",
+              GradeConfig(max_output_bytes=6 << 20))
+    assert r.results == [Code.RUNTIME_ERROR] and r.reason == "output limit exceeded", r
     # a stdin test's whole output comes back in the record: with 6 MiB per test the run may write 12 MiB
     big = Problem("x", "stdin", tests=(Case("5000000", "x" * 5_000_000),))
     r = grade(big, "print('x' * int(input()))", GradeConfig(max_output_bytes=6 << 20))
@@ -539,6 +543,19 @@ def test_the_hash_seed_is_fixed_so_outputs_repeat():
     p = Problem("hash", "stdin", tests=(Case("", expected),))
     r = grade(p, "print(hash('abc'))")
     assert r.passed, r.reason
+
+
+def test_non_ascii_input_and_output_are_utf_8():
+    p = Problem("utf8", "stdin", tests=(Case("héllo wörld ✓", "✓ dlröw olléh"),))
+    r = grade(p, "import sys\ns = input()\nprint(s[::-1])\nprint('débogage ✓', file=sys.stderr)")
+    assert r.passed, r.reason
+
+
+def test_the_isolation_asked_for_is_the_one_used_and_reported():
+    # (whether it then runs: as root the run's own uid must be able to exec the interpreter, which a pyenv under a
+    # private /root forbids: a runner error there, never a pass)
+    r = grade(ADD, "def add(a, b):\n    return a + b\n", GradeConfig(isolation="none"))
+    assert r.isolation == "none" and r.passed != r.runner_error, r.reason
 
 
 def test_numeric_libraries_are_told_to_run_single_threaded():
