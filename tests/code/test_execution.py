@@ -127,14 +127,16 @@ def test_livecodebench_fixture_stdin_and_functional():
 
 
 def test_stop_at_first_failure_as_livecodebench_or_run_all():
-    p = Problem("t", "stdin", tests=tuple(__import__("rewardkit.code.execution", fromlist=["TestCase"]).TestCase(i, o)
-                                          for i, o in [("1", "1"), ("2", "3"), ("3", "3")]))
+    p = Problem("t", "stdin", tests=tuple(Case(i, o) for i, o in [("1", "1"), ("2", "3"), ("3", "3"), ("4", "5")]))
     prog = "print(input())"
     first = grade(p, prog)
-    assert first.results == [Code.PASSED, Code.WRONG_ANSWER] and first.passed_fraction == pytest.approx(1 / 3)
+    assert first.results == [Code.PASSED, Code.WRONG_ANSWER] and first.passed_fraction == pytest.approx(1 / 4)
     everything = grade(p, prog, GradeConfig(stop_at_first_failure=False))
-    assert everything.results == [Code.PASSED, Code.WRONG_ANSWER, Code.PASSED]
-    assert everything.passed_fraction == pytest.approx(2 / 3) and not everything.passed
+    assert everything.results == [Code.PASSED, Code.WRONG_ANSWER, Code.PASSED, Code.WRONG_ANSWER]
+    assert everything.passed_fraction == pytest.approx(2 / 4) and not everything.passed
+    # the reason is the first failure's, and says which test it was
+    for r in (first, everything):
+        assert r.details["test"] == 1 and "'2' != '3'" in r.reason and r.code == Code.WRONG_ANSWER, r
 
 
 def test_time_limit_per_test_on_stdin_and_functional():
@@ -646,6 +648,73 @@ def test_a_record_counts_only_from_a_harness_that_exited_0():
     quiet = _verdict(ADD, run(b"", 0, None), nonce, GradeConfig())
     assert quiet.results == [Code.RUNTIME_ERROR] and "without its result record" in quiet.reason
     assert _verdict(ADD, run(record, 0, None), nonce, GradeConfig()).passed  # the same record, status 0
+
+
+def test_a_harness_the_program_killed_is_its_runtime_error_quoting_the_end_of_its_stderr():
+    program = textwrap.dedent("""
+        import os, signal
+        os.write(2, b"x" * 300 + b"y" * 99 + b"\\xff" + b"z" * 400)  # not all UTF-8: read with replacement
+        os.kill(os.getppid(), signal.SIGKILL)
+        def add(a, b):
+            return a + b
+    """)
+    r = grade(ADD, program)
+    assert r.results == [Code.RUNTIME_ERROR] and r.n_tests == 1 and "uid" in r.details
+    assert r.reason.startswith("the test harness ended without its result record: the program interfered with the "
+                               "harness. "), r.reason
+    assert r.reason.endswith(". " + "y" * 99 + "\ufffd" + "z" * 400), r.reason[-600:]  # the last 500 characters
+
+
+def test_only_the_record_with_this_runs_nonce_counts():
+    # at _verdict's seam: whatever else reaches the harness's stdout (junk, records forged without the nonce, a
+    # JSON value that is no record), the record carrying this run's nonce decides
+    from rewardkit.code.execution import _verdict
+
+    nonce = "cd" * 16
+
+    def line(obj) -> bytes:
+        return (json.dumps(obj) + "\n").encode()
+
+    real = line({"nonce": nonce, "results": [{"code": -2, "reason": "AssertionError"}]})
+    forged = line({"nonce": "0" * 32, "results": [{"code": 1}]}) + line({"results": [{"code": 1}]})
+    for stdout in (real + forged + b"\xff not json\n" + line([1, 2]), b"junk\n" + forged + real + b"{\n"):
+        r = _verdict(ADD, SandboxResult(0, None, stdout, b"", False, False, False, 1.0, "namespaces"), nonce,
+                     GradeConfig())
+        assert r.results == [Code.WRONG_ANSWER] and r.reason == "AssertionError", (stdout, r)
+
+
+def test_a_harness_reporting_too_few_results_is_a_runner_error():
+    from rewardkit.code.execution import _verdict
+
+    nonce = "ef" * 16
+    two = Problem("two", "stdin", tests=(Case("1", "1"), Case("2", "2")))
+    for results, n in (({}, 0), ({"results": []}, 0), ({"results": [{"stdout": "1"}]}, 1)):
+        stdout = (json.dumps({"nonce": nonce, **results}) + "\n").encode()
+        r = _verdict(two, SandboxResult(0, None, stdout, b"", False, False, False, 1.0, "namespaces"), nonce,
+                     GradeConfig())
+        assert r.results == [Code.RUNNER_ERROR] and r.reason == f"the harness reported {n} results for 2 tests", r
+
+
+def test_a_program_over_the_memory_cap_never_passes_and_the_reason_says_how():
+    # at _verdict's seam (the real runs: the hostile memory programs): the kernel's OOM killer ended a process, or
+    # the tree was held at the cap; tests that passed become runtime errors, wrong answers stay wrong answers
+    from rewardkit.code.execution import _verdict
+
+    nonce = "12" * 16
+    two = Problem("two", "stdin", tests=(Case("1", "1"), Case("2", "2")))
+    stdout = (json.dumps({"nonce": nonce, "results": [{"stdout": "1"}, {"stdout": "3"}]}) + "\n").encode()
+    cfg = GradeConfig(stop_at_first_failure=False, program_memory_bytes=256 << 20)
+    for flags, how in (({"memory_exceeded": True}, "the kernel's OOM killer ended a process"),
+                       ({"memory_at_cap": True}, "the program reached the cap and was held there")):
+        res = SandboxResult(0, None, stdout, b"", False, False, False, 1.0, "namespaces", **flags)
+        r = _verdict(two, res, nonce, cfg)
+        assert r.results == [Code.RUNTIME_ERROR, Code.WRONG_ANSWER] and not r.passed
+        assert r.reason == f"memory limit exceeded (all processes together, 256 MiB): {how}"
+        res.stdout = b""  # no record at all: the memory is still what went wrong
+        r = _verdict(two, res, nonce, cfg)
+        assert r.results == [Code.RUNTIME_ERROR] and r.n_tests == 2 and r.reason.endswith(how)
+    fine = _verdict(two, SandboxResult(0, None, stdout, b"", False, False, False, 1.0, "namespaces"), nonce, cfg)
+    assert fine.results == [Code.PASSED, Code.WRONG_ANSWER] and "memory" not in fine.reason
 
 
 # ------------------------------------------------------------------------------------------- scorer
