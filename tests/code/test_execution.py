@@ -683,16 +683,39 @@ def test_only_the_record_with_this_runs_nonce_counts():
         assert r.results == [Code.WRONG_ANSWER] and r.reason == "AssertionError", (stdout, r)
 
 
-def test_a_harness_reporting_too_few_results_is_a_runner_error():
+def test_a_harness_reporting_other_than_one_result_per_test_is_a_runner_error():
+    # at _verdict's seam: the harness's own failures (too few or too many results, a value it cannot have encoded)
+    # are runner errors, never the program's
     from rewardkit.code.execution import _verdict
 
     nonce = "ef" * 16
     two = Problem("two", "stdin", tests=(Case("1", "1"), Case("2", "2")))
-    for results, n in (({}, 0), ({"results": []}, 0), ({"results": [{"stdout": "1"}]}, 1)):
-        stdout = (json.dumps({"nonce": nonce, **results}) + "\n").encode()
-        r = _verdict(two, SandboxResult(0, None, stdout, b"", False, False, False, 1.0, "namespaces"), nonce,
-                     GradeConfig())
+    f = Problem("f", "functional", tests=(Case("1", "2"),), func_name="f")
+
+    def verdict(problem: Problem, record: dict):
+        stdout = (json.dumps({"nonce": nonce, **record}) + "\n").encode()
+        return _verdict(problem, SandboxResult(0, None, stdout, b"", False, False, False, 1.0, "namespaces"), nonce,
+                        GradeConfig(stop_at_first_failure=False))
+
+    for record, n in (({}, 0), ({"results": []}, 0), ({"results": [{"stdout": "1"}]}, 1)):
+        r = verdict(two, record)
         assert r.results == [Code.RUNNER_ERROR] and r.reason == f"the harness reported {n} results for 2 tests", r
+    r = verdict(two, {"results": [{"stdout": "1"}, {"stdout": "2"}, {"stdout": "3"}]})
+    assert r.results == [Code.PASSED, Code.PASSED, Code.RUNNER_ERROR] and r.reason == "result for test 2 of 2", r
+    for value in ({"zz": 1}, None):  # an unknown tag; no value at all
+        r = verdict(f, {"results": [{} if value is None else {"value": value}]})
+        assert r.results == [Code.RUNNER_ERROR] and r.reason.startswith("undecodable value from the harness"), r
+
+
+def test_call_based_answers_are_compared_here_and_reported():
+    f = Problem("f", "functional", tests=(Case("3", '"b"'),), func_name="f")
+    r = grade(f, "def f(x):\n    return 'a' * 100 * x\n")
+    assert r.results == [Code.WRONG_ANSWER] and r.reason == f"wrong answer on test 0: got {'a' * 200}, expected b"
+    assert grade(f, "def f(x):\n    return 'b'\n").passed
+    # an expected output that is not JSON is the data's fault: a runner error, whatever the program returns
+    broken = Problem("f", "functional", tests=(Case("3", "b"),), func_name="f")
+    r = grade(broken, "def f(x):\n    return 'b'\n")
+    assert r.results == [Code.RUNNER_ERROR] and r.reason.startswith("expected output of test 0 is not JSON"), r
 
 
 def test_a_program_over_the_memory_cap_never_passes_and_the_reason_says_how():
