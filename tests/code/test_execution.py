@@ -470,6 +470,7 @@ def test_what_a_run_may_write_is_capped_at_4_mib_or_twice_the_per_test_output():
                 assert r.passed, (problem.kind, r.reason)
             else:
                 assert r.results == [Code.RUNTIME_ERROR] and r.reason == "output limit exceeded", (problem.kind, r)
+                assert r.n_tests == 1 and "uid" in r.details
     # max_output_bytes is a stdin test's: a HumanEval (or call-based) run keeps 4 MiB whatever it says
     r = grade(ADD, f"import sys\nsys.stderr.write('x' * {int(4.5 * (1 << 20))})\n" + "def add(a, b):\n    return a + b\n",
               GradeConfig(max_output_bytes=6 << 20))
@@ -700,6 +701,7 @@ def test_a_harness_reporting_other_than_one_result_per_test_is_a_runner_error():
     for record, n in (({}, 0), ({"results": []}, 0), ({"results": [{"stdout": "1"}]}, 1)):
         r = verdict(two, record)
         assert r.results == [Code.RUNNER_ERROR] and r.reason == f"the harness reported {n} results for 2 tests", r
+        assert r.n_tests == 2 and r.seconds == 1.0 and "uid" in r.details
     r = verdict(two, {"results": [{"stdout": "1"}, {"stdout": "2"}, {"stdout": "3"}]})
     assert r.results == [Code.PASSED, Code.PASSED, Code.RUNNER_ERROR] and r.reason == "result for test 2 of 2", r
     for value in ({"zz": 1}, None):  # an unknown tag; no value at all
