@@ -212,7 +212,10 @@ def grade(problem: Problem, response: str, config: GradeConfig = GradeConfig()) 
                     output_bytes=4 << 20 if problem.kind != "stdin" else max(4 << 20, 2 * config.max_output_bytes),
                     processes=config.processes, program_memory_bytes=config.program_memory_bytes,
                     disk_bytes=config.disk_bytes)
-    argv = [sys.executable, "-I", "-B"] + ([] if config.site_packages else ["-S"]) + ["harness.py"]
+    # -s (no user site), not -I: its -E drops PYTHONHASHSEED, and str hashes (set order, hence printed output)
+    # would vary from run to run; the environment is the sandbox's clean one, and the harness takes its own
+    # folder (the program's working directory) off sys.path, as -I would
+    argv = [sys.executable, "-s", "-B"] + ([] if config.site_packages else ["-S"]) + ["harness.py"]
     res = run_sandboxed(argv, stdin=stdin, files={"harness.py": _HARNESS}, limits=limits,
                         env={"PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8", **SINGLE_THREADED},
                         readonly_paths=python_paths(),

@@ -412,6 +412,9 @@ def _one_stdin(code, raw: str, timeout: float, max_output: int) -> dict:
 
 def main() -> None:
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0: same-uid processes cannot inspect us
+    # the working directory is the program's: a module it writes there must never shadow one the test code imports
+    here = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
+    sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != here]
     prog = _read_part(0)
     server = Server(prog) if prog["kind"] in ("humaneval", "functional") else None
     tests = _read_part(0)

@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -25,8 +29,11 @@ from rewardkit.code.execution import (
     grade,
     grade_many,
 )
+from rewardkit.code.execution import (
+    TestCase as Case,  # named apart: pytest would try to collect a Test* class
+)
 from rewardkit.code.livecodebench import decode_lcb_tests, functional_equal, stdout_equal
-from rewardkit.code.sandbox import namespaces_available, run_sandboxed
+from rewardkit.code.sandbox import SandboxResult, namespaces_available, run_sandboxed
 
 HUMANEVAL = [json.loads(line) for line in open(data_path("humaneval") / "test.jsonl")]
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "livecodebench_lite.jsonl"
@@ -120,35 +127,33 @@ def test_livecodebench_fixture_stdin_and_functional():
 
 
 def test_stop_at_first_failure_as_livecodebench_or_run_all():
-    p = Problem("t", "stdin", tests=tuple(__import__("rewardkit.code.execution", fromlist=["TestCase"]).TestCase(i, o)
-                                          for i, o in [("1", "1"), ("2", "3"), ("3", "3")]))
+    p = Problem("t", "stdin", tests=tuple(Case(i, o) for i, o in [("1", "1"), ("2", "3"), ("3", "3"), ("4", "5")]))
     prog = "print(input())"
     first = grade(p, prog)
-    assert first.results == [Code.PASSED, Code.WRONG_ANSWER] and first.passed_fraction == pytest.approx(1 / 3)
+    assert first.results == [Code.PASSED, Code.WRONG_ANSWER] and first.passed_fraction == pytest.approx(1 / 4)
     everything = grade(p, prog, GradeConfig(stop_at_first_failure=False))
-    assert everything.results == [Code.PASSED, Code.WRONG_ANSWER, Code.PASSED]
-    assert everything.passed_fraction == pytest.approx(2 / 3) and not everything.passed
+    assert everything.results == [Code.PASSED, Code.WRONG_ANSWER, Code.PASSED, Code.WRONG_ANSWER]
+    assert everything.passed_fraction == pytest.approx(2 / 4) and not everything.passed
+    # the reason is the first failure's, and says which test it was
+    for r in (first, everything):
+        assert r.details["test"] == 1 and "'2' != '3'" in r.reason and r.code == Code.WRONG_ANSWER, r
 
 
 def test_time_limit_per_test_on_stdin_and_functional():
-    from rewardkit.code.execution import TestCase
-
-    p = Problem("t", "stdin", tests=(TestCase("1", "1"), TestCase("2", "2")))
+    p = Problem("t", "stdin", tests=(Case("1", "1"), Case("2", "2")))
     r = grade(p, "import time\nx = input()\nif x == '2':\n    time.sleep(60)\nprint(x)", GradeConfig(timeout=1))
     assert r.results == [Code.PASSED, Code.TIME_LIMIT]
-    f = Problem("f", "functional", tests=(TestCase("1", "1"),), func_name="f")
+    f = Problem("f", "functional", tests=(Case("1", "1"),), func_name="f")
     assert grade(f, "def f(x):\n    while True: pass", GradeConfig(timeout=1)).results == [Code.TIME_LIMIT]
 
 
 @pytest.mark.slow
 def test_the_whole_runs_budget_grows_with_the_number_of_tests():
-    # LiveCodeBench's timeout is per test: 64 tests of 0.22 s each at timeout 3 s pass, though together they take
-    # 14 s, longer than one test's timeout plus the sandbox's 10 s margin (what a run budget of timeout alone
-    # allows). Each test keeps 2.7 s of its own limit in hand for a loaded machine.
-    from rewardkit.code.execution import TestCase
-
-    p = Problem("t", "stdin", tests=tuple(TestCase(str(i), str(i)) for i in range(64)))
-    r = grade(p, "import time\nx = input()\ntime.sleep(0.22)\nprint(x)", GradeConfig(timeout=3))
+    # LiveCodeBench's timeout is per test: 64 tests of 0.33 s each at timeout 3 s pass, though together they take
+    # 21 s, longer than one test's timeout plus the sandbox's 10 s margin (what a run budget of timeout alone
+    # allows) and than the sandbox's own default (20 s). Each test keeps 2.6 s of its limit in hand for a loaded machine.
+    p = Problem("t", "stdin", tests=tuple(Case(str(i), str(i)) for i in range(64)))
+    r = grade(p, "import time\nx = input()\ntime.sleep(0.33)\nprint(x)", GradeConfig(timeout=3))
     assert r.results == [Code.PASSED] * 64, r.reason
 
 
@@ -394,6 +399,12 @@ HOSTILE = {
             return Always()
     """, Code.RUNTIME_ERROR),
     "exit before the asserts": ("import sys\ndef add(a, b):\n    sys.exit(0)\n", Code.RUNTIME_ERROR),
+    "stop the harness": ("""
+        import os, signal
+        os.kill(os.getppid(), signal.SIGSTOP)  # the harness, stopped, uses no CPU: the run's wall budget ends it
+        def add(a, b):
+            return a + b
+    """, Code.TIME_LIMIT),
     "steal the nonce from the harness": ("""
         import os
         def add(a, b):
@@ -422,16 +433,313 @@ def test_hostile_program_is_contained_and_fails(name, planted):
     r = grade(ADD, program, GradeConfig(timeout=10 if cgroup else 2))  # OOM is slow
     assert r.results == [expected], (r.results, r.reason)
     # before: -3 "time limit exceeded (test code)"; passed with memory_exceeded; -4 "exited during a call"
+    if name == "stop the harness":
+        assert r.reason == "time limit exceeded (the whole run)", r.reason
     if name in ("memory balloon whose processes wait", "children killed for memory, the parent returns",
                 "memory in memfds"):
         assert r.reason.startswith("memory limit exceeded (all processes together, 1024 MiB)"), r.reason
     assert not r.passed
-    assert procs_left(r.details.get("uid")) == []  # nothing of the run is left, daemons included
+    assert r.n_tests == 1 and (r.details["uid"] is not None) == (os.geteuid() == 0)  # root: a uid of its own
+    assert procs_left(r.details["uid"]) == []  # nothing of the run is left, daemons included
     assert Path(planted["file"]).read_text() == "planted secret"
     assert list(Path(planted["dir"]).iterdir()) == [] and not Path("/escaped-to-root").exists()
     with pytest.raises(socket.timeout):
         planted["server"].accept()
     assert grade(ADD, "def add(a, b):\n    return a + b\n").passed  # the host still grades normally
+
+
+# ------------------------------------------------------------------ what grade sets up around a program
+
+ECHO = Problem("echo", "stdin", tests=(Case("7", "7"),))
+
+
+def test_humaneval_programs_get_no_livecodebench_prelude():
+    # HumanEval runs prompt + completion as they are: math's names exist only when imported (LiveCodeBench programs
+    # get its import_string: test_livecodebench_fixture_stdin_and_functional)
+    r = grade(ADD, "def add(a, b):\n    return int(fsum([a, b]))\n")
+    assert r.results == [Code.RUNTIME_ERROR] and "NameError: name 'fsum' is not defined" in r.reason, r.reason
+    assert grade(ADD, "from math import fsum\ndef add(a, b):\n    return int(fsum([a, b]))\n").passed
+
+
+def test_what_a_run_may_write_is_capped_at_4_mib_or_twice_the_per_test_output():
+    # stdout + stderr of the whole run (the harness's record included): 4 MiB; a program past it is a runtime error
+    for problem, answer in ((ADD, "def add(a, b):\n    return a + b\n"), (ECHO, "print(input())\n")):
+        for mib in (3, 4.5):  # debugging output on stderr, then the right answer
+            r = grade(problem, f"import sys\nsys.stderr.write('x' * {int(mib * (1 << 20))})\n" + answer)
+            if mib == 3:
+                assert r.passed, (problem.kind, r.reason)
+            else:
+                assert r.results == [Code.RUNTIME_ERROR] and r.reason == "output limit exceeded", (problem.kind, r)
+                assert r.n_tests == 1 and "uid" in r.details
+    # max_output_bytes is a stdin test's: a HumanEval (or call-based) run keeps 4 MiB whatever it says
+    r = grade(ADD, f"import sys\nsys.stderr.write('x' * {int(4.5 * (1 << 20))})\n" + "def add(a, b):\n    return a + b\n",
+              GradeConfig(max_output_bytes=6 << 20))
+    assert r.results == [Code.RUNTIME_ERROR] and r.reason == "output limit exceeded", r
+    # a stdin test's whole output comes back in the record: with 6 MiB per test the run may write 12 MiB
+    big = Problem("x", "stdin", tests=(Case("5000000", "x" * 5_000_000),))
+    r = grade(big, "print('x' * int(input()))", GradeConfig(max_output_bytes=6 << 20))
+    assert r.passed, r.reason
+
+
+def test_per_process_memory_is_config_memory_bytes():
+    program = "def add(a, b):\n    hog = bytearray(300 << 20)\n    return a + b\n"
+    assert grade(ADD, program).passed  # 300 MiB under the default 512 MiB
+    r = grade(ADD, program, GradeConfig(memory_bytes=128 << 20))
+    assert r.results == [Code.RUNTIME_ERROR] and "MemoryError" in r.reason, r.reason
+
+
+def test_processes_and_threads_are_capped_by_config_processes():
+    program = textwrap.dedent("""
+        import threading
+        def add(a, b):
+            go = threading.Event()
+            threads = [threading.Thread(target=go.wait) for _ in range(8)]
+            try:
+                for t in threads:
+                    t.start()
+            finally:
+                go.set()
+            return a + b
+    """)
+    assert grade(ADD, program).passed  # 8 threads + the program + the harness: under the default 16
+    r = grade(ADD, program, GradeConfig(processes=4))
+    assert r.results == [Code.RUNTIME_ERROR] and "can't start new thread" in r.reason, r.reason
+
+
+@needs_ns
+def test_files_written_are_capped_by_config_disk_bytes():
+    program = textwrap.dedent("""
+        def add(a, b):
+            for i in range(3):  # 3 x 4 MiB, each file under the per-file limit (16 MiB)
+                with open(f"out{i}", "wb") as f:
+                    f.write(b"x" * (4 << 20))
+            return a + b
+    """)
+    assert grade(ADD, program).passed  # 12 MiB under the default 64 MiB
+    r = grade(ADD, program, GradeConfig(disk_bytes=8 << 20))
+    assert r.results == [Code.RUNTIME_ERROR] and "No space left on device" in r.reason, r.reason
+
+
+@pytest.mark.slow
+def test_the_cpu_budget_grows_with_the_number_of_tests():
+    # call-based tests are answered by one process of the program: its CPU adds up over the tests (64 x 0.18 s:
+    # 11.5 s, more than the sandbox's default 10 s); each test keeps 2.8 s of its own 3 s limit in hand
+    f = Problem("f", "functional", tests=tuple(Case(str(i), str(i)) for i in range(64)), func_name="f")
+    program = "import time\ndef f(x):\n    end = time.process_time() + 0.18\n    while time.process_time() < end:\n" \
+              "        pass\n    return x\n"
+    r = grade(f, program, GradeConfig(timeout=3))
+    assert r.results == [Code.PASSED] * 64, r.reason
+
+
+def test_installed_packages_only_with_site_packages():
+    program = "import numpy\ndef add(a, b):\n    return int(numpy.add(a, b))\n"
+    assert grade(ADD, program).passed
+    r = grade(ADD, program, GradeConfig(site_packages=False))
+    assert r.results == [Code.RUNTIME_ERROR] and "No module named 'numpy'" in r.reason, r.reason
+
+
+def test_the_hash_seed_is_fixed_so_outputs_repeat():
+    # str hashes decide the order of sets and dicts of strings a program prints: PYTHONHASHSEED=0 makes a run's
+    # output, and its reward, the same every time (before: python -I dropped the variable; the hash was random)
+    expected = subprocess.run([sys.executable, "-c", "print(hash('abc'))"], capture_output=True, text=True,
+                              check=True, env={**os.environ, "PYTHONHASHSEED": "0"}).stdout
+    p = Problem("hash", "stdin", tests=(Case("", expected),))
+    r = grade(p, "print(hash('abc'))")
+    assert r.passed, r.reason
+
+
+def test_non_ascii_input_and_output_are_utf_8():
+    p = Problem("utf8", "stdin", tests=(Case("héllo wörld ✓", "✓ dlröw olléh"),))
+    r = grade(p, "import sys\ns = input()\nprint(s[::-1])\nprint('débogage ✓', file=sys.stderr)")
+    assert r.passed, r.reason
+
+
+def test_the_isolation_asked_for_is_the_one_used_and_reported():
+    # (whether it then runs: as root the run's own uid must be able to exec the interpreter, which a pyenv under a
+    # private /root forbids: a runner error there, never a pass)
+    r = grade(ADD, "def add(a, b):\n    return a + b\n", GradeConfig(isolation="none"))
+    assert r.isolation == "none" and r.passed != r.runner_error, r.reason
+
+
+def test_numeric_libraries_are_told_to_run_single_threaded():
+    program = textwrap.dedent("""
+        import os
+        def add(a, b):
+            names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+            return a + b if all(os.environ.get(n) == "1" for n in names) else None
+    """)
+    assert grade(ADD, program).passed
+
+
+def test_programs_leave_no_bytecode_caches():
+    # -B: with isolation "none" a program's imports would otherwise write .pyc files into the host's folders
+    program = textwrap.dedent("""
+        import os, sys
+        open("helper.py", "w").write("X = 1\\n")
+        sys.path.insert(0, os.getcwd())
+        import helper
+        def add(a, b):
+            return a + b if not os.path.exists("__pycache__") else None
+    """)
+    r = grade(ADD, program)
+    assert r.passed, r.reason
+
+
+def test_a_module_the_program_writes_never_shadows_one_the_test_code_imports():
+    # the harness runs the test code in its own process: were the working directory on its import path, a program
+    # could plant fractions.py there and forge the harness's record (every test passed)
+    p = Problem("add", "humaneval", prompt="def add(a, b):\n", entry_point="add",
+                test="def check(candidate):\n    import fractions\n    assert candidate(2, 3) == 5\n")
+    program = textwrap.dedent("""
+        open("fractions.py", "w").write(
+            "import json\\n"
+            "dumps = json.dumps\\n"
+            "json.dumps = lambda o, *a, **k: dumps({**o, 'results': [{'code': 1}]} "
+            "if isinstance(o, dict) and 'nonce' in o else o, *a, **k)\\n")
+        def add(a, b):
+            return None
+    """)
+    r = grade(p, program)
+    assert r.results == [Code.WRONG_ANSWER], (r.results, r.reason)
+
+
+def _kill_sandbox_stage(parent: int, within: float = 60.0) -> bool:
+    """SIGKILL the sandbox stage ``parent`` started, as soon as it runs (as a host's OOM killer would)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        for name in os.listdir("/proc"):
+            try:
+                ppid = int(Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == parent and b"sandbox_stage.py" in cmdline:
+                os.kill(int(name), signal.SIGKILL)
+                return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_sandbox_failure_is_a_runner_error_never_the_programs_fault():
+    killed = []
+    killer = threading.Thread(target=lambda: killed.append(_kill_sandbox_stage(os.getpid())))
+    killer.start()
+    p = Problem("two", "stdin", tests=(Case("1", "1"), Case("2", "2")))
+    r = grade(p, "import time\ntime.sleep(30)\nprint(input())", GradeConfig(timeout=40))
+    killer.join()
+    assert killed == [True]
+    assert r.results == [Code.RUNNER_ERROR] and r.n_tests == 2 and r.runner_error and not r.passed
+    assert r.reason.startswith("sandbox failure: the sandbox stage ended without a report"), r.reason
+    assert r.seconds > 0 and r.isolation in ("namespaces", "none")
+    assert procs_left(r.details["uid"]) == []
+
+
+def test_a_record_counts_only_from_a_harness_that_exited_0():
+    # the sandbox's result at _verdict's seam: a harness killed after its record, or one gone quiet with status 0
+    from rewardkit.code.execution import _verdict
+
+    nonce = "ab" * 16
+    record = (json.dumps({"nonce": nonce, "results": [{"code": 1}]}) + "\n").encode()
+
+    def run(stdout: bytes, returncode: int | None, sig: int | None) -> SandboxResult:
+        return SandboxResult(returncode, sig, stdout, b"", False, False, False, 1.0, "namespaces")
+
+    killed = _verdict(ADD, run(record, None, signal.SIGKILL), nonce, GradeConfig())
+    assert killed.results == [Code.RUNTIME_ERROR] and f"signal {int(signal.SIGKILL)}" in killed.reason
+    quiet = _verdict(ADD, run(b"", 0, None), nonce, GradeConfig())
+    assert quiet.results == [Code.RUNTIME_ERROR] and "without its result record" in quiet.reason
+    assert _verdict(ADD, run(record, 0, None), nonce, GradeConfig()).passed  # the same record, status 0
+
+
+def test_a_harness_the_program_killed_is_its_runtime_error_quoting_the_end_of_its_stderr():
+    program = textwrap.dedent("""
+        import os, signal
+        os.write(2, b"x" * 300 + b"y" * 99 + b"\\xff" + b"z" * 400)  # not all UTF-8: read with replacement
+        os.kill(os.getppid(), signal.SIGKILL)
+        def add(a, b):
+            return a + b
+    """)
+    r = grade(ADD, program)
+    assert r.results == [Code.RUNTIME_ERROR] and r.n_tests == 1 and "uid" in r.details
+    assert r.reason.startswith("the test harness ended without its result record: the program interfered with the "
+                               "harness. "), r.reason
+    assert r.reason.endswith(". " + "y" * 99 + "\ufffd" + "z" * 400), r.reason[-600:]  # the last 500 characters
+
+
+def test_only_the_record_with_this_runs_nonce_counts():
+    # at _verdict's seam: whatever else reaches the harness's stdout (junk, records forged without the nonce, a
+    # JSON value that is no record), the record carrying this run's nonce decides
+    from rewardkit.code.execution import _verdict
+
+    nonce = "cd" * 16
+
+    def line(obj) -> bytes:
+        return (json.dumps(obj) + "\n").encode()
+
+    real = line({"nonce": nonce, "results": [{"code": -2, "reason": "AssertionError"}]})
+    forged = line({"nonce": "0" * 32, "results": [{"code": 1}]}) + line({"results": [{"code": 1}]})
+    for stdout in (real + forged + b"\xff not json\n" + line([1, 2]), b"junk\n" + forged + real + b"{\n"):
+        r = _verdict(ADD, SandboxResult(0, None, stdout, b"", False, False, False, 1.0, "namespaces"), nonce,
+                     GradeConfig())
+        assert r.results == [Code.WRONG_ANSWER] and r.reason == "AssertionError", (stdout, r)
+
+
+def test_a_harness_reporting_other_than_one_result_per_test_is_a_runner_error():
+    # at _verdict's seam: the harness's own failures (too few or too many results, a value it cannot have encoded)
+    # are runner errors, never the program's
+    from rewardkit.code.execution import _verdict
+
+    nonce = "ef" * 16
+    two = Problem("two", "stdin", tests=(Case("1", "1"), Case("2", "2")))
+    f = Problem("f", "functional", tests=(Case("1", "2"),), func_name="f")
+
+    def verdict(problem: Problem, record: dict):
+        stdout = (json.dumps({"nonce": nonce, **record}) + "\n").encode()
+        return _verdict(problem, SandboxResult(0, None, stdout, b"", False, False, False, 1.0, "namespaces"), nonce,
+                        GradeConfig(stop_at_first_failure=False))
+
+    for record, n in (({}, 0), ({"results": []}, 0), ({"results": [{"stdout": "1"}]}, 1)):
+        r = verdict(two, record)
+        assert r.results == [Code.RUNNER_ERROR] and r.reason == f"the harness reported {n} results for 2 tests", r
+        assert r.n_tests == 2 and r.seconds == 1.0 and "uid" in r.details
+    r = verdict(two, {"results": [{"stdout": "1"}, {"stdout": "2"}, {"stdout": "3"}]})
+    assert r.results == [Code.PASSED, Code.PASSED, Code.RUNNER_ERROR] and r.reason == "result for test 2 of 2", r
+    for value in ({"zz": 1}, None):  # an unknown tag; no value at all
+        r = verdict(f, {"results": [{} if value is None else {"value": value}]})
+        assert r.results == [Code.RUNNER_ERROR] and r.reason.startswith("undecodable value from the harness"), r
+
+
+def test_call_based_answers_are_compared_here_and_reported():
+    f = Problem("f", "functional", tests=(Case("3", '"b"'),), func_name="f")
+    r = grade(f, "def f(x):\n    return 'a' * 100 * x\n")
+    assert r.results == [Code.WRONG_ANSWER] and r.reason == f"wrong answer on test 0: got {'a' * 200}, expected b"
+    assert grade(f, "def f(x):\n    return 'b'\n").passed
+    # an expected output that is not JSON is the data's fault: a runner error, whatever the program returns
+    broken = Problem("f", "functional", tests=(Case("3", "b"),), func_name="f")
+    r = grade(broken, "def f(x):\n    return 'b'\n")
+    assert r.results == [Code.RUNNER_ERROR] and r.reason.startswith("expected output of test 0 is not JSON"), r
+
+
+def test_a_program_over_the_memory_cap_never_passes_and_the_reason_says_how():
+    # at _verdict's seam (the real runs: the hostile memory programs): the kernel's OOM killer ended a process, or
+    # the tree was held at the cap; tests that passed become runtime errors, wrong answers stay wrong answers
+    from rewardkit.code.execution import _verdict
+
+    nonce = "12" * 16
+    two = Problem("two", "stdin", tests=(Case("1", "1"), Case("2", "2")))
+    stdout = (json.dumps({"nonce": nonce, "results": [{"stdout": "1"}, {"stdout": "3"}]}) + "\n").encode()
+    cfg = GradeConfig(stop_at_first_failure=False, program_memory_bytes=256 << 20)
+    for flags, how in (({"memory_exceeded": True}, "the kernel's OOM killer ended a process"),
+                       ({"memory_at_cap": True}, "the program reached the cap and was held there")):
+        res = SandboxResult(0, None, stdout, b"", False, False, False, 1.0, "namespaces", **flags)
+        r = _verdict(two, res, nonce, cfg)
+        assert r.results == [Code.RUNTIME_ERROR, Code.WRONG_ANSWER] and not r.passed
+        assert r.reason == f"memory limit exceeded (all processes together, 256 MiB): {how}"
+        res.stdout = b""  # no record at all: the memory is still what went wrong
+        r = _verdict(two, res, nonce, cfg)
+        assert r.results == [Code.RUNTIME_ERROR] and r.n_tests == 2 and r.reason.endswith(how)
+    fine = _verdict(two, SandboxResult(0, None, stdout, b"", False, False, False, 1.0, "namespaces"), nonce, cfg)
+    assert fine.results == [Code.PASSED, Code.WRONG_ANSWER] and "memory" not in fine.reason
 
 
 # ------------------------------------------------------------------------------------------- scorer
