@@ -15,6 +15,7 @@ the held-out split of both judges.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -505,8 +506,10 @@ def merge_results(key: str, section: dict[str, Any]) -> None:
     plot_curves(data, OUT / f"{NAME}.png")
 
 
+@functools.lru_cache(maxsize=1)
 def run_stamp() -> dict[str, str]:
-    """The commit and date a section was measured at: the sections of one results file may come from different runs."""
+    """The commit and date a section was measured at (taken once, when the stage starts): the sections of one
+    results file may come from different runs."""
     import subprocess
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
@@ -717,6 +720,7 @@ NUMERIC_OPTIONS: tuple[tuple[str, type, float, str], ...] = (
 
 def main() -> None:
     global WORK, OUT, MODEL, DEVICE, DTYPE
+    run_stamp()  # the commit the stage runs at, before any later commit
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("stage", choices=["samples", "gar", "critic", "headline"])
     for flag, kind, default, text in NUMERIC_OPTIONS:
