@@ -24,6 +24,7 @@ from rewardkit.code.execution import (
     Code,
     GradeConfig,
     Problem,
+    _verdict,
     build_program,
     extract_code,
     grade,
@@ -634,21 +635,21 @@ def test_a_sandbox_failure_is_a_runner_error_never_the_programs_fault():
     assert procs_left(r.details["uid"]) == []
 
 
+def ran(stdout: bytes, returncode: int | None = 0, sig: int | None = None, **flags) -> SandboxResult:
+    """A sandbox result as ``run_sandboxed`` returns it, for the tests at ``_verdict``'s seam: 1 s, namespaces."""
+    return SandboxResult(returncode, sig, stdout, b"", False, False, False, 1.0, "namespaces", **flags)
+
+
 def test_a_record_counts_only_from_a_harness_that_exited_0():
     # the sandbox's result at _verdict's seam: a harness killed after its record, or one gone quiet with status 0
-    from rewardkit.code.execution import _verdict
-
     nonce = "ab" * 16
     record = (json.dumps({"nonce": nonce, "results": [{"code": 1}]}) + "\n").encode()
 
-    def run(stdout: bytes, returncode: int | None, sig: int | None) -> SandboxResult:
-        return SandboxResult(returncode, sig, stdout, b"", False, False, False, 1.0, "namespaces")
-
-    killed = _verdict(ADD, run(record, None, signal.SIGKILL), nonce, GradeConfig())
+    killed = _verdict(ADD, ran(record, None, signal.SIGKILL), nonce, GradeConfig())
     assert killed.results == [Code.RUNTIME_ERROR] and f"signal {int(signal.SIGKILL)}" in killed.reason
-    quiet = _verdict(ADD, run(b"", 0, None), nonce, GradeConfig())
+    quiet = _verdict(ADD, ran(b""), nonce, GradeConfig())
     assert quiet.results == [Code.RUNTIME_ERROR] and "without its result record" in quiet.reason
-    assert _verdict(ADD, run(record, 0, None), nonce, GradeConfig()).passed  # the same record, status 0
+    assert _verdict(ADD, ran(record), nonce, GradeConfig()).passed  # the same record, status 0
 
 
 def test_a_harness_the_program_killed_is_its_runtime_error_quoting_the_end_of_its_stderr():
@@ -669,8 +670,6 @@ def test_a_harness_the_program_killed_is_its_runtime_error_quoting_the_end_of_it
 def test_only_the_record_with_this_runs_nonce_counts():
     # at _verdict's seam: whatever else reaches the harness's stdout (junk, records forged without the nonce, a
     # JSON value that is no record), the record carrying this run's nonce decides
-    from rewardkit.code.execution import _verdict
-
     nonce = "cd" * 16
 
     def line(obj) -> bytes:
@@ -679,24 +678,20 @@ def test_only_the_record_with_this_runs_nonce_counts():
     real = line({"nonce": nonce, "results": [{"code": -2, "reason": "AssertionError"}]})
     forged = line({"nonce": "0" * 32, "results": [{"code": 1}]}) + line({"results": [{"code": 1}]})
     for stdout in (real + forged + b"\xff not json\n" + line([1, 2]), b"junk\n" + forged + real + b"{\n"):
-        r = _verdict(ADD, SandboxResult(0, None, stdout, b"", False, False, False, 1.0, "namespaces"), nonce,
-                     GradeConfig())
+        r = _verdict(ADD, ran(stdout), nonce, GradeConfig())
         assert r.results == [Code.WRONG_ANSWER] and r.reason == "AssertionError", (stdout, r)
 
 
 def test_a_harness_reporting_other_than_one_result_per_test_is_a_runner_error():
     # at _verdict's seam: the harness's own failures (too few or too many results, a value it cannot have encoded)
     # are runner errors, never the program's
-    from rewardkit.code.execution import _verdict
-
     nonce = "ef" * 16
     two = Problem("two", "stdin", tests=(Case("1", "1"), Case("2", "2")))
     f = Problem("f", "functional", tests=(Case("1", "2"),), func_name="f")
 
     def verdict(problem: Problem, record: dict):
         stdout = (json.dumps({"nonce": nonce, **record}) + "\n").encode()
-        return _verdict(problem, SandboxResult(0, None, stdout, b"", False, False, False, 1.0, "namespaces"), nonce,
-                        GradeConfig(stop_at_first_failure=False))
+        return _verdict(problem, ran(stdout), nonce, GradeConfig(stop_at_first_failure=False))
 
     for record, n in (({}, 0), ({"results": []}, 0), ({"results": [{"stdout": "1"}]}, 1)):
         r = verdict(two, record)
@@ -723,22 +718,20 @@ def test_call_based_answers_are_compared_here_and_reported():
 def test_a_program_over_the_memory_cap_never_passes_and_the_reason_says_how():
     # at _verdict's seam (the real runs: the hostile memory programs): the kernel's OOM killer ended a process, or
     # the tree was held at the cap; tests that passed become runtime errors, wrong answers stay wrong answers
-    from rewardkit.code.execution import _verdict
-
     nonce = "12" * 16
     two = Problem("two", "stdin", tests=(Case("1", "1"), Case("2", "2")))
     stdout = (json.dumps({"nonce": nonce, "results": [{"stdout": "1"}, {"stdout": "3"}]}) + "\n").encode()
     cfg = GradeConfig(stop_at_first_failure=False, program_memory_bytes=256 << 20)
     for flags, how in (({"memory_exceeded": True}, "the kernel's OOM killer ended a process"),
                        ({"memory_at_cap": True}, "the program reached the cap and was held there")):
-        res = SandboxResult(0, None, stdout, b"", False, False, False, 1.0, "namespaces", **flags)
+        res = ran(stdout, **flags)
         r = _verdict(two, res, nonce, cfg)
         assert r.results == [Code.RUNTIME_ERROR, Code.WRONG_ANSWER] and not r.passed
         assert r.reason == f"memory limit exceeded (all processes together, 256 MiB): {how}"
         res.stdout = b""  # no record at all: the memory is still what went wrong
         r = _verdict(two, res, nonce, cfg)
         assert r.results == [Code.RUNTIME_ERROR] and r.n_tests == 2 and r.reason.endswith(how)
-    fine = _verdict(two, SandboxResult(0, None, stdout, b"", False, False, False, 1.0, "namespaces"), nonce, cfg)
+    fine = _verdict(two, ran(stdout), nonce, cfg)
     assert fine.results == [Code.PASSED, Code.WRONG_ANSWER] and "memory" not in fine.reason
 
 
