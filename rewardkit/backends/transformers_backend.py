@@ -198,7 +198,10 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
         if self._sampler is None:
             self._sampler = self.model
             if self.placement.sample_dtype and self.placement.sample_dtype != self.dtype:
-                self._sampler = copy.deepcopy(self.model).to(getattr(self.torch, self.placement.sample_dtype))
+                # first use is inside a decode's inference_mode: made there its weights would be inference
+                # tensors, which ``refresh_sampler``'s in-place copy after an optimizer step may not write
+                with self.torch.inference_mode(False):
+                    self._sampler = copy.deepcopy(self.model).to(getattr(self.torch, self.placement.sample_dtype))
                 self._sampler.eval().requires_grad_(False)
         return self._sampler
 

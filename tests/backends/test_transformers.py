@@ -309,6 +309,7 @@ def test_a_float32_model_samples_from_a_bf16_copy_refreshed_in_place(monkeypatch
                         or deepcopy(x, *a))
     b = TransformersBackend("smollm2", dtype="float32", sample_dtype="bfloat16")
     assert copies == []  # not at load: a vLLM sampler set up next sizes its memory without the copy on the device
+    b.sample_tokens([b.encode("Hi")], max_new_tokens=1)  # the copy is made here, inside the decode's inference mode
     assert b.sampler is not b.model and next(b.sampler.parameters()).dtype == torch.bfloat16
     assert len(copies) == 1
     before = [p.data_ptr() for p in b.sampler.parameters()]
