@@ -203,6 +203,26 @@ def bytes_per_token(config: Any, dtype: str) -> tuple[int, int]:
     return size * (6 * hidden + 3 * inter), size * 2 * layers * kv_heads * head_dim
 
 
+def train_bytes_per_token(config: Any, dtype: str) -> int:
+    """Bytes one token holds for the backward pass of a training forward: every layer's saved activations (about
+    10 hidden + 4 intermediate values: norms, projections, attention output, the MLP's gate, up and products),
+    kept for all layers at once, plus the completion log-probabilities' float32 logits, scaled logits,
+    log-softmax and its exp (4 vocabulary-wide values)."""
+    size = 4 if dtype == "float32" else 2
+    hidden = int(getattr(config, "hidden_size", 0) or 2048)
+    inter = int(getattr(config, "intermediate_size", 0) or 4 * hidden)
+    layers = int(getattr(config, "num_hidden_layers", 0) or 24)
+    vocab = int(getattr(config, "vocab_size", 0) or 32_000)
+    return layers * size * (10 * hidden + 4 * inter) + 4 * 4 * vocab
+
+
+def train_token_budget(config: Any, dtype: str, free_bytes: int, fraction: float = 0.5) -> int:
+    """Tokens (rows x padded width) one forward and backward pass of an update may hold: ``fraction`` of
+    ``free_bytes`` (the memory left once weights, gradients and optimizer state are counted) over
+    ``train_bytes_per_token``; at least one row's worth is always tried (``token_batches`` sends a wider row alone)."""
+    return max(1, int(fraction * max(free_bytes, 0)) // train_bytes_per_token(config, dtype))
+
+
 def place(model: Any, device: str, dtype: str, *, batch_tokens: int | None = None, share_prefix: bool | None = None,
           max_rows: int | None = None, memory_fraction: float = 0.4, static_cache: bool | None = None,
           overlap: bool | None = None, sample_dtype: str | None = None) -> Placement:

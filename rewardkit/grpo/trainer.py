@@ -28,7 +28,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import torch
 
-from rewardkit.backends.hardware import resolve_device, resolve_dtype
+from rewardkit.backends.hardware import resolve_device, resolve_dtype, train_token_budget
 from rewardkit.grpo.checkpoint import MetricsLog, latest_checkpoint, load_state, save_checkpoint
 from rewardkit.grpo.losses import mixed_loss
 from rewardkit.options import Options, option
@@ -90,6 +90,9 @@ class TrainConfig(Options):
     dtype: Literal["auto", "float32", "bfloat16"] = option("auto", "policy weights' dtype (auto: float32: AdamW on "
                                                                    "bf16 weights rounds small updates away)")
     num_threads: int | None = option(None, "torch CPU threads (process-wide; 1 is fastest on a busy shared CPU)")
+    train_tokens: int | None = option(None, "tokens (rows x padded width) one forward and backward pass of an update "
+                                            "holds, the gradient summed over passes; None: sized from the free memory "
+                                            "on a GPU, the whole batch in one pass on a CPU")
     tensorboard: bool = option(True, "also write TensorBoard scalars when tensorboard is installed")
     sampler: Literal["auto", "vllm", "transformers"] = option(
         "auto", "where rollouts are sampled: vllm (an engine in this process, the policy's weights loaded into it "
@@ -103,7 +106,7 @@ class TrainConfig(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._at_least(1, "steps", "prompts_per_step", "samples_per_prompt", "max_new_tokens", "updates_per_batch",
-                       "checkpoint_every", "keep_checkpoints")
+                       "checkpoint_every", "keep_checkpoints", "train_tokens")
         self._at_least(0, "temperature", "lr", strict=True)
         self._at_least(0, "beta", "eps_low", "eps_high", "weight_decay", "grad_clip")
         if not 0 < self.top_p <= 1:
@@ -243,11 +246,63 @@ class Learner:
             r.sampler_logprobs = [lp for _, _, lp in samples]
         return r
 
-    def logprobs(self, model: Any, parts: Sequence[Rollouts]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def logprobs(self, model: Any, parts: Sequence[Rollouts],
+                 batches: list[list[int]] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per-token log pi(a_t | ...) of every completion token of ``parts`` at the sampling temperature:
-        [B, T] log-probs, [B, T] token mask, [B, T] entropies (detached)."""
-        rows = [(p, c) for r in parts for p, c in zip(r.prompt_ids, r.completion_ids, strict=True)]
-        return completion_logprobs(model, rows, self.tokenizer.pad_token_id, self.config.temperature, self.device)
+        [B, T] log-probs, [B, T] token mask, [B, T] entropies (detached); in one pass, or one per row batch of
+        ``batches`` (``update_batches``) put back in row order (call it without grad then)."""
+        rows = rollout_rows(parts)
+        if batches is None or len(batches) == 1:
+            return completion_logprobs(model, rows, self.tokenizer.pad_token_id, self.config.temperature, self.device)
+        t_max = max(max((len(c) for _, c in rows), default=1), 1)
+        out = [torch.zeros(len(rows), t_max, device=self.device), torch.zeros(len(rows), t_max, dtype=torch.bool,
+               device=self.device), torch.zeros(len(rows), t_max, device=self.device)]  # [B, T] each
+        for batch in batches:
+            idx = torch.tensor(batch, device=self.device)
+            got = completion_logprobs(model, [rows[i] for i in batch], self.tokenizer.pad_token_id,
+                                      self.config.temperature, self.device)
+            for whole, part in zip(out, got, strict=True):
+                whole[idx, : part.shape[1]] = part.to(whole.dtype)  # a batch's T is its own longest completion
+        return out[0], out[1], out[2]
+
+    def update_batches(self, parts: Sequence[Rollouts]) -> list[list[int]]:
+        """Row batches of an update's forward and backward passes: the whole batch when its padded size fits
+        the token budget (``train_tokens``; on a GPU, without it, sized from the memory free now), else
+        length-sorted runs within it. Widths count prompt + completion; left-padding to the batch's longest
+        prompt can add to that (the budget's fraction leaves room)."""
+        rows = rollout_rows(parts)
+        budget = self.config.train_tokens or self._free_token_budget()
+        padded = len(rows) * (max(len(p) for p, _ in rows) + max(max(len(c) for _, c in rows), 1))
+        if budget is None or padded <= budget:
+            return [list(range(len(rows)))]
+        from rewardkit.backends.transformers_backend import token_batches
+
+        width = lambda i: len(rows[i][0]) + len(rows[i][1])  # noqa: E731
+        return token_batches(sorted(range(len(rows)), key=width), width, budget)
+
+    def _free_token_budget(self) -> int | None:
+        """On a GPU, ``train_token_budget`` of the memory free now (the allocator's cached blocks count as free)
+        less the gradients and AdamW moments still to be made; None on a CPU (one pass)."""
+        if not str(self.device).startswith("cuda"):
+            return None
+        free, _ = torch.cuda.mem_get_info(self.device)
+        free += torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
+        params = list(self.model.parameters())
+        pending = sum(p.numel() * p.element_size() for p in params if p.grad is None)  # gradients to come
+        if not self.optimizer.state:  # AdamW makes its two moments at its first step
+            pending += 2 * sum(p.numel() * p.element_size() for p in params)
+        return train_token_budget(self.model.config, self.backend.dtype, free - pending)
+
+    def _backward_in_batches(self, parts: Sequence[Rollouts], batches: list[list[int]], grad: torch.Tensor) -> None:
+        """Accumulate d loss / d theta = sum_rows (d loss / d log pi) . (d log pi / d theta) one row batch at a
+        time: ``grad`` [B, T] is the loss's gradient with respect to the log-probabilities (taken on a no-grad
+        pass), so any objective of them gets its exact gradient while one batch's activations are held."""
+        rows = rollout_rows(parts)
+        for batch in batches:
+            logp, _, _ = completion_logprobs(self.model, [rows[i] for i in batch], self.tokenizer.pad_token_id,
+                                             self.config.temperature, self.device)  # [b, T_b]
+            idx = torch.tensor(batch, device=self.device)
+            (logp * grad[idx, : logp.shape[1]]).sum().backward()
 
     def update(self, parts: Sequence[Rollouts]) -> dict[str, float]:
         """``updates_per_batch`` optimizer steps on sum_k weight_k * objective_k (each averaged on its own)."""
@@ -262,17 +317,25 @@ class Learner:
         group = torch.tensor([offsets[i] + g for i, r in enumerate(parts) for g in r.group], device=self.device)  # [B]
         weights = [r.weight for r in parts]
         budgets = [r.max_tokens or cfg.max_new_tokens for r in parts]
+        self.sampler.release()  # a sleeping engine frees its GPU memory while the policy trains
+        self.optimizer.zero_grad(set_to_none=True)
+        batches = self.update_batches(parts)
         ref_logp = old_logp = None
         if self.ref_model is not None:
             with torch.no_grad():
-                ref_logp = self.logprobs(self.ref_model, parts)[0]  # [B, T]
+                ref_logp = self.logprobs(self.ref_model, parts, batches)[0]  # [B, T]
         if cfg.updates_per_batch > 1:
             with torch.no_grad():
-                old_logp = self.logprobs(self.model, parts)[0]  # [B, T] pi_old, fixed over the mu updates
+                old_logp = self.logprobs(self.model, parts, batches)[0]  # [B, T] pi_old, fixed over the mu updates
         stats: dict[str, float] = {}
-        self.sampler.release()  # a sleeping engine frees its GPU memory while the policy trains
         for k in range(cfg.updates_per_batch):
-            logp, tmask, entropy = self.logprobs(self.model, parts)  # [B, T] each
+            self.optimizer.zero_grad(set_to_none=True)
+            if len(batches) == 1:
+                logp, tmask, entropy = self.logprobs(self.model, parts)  # [B, T] each
+            else:  # the loss on a no-grad pass, its gradient taken back through one row batch at a time
+                with torch.no_grad():
+                    logp, tmask, entropy = self.logprobs(self.model, parts, batches)
+                logp.requires_grad_(True)
             if k == 0:
                 stats_mismatch = sampler_mismatch(parts, logp.detach(), tmask)
             mask = tmask & valid[:, None]  # [B, T] real tokens of learnable rows
@@ -280,8 +343,9 @@ class Learner:
             loss, st = mixed_loss(cfg.loss, logp, old, adv, mask, part, weights, eps_low=cfg.eps_low,
                                   eps_high=cfg.eps_high, ref_logp=ref_logp, beta=cfg.beta, norm=cfg.norm,
                                   group=group, max_tokens=budgets)
-            self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if len(batches) > 1:
+                self._backward_in_batches(parts, batches, logp.grad)
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else math.inf)
             self.optimizer.step()
             n_tok = tmask.sum().clamp(min=1)
@@ -318,6 +382,11 @@ def sampler_mismatch(parts: Sequence[Rollouts], logp: torch.Tensor, mask: torch.
     if not diff.numel():
         return {}
     return {"sampler_logp_diff_max": float(diff.max()), "sampler_logp_diff_mean": float(diff.mean())}
+
+
+def rollout_rows(parts: Sequence[Rollouts]) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, completion ids) of every row of ``parts``, in order."""
+    return [(p, c) for r in parts for p, c in zip(r.prompt_ids, r.completion_ids, strict=True)]
 
 
 def completion_logprobs(model: Any, rows: Sequence[tuple[list[int], list[int]]], pad_id: int,

@@ -205,3 +205,49 @@ def test_rewardkit_score_says_once_what_the_defaults_chose(tmp_path):
     said = [line for line in res.stderr.splitlines() if line.startswith("judge: ")]
     assert said == ["judge: smollm2-135m-instruct@float32: cpu, float32, 4,096 tokens per scoring pass, 16,384 "
                     "tokens (rows x (prompt + new)) per generation batch, prefix sharing on"]
+
+
+
+def _saved_bytes(layers: int, rows: int = 4, prompt: int = 50, completion: int = 100) -> int:
+    """Bytes of the tensors autograd saves for the backward of ``completion_logprobs`` on a random Llama
+    (256 wide, 688 intermediate, 4,000-token vocabulary), weights excluded: what a training pass holds."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from rewardkit.grpo.trainer import completion_logprobs
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=4000, hidden_size=256, intermediate_size=688, num_hidden_layers=layers,
+                                         num_attention_heads=8, num_key_value_heads=8))
+    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        completion_logprobs(model, [([1] * prompt, [2] * completion)] * rows, pad_id=0)
+    return sum(n for ptr, n in saved.items() if ptr not in weights)
+
+
+def test_the_training_budget_counts_what_autograd_keeps_for_the_backward():
+    # A 1.39B policy's one-pass GRPO update ran out of an H200's memory (engine_speed.md): inference frees each
+    # layer, training keeps them all. The estimate is checked against what autograd really saves, measured with
+    # saved_tensors_hooks on a real transformers Llama: per layer and token (the slope from 1 to 3 layers)
+    # within 5%, and the vocabulary-wide part (logits, log-softmax) never under-counted.
+    from types import SimpleNamespace
+
+    from rewardkit.backends.hardware import train_bytes_per_token, train_token_budget
+
+    cfg = SimpleNamespace(hidden_size=256, intermediate_size=688, num_hidden_layers=1, vocab_size=4000)
+    one, three = _saved_bytes(1), _saved_bytes(3)
+    per_layer = (three - one) / 2 / (4 * 150)  # 4 rows x (50 + 100) tokens
+    estimate_layer = train_bytes_per_token(SimpleNamespace(**{**vars(cfg), "num_hidden_layers": 2}), "float32") \
+        - train_bytes_per_token(cfg, "float32")
+    assert per_layer == pytest.approx(estimate_layer, rel=0.05)
+    vocab_part = (one - per_layer * 4 * 150) / (4 * 101)  # per completion column (T + 1 logits kept)
+    assert 0 < vocab_part <= train_bytes_per_token(cfg, "float32") - estimate_layer
+    assert train_bytes_per_token(cfg, "bfloat16") < train_bytes_per_token(cfg, "float32")
+    assert train_token_budget(cfg, "float32", 2**30) > train_token_budget(cfg, "float32", 2**29) > 0
+    assert train_token_budget(cfg, "float32", -5) == 1  # nothing free: one row at a time, never 0 or less

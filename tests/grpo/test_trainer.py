@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from rewardkit.grpo import GRPOTrainer, TrainConfig, read_prompts
 from rewardkit.grpo.toy_rewards import LengthScorer
@@ -89,6 +90,29 @@ def test_weighted_objectives_are_each_averaged_on_their_own(tiny_model, tmp_path
     pol = _rollouts(t, [3, 3], [1.0, 1.0], weight=0.5)
     crit = _rollouts(t, [3] * 8, [-1.0] * 8, group=[0, 0, 1, 1, 2, 2, 3, 3], weight=0.5)
     assert t.update([pol, crit])["loss"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_an_update_in_row_batches_takes_the_one_pass_gradient(tiny_model, tmp_path):
+    # A 1.39B policy's one-pass update ran out of an H200's memory (engine_speed.md): past ``train_tokens`` the
+    # loss is taken on a no-grad pass and its gradient goes back one row batch at a time. The optimizer must
+    # see the same gradient: two updates per batch (the second clips, pi_old fixed), the KL term, two groups of
+    # unequal lengths; the gradient norms agree (AdamW is blind to a gradient's scale) and so do the weights.
+    settings = dict(loss="grpo", beta=0.04, updates_per_batch=2, lr=1e-2)
+    whole = _trainer(tiny_model, tmp_path / "whole", **settings)
+    split = _trainer(tiny_model, tmp_path / "split", train_tokens=24, **settings)
+    rows = lambda t: [_rollouts(t, [1, 7, 3, 8], [1.0, -1.0, 0.5, -0.5], group=[0, 0, 1, 1]),  # noqa: E731
+                      _rollouts(t, [2, 5], [1.0, -1.0], weight=0.5)]
+    assert len(whole.learner.update_batches(rows(whole))) == 1
+    batches = split.learner.update_batches(rows(split))
+    assert len(batches) > 2 and sorted(i for b in batches for i in b) == list(range(6))  # every row, once
+    a, b = whole.update(rows(whole)), split.update(rows(split))
+    assert b["loss"] == pytest.approx(a["loss"], abs=1e-6) and b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4)
+    moved = 0.0
+    for (name, p), q in zip(whole.model.named_parameters(), split.model.parameters(), strict=True):
+        assert torch.allclose(p, q, atol=1e-4), name  # AdamW's first steps move every weight by ~lr = 1e-2
+    for p, q in zip(whole.model.parameters(), _trainer(tiny_model, tmp_path / "fresh").model.parameters(), strict=True):
+        moved = max(moved, float((p - q).detach().abs().max()))
+    assert moved > 1e-3  # the updates did move the weights (lr 1e-2), so agreeing is not agreeing on nothing
 
 
 def test_a_mode_brings_its_papers_settings_and_hand_settings_still_win():
