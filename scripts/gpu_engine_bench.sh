@@ -4,27 +4,24 @@
 # then merged into a copy of the committed results ($OUT/merged/engine_speed.{json,md}) and checked: the run
 # ends with a list of any headline key or GRPO step still missing (exit 1), else says none is.
 #
-#   part (in this order: the "Done when" keys first)                   estimate on an H200   limit
-#   A  llama-1.4b: 512 sampled rows, rewardkit vs model.generate (static), then   ~125 s (210 worst)   240 s
-#      top_k=50 diagnostic. Load ~30 s; rewardkit's first call at 512 rows = the compile (~35 s, as the
-#      64-row one took 34 s) + a call (~5 s: 64 greedy rows took 2.5 s); anchor warm-up ~5 s; 3 rounds x 2
-#      sides ~30 s; top_k=50 warm-up + 3 runs ~20 s
-#   B  smollm2-135m: 64 greedy rows (rewardkit, static anchor, dynamic anchor)   ~160 s (220 worst)   the rest
-#      and 512 sampled rows. Load ~20 s; greedy: compile ~35 s, dynamic warm-up ~10 s (the 1.39B's took
-#      20 s), 3 rounds x (2 + 2 + 6 s) ~30 s; sampled: compile ~35 s + 3 rounds x 2 x ~3 s
-#   C  llama-1.4b GRPO: 3 train steps, 64 rows x 128 tokens, fp32 weights, bf16  ~130 s (180 worst)   the rest,
-#      sampler. Build + save fp32 ~20 s, trainer load ~15 s; steps as the 135M's (11.9, 41.5, 1.2 s:      if >= 90 s
-#      compiles at new shapes) plus ~5 s each for the bigger update
+#   part (in this order)                                                         measured on an H200    limit
+#   C  llama-1.4b GRPO: 3 train steps, 64 rows x 128 tokens, fp32 weights, bf16   ~130 s estimated       300 s
+#      sampler: the one key still missing (its last run failed: bf16 copy refresh, then out of memory in the
+#      one-pass update; both fixed since). Build + save fp32 ~20 s, trainer load ~15 s; steps as the 135M's
+#      (11.9, 41.5, 1.2 s: compiles at new shapes) plus the bigger update, now in row batches
+#   with ALL=1 (re-measure what the committed results hold, in what budget is left):
+#   A  llama-1.4b: 512 sampled rows vs model.generate (static), then top_k=50     225 s (2026-11-27)    240 s
+#   B  smollm2-135m: 64 greedy rows (rewardkit, static and dynamic anchors),      217 s (2026-11-27)    the rest
+#      512 sampled rows
 #   merge + check                                                                ~5 s
-# Already measured (H200, kept by the merge, each row naming its run): verdicts of both, 1.39B greedy, 135M
-# GRPO. Total ~420 s typical; past the budget C is skipped first, then B is cut (what it finished is saved).
+# Already measured (H200, kept by the merge, each row naming its run): verdicts of both models, the generation
+# rows of both, 135M GRPO. Past the budget a part is cut (what it finished is saved).
 #
 # Needs, git-ignored beside the checkout: .cache/tok (the embedded model's tokenizer files), .cache/data/
 # math_cot_100.jsonl (the shared rollouts) and .whl/ (math-verify, latex2sympy2_extended, antlr4 4.13.2 wheels
 # for Python 3.12). `--prepare` (on the CPU machine, in the checkout the device tool copies) puts those three in
 # place. Afterwards, where the files came back, merge the parts into the committed results and check them:
-#   PYTHONPATH=. python benchmarks/engine_speed.py --merge FILES_AT/big.json FILES_AT/small.json FILES_AT/grpo.json \
-#       --check --device cuda
+#   PYTHONPATH=. python benchmarks/engine_speed.py --merge FILES_AT/*.json --check --device cuda
 # SMOKE=1 runs it all on the CPU with tiny shapes and 2-layer models (a dry run), first measuring the parts the
 # GPU results already hold, so its check covers every key.
 set -uo pipefail
@@ -47,10 +44,10 @@ fi
 export PYTHONPATH="$PWD:$DEPS"
 if [ "${SMOKE:-0}" = 1 ]; then
   size=(--device cpu --layers 2 --pairs 3 --gen-prompts 2 --samples 2 --rows 2 --new 2 --reps 1); grpo_new=2
-  budget=${BUDGET:-1500}; cap_a=600
+  budget=${BUDGET:-1500}; cap_a=600; cap_c=600
 else
   size=(--device cuda --pairs 300 --gen-prompts 64 --samples 8 --rows 64 --new 256 --reps 3); grpo_new=128
-  budget=${BUDGET:-520}; cap_a=240
+  budget=${BUDGET:-520}; cap_a=240; cap_c=300
 fi
 common=("${size[@]}" --tokenizer .cache/tok --rollouts .cache/data/math_cot_100.jsonl)
 bench() { python3 benchmarks/engine_speed.py "$@" 2>&1 | grep -v "it/s\]"; }
@@ -65,19 +62,21 @@ if [ "${SMOKE:-0}" = 1 ]; then  # the parts the committed GPU results hold (a GP
   echo "held parts done at ${SECONDS}s"
   SECONDS=0
 fi
-timeout "$cap_a" python3 benchmarks/engine_speed.py --arch llama-1.4b --parts sampled,topk50 "${common[@]}" \
-  --out "$OUT/big.json" 2>&1 | grep -v "it/s\]"; echo "A (1.39B sampled) done at ${SECONDS}s"
-left=$((budget - SECONDS - 5))
-timeout "$left" python3 benchmarks/engine_speed.py --arch smollm2-135m --parts greedy,sampled "${common[@]}" \
-  --out "$OUT/small.json" 2>&1 | grep -v "it/s\]"; echo "B (135M generation) done at ${SECONDS}s"
-left=$((budget - SECONDS - 5))
-if [ "$left" -ge 90 ]; then
-  timeout "$left" python3 benchmarks/engine_speed.py --arch llama-1.4b --parts grpo --grpo-new "$grpo_new" \
-    "${common[@]}" --out "$OUT/grpo.json" 2>&1 | grep -v "it/s\]"; echo "C (1.39B GRPO) done at ${SECONDS}s"
-else
-  echo "C (1.39B GRPO) skipped: ${left}s left"
+timeout "$cap_c" python3 benchmarks/engine_speed.py --arch llama-1.4b --parts grpo --grpo-new "$grpo_new" \
+  "${common[@]}" --out "$OUT/grpo.json" 2>&1 | grep -v "it/s\]"; echo "C (1.39B GRPO) done at ${SECONDS}s"
+if [ "${ALL:-0}" = 1 ] || [ "${SMOKE:-0}" = 1 ]; then
+  left=$((budget - SECONDS - 5)); [ "$left" -gt "$cap_a" ] && left=$cap_a
+  if [ "$left" -ge 60 ]; then
+    timeout "$left" python3 benchmarks/engine_speed.py --arch llama-1.4b --parts sampled,topk50 "${common[@]}" \
+      --out "$OUT/big.json" 2>&1 | grep -v "it/s\]"; echo "A (1.39B sampled) done at ${SECONDS}s"
+  fi
+  left=$((budget - SECONDS - 5))
+  if [ "$left" -ge 60 ]; then
+    timeout "$left" python3 benchmarks/engine_speed.py --arch smollm2-135m --parts greedy,sampled "${common[@]}" \
+      --out "$OUT/small.json" 2>&1 | grep -v "it/s\]"; echo "B (135M generation) done at ${SECONDS}s"
+  fi
 fi
-for f in "$OUT/big.json" "$OUT/small.json" "$OUT/grpo.json"; do [ -f "$f" ] && parts+=("$f"); done
+for f in "$OUT/grpo.json" "$OUT/big.json" "$OUT/small.json"; do [ -f "$f" ] && parts+=("$f"); done
 if [ "${SMOKE:-0}" = 1 ]; then rm -f "$OUT/merged/engine_speed.json"; else
   cp benchmarks/results/engine_speed.json "$OUT/merged/engine_speed.json"; fi
 python3 benchmarks/engine_speed.py --merge "${parts[@]}" --out "$OUT/merged/engine_speed.json" --check "${size[@]:0:2}"
