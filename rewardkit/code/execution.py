@@ -308,7 +308,9 @@ def _judge(problem: Problem, i: int, r: dict) -> tuple[int, str | None]:
         return Code.RUNNER_ERROR, f"result for test {i} of {len(problem.tests)}"
     expected = problem.tests[i].output
     if problem.kind == "stdin":
-        ok, why = stdout_equal(str(r.get("stdout", "")), expected)
+        if "stdout" not in r:  # the harness sends a code or the program's output: neither is its own failure
+            return Code.RUNNER_ERROR, f"no output from the harness for test {i}"
+        ok, why = stdout_equal(str(r["stdout"]), expected)
         return (Code.PASSED, None) if ok else (Code.WRONG_ANSWER, why)
     try:
         value = _harness_module.decode(r["value"])

@@ -699,6 +699,12 @@ def test_a_harness_reporting_other_than_one_result_per_test_is_a_runner_error():
         assert r.n_tests == 2 and r.seconds == 1.0 and "uid" in r.details
     r = verdict(two, {"results": [{"stdout": "1"}, {"stdout": "2"}, {"stdout": "3"}]})
     assert r.results == [Code.PASSED, Code.PASSED, Code.RUNNER_ERROR] and r.reason == "result for test 2 of 2", r
+    # a stdin test's result with neither a code nor the program's output is the harness's failure, not an empty
+    # output (which would pass a test expecting none)
+    silent = Problem("silent", "stdin", tests=(Case("1", ""),))
+    r = verdict(silent, {"results": [{}]})
+    assert r.results == [Code.RUNNER_ERROR] and r.reason == "no output from the harness for test 0", r
+    assert verdict(silent, {"results": [{"stdout": ""}]}).passed
     for value in ({"zz": 1}, None):  # an unknown tag; no value at all
         r = verdict(f, {"results": [{} if value is None else {"value": value}]})
         assert r.results == [Code.RUNNER_ERROR] and r.reason.startswith("undecodable value from the harness"), r
@@ -709,6 +715,9 @@ def test_call_based_answers_are_compared_here_and_reported():
     r = grade(f, "def f(x):\n    return 'a' * 100 * x\n")
     assert r.results == [Code.WRONG_ANSWER] and r.reason == f"wrong answer on test 0: got {'a' * 200}, expected b"
     assert grade(f, "def f(x):\n    return 'b'\n").passed
+    long = Problem("f", "functional", tests=(Case("3", json.dumps("b" * 300)),), func_name="f")
+    r = grade(long, "def f(x):\n    return 'a'\n")  # either side is quoted up to 200 characters
+    assert r.results == [Code.WRONG_ANSWER] and r.reason == f"wrong answer on test 0: got a, expected {'b' * 200}"
     # an expected output that is not JSON is the data's fault: a runner error, whatever the program returns
     broken = Problem("f", "functional", tests=(Case("3", "b"),), func_name="f")
     r = grade(broken, "def f(x):\n    return 'b'\n")
