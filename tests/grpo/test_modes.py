@@ -281,6 +281,31 @@ def test_gar_generated_slices_carry_their_traces_correctness_and_context():
     assert [it.context for it in items] == [""] * 5 and correct == [None] * 5  # no context; no R^m: unknown
 
 
+def test_gar_reference_slices_are_the_expert_solutions_slices_drawn_per_step():
+    # as many reference slices as generated ones: all of them when there are fewer, else a seeded draw that keeps
+    # their order and changes with the step; with context on each one after the first shows the solution before it
+    import dataclasses
+    from types import SimpleNamespace
+
+    from rewardkit.gar.slices import SliceItem, SliceScorer
+    from rewardkit.grpo.modes import SampledJudge
+
+    words = SimpleNamespace(model_id="words", count_tokens=lambda texts: [len(t.split()) for t in texts])
+    learner = SimpleNamespace(backend=words, config=TrainConfig(seed=3))
+    opts = SliceOptions(temperature=1.0, context=True, slice_tokens=4, min_slice_tokens=1)
+    mode = GarJoint(scorer=opts)
+    mode.learner, mode.slicer = learner, SliceScorer(dataclasses.replace(opts, judge=SampledJudge(learner, 1)))
+    expert = "One two three four. Five six seven eight. Nine ten eleven twelve. Thirteen fourteen."
+    groups = [Group("a", "problem", [], expert=expert), Group("b", "other", [])]  # the second has no expert
+    every = mode._reference(groups, 10, step=0)
+    starts = [expert.index(w) for w in ("One", "Five", "Nine", "Thirteen")]
+    assert every == [SliceItem("problem", expert[a:b], expert[:a] if j else "")
+                     for j, (a, b) in enumerate(zip(starts, starts[1:] + [len(expert)]))]
+    draws = [mode._reference(groups, 2, step) for step in range(6)]
+    assert all(len(d) == 2 and d[0] != d[1] and every.index(d[0]) < every.index(d[1]) for d in draws)
+    assert draws[0] == mode._reference(groups, 2, 0) and len({str(d) for d in draws}) > 1
+
+
 def _scripted_sample(learner, calls: list[int], keys: list | None = None, last: tuple[str, bool] | None = None):
     """Judgments that parse: **NO** first for a slice saying 'wrong', else **YES**; the other verdict second
     (``last``: the last judgment of each slice is this text instead, cut off at the budget or not). Records the
