@@ -209,8 +209,9 @@ def test_raro_weights_its_two_objectives_by_lambda_pol_and_lambda_crit():
     assert roll.weight == 8 / 9 and len(roll) == 6 and m["critic_rollouts"] == 6 and m["replay_size"] == 3
     # each group: a tie (tau_crit 0.3), the expert's pick (1) and the policy's (0): the tie's advantage 0.3 - 1.3 / 3
     np.testing.assert_allclose(roll.advantages[[0, 3]], [0.3 - 1.3 / 3] * 2, atol=1e-12)
-    (chats, n, _, budget), = learner.asked
+    (chats, n, key, budget), = learner.asked
     assert len(chats) == 2 and n == 3 and budget == 32  # critic_samples unset: the policy's group size
+    assert key[0] == 2 and key != (2, 0)  # the step's own seed, apart from the policy's rollouts of the step
     mode = RaroShared(critic_samples=2, scorer=CriticOptions(max_tokens=32))
     mode.attach(trainer)
     learner.asked.clear()
