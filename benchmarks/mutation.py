@@ -16,7 +16,8 @@ Writes benchmarks/results/mutation.json (mutants) or mutation_planted.json (plan
 benchmarks/results/mutation.md. A surviving mutant listed in benchmarks/mutation_equivalent.json (matched by
 module and its changed lines) is reported as equivalent, with the reason written there. Not mutated: ``raise``
 statements and log calls (error wording, not numbers) and, in answers.py and code/execution.py, the functions
-outside the equivalence/clustering and grading parts.
+outside the equivalence/clustering and grading parts; in grpo/modes.py, the functions that compute no number
+(option resolution, the CLI's build_mode, checkpoint state, calls passed through to the learner).
 """
 
 from __future__ import annotations
@@ -324,7 +325,9 @@ def render() -> str:
              "`--planted` for the planted bugs). Generated: do not edit by hand.", "",
              "Each module is mutated in a scratch copy with only the tests listed beside it. Not mutated: `raise` "
              "statements and log calls (wording, not numbers); in `answers.py` only its equivalence and clustering "
-             "functions and in `code/execution.py` only its grading functions are mutated (the script's `TARGETS`). "
+             "functions, in `code/execution.py` only its grading functions and in `grpo/modes.py` only its reward, "
+             "advantage and objective paths (not its option resolution, CLI builder, checkpoint state or calls "
+             "passed through to the learner) are mutated (the script's `TARGETS`). "
              "A timeout (the mutant's tests ran past mutmut's limit) counts as killed. A survivor listed in "
              "`benchmarks/mutation_equivalent.json` is shown as equivalent with its reason; the second kill rate "
              "leaves those out. A module missing from the table was not run in the time available.", ""]

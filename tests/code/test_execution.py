@@ -462,7 +462,7 @@ def test_humaneval_programs_get_no_livecodebench_prelude():
     assert grade(ADD, "from math import fsum\ndef add(a, b):\n    return int(fsum([a, b]))\n").passed
 
 
-def test_what_a_run_may_write_is_capped_at_4_mib_or_twice_the_per_test_output():
+def test_what_a_run_may_write_is_capped_at_4_mib_or_twice_every_tests_output():
     # stdout + stderr of the whole run (the harness's record included): 4 MiB; a program past it is a runtime error
     for problem, answer in ((ADD, "def add(a, b):\n    return a + b\n"), (ECHO, "print(input())\n")):
         for mib in (3, 4.5):  # debugging output on stderr, then the right answer
@@ -480,6 +480,11 @@ def test_what_a_run_may_write_is_capped_at_4_mib_or_twice_the_per_test_output():
     big = Problem("x", "stdin", tests=(Case("5000000", "x" * 5_000_000),))
     r = grade(big, "print('x' * int(input()))", GradeConfig(max_output_bytes=6 << 20))
     assert r.passed, r.reason
+    # and every test's: five outputs of 900 kB, each under the 1 MiB per-test limit, are 4.5 MB together (a correct
+    # program failed as "output limit exceeded" while the cap was 4 MiB whatever the number of tests)
+    many = Problem("x", "stdin", tests=tuple(Case(str(i), "7" * 900_000) for i in range(5)))
+    r = grade(many, "input()\nprint('7' * 900_000)")
+    assert r.passed and r.results == [Code.PASSED] * 5, r.reason
 
 
 def test_per_process_memory_is_config_memory_bytes():
