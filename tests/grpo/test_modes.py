@@ -190,6 +190,10 @@ def test_critic_step_rewards_with_the_options_tau_crit_and_budget():
     critic_step(learner, _pairs(1), step=0, samples=2)
     np.testing.assert_allclose(learner.updated[0][0].advantages, [-0.275, 0.275], atol=1e-12)
     assert learner.asked[0][3] == 512
+    # the step's own expert slots (12 pairs), and 4 samples per pair unless told
+    learner = _RecordingLearner(["tie"], [False])
+    critic_step(learner, _pairs(12), step=5)
+    assert learner.asked[0][0] == [it.messages for it in critic_items(_pairs(12), 5)] and learner.asked[0][1] == 4
 
 
 def test_raro_weights_its_two_objectives_by_lambda_pol_and_lambda_crit():
@@ -662,6 +666,8 @@ def test_gar_expected_variant_reports_the_expected_r_dis_of_the_models_own_verdi
     # the expected variant's objective, by hand from P(YES) of each slice measured apart (a plain forward pass):
     # m_d=verdict, lambda3 = 1, lambda4 = 0.5, one reference slice and two generated ones (correct, unknown):
     # mean_ref E + mean_gen E with E = P(YES) R(YES) + P(NO) R(NO)
+    import dataclasses
+
     from rewardkit.gar.slices import SliceItem
 
     mode, _, _ = _gar(tiny_model, tmp_path, dis_update="expected", m_d="verdict", lambda4=0.5)
@@ -675,6 +681,12 @@ def test_gar_expected_variant_reports_the_expected_r_dis_of_the_models_own_verdi
     assert m["dis_ref_p_yes"] == pytest.approx(p_ref, rel=1e-4)
     assert m["dis_gen_p_yes"] == pytest.approx((p_c + p_u) / 2, rel=1e-4)
     assert m["dis_expected_r_dis"] == pytest.approx(e_ref + e_gen, rel=1e-5) and m["dis_slices"] == 3
+    # m_d=probability: lambda3 log M_d on the reference, log(1 - M_d) + lambda4 P(YES) on the correct trace's slice
+    mode.options = dataclasses.replace(mode.options, m_d="probability")
+    p_ref, p_c, p_u = (_sequence_p_yes(mode.learner.backend, it) for it in ref + gen)  # after the first step
+    m = mode._expected_update(gen, [True, None], ref)
+    want = math.log(p_ref) + (math.log1p(-p_c) + 0.5 * p_c + math.log1p(-p_u)) / 2
+    assert m["dis_expected_r_dis"] == pytest.approx(want, rel=1e-5)
     # R^d needs both sets: no step without generated (or reference) slices
     before = next(mode.learner.model.parameters()).detach().clone()
     assert mode._expected_update([], [], ref) == {"dis_skipped": 1.0}
