@@ -490,11 +490,12 @@ def test_gar_alignment_reward_alone_follows_the_final_answer(tiny_model, tmp_pat
     assert gen.advantages[0] > 0 > gen.advantages[1] and gen.advantages[2] > 0 > gen.advantages[3]
 
 
-@pytest.mark.parametrize("last", [("Checked.\n**YES", True), ("Checked, no verdict.", False)])
+@pytest.mark.parametrize("last", [("Checked.\n**YES**", True), ("Checked, no verdict.", False)])
 @pytest.mark.slow
 def test_gar_judgments_cut_off_or_unread_are_masked_not_counted_as_no(tiny_model, tmp_path, last):
-    # the last of each slice's judgments is a verdict cut off at the budget (a generation stopped for length is
-    # no verdict, issue 21) or none at all: masked (no advantage, not learnt from), never a **NO** (r^s = 0)
+    # the last of each slice's judgments is cut off at the budget right after its verdict, before any explanation
+    # (sec. 4.3 keeps a verdict only when the cut falls in the explanation: this one may be incomplete), or has no
+    # verdict at all: masked (no advantage, not learnt from), never a **NO** (r^s = 0)
     mode, trainer, _ = _gar(tiny_model, tmp_path, m_d="verdict", lambda3=0.0, lambda4=1.0, dis_samples=3)
     mode.learner.sample = _scripted_sample(mode.learner, [], last=last)
     seen: list = []
@@ -637,6 +638,11 @@ def test_expected_r_dis_is_the_papers_r_dis_in_expectation_over_the_verdict():
     # m_d=probability: lambda3 log(P(YES) | 1 - P(YES)) + lambda4 E[R^a]; lambda3 = 2, lambda4 = 0.5
     want = [2 * math.log(0.8), 2 * math.log(0.7) + 0.5 * 0.3, 2 * math.log(0.4) + 0.5 * 0.4, 2 * math.log(0.5)]
     np.testing.assert_allclose(expected_r_dis(p, ref, labels, 2.0, 0.5, "probability"), want, rtol=1e-9)
+    # lambda4 = 2 (not the paper's 0.5): only R^a doubles
+    want = [0.8 * hi + 0.2 * lo, 0.3 * (lo + 2) + 0.7 * hi, 0.6 * lo + 0.4 * (hi + 2), 0.5 * lo + 0.5 * hi]
+    np.testing.assert_allclose(expected_r_dis(p, ref, labels, 1.0, 2.0, "verdict"), want, rtol=1e-9)
+    want = [math.log(0.8), math.log(0.7) + 2 * 0.3, math.log(0.4) + 2 * 0.4, math.log(0.5)]
+    np.testing.assert_allclose(expected_r_dis(p, ref, labels, 1.0, 2.0, "probability"), want, rtol=1e-9)
     # a certain verdict is clipped like a hard one: log 1e-6, never -inf (a NaN gradient)
     p = torch.tensor([0.0, 1.0, 1.0], dtype=torch.float64)
     got = expected_r_dis(p, [True, False, True], [None, True, None], 1.0, 0.5, "probability")
@@ -704,6 +710,39 @@ def test_gar_expected_variant_climbs_the_expected_r_dis(tiny_model, tmp_path):
     first = mode.after_step(trainer, groups, scores, step=0)
     second = mode.after_step(trainer, groups, scores, step=1)
     assert first["dis_slices"] == 3 and second["dis_expected_r_dis"] > first["dis_expected_r_dis"]
+
+
+LONG_EXPERT = [Group("a", PROMPTS[0].prompt, ["2+3 = 5.", "2+3 = 6, wrong."],
+                     expert="2 plus 3 is 5. Check: 5 - 3 = 2. So the sum is 5. The answer is 5.")]
+
+
+@pytest.mark.slow
+def test_gar_expected_variant_draws_as_many_reference_slices_as_generated_ones(tiny_model, tmp_path):
+    scorer = SliceOptions(temperature=1.0, slice_tokens=4, min_slice_tokens=1)
+    mode, trainer, _ = _gar(tiny_model, tmp_path, dis_update="expected", scorer=scorer)
+    n_gen = sum(len(mode.slicer.slices(r)) for r in LONG_EXPERT[0].responses)
+    assert len(mode.slicer.slices(LONG_EXPERT[0].expert)) > n_gen  # more reference slices than generated: a draw
+    m = mode.after_step(trainer, LONG_EXPERT, trainer.scorer.score(LONG_EXPERT), step=1)
+    assert m["dis_slices"] == 2 * n_gen and np.isfinite(m["dis_expected_r_dis"])
+
+
+@pytest.mark.slow
+def test_gar_m_d_is_asked_of_the_slice_with_its_context(tiny_model, tmp_path):
+    # with context on, M_d is the discriminator's P(YES) for the slice shown after the trace before it, at the
+    # place each read judgment wrote its verdict; an unread judgment has none
+    from rewardkit.backends.base import VerdictRequest
+    from rewardkit.gar.slices import SliceItem
+    from rewardkit.prompts.gar import VERDICT_CHOICES, discriminator_messages
+
+    mode, _, _ = _gar(tiny_model, tmp_path, scorer=SliceOptions(temperature=1.0, context=True))
+    item = SliceItem(PROMPTS[0].prompt, "Then 2+3 = 5.", "First, add the numbers. ")
+    texts = ["Fine.\n**YES** ok", "no verdict"]
+    got = mode._verdict_p_yes([item], texts, [1.0, None])
+    msgs = discriminator_messages(item.problem, item.text, item.context)
+    want = mode.learner.backend.verdict_probs([VerdictRequest(msgs, VERDICT_CHOICES, "Fine.\n**")])[0].probs[0]
+    alone = discriminator_messages(item.problem, item.text, "")
+    other = mode.learner.backend.verdict_probs([VerdictRequest(alone, VERDICT_CHOICES, "Fine.\n**")])[0].probs[0]
+    assert got[0] == pytest.approx(want, rel=1e-6) and got[0] != pytest.approx(other, rel=1e-6) and got[1] is None
 
 
 @pytest.mark.slow
