@@ -3,6 +3,7 @@ random model; GAR's judgments scripted so that they parse)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -284,6 +285,7 @@ def test_gar_generated_slices_carry_their_traces_correctness_and_context():
     assert correct == [True, True, False, None, None]
     items, correct = GarJoint()._generated([g], [GroupScore("a", np.zeros(3), [Status.OK] * 3, {}, extra={"slices": sl})])
     assert [it.context for it in items] == [""] * 5 and correct == [None] * 5  # no context; no R^m: unknown
+    assert GarJoint()._generated([g], [GroupScore("a", np.zeros(3), [Status.OK] * 3, {})]) == ([], [])  # no slices
 
 
 def test_gar_reference_slices_are_the_expert_solutions_slices_drawn_per_step():
@@ -309,6 +311,8 @@ def test_gar_reference_slices_are_the_expert_solutions_slices_drawn_per_step():
     draws = [mode._reference(groups, 2, step) for step in range(6)]
     assert all(len(d) == 2 and d[0] != d[1] and every.index(d[0]) < every.index(d[1]) for d in draws)
     assert draws[0] == mode._reference(groups, 2, 0) and len({str(d) for d in draws}) > 1
+    mode.options = dataclasses.replace(mode.options, scorer=dataclasses.replace(opts, context=False))
+    assert [it.context for it in mode._reference(groups, 10, step=0)] == [""] * 4  # context off: none
 
 
 def _scripted_sample(learner, calls: list[int], keys: list | None = None, last: tuple[str, bool] | None = None):
@@ -350,6 +354,25 @@ def _gar(tiny_model: str, tmp_path, **options) -> tuple[GarJoint, GRPOTrainer, l
     calls: list[int] = []
     mode.learner.sample = _scripted_sample(mode.learner, calls)
     return mode, trainer, calls
+
+
+@pytest.mark.slow
+def test_gar_discriminator_is_its_own_model_trained_with_its_own_settings(tiny_model, tmp_path):
+    # sec. 3 / 4.1: a second model (stage 1's), its own learning rate, judgments sampled at the scorer's
+    # temperature and never over-length filtered (capped at K on purpose), whatever the reasoner's settings; GRPO
+    # samples dis_samples judgments per slice (one group), the expected variant one bare verdict
+    import shutil
+
+    other = str(shutil.copytree(tiny_model, tmp_path / "discriminator"))
+    cfg = TrainConfig(model=tiny_model, out_dir=str(tmp_path / "run"), overlong_filter=True, **SETTINGS)
+    mode = GarJoint(discriminator=other, lr=1e-3, dis_samples=3, scorer=SliceOptions(temperature=0.7, max_tokens=16))
+    trainer = GRPOTrainer(cfg, PROMPTS[:1], modes=[mode])
+    c = mode.learner.config
+    assert (c.model, c.lr, c.temperature, c.overlong_filter) == (other, 1e-3, 0.7, False)
+    assert trainer.config.overlong_filter is True and trainer.config.lr == 1e-4 and mode.judge.n == 3
+    expected = GarJoint(discriminator=other, dis_update="expected", dis_samples=3)
+    GRPOTrainer(dataclasses.replace(cfg, out_dir=str(tmp_path / "run2")), PROMPTS[:1], modes=[expected])
+    assert expected.judge.n == 1
 
 
 @pytest.mark.slow
