@@ -7,7 +7,7 @@ call its function and runs just those, forked from a process that has already im
     pip install -e ".[mutation]"                        # mutmut 3
     python benchmarks/mutation.py                       # every module (losses, GAR, critic, ranking, ResZero, vote:
                                                         # 9 min on the shared 2-core CPU at load ~20; grpo/modes.py 38 min
-                                                        # and code/execution.py 39 min, each beside another mutation run
+                                                        # and code/execution.py 45 min, each beside another mutation run
                                                         # at load ~10; answers.py's math-verify workers: not timed)
     python benchmarks/mutation.py --only gar/rewards.py # one module (a suffix of its path)
     python benchmarks/mutation.py --planted             # the twelve planted bugs, one at a time
