@@ -6,8 +6,9 @@ call its function and runs just those, forked from a process that has already im
 
     pip install -e ".[mutation]"                        # mutmut 3
     python benchmarks/mutation.py                       # every module (losses, GAR, critic, ranking, ResZero, vote:
-                                                        # 9 min on the shared 2-core CPU at load ~20; code/execution.py
-                                                        # and answers.py spawn sandboxes / math-verify workers per test: not timed)
+                                                        # 9 min on the shared 2-core CPU at load ~20; grpo/modes.py 38 min
+                                                        # and code/execution.py 45 min, each beside another mutation run
+                                                        # at load ~10; answers.py's math-verify workers: not timed)
     python benchmarks/mutation.py --only gar/rewards.py # one module (a suffix of its path)
     python benchmarks/mutation.py --planted             # the issue's twelve planted bugs, one at a time
     python benchmarks/mutation.py --only grpo/modes.py --resume  # go on where a cut-short run stopped
@@ -16,7 +17,8 @@ Writes benchmarks/results/mutation.json (mutants) or mutation_planted.json (plan
 benchmarks/results/mutation.md. A surviving mutant listed in benchmarks/mutation_equivalent.json (matched by
 module and its changed lines) is reported as equivalent, with the reason written there. Not mutated: ``raise``
 statements and log calls (error wording, not numbers) and, in answers.py and code/execution.py, the functions
-outside the equivalence/clustering and grading parts.
+outside the equivalence/clustering and grading parts; in grpo/modes.py, the functions that compute no number
+(option resolution, the CLI's build_mode, checkpoint state, calls passed through to the learner).
 """
 
 from __future__ import annotations
@@ -73,7 +75,12 @@ TARGETS = [
     Target("rewardkit/arena/ranking.py", ("tests/arena/test_ranking.py",)),
     Target("rewardkit/jury/reszero.py", ("tests/jury/test_reszero.py", "tests/jury/test_proof_gate.py")),
     Target("rewardkit/jury/vote.py", ("tests/jury/test_vote.py", "tests/jury/test_proof_gate.py")),
-    Target("rewardkit/grpo/modes.py", ("tests/grpo/test_modes.py",)),
+    # the reward, advantage and objective paths of the modes; not mutated: option resolution (__init__), the CLI's
+    # build_mode, checkpoint state_dict/load_state_dict and calls passed through to the learner (_judge,
+    # SampledJudge.verdict_probs/count_tokens/take): no number is computed there
+    Target("rewardkit/grpo/modes.py", ("tests/grpo/test_modes.py",),
+           ("critic_items", "critic_rollouts", "critic_step", "attach", "extra_rollouts", "after_step", "generate",
+            "_verdict_p_yes", "_expected_update", "expected_r_dis", "_generated", "_reference", "__post_init__")),
     Target("rewardkit/raro/tts.py", ("tests/raro/test_tts.py",)),
     # the verdict parsers (verdicts.py) and the per-prompt forms they read with (verdict_forms.py, issue 34)
     Target("rewardkit/verdicts.py", ("tests/test_verdicts.py",)),
@@ -132,6 +139,8 @@ def _fence_other_functions(path: Path, keep: tuple[str, ...]) -> None:
     for first, last, col in sorted(outer, reverse=True):
         lines.insert(last, " " * col + "# pragma: no mutate end")
         lines.insert(first - 1, " " * col + "# pragma: no mutate start")
+    if lines and lines[-1] == "# pragma: no mutate end":  # a module's trailing comments are read after its blocks'
+        lines.append("pass")  # pragmas, where a fence still open at the module level is an error: end on a statement
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -317,7 +326,9 @@ def render() -> str:
              "`--planted` for the planted bugs). Generated: do not edit by hand.", "",
              "Each module is mutated in a scratch copy with only the tests listed beside it. Not mutated: `raise` "
              "statements and log calls (wording, not numbers); in `answers.py` only its equivalence and clustering "
-             "functions and in `code/execution.py` only its grading functions are mutated (the script's `TARGETS`). "
+             "functions, in `code/execution.py` only its grading functions and in `grpo/modes.py` only its reward, "
+             "advantage and objective paths (not its option resolution, CLI builder, checkpoint state or calls "
+             "passed through to the learner) are mutated (the script's `TARGETS`). "
              "A timeout (the mutant's tests ran past mutmut's limit) counts as killed. A survivor listed in "
              "`benchmarks/mutation_equivalent.json` is shown as equivalent with its reason; the second kill rate "
              "leaves those out. A module missing from the table was not run in the time available.", ""]

@@ -208,8 +208,11 @@ def grade(problem: Problem, response: str, config: GradeConfig = GradeConfig()) 
         tests["inputs"] = [t.input for t in problem.tests]
     stdin = _frame(prog) + _frame(tests) + nonce.encode() + b"\n"
     budget = config.timeout * problem.n_tests
+    # a stdin run's record holds every test's output (each up to max_output_bytes, twice that JSON-escaped): the
+    # cap grows with the tests, as the budget does
+    record = 2 * config.max_output_bytes * problem.n_tests
     limits = Limits(cpu_seconds=budget + 5, wall_seconds=budget + 10, memory_bytes=config.memory_bytes,
-                    output_bytes=4 << 20 if problem.kind != "stdin" else max(4 << 20, 2 * config.max_output_bytes),
+                    output_bytes=4 << 20 if problem.kind != "stdin" else max(4 << 20, record),
                     processes=config.processes, program_memory_bytes=config.program_memory_bytes,
                     disk_bytes=config.disk_bytes)
     # -s (no user site), not -I: its -E drops PYTHONHASHSEED, and str hashes (set order, hence printed output)
@@ -308,7 +311,9 @@ def _judge(problem: Problem, i: int, r: dict) -> tuple[int, str | None]:
         return Code.RUNNER_ERROR, f"result for test {i} of {len(problem.tests)}"
     expected = problem.tests[i].output
     if problem.kind == "stdin":
-        ok, why = stdout_equal(str(r.get("stdout", "")), expected)
+        if "stdout" not in r:  # the harness sends a code or the program's output: neither is its own failure
+            return Code.RUNNER_ERROR, f"no output from the harness for test {i}"
+        ok, why = stdout_equal(str(r["stdout"]), expected)
         return (Code.PASSED, None) if ok else (Code.WRONG_ANSWER, why)
     try:
         value = _harness_module.decode(r["value"])

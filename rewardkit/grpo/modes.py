@@ -231,6 +231,25 @@ class GarOptions(Options):
             raise ValueError("option 'temperature': the discriminator's judgments are sampled: must be > 0")
 
 
+def expected_r_dis(p_yes: Any, is_ref: Sequence[bool], labels: Sequence[bool | None], lambda3: float,
+                   lambda4: float, m_d: str) -> Any:
+    """[S] expected R^dis of each slice's bare verdict given its P(YES) (a torch tensor, gradients kept), the
+    ``expected`` variant's objective terms: m_d=probability: lambda3 (log M_d | log(1 - M_d)) + lambda4 E[R^a]
+    with M_d = P(YES) (sec. 3); m_d=verdict: P(YES) R(YES) + P(NO) R(NO), R the hard verdict's R^dis."""
+    import torch
+
+    ref_mask = torch.tensor(list(is_ref))  # [S]
+    if m_d == "probability":  # R^d's log M_d / log(1 - M_d) of M_d = P(YES), plus the expected R^a
+        a_yes, a_no = (torch.tensor(judgment_rewards([v] * len(is_ref), is_ref, labels, 0.0, lambda4),
+                                    dtype=p_yes.dtype) for v in (1.0, 0.0))  # [S] lambda4 R^a of YES / NO
+        q = p_yes.clamp(1e-6, 1 - 1e-6)
+        d = torch.where(ref_mask, torch.log(q), torch.log1p(-q))  # [S] sec. 3's GAN terms
+        return lambda3 * d + p_yes * a_yes + (1 - p_yes) * a_no
+    r_yes, r_no = (torch.tensor(judgment_rewards([v] * len(is_ref), is_ref, labels, lambda3, lambda4),
+                                dtype=p_yes.dtype) for v in (1.0, 0.0))  # [S] R^dis of a YES / NO judgment
+    return p_yes * r_yes + (1 - p_yes) * r_no
+
+
 class GarJoint:
     """GAR joint GRPO (stage 2): a second model judges slices for the reasoner and learns from its own judgments."""
 
@@ -333,18 +352,7 @@ class GarJoint:
         seq = (logp * mask).sum(-1).view(len(items), 2)  # [S, 2] log P(YES), log P(NO) after the prefix
         p_yes = torch.softmax(seq, -1)[:, 0]  # [S] renormalised over the two verdicts
         ref_mask = torch.tensor(is_ref)  # [S]
-        if o.m_d == "probability":  # M_d(x) = P(YES): R^d's log M_d / log(1 - M_d) of it, plus the expected R^a
-            a_yes, a_no = (torch.tensor(judgment_rewards([v] * len(items), is_ref, labels, 0.0, o.lambda4),
-                                        dtype=p_yes.dtype) for v in (1.0, 0.0))  # [S] lambda4 R^a of YES / NO
-            q = p_yes.clamp(1e-6, 1 - 1e-6)
-            d = torch.where(ref_mask, torch.log(q), torch.log1p(-q))  # [S] sec. 3's GAN terms
-            e = o.lambda3 * d + p_yes * a_yes + (1 - p_yes) * a_no  # [S]
-        else:
-            r_yes = torch.tensor(judgment_rewards([1.0] * len(items), is_ref, labels, o.lambda3, o.lambda4),
-                                 dtype=p_yes.dtype)  # [S] R^dis of a YES judgment
-            r_no = torch.tensor(judgment_rewards([0.0] * len(items), is_ref, labels, o.lambda3, o.lambda4),
-                                dtype=p_yes.dtype)  # [S] R^dis of a NO judgment
-            e = p_yes * r_yes + (1 - p_yes) * r_no  # [S] expected per-slice R^dis
+        e = expected_r_dis(p_yes, is_ref, labels, o.lambda3, o.lambda4, o.m_d)  # [S]
         objective = e[ref_mask].mean() + e[~ref_mask].mean()  # R^d's two expectations (+ R^a on the generated)
         self.learner.optimizer.zero_grad(set_to_none=True)
         (-objective).backward()

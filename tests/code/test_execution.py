@@ -462,7 +462,7 @@ def test_humaneval_programs_get_no_livecodebench_prelude():
     assert grade(ADD, "from math import fsum\ndef add(a, b):\n    return int(fsum([a, b]))\n").passed
 
 
-def test_what_a_run_may_write_is_capped_at_4_mib_or_twice_the_per_test_output():
+def test_what_a_run_may_write_is_capped_at_4_mib_or_twice_every_tests_output():
     # stdout + stderr of the whole run (the harness's record included): 4 MiB; a program past it is a runtime error
     for problem, answer in ((ADD, "def add(a, b):\n    return a + b\n"), (ECHO, "print(input())\n")):
         for mib in (3, 4.5):  # debugging output on stderr, then the right answer
@@ -480,6 +480,11 @@ def test_what_a_run_may_write_is_capped_at_4_mib_or_twice_the_per_test_output():
     big = Problem("x", "stdin", tests=(Case("5000000", "x" * 5_000_000),))
     r = grade(big, "print('x' * int(input()))", GradeConfig(max_output_bytes=6 << 20))
     assert r.passed, r.reason
+    # and every test's: five outputs of 900 kB, each under the 1 MiB per-test limit, are 4.5 MB together (a correct
+    # program failed as "output limit exceeded" while the cap was 4 MiB whatever the number of tests)
+    many = Problem("x", "stdin", tests=tuple(Case(str(i), "7" * 900_000) for i in range(5)))
+    r = grade(many, "input()\nprint('7' * 900_000)")
+    assert r.passed and r.results == [Code.PASSED] * 5, r.reason
 
 
 def test_per_process_memory_is_config_memory_bytes():
@@ -699,6 +704,12 @@ def test_a_harness_reporting_other_than_one_result_per_test_is_a_runner_error():
         assert r.n_tests == 2 and r.seconds == 1.0 and "uid" in r.details
     r = verdict(two, {"results": [{"stdout": "1"}, {"stdout": "2"}, {"stdout": "3"}]})
     assert r.results == [Code.PASSED, Code.PASSED, Code.RUNNER_ERROR] and r.reason == "result for test 2 of 2", r
+    # a stdin test's result with neither a code nor the program's output is the harness's failure, not an empty
+    # output (which would pass a test expecting none)
+    silent = Problem("silent", "stdin", tests=(Case("1", ""),))
+    r = verdict(silent, {"results": [{}]})
+    assert r.results == [Code.RUNNER_ERROR] and r.reason == "no output from the harness for test 0", r
+    assert verdict(silent, {"results": [{"stdout": ""}]}).passed
     for value in ({"zz": 1}, None):  # an unknown tag; no value at all
         r = verdict(f, {"results": [{} if value is None else {"value": value}]})
         assert r.results == [Code.RUNNER_ERROR] and r.reason.startswith("undecodable value from the harness"), r
@@ -709,6 +720,9 @@ def test_call_based_answers_are_compared_here_and_reported():
     r = grade(f, "def f(x):\n    return 'a' * 100 * x\n")
     assert r.results == [Code.WRONG_ANSWER] and r.reason == f"wrong answer on test 0: got {'a' * 200}, expected b"
     assert grade(f, "def f(x):\n    return 'b'\n").passed
+    long = Problem("f", "functional", tests=(Case("3", json.dumps("b" * 300)),), func_name="f")
+    r = grade(long, "def f(x):\n    return 'a'\n")  # either side is quoted up to 200 characters
+    assert r.results == [Code.WRONG_ANSWER] and r.reason == f"wrong answer on test 0: got a, expected {'b' * 200}"
     # an expected output that is not JSON is the data's fault: a runner error, whatever the program returns
     broken = Problem("f", "functional", tests=(Case("3", "b"),), func_name="f")
     r = grade(broken, "def f(x):\n    return 'b'\n")
