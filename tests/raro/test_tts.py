@@ -420,3 +420,117 @@ def test_the_cli_reads_its_options_from_ttsoptions(tmp_path, monkeypatch):
     assert seen == [TTSOptions(), TTSOptions(mode="logit", methods=("tournament", "bt"), skip_uniform=False, k=2)]
     bad = CliRunner().invoke(app, ["tts", str(data), "--mode", "logits"])
     assert bad.exit_code == 2 and "option 'mode': must be one of auto, generate, logit, got 'logits'" in bad.output
+
+
+# ---------------------------------------------------------------------------------------- issue 39: mutation gaps
+
+
+class ListedVotes:
+    """Pairwise judge that gives each match the votes listed for its (a, b); records every call's matches and k."""
+
+    def __init__(self, votes: dict[tuple[int, int], list], drop_last: bool = False):
+        self.votes, self.drop_last = votes, drop_last
+        self.calls: list[tuple[list[Pairing], int]] = []
+
+    def __call__(self, matches, k):
+        self.calls.append((list(matches), k))
+        out = [list(self.votes[(m.a, m.b)]) for m in matches]
+        return out[:-1] if self.drop_last else out
+
+
+def test_round_robin_decides_each_pair_by_plurality_with_k_4_by_default():
+    """Every pair once, in round 0, by the plurality rule (a 2-2 split keeps the earlier candidate, one valid B vote
+    wins outright), with K = 4 votes unless told."""
+    judge = ListedVotes({(0, 1): ["A", "A", "B", "tie"], (0, 2): ["A", "B", "B", "A"], (1, 2): ["B", None, None, None]})
+    (res,) = round_robin([[0, 1, 2]], judge)
+    assert judge.calls[0][1] == 4
+    assert [(r.match.a, r.match.b, r.winner, r.status, r.round) for r in res] == [
+        (0, 1, 0, "ok", 0), (0, 2, 0, "split", 0), (1, 2, 2, "ok", 0)]
+
+
+def test_pools_of_one_call_no_judge():
+    judge = ListedVotes({})
+    assert round_robin([[5], [7]], judge) == [[], []] and judge.calls == []
+    (sel,) = bt_select([[5]], judge)
+    assert sel.winner == 5 and sel.scores == [0.0] and judge.calls == []
+
+
+def test_a_judge_returning_too_few_vote_lists_is_an_error():
+    votes = {(0, 1): ["A"] * 4, (0, 2): ["A"] * 4, (1, 2): ["A"] * 4}
+    with pytest.raises(ValueError):
+        round_robin([[0, 1, 2]], ListedVotes(votes, drop_last=True))
+    with pytest.raises(ValueError):
+        CachedJudge(ListedVotes(votes, drop_last=True))([Pairing(0, 0, 1), Pairing(0, 1, 2)], 4)
+
+
+def test_bt_select_defaults_to_the_tournaments_matches_k_4_and_the_documented_fit():
+    """By default BT is fit on the single-elimination matches (N - 1 of them), K = 4 votes each, with
+    ``bradley_terry(..., l2=0.02, mirror=False)`` on the votes (its docstring)."""
+    from rewardkit.arena.ranking import bradley_terry
+    from rewardkit.raro.tts import vote_matches
+
+    votes = {(0, 1): ["A", "A", "A", "B"], (2, 3): ["B", "B", "tie", "A"], (0, 3): ["A", "tie", "B", "A"]}
+    judge = ListedVotes(votes)
+    (sel,) = bt_select([[0, 1, 2, 3]], judge)
+    assert [k for _, k in judge.calls] == [4, 4] and len(sel.matches) == 3
+    fit = bradley_terry(4, vote_matches(sel.matches, [0, 1, 2, 3]), l2=0.02, mirror=False)
+    np.testing.assert_allclose(sel.scores, fit)
+    assert sel.winner == int(np.argmax(fit))
+    rr_judge = ListedVotes({(0, 1): ["B"] * 2, (0, 2): ["B"] * 2, (1, 2): ["A"] * 2})
+    (rr,) = bt_select([[0, 1, 2]], rr_judge, 2, schedule="round_robin")
+    assert rr.winner == 1 and len(rr.matches) == 3 and rr_judge.calls[0][1] == 2
+
+
+def test_bt_select_picks_the_stronger_candidate_however_small_its_lead():
+    """One match, 1.5 of 4 votes to A (B, B, tie, A): B is the stronger, though by less than one unit of strength."""
+    (sel,) = bt_select([[0, 1]], ListedVotes({(0, 1): ["B", "B", "tie", "A"]}))
+    assert sel.winner == 1 and 0 < sel.scores[1] - sel.scores[0] < 1
+
+
+def test_bt_select_on_the_tournament_plays_its_bracket_by_the_given_rule():
+    """A 2-2 split sends B on under the paper's rule and A under plurality, so the second round differs."""
+    votes = {(0, 1): ["A", "A", "B", "B"], (0, 2): ["A"] * 4, (1, 2): ["A"] * 4}
+    paper = ListedVotes(votes)
+    bt_select([[0, 1, 2]], paper)
+    plural = ListedVotes(votes)
+    bt_select([[0, 1, 2]], plural, rule="plurality")
+    assert [(m.a, m.b) for m in paper.calls[1][0]] == [(1, 2)]
+    assert [(m.a, m.b) for m in plural.calls[1][0]] == [(0, 2)]
+
+
+def test_tournament_prompt_judge_sends_the_question_and_reads_every_verdict():
+    """Reasoning Arena App. D prompt as the one user message, with the question, the pair and the reference (when
+    given); \\boxed{A}/{B}/{Tie} read as A/B/tie, an unreadable or cut-off output as no vote."""
+    from rewardkit.backends.base import Completion
+
+    replies = iter(["\\boxed{A}", "\\boxed{B}", "\\boxed{Tie}", "no verdict here"])
+    backend = ScriptedJudge(lambda text: next(replies))
+    pair = [["The answer is \\boxed{40}", "So \\boxed{41}"]]
+    judge = PromptJudge(backend, ["What is 6*7?"], pair, TTSOptions(prompt="tournament"), references=["42"],
+                        mode="generate")
+    assert [judge([Pairing(0, 0, 1)], 1)[0][0] for _ in range(4)] == ["A", "B", "tie", None]
+    (msg,) = backend.requests[0].messages
+    assert msg["role"] == "user" and "What is 6*7?" in msg["content"] and "42" in msg["content"]
+    no_ref = ScriptedJudge("\\boxed{A}")
+    PromptJudge(no_ref, ["What is 6*7?"], [_problem(3)], prompt="tournament", mode="generate")([Pairing(0, 2, 3)], 1)
+    assert "(not provided)" in no_ref.prompts[0]  # a selector sees no label
+    cut = ScriptedJudge(lambda text: Completion(["\\boxed{B}"], finish_reasons=["length"]))
+    assert PromptJudge(cut, ["q"], [_problem(3)], prompt="tournament", mode="generate")([Pairing(0, 2, 3)], 1) == [[None]]
+
+
+def test_critic_prompt_judge_reads_tie():
+    judge = PromptJudge(ScriptedJudge("After comparing both:\ntie"), ["q"], [_problem(3)], mode="generate")
+    assert judge([Pairing(0, 2, 3)], 2) == [["tie", "tie"]]
+
+
+def test_prompt_judge_shows_the_view_it_is_given_and_names_itself_in_errors():
+    cands = [["<think>secret</think>The answer is \\boxed{41}", "<think>hidden</think>So \\boxed{42}"]]
+    for view, seen in (("full", "secret"), ("final", "41")):
+        backend = ScriptedJudge("tie")
+        PromptJudge(backend, ["q"], cands, view=view, mode="generate")([Pairing(0, 0, 1)], 1)
+        assert seen in backend.prompts[0]
+    backend = ScriptedJudge("tie")
+    PromptJudge(backend, ["q"], cands, view="final", mode="generate")([Pairing(0, 0, 1)], 1)
+    assert "The answer is" not in backend.prompts[0]
+    with pytest.raises(TypeError, match="^PromptJudge: expected TTSOptions"):
+        PromptJudge(ScriptedJudge("tie"), ["q"], cands, "critic")
