@@ -167,6 +167,25 @@ def test_checks_work_off_the_main_thread():
     checker.close()
 
 
+def test_process_mode_checks_in_workers_and_reports_a_worker_that_died():
+    """mode='process': pairs that need math-verify (no plain numbers) run in worker processes; a worker that died
+    is an ERROR for its pair, naming the pair, and the next pair runs on a fresh worker."""
+    checker = AnswerChecker(workers=1, mode="process")
+    try:
+        assert [c.equivalent for c in checker.check_many([("x+1", "1+x"), ("x+1", "x+2")])] == [True, False]
+        assert checker.calls == 2
+        (worker,) = checker._all
+        worker.proc.kill()  # the idle worker dies
+        worker.proc.wait()
+        died, after = checker.check_many([("2x", "x*2"), ("2x", "x+x+1")])
+        assert (died.equivalent, died.status) == (None, Status.ERROR)
+        assert died.message.startswith("answer-check worker died on gold='2x' pred='x*2': ")
+        assert (after.equivalent, after.status) == (False, Status.OK)
+        assert len(checker._all) == 1 and checker._all[0] is not worker
+    finally:
+        checker.close()
+
+
 @pytest.mark.parametrize("mode", ["inline", "process"])
 def test_deadline_gives_timeout_status_and_recovers(mode):
     checker = AnswerChecker(timeout=1e-4, workers=1, mode=mode)

@@ -525,12 +525,38 @@ def test_critic_prompt_judge_reads_tie():
 
 def test_prompt_judge_shows_the_view_it_is_given_and_names_itself_in_errors():
     cands = [["<think>secret</think>The answer is \\boxed{41}", "<think>hidden</think>So \\boxed{42}"]]
-    for view, seen in (("full", "secret"), ("final", "41")):
+    for view, seen, unseen in (("full", ["secret", "hidden"], []), ("final", ["41", "42"], ["The answer is", "So"])):
         backend = ScriptedJudge("tie")
         PromptJudge(backend, ["q"], cands, view=view, mode="generate")([Pairing(0, 0, 1)], 1)
-        assert seen in backend.prompts[0]
-    backend = ScriptedJudge("tie")
-    PromptJudge(backend, ["q"], cands, view="final", mode="generate")([Pairing(0, 0, 1)], 1)
-    assert "The answer is" not in backend.prompts[0]
+        assert all(x in backend.prompts[0] for x in seen) and not any(x in backend.prompts[0] for x in unseen)
     with pytest.raises(TypeError, match="^PromptJudge: expected TTSOptions"):
         PromptJudge(ScriptedJudge("tie"), ["q"], cands, "critic")
+
+
+def test_prompt_judge_sends_its_templates_prompt_and_scores_each_prompts_own_verdicts():
+    """The critic prompt of the chosen template; in logit mode the critic's verdicts 1/2/tie after its prefix, the
+    tournament's A/B/Tie after "\\boxed{"; ``mode="auto"`` follows the backend's default mode."""
+    from rewardkit.prompts.raro import VERDICT_CHOICES, VERDICT_PREFIX
+    from rewardkit.raro.critic import critic_messages
+
+    backend = ScriptedJudge("tie")
+    PromptJudge(backend, ["q"], [["x", "y"]], template="general", mode="generate")([Pairing(0, 0, 1)], 1)
+    assert backend.requests[0].messages == critic_messages("q", "x", "y", "general")
+    assert critic_messages("q", "x", "y", "general") != critic_messages("q", "x", "y", "math")
+    for prompt, choices, prefix in (("critic", VERDICT_CHOICES, VERDICT_PREFIX), ("tournament", ("A", "B", "Tie"),
+                                                                                  "\\boxed{")):
+        backend = PickRight()
+        backend.default_mode = "logit"
+        PromptJudge(backend, ["q"], [_problem(3)], prompt=prompt, mode="auto")([Pairing(0, 2, 3)], 2)
+        (req,) = backend.requests
+        assert (tuple(req.choices), req.assistant_prefix) == (tuple(choices), prefix)
+
+
+def test_prompt_judge_counts_one_backend_call_per_round_and_asks_no_empty_orientation():
+    """``calls`` counts backend calls (one per tournament round); with K = 1 and ``order="alternate"`` the swapped
+    orientation has no vote to draw, so no request is made for it."""
+    backend = PickRight()
+    judge = PromptJudge(backend, ["q"], [_problem(7)], mode="generate", order="alternate")
+    (sel,) = single_elimination([list(range(8))], judge, k=1)
+    assert sel.winner == 7 and judge.calls == 3 == len(backend.batches)
+    assert len(backend.requests) == 4 + 2 + 1 and all(r.n == 1 for r in backend.requests)
