@@ -104,6 +104,36 @@ def test_answer_span_points_at_the_answer(text):
     assert bare(text[start:end]) == bare(answer)
 
 
+@pytest.mark.parametrize(("written", "plain"), [
+    (" $\\dfrac{3}{4}$ ", "\\frac{3}{4}"), ("\\tfrac{1}{2}", "\\frac{1}{2}"),  # math delimiters, fraction styles
+    ("\\$15", "15"), ("\\15", "15"),  # an escaped dollar, and one whose "$" was lost
+    ("5\\text{ }", "5"), ("\\text { }7", "7"), ("\\text{yes}", "yes"),  # empty and whole \text{}
+    ("\\left( 1, 2 \\right)", "(1,2)"), ("x\\!+\\,1\\;\\quad", "x+1"), ("\\displaystyle 7", "7"),  # sizing, spacing
+    ("42.", "42"), ("48^\\circ", "48"), ("48^{\\circ}", "48"),  # a full stop, degrees
+])
+def test_normalize_drops_each_presentation_form(written, plain):
+    assert normalize_answer(written) == plain
+    assert normalize_answer(None) is None
+
+
+def test_plain_numbers_and_long_integers_are_read_exactly():
+    """Integers (thousands grouped by ","), decimals of up to 6 places (math-verify's rounding), integer fractions;
+    a zero denominator, a 7th decimal place or a decimal comma is no plain number; an integer past int()'s digit
+    limit is compared by its digits (sign kept, "+" and leading zeros dropped)."""
+    assert plain_number("1,234") == 1234 and plain_number("+7") == 7 and plain_number("-0.25") == Fraction(-1, 4)
+    assert plain_number(".5") == Fraction(1, 2) and plain_number("0.123456") == Fraction(123456, 10**6)
+    assert plain_number("-\\frac{3}{4}") == Fraction(-3, 4) and plain_number("6/8") == Fraction(3, 4)
+    for no in ("0.1234567", "3/0", "\\frac{3}{0}", "", None, "2x", "0,111", "1" * 4001):
+        assert plain_number(no) is None, no
+    from rewardkit.answers import _long_int
+
+    long = "1" * 4001
+    assert _long_int(long) == long and _long_int("+" + long) == long and _long_int("-000" + long) == "-" + long
+    assert _long_int("1," + ",".join(["111"] * 1400)) == "1" * 4201
+    for no in ("123", "0" * 5000, "x", None, "1" * 4000):
+        assert _long_int(no) is None, no
+
+
 def test_normalize_strips_presentation_only():
     assert normalize_answer(r"\dfrac{3}{4}") == normalize_answer(r"\frac{3}{4}")
     assert normalize_answer(r"48^\circ") == normalize_answer("48")
