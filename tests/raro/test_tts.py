@@ -550,6 +550,9 @@ def test_prompt_judge_sends_its_templates_prompt_and_scores_each_prompts_own_ver
         PromptJudge(backend, ["q"], [_problem(3)], prompt=prompt, mode="auto")([Pairing(0, 2, 3)], 2)
         (req,) = backend.requests
         assert (tuple(req.choices), req.assistant_prefix) == (tuple(choices), prefix)
+        # the verdict drawn is the one scored: B when only the second answer is right, tie when neither is
+        judge = PromptJudge(PickRight(), ["q"], [_problem(3)], prompt=prompt, mode="logit")
+        assert judge([Pairing(0, 2, 3), Pairing(0, 0, 1)], 2) == [["B", "B"], ["tie", "tie"]]
 
 
 def test_prompt_judge_counts_one_backend_call_per_round_and_asks_no_empty_orientation():
