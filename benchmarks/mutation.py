@@ -11,6 +11,7 @@ call its function and runs just those, forked from a process that has already im
     python benchmarks/mutation.py --only gar/rewards.py # one module (a suffix of its path)
     python benchmarks/mutation.py --planted             # the issue's twelve planted bugs, one at a time
     python benchmarks/mutation.py --only grpo/modes.py --resume  # go on where a cut-short run stopped
+    python benchmarks/mutation.py --only answers.py --record-cut  # record a stopped run's verdicts, marked partial
 
 Writes benchmarks/results/mutation.json (mutants) or mutation_planted.json (planted bugs) and renders both into
 benchmarks/results/mutation.md. A surviving mutant listed in benchmarks/mutation_equivalent.json (matched by
@@ -91,6 +92,7 @@ class Outcome:
     counts: dict[str, int] = field(default_factory=dict)
     survivors: list[dict] = field(default_factory=list)
     seconds: float = 0.0
+    partial: bool = False  # the run was stopped: only the mutants with a verdict are counted ("not checked": the rest)
 
 
 def _env() -> dict[str, str]:
@@ -228,13 +230,16 @@ def _reason(source: str, diff: list[str], known: list[dict]) -> str | None:
     return None
 
 
-def run_target(t: Target, workdir: Path, children: int, resume: bool = False) -> Outcome:
+def run_target(t: Target, workdir: Path, children: int, resume: bool = False, cut: bool = False) -> Outcome:
     """Mutate one module in a scratch copy and collect mutmut's verdicts. ``resume``: go on in a scratch copy that a
-    cut-short run left (mutmut keeps each mutant's verdict and tests only those without one)."""
+    cut-short run left (mutmut keeps each mutant's verdict and tests only those without one). ``cut``: run nothing,
+    record the verdicts a stopped run left there (a partial result)."""
     from mutmut.stats import status_by_exit_code
 
     work = workdir / t.source.replace("/", "_").removesuffix(".py")
     spent = work / "seconds_spent"  # wall seconds of the earlier, cut-short runs in this copy
+    if cut:
+        return _record_cut(t, work)
     if not (resume and (work / "mutants" / (t.source + ".meta")).exists()):
         _copy_checkout(work)
         (work / "setup.cfg").write_text(_config(t))
@@ -261,7 +266,15 @@ def run_target(t: Target, workdir: Path, children: int, resume: bool = False) ->
     fresh = _fresh_kills(t, work, env, [k for k, c in codes.items() if status_by_exit_code[c] == "survived"])
     seconds = time.monotonic() - t0
     spent.write_text(f"{seconds:.1f}")
-    out = Outcome(t.source, list(t.tests), seconds=round(seconds, 1))
+    return _outcome(t, work, codes, fresh, seconds)
+
+
+def _outcome(t: Target, work: Path, codes: dict[str, int | None], fresh: set[str], seconds: float,
+             partial: bool = False) -> Outcome:
+    """Counts per status and the mutants not killed (with their diffs and, for equivalents, the reason)."""
+    from mutmut.stats import status_by_exit_code
+
+    out = Outcome(t.source, list(t.tests), seconds=round(seconds, 1), partial=partial)
     known = _equivalents()
     live = ("survived", "no tests", "suspicious", "skipped")
     diffs = _diffs(work, [k for k, c in codes.items() if status_by_exit_code[c] in live and k not in fresh])
@@ -277,6 +290,18 @@ def run_target(t: Target, workdir: Path, children: int, resume: bool = False) ->
 
 
 FRESH = "killed in a fresh process"
+
+
+def _record_cut(t: Target, work: Path) -> Outcome:
+    """The verdicts a stopped run left in ``work``: mutmut writes each one as it comes, so those are final; the
+    mutants without one count as "not checked" and the module is marked partial. Its seconds: from the scratch
+    copy's set-up to mutmut's last verdict."""
+    meta = work / "mutants" / (t.source + ".meta")
+    if not meta.exists():
+        raise RuntimeError(f"no mutmut run of {t.source} in {work}")
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    seconds = meta.stat().st_mtime - (work / "setup.cfg").stat().st_mtime
+    return _outcome(t, work, codes, set(), seconds, partial=any(c is None for c in codes.values()))
 
 
 def _fresh_kills(t: Target, work: Path, env: dict[str, str], survivors: list[str]) -> set[str]:
@@ -306,8 +331,9 @@ def _natural(key: str) -> tuple:
 
 
 def kill_rate(counts: dict[str, int]) -> tuple[float, float]:
-    """(killed / all mutants, killed / non-equivalent mutants); a timeout counts as killed."""
-    total = sum(counts.values())
+    """(killed / all mutants, killed / non-equivalent mutants) over the mutants with a verdict; a timeout counts as
+    killed."""
+    total = sum(counts.values()) - counts.get("not checked", 0)
     killed = counts.get("killed", 0) + counts.get("timeout", 0) + counts.get(FRESH, 0)
     live = total - counts.get("equivalent", 0)
     return (killed / total if total else float("nan"), killed / live if live else float("nan"))
@@ -421,7 +447,9 @@ def render() -> str:
         for m in data["modules"]:
             c = m["counts"]
             raw, live = kill_rate(c)
-            lines.append(f"| `{m['source']}` | {', '.join('`' + t + '`' for t in m['tests'])} | {sum(c.values())} | "
+            part = (f" (partial: {sum(c.values()) - c.get('not checked', 0)} of {sum(c.values())} mutants checked "
+                    "when the run was stopped)") if m.get("partial") else ""
+            lines.append(f"| `{m['source']}`{part} | {', '.join('`' + t + '`' for t in m['tests'])} | {sum(c.values())} | "
                          f"{c.get('killed', 0)} | {c.get(FRESH, 0)} | {c.get('timeout', 0)} | {c.get('equivalent', 0)} | "
                          f"{c.get('survived', 0)} | {c.get('no tests', 0)} | {raw:.1%} | {live:.1%} | {m['seconds']:.0f} |")
         missing = [t.source for t in TARGETS if t.source not in {m["source"] for m in data["modules"]}]
@@ -454,6 +482,8 @@ def main() -> None:
     ap.add_argument("--children", type=int, default=2, help="mutants tested at once (the machine is shared)")
     ap.add_argument("--resume", action="store_true",
                     help="go on in the scratch copies a cut-short run left in --workdir (mutmut keeps each verdict)")
+    ap.add_argument("--record-cut", action="store_true",
+                    help="run nothing: record the verdicts a stopped run left in --workdir, the module marked partial")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     if args.planted:
@@ -475,7 +505,7 @@ def main() -> None:
         path = RESULTS / "mutation.json"
         order = [t.source for t in TARGETS]
         for t in targets:
-            o = run_target(t, args.workdir, args.children, args.resume)
+            o = run_target(t, args.workdir, args.children, args.resume, args.record_cut)
             # read again now: modules not run here keep their last result, also one that a run beside this wrote
             old = json.loads(path.read_text()) if path.exists() else {"modules": []}
             done = {m["source"]: m for m in old["modules"]}
