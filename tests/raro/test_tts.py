@@ -563,3 +563,69 @@ def test_prompt_judge_counts_one_backend_call_per_round_and_asks_no_empty_orient
     (sel,) = single_elimination([list(range(8))], judge, k=1)
     assert sel.winner == 7 and judge.calls == 3 == len(backend.batches)
     assert len(backend.requests) == 4 + 2 + 1 and all(r.n == 1 for r in backend.requests)
+
+
+def test_prompt_judge_requests_carry_the_options_and_a_seed_per_round():
+    """Generate mode: every request has the budget and temperature of the options and one seed per round, the same
+    for the same ``seed`` option, another for another round or another ``seed``."""
+
+    def seeds(seed):
+        backend = PickRight()
+        judge = PromptJudge(backend, ["q"], [_problem(7)], mode="generate", max_tokens=123, temperature=0.7, seed=seed)
+        single_elimination([list(range(8))], judge, k=2)
+        assert {(r.max_tokens, r.temperature) for r in backend.requests} == {(123, 0.7)}
+        return [r.seed for r in backend.requests]
+
+    a = seeds(0)
+    assert None not in a and a == seeds(0) and a != seeds(1)
+    assert len(set(a[:4])) == 1 and len({a[0], a[4], a[6]}) == 3  # rounds of 4, 2 and 1 matches
+
+
+def test_logit_votes_are_drawn_with_the_seed_from_the_renormalised_probabilities():
+    """Logit mode draws the K votes from the verdict probabilities, renormalised, with a seeded generator: the same
+    seed gives the same votes; a verdict of probability 0 is never drawn."""
+
+    def votes(seed):
+        backend = ScriptedJudge(probs=[2.0, 1.0, 0.0])  # unnormalised scores: 2/3 A, 1/3 B
+        return PromptJudge(backend, ["q"], [_problem(3)], mode="logit", seed=seed)([Pairing(0, 2, 3)], 60)[0]
+
+    first = votes(0)
+    assert first == votes(0) and set(first) == {"A", "B"} and 25 <= first.count("A") <= 55
+
+
+def test_prompt_judge_gives_a_failed_request_no_votes_and_reads_the_others():
+    """A request the backend failed gives its match K invalid votes; the other matches of the batch are read. A
+    backend returning fewer results than requests is an error, not a silent truncation."""
+    from rewardkit.types import Status
+
+    def probs(text, choices):
+        return Status.ERROR if "\\boxed{40}" in text else [1.0, 0.0, 0.0]
+
+    cands = [["\\boxed{40}", "\\boxed{41}", "\\boxed{42}", "\\boxed{43}"]]
+    judge = PromptJudge(ScriptedJudge(probs=probs), ["q"], cands, mode="logit")
+    assert judge([Pairing(0, 0, 1), Pairing(0, 2, 3)], 2) == [[None, None], ["A", "A"]]
+
+    class Short(ScriptedJudge):
+        def generate(self, requests):
+            return super().generate(requests)[:-1]
+
+        def verdict_probs(self, requests):
+            return super().verdict_probs(requests)[:-1]
+
+    for mode in ("generate", "logit"):
+        short = PromptJudge(Short("Answer 1", [1.0, 0.0, 0.0]), ["q"], cands, mode=mode)
+        with pytest.raises(ValueError):
+            short([Pairing(0, 0, 1), Pairing(0, 2, 3)], 1)
+
+
+def test_prompt_judge_keeps_each_outputs_problem_and_finish_reason_and_adds_up_its_cost():
+    from rewardkit.backends.base import Completion
+
+    backend = ScriptedJudge(lambda text: Completion(["Answer 2"], finish_reasons=["stop"], prompt_tokens=7,
+                                                    completion_tokens=3))
+    judge = PromptJudge(backend, ["q0", "q1"], [_problem(3), _problem(2)], mode="generate")
+    judge([Pairing(1, 2, 3)], 1)
+    judge([Pairing(0, 2, 3)], 1)
+    assert [(o["problem"], o["finish_reason"], o["vote"]) for o in judge.outputs] == [(1, "stop", "B"),
+                                                                                      (0, "stop", "B")]
+    assert (judge.cost.prompt_tokens, judge.cost.completion_tokens) == (14, 6)
