@@ -40,13 +40,24 @@ from _common import RESULTS, ROOT, machine  # noqa: E402
 
 EQUIVALENT = ROOT / "benchmarks" / "mutation_equivalent.json"
 # Appended to the scratch copy's tests/conftest.py: a failing example is reported as found, not shrunk (a mutant only
-# has to fail; shrinking under a loaded CPU ran past mutmut's time limit), and the examples are the same every run.
+# has to fail; shrinking under a loaded CPU ran past mutmut's time limit), and the examples are the same every run;
+# and no answer verdict cached before mutmut's fork.
 HYPOTHESIS_PROFILE = """
 
-from hypothesis import Phase, settings  # noqa: E402  (benchmarks/mutation.py)
+import pytest  # noqa: E402  (benchmarks/mutation.py)
+from hypothesis import Phase, settings  # noqa: E402
 
 settings.register_profile("mutation", phases=[Phase.explicit, Phase.generate], deadline=None, database=None,
                           derandomize=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_verdict_cached_before_the_fork():  # benchmarks/mutation.py
+    # a fresh process-wide answer checker for every test: mutmut forks each mutant from a process that already ran
+    # the tests, and a verdict cached there by the unmutated code would answer for the mutant
+    import rewardkit.answers
+
+    rewardkit.answers._default = None
 """
 NOT_MUTATED = [r"^\s*raise\b", r"^\s*(log|logger|_log)\.\w+\(", r"^\s*warnings\.warn\("]
 
@@ -294,14 +305,17 @@ FRESH = "killed in a fresh process"
 
 def _record_cut(t: Target, work: Path) -> Outcome:
     """The verdicts a stopped run left in ``work``: mutmut writes each one as it comes, so those are final; the
-    mutants without one count as "not checked" and the module is marked partial. Its seconds: from the scratch
-    copy's set-up to mutmut's last verdict."""
+    mutants without one count as "not checked" and the module is marked partial; survivors that a fresh-process
+    re-test killed (the copy's ``fresh.json``) count as such. Its seconds: from the scratch copy's set-up to
+    mutmut's last verdict."""
     meta = work / "mutants" / (t.source + ".meta")
     if not meta.exists():
         raise RuntimeError(f"no mutmut run of {t.source} in {work}")
     codes = json.loads(meta.read_text())["exit_code_by_key"]
     seconds = meta.stat().st_mtime - (work / "setup.cfg").stat().st_mtime
-    return _outcome(t, work, codes, set(), seconds, partial=any(c is None for c in codes.values()))
+    done = json.loads((work / "fresh.json").read_text()) if (work / "fresh.json").exists() else {}
+    fresh = {k for k, c in codes.items() if c == 0 and done.get(k) in ("killed", "timeout")}
+    return _outcome(t, work, codes, fresh, seconds, partial=any(c is None for c in codes.values()))
 
 
 def _fresh_kills(t: Target, work: Path, env: dict[str, str], survivors: list[str]) -> set[str]:
