@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from rewardkit.answers import (
     AnswerChecker,
+    Check,
     cluster_answers,
     equivalent,
     extract_answer,
@@ -304,3 +305,19 @@ def test_verifier_scorer_reports_unusable_references_and_huge_answers():
     ])
     assert all(st is Status.ERROR for st in bad.statuses) and all("unusable reference" in m for m in bad.messages)
     assert huge.rewards.tolist() == [1.0, 0.0] and all(st is Status.OK for st in huge.statuses)
+
+
+@pytest.mark.parametrize(("gold", "pred"), [
+    ("\\[x+1\\]", "1+x"), ("\\(x+1\\) and more", "1+x"), ("$x$ is $3$", "3"),  # opens an environment: as written
+    ("\\boxed{1} no no no \\boxed{2}", "2"),  # holds a box: math-verify's final box, not the set of both
+])
+def test_a_gold_that_opens_an_environment_or_holds_a_box_is_parsed_as_written(gold, pred):
+    """Wrapped in one more $...$ each of these golds reads differently (a display or a set): they go to math-verify
+    as written (issue 29), on a fresh checker so that no cached verdict answers."""
+    assert AnswerChecker(mode="inline").check(gold, pred).equivalent is True
+
+
+def test_an_unparseable_prediction_is_no_match():
+    """math-verify parses a lone backslash to nothing and "}{" to its raw text: neither matches."""
+    checker = AnswerChecker(mode="inline")
+    assert checker.check("2", "\\") == Check(False) and checker.check("2", "}{") == Check(False)
