@@ -767,6 +767,13 @@ def test_boxed_choice_reads_the_choices_it_is_given():
     assert parse_boxed_choice("\\boxed{Tie}", choices=three).status is Status.INVALID
     assert parse_boxed_choice("Both agree.\n\\boxed{Tie}", choices=["A", "B"]).status is Status.INVALID
     assert parse_boxed_choice("\\boxed{C}").status is Status.INVALID  # the default: A, B or Tie
+    # what follows may not name another of the choices (a capital letter, or a longer choice in any case) ...
+    assert parse_boxed_choice("\\boxed{C}\n\nResponse B is better.", choices=three).status is Status.INVALID
+    assert parse_boxed_choice("\\boxed{Yes}\n\nThe answer is No.", choices=("Yes", "No")).status is Status.INVALID
+    # ... but may name the verdict itself beside it, and a lower-case letter is a variable, not a choice
+    assert parse_boxed_choice("\\boxed{C}\n\nB and C differ in step 2; C is right.", choices=three).label == "C"
+    assert parse_boxed_choice("\\boxed{A}\n\nIt solves for b correctly.", choices=three).label == "A"
+    assert parse_boxed_choice("\\boxed{1}\n\nIn step 2 the sum is 12.", choices=("1", "2")).label == "1"  # a number
 
 
 def test_an_invalid_verdict_says_why_and_shows_the_outputs_last_120_characters_on_one_line():
