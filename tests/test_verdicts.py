@@ -874,3 +874,15 @@ def test_a_box_after_an_equals_sign_is_the_problems_answer_whatever_is_in_bracke
     assert parse_boxed_score("Thus x = \\boxed{1}").status is Status.INVALID
     assert parse_boxed_score("Thus x = (after simplifying) \\boxed{1}").status is Status.INVALID
     assert parse_boxed_score("Thus the response is right: \\boxed{1}").label == "1"
+
+
+def test_a_verdict_is_a_short_token_and_a_word_in_a_box_spans_its_box():
+    """A box holding more than a short token is no verdict (a score box of 100 zeros); a verdict word written in a
+    box (``\\boxed{True}``, ``\\boxed{\\text{Answer 1}}``) is read as the whole box, so its place is the box's."""
+    from rewardkit.prompts.jury import LLM_JUDGE_FORM
+    from rewardkit.prompts.raro import CRITIC_FORM
+
+    assert parse_boxed_score("\\boxed{" + "0" * 100 + "}").status is Status.INVALID
+    assert parse_boxed_score("\\boxed{0.0000000000}").label == "0"
+    for form, text in ((CRITIC_FORM, "Verdict: \\boxed{\\text{Answer 1}}"), (LLM_JUDGE_FORM, "Final: \\boxed{True}")):
+        assert form.read(text).ok and form.verdict_start(text) == text.index("\\boxed")
