@@ -629,3 +629,26 @@ def test_prompt_judge_keeps_each_outputs_problem_and_finish_reason_and_adds_up_i
     assert [(o["problem"], o["finish_reason"], o["vote"]) for o in judge.outputs] == [(1, "stop", "B"),
                                                                                       (0, "stop", "B")]
     assert (judge.cost.prompt_tokens, judge.cost.completion_tokens) == (14, 6)
+
+
+def test_votes_come_back_in_the_documented_order():
+    """``fixed``: the K votes in the order sampled; ``alternate``: even votes from the pair as given, odd ones from the
+    swapped pair mapped back (a swapped Answer 1 is B, a tie stays a tie)."""
+    fixed = PromptJudge(ScriptedJudge(["Answer 1", "Answer 2", "tie", "Answer 1"]), ["q"], [_problem(3)],
+                        mode="generate", order="fixed")
+    assert fixed([Pairing(0, 2, 3)], 4) == [["A", "B", "tie", "A"]]
+    alt = PromptJudge(ScriptedJudge(["Answer 1", "tie", "Answer 2"]), ["q"], [_problem(3)], mode="generate",
+                      order="alternate")
+    assert alt([Pairing(0, 2, 3)], 6) == [["A", "B", "tie", "tie", "B", "A"]]
+
+
+def test_single_elimination_uses_k_4_by_default():
+    judge = ListedVotes({(0, 1): ["B"] * 4})
+    (sel,) = single_elimination([[0, 1]], judge)
+    assert judge.calls[0][1] == 4 and sel.winner == 1
+
+
+@pytest.mark.parametrize("bad", [{"k": 0}, {"max_tokens": 0}, {"temperature": -0.1}])
+def test_tts_options_refuse_out_of_range_values(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        TTSOptions(**bad)
