@@ -886,3 +886,5 @@ def test_a_verdict_is_a_short_token_and_a_word_in_a_box_spans_its_box():
     assert parse_boxed_score("\\boxed{0.0000000000}").label == "0"
     for form, text in ((CRITIC_FORM, "Verdict: \\boxed{\\text{Answer 1}}"), (LLM_JUDGE_FORM, "Final: \\boxed{True}")):
         assert form.read(text).ok and form.verdict_start(text) == text.index("\\boxed")
+    padded = "Final: \\boxed{" + " " * 70 + "True}"  # too long a box to be a token: the word is the verdict
+    assert LLM_JUDGE_FORM.verdict_start(padded) == padded.index("True")
