@@ -222,7 +222,7 @@ def test_deadline_gives_timeout_status_and_recovers(mode):
     checker = AnswerChecker(timeout=1e-4, workers=1, mode=mode)
     res = checker.check(r"\frac{1}{3}", "0.3333")
     assert res.status is Status.TIMEOUT and res.equivalent is None
-    assert "exceeded" in res.message
+    assert "exceeded" in res.message and "on gold='\\\\frac{1}{3}' pred='0.3333'" in res.message
     checker.timeout = 30.0  # the next check runs normally (in process mode: on a replacement worker)
     assert checker.check(r"\frac{1}{3}", r"\frac{2}{6}").equivalent is True
     checker.close()
@@ -321,3 +321,30 @@ def test_an_unparseable_prediction_is_no_match():
     """math-verify parses a lone backslash to nothing and "}{" to its raw text: neither matches."""
     checker = AnswerChecker(mode="inline")
     assert checker.check("2", "\\") == Check(False) and checker.check("2", "}{") == Check(False)
+
+
+def test_every_pair_of_a_batch_that_overruns_gets_its_timeout():
+    """Process mode: after a pair overruns, its worker is replaced and the next pair of the same batch is checked."""
+    checker = AnswerChecker(timeout=1e-4, workers=1, mode="process")
+    try:
+        res = checker.check_many([("x+1", "1+x"), ("x^2", "x*x")])
+        assert [c.status for c in res] == [Status.TIMEOUT, Status.TIMEOUT]
+    finally:
+        checker.close()
+
+
+def test_inline_checks_count_calls_and_report_a_failing_math_verify(monkeypatch):
+    """``calls`` counts the math-verify checks run; an exception from math-verify is an ERROR naming the pair."""
+    import rewardkit.answers as answers
+
+    checker = AnswerChecker(mode="inline")
+    checker.check_many([("x+1", "1+x"), ("x^2", "x*x")])
+    assert checker.calls == 2
+
+    def fails(gold, pred):
+        raise ValueError("boom")
+
+    monkeypatch.setattr(answers, "math_verify_equivalent", fails)
+    res = checker.check("y+1", "1+y")
+    assert (res.equivalent, res.status) == (None, Status.ERROR)
+    assert res.message == "math-verify failed on gold='y+1' pred='1+y': ValueError('boom')"
