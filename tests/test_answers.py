@@ -348,3 +348,19 @@ def test_inline_checks_count_calls_and_report_a_failing_math_verify(monkeypatch)
     res = checker.check("y+1", "1+y")
     assert (res.equivalent, res.status) == (None, Status.ERROR)
     assert res.message == "math-verify failed on gold='y+1' pred='1+y': ValueError('boom')"
+
+
+@pytest.mark.parametrize(("gold", "pred"), [("1/3", "0.333333"), ("0.333333", "1/3"), ("\\frac{2}{3}", "0.666667"),
+                                            ("0.666667", "\\frac{2}{3}"), ("3", "3.0"), ("2/4", "0.5")])
+def test_a_rounded_decimal_equals_its_fraction_either_way(gold, pred):
+    """math-verify compares a decimal with a non-terminating fraction after rounding to 6 places, so 0.333333 is 1/3
+    (the exact fast path would say no): such pairs go to math-verify, gold first or second."""
+    assert AnswerChecker(mode="inline").check(gold, pred).equivalent is True
+
+
+def test_exactly_comparable_plain_numbers_skip_math_verify():
+    """Integers, two decimals, two fractions, a decimal against an integer: compared exactly, no math-verify call."""
+    checker = AnswerChecker(mode="inline")
+    res = checker.check_many([("3", "3.0"), ("1/2", "2/4"), ("0.5", "0.50"), ("3.0", "3"), ("\\frac{1}{3}", "2/6"),
+                              ("7", "8")])
+    assert [c.equivalent for c in res] == [True, True, True, True, True, False] and checker.calls == 0
