@@ -181,8 +181,9 @@ def test_regression_table(parser, text, label):
     v = parser(text)
     assert v.label == label
     assert v.status is (Status.OK if label is not None else Status.INVALID)
-    if label is None:
-        assert v.message and "in judge output" in v.message  # says why and shows the output's end
+    if label is None:  # says why and shows the output's end
+        tail = text[-120:].replace("\n", " ") if text else "<empty>"
+        assert v.message and v.message.endswith(f" in judge output (ends: {tail!r})")
     else:
         assert v.message is None
 
@@ -888,3 +889,11 @@ def test_a_verdict_is_a_short_token_and_a_word_in_a_box_spans_its_box():
         assert form.read(text).ok and form.verdict_start(text) == text.index("\\boxed")
     padded = "Final: \\boxed{" + " " * 70 + "True}"  # too long a box to be a token: the word is the verdict
     assert LLM_JUDGE_FORM.verdict_start(padded) == padded.index("True")
+
+
+def test_a_later_text_that_takes_the_verdict_back_is_invalid():
+    """Text after an end verdict that takes it back or doubts it, naming no other verdict, refuses it."""
+    for parser, text in ((parse_boxed_choice, "\\boxed{A}\n\nActually, let me reconsider step 2."),
+                         (parse_true_false, "Final judgment: True\n\nWait, step 3 needs another look.")):
+        v = parser(text)
+        assert v.status is Status.INVALID and "takes it back or hedges it (" in v.message, v.message
