@@ -12,13 +12,16 @@ call its function and runs just those, forked from a process that has already im
     python benchmarks/mutation.py --only gar/rewards.py # one module (a suffix of its path)
     python benchmarks/mutation.py --planted             # the issue's twelve planted bugs, one at a time
     python benchmarks/mutation.py --only grpo/modes.py --resume  # go on where a cut-short run stopped
+    python benchmarks/mutation.py --only answers.py --record-cut  # record a stopped run's verdicts, marked partial
 
 Writes benchmarks/results/mutation.json (mutants) or mutation_planted.json (planted bugs) and renders both into
 benchmarks/results/mutation.md. A surviving mutant listed in benchmarks/mutation_equivalent.json (matched by
 module and its changed lines) is reported as equivalent, with the reason written there. Not mutated: ``raise``
 statements and log calls (error wording, not numbers) and, in answers.py and code/execution.py, the functions
 outside the equivalence/clustering and grading parts; in grpo/modes.py, the functions that compute no number
-(option resolution, the CLI's build_mode, checkpoint state, calls passed through to the learner).
+(option resolution, the CLI's build_mode, checkpoint state, calls passed through to the learner). A survivor in a
+function that runs while the tests are imported (mutmut's fork cannot reach it) is re-tested with the mutant
+written into the source, in a fresh process.
 """
 
 from __future__ import annotations
@@ -40,13 +43,24 @@ from _common import RESULTS, ROOT, machine  # noqa: E402
 
 EQUIVALENT = ROOT / "benchmarks" / "mutation_equivalent.json"
 # Appended to the scratch copy's tests/conftest.py: a failing example is reported as found, not shrunk (a mutant only
-# has to fail; shrinking under a loaded CPU ran past mutmut's time limit), and the examples are the same every run.
+# has to fail; shrinking under a loaded CPU ran past mutmut's time limit), and the examples are the same every run;
+# and no answer verdict cached before mutmut's fork.
 HYPOTHESIS_PROFILE = """
 
-from hypothesis import Phase, settings  # noqa: E402  (benchmarks/mutation.py)
+import pytest  # noqa: E402  (benchmarks/mutation.py)
+from hypothesis import Phase, settings  # noqa: E402
 
 settings.register_profile("mutation", phases=[Phase.explicit, Phase.generate], deadline=None, database=None,
                           derandomize=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_verdict_cached_before_the_fork():  # benchmarks/mutation.py
+    # a fresh process-wide answer checker for every test: mutmut forks each mutant from a process that already ran
+    # the tests, and a verdict cached there by the unmutated code would answer for the mutant
+    import rewardkit.answers
+
+    rewardkit.answers._default = None
 """
 NOT_MUTATED = [r"^\s*raise\b", r"^\s*(log|logger|_log)\.\w+\(", r"^\s*warnings\.warn\("]
 
@@ -97,6 +111,7 @@ class Outcome:
     counts: dict[str, int] = field(default_factory=dict)
     survivors: list[dict] = field(default_factory=list)
     seconds: float = 0.0
+    partial: bool = False  # the run was stopped: only the mutants with a verdict are counted ("not checked": the rest)
 
 
 def _env() -> dict[str, str]:
@@ -173,6 +188,57 @@ def _diffs(work: Path, keys: list[str]) -> dict[str, list[str]]:
             for k, d in json.loads(res.stdout).items()}
 
 
+# A module-level object built at import (a verdict form from its factory, a compiled table) is built once, in the
+# process mutmut forks every mutant from: a mutant in the function that built it never reaches the tests there.
+_IMPORT_CALLS = """
+import json, sys
+import pytest
+target, called = sys.argv[1], set()
+def profile(frame, event, arg):
+    if event == "call" and frame.f_code.co_filename == target:
+        called.add(frame.f_code.co_qualname)
+sys.setprofile(profile)
+pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *sys.argv[2:]])
+sys.setprofile(None)
+print("\\n" + json.dumps(sorted(called)))
+"""
+_APPLY = "import sys\nfrom mutmut.mutation.diff_apply import apply_mutant\napply_mutant(sys.argv[1])\n"
+
+
+def _import_time_functions(t: Target, work: Path, env: dict[str, str]) -> set[str]:
+    """The module's functions that run while its tests are imported and collected (mutmut's names, ``x_f`` and
+    ``xǁClassǁmethod``): their mutants are re-tested in a fresh process (``_fresh_kill``)."""
+    res = subprocess.run([sys.executable, "-c", _IMPORT_CALLS, str((work / t.source).resolve()), *t.tests], cwd=work,
+                         env={**env, "PYTHONPATH": str(work)}, capture_output=True, text=True, check=True)
+    names = set()
+    for q in json.loads(res.stdout.strip().splitlines()[-1]):
+        if "<" not in q:  # closures belong to the function that made them
+            names.add("x" + "ǁ" + "ǁ".join(q.split(".")) if "." in q else "x_" + q)
+    return names
+
+
+def _function_of(key: str) -> str:
+    return key.split(".")[-1].rsplit("__mutmut_", 1)[0]
+
+
+def _fresh_kill(t: Target, work: Path, env: dict[str, str], key: str, limit: float) -> str:
+    """Re-test one survivor whose function ran at import: the mutant written into the scratch copy's source (mutmut's
+    ``apply``), the module's tests run in a new process that imports it, the source restored. Returns "killed",
+    "timeout" (past ``limit`` seconds: counted as killed, as mutmut counts its timeouts) or "survived"."""
+    src = work / t.source
+    clean = src.read_text()
+    try:
+        subprocess.run([sys.executable, "-c", _APPLY, key], cwd=work, env=env, check=True, capture_output=True)
+        res = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                              "--hypothesis-profile=mutation", *t.tests], cwd=work,
+                             env={**env, "PYTHONPATH": str(work)}, capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    finally:
+        src.write_text(clean)
+    return "killed" if res.returncode == 1 else "survived"
+
+
 def _equivalents() -> list[dict]:
     return json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else []
 
@@ -185,13 +251,16 @@ def _reason(source: str, diff: list[str], known: list[dict]) -> str | None:
     return None
 
 
-def run_target(t: Target, workdir: Path, children: int, resume: bool = False) -> Outcome:
+def run_target(t: Target, workdir: Path, children: int, resume: bool = False, cut: bool = False) -> Outcome:
     """Mutate one module in a scratch copy and collect mutmut's verdicts. ``resume``: go on in a scratch copy that a
-    cut-short run left (mutmut keeps each mutant's verdict and tests only those without one)."""
+    cut-short run left (mutmut keeps each mutant's verdict and tests only those without one). ``cut``: run nothing,
+    record the verdicts a stopped run left there (a partial result)."""
     from mutmut.stats import status_by_exit_code
 
     work = workdir / t.source.replace("/", "_").removesuffix(".py")
     spent = work / "seconds_spent"  # wall seconds of the earlier, cut-short runs in this copy
+    if cut:
+        return _record_cut(t, work)
     if not (resume and (work / "mutants" / (t.source + ".meta")).exists()):
         _copy_checkout(work)
         (work / "setup.cfg").write_text(_config(t))
@@ -215,12 +284,23 @@ def run_target(t: Target, workdir: Path, children: int, resume: bool = False) ->
         raise RuntimeError(f"mutmut failed on {t.source} (status {res.returncode}); see {work / 'mutmut.log'}:\n"
                            f"{res.stderr[-3000:]}")
     codes = json.loads(meta.read_text())["exit_code_by_key"]
-    out = Outcome(t.source, list(t.tests), seconds=round(seconds, 1))
+    fresh = _fresh_kills(t, work, env, [k for k, c in codes.items() if status_by_exit_code[c] == "survived"])
+    seconds = time.monotonic() - t0
+    spent.write_text(f"{seconds:.1f}")
+    return _outcome(t, work, codes, fresh, seconds)
+
+
+def _outcome(t: Target, work: Path, codes: dict[str, int | None], fresh: set[str], seconds: float,
+             partial: bool = False) -> Outcome:
+    """Counts per status and the mutants not killed (with their diffs and, for equivalents, the reason)."""
+    from mutmut.stats import status_by_exit_code
+
+    out = Outcome(t.source, list(t.tests), seconds=round(seconds, 1), partial=partial)
     known = _equivalents()
     live = ("survived", "no tests", "suspicious", "skipped")
-    diffs = _diffs(work, [k for k, c in codes.items() if status_by_exit_code[c] in live])
+    diffs = _diffs(work, [k for k, c in codes.items() if status_by_exit_code[c] in live and k not in fresh])
     for key, code in sorted(codes.items(), key=lambda kv: _natural(kv[0])):
-        status = status_by_exit_code[code]
+        status = FRESH if key in fresh else status_by_exit_code[code]
         if status in live:
             diff = diffs[key]
             reason = _reason(t.source, diff, known)
@@ -230,15 +310,55 @@ def run_target(t: Target, workdir: Path, children: int, resume: bool = False) ->
     return out
 
 
+FRESH = "killed in a fresh process"
+
+
+def _record_cut(t: Target, work: Path) -> Outcome:
+    """The verdicts a stopped run left in ``work``: mutmut writes each one as it comes, so those are final; the
+    mutants without one count as "not checked" and the module is marked partial; survivors that a fresh-process
+    re-test killed (the copy's ``fresh.json``) count as such. Its seconds: from the scratch copy's set-up to
+    mutmut's last verdict."""
+    meta = work / "mutants" / (t.source + ".meta")
+    if not meta.exists():
+        raise RuntimeError(f"no mutmut run of {t.source} in {work}")
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    seconds = meta.stat().st_mtime - (work / "setup.cfg").stat().st_mtime
+    done = json.loads((work / "fresh.json").read_text()) if (work / "fresh.json").exists() else {}
+    fresh = {k for k, c in codes.items() if c == 0 and done.get(k) in ("killed", "timeout")}
+    return _outcome(t, work, codes, fresh, seconds, partial=any(c is None for c in codes.values()))
+
+
+def _fresh_kills(t: Target, work: Path, env: dict[str, str], survivors: list[str]) -> set[str]:
+    """The survivors in functions that ran at import that the module's tests kill in a fresh process (verdicts kept
+    in the scratch copy's ``fresh.json``, so ``--resume`` does not redo them)."""
+    done_path = work / "fresh.json"
+    done = json.loads(done_path.read_text()) if done_path.exists() else {}
+    at_import = _import_time_functions(t, work, env)
+    todo = [k for k in survivors if _function_of(k) in at_import and k not in done]
+    if todo:
+        t0 = time.monotonic()  # the unmutated tests must pass in a fresh process, and set the time limit
+        clean = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                                "--hypothesis-profile=mutation", *t.tests], cwd=work,
+                               env={**env, "PYTHONPATH": str(work)}, capture_output=True, text=True)
+        if clean.returncode != 0:
+            raise RuntimeError(f"{t.source}: the unmutated tests fail in a fresh process:\n{clean.stdout[-3000:]}")
+        limit = 3 * (time.monotonic() - t0) + 30
+        for k in todo:
+            done[k] = _fresh_kill(t, work, env, k, limit)
+            done_path.write_text(json.dumps(done, indent=1))
+    return {k for k in survivors if done.get(k) in ("killed", "timeout")}
+
+
 def _natural(key: str) -> tuple:
     m = re.match(r"(.*?)(\d+)$", key)
     return (m.group(1), int(m.group(2))) if m else (key, 0)
 
 
 def kill_rate(counts: dict[str, int]) -> tuple[float, float]:
-    """(killed / all mutants, killed / non-equivalent mutants); a timeout counts as killed."""
-    total = sum(counts.values())
-    killed = counts.get("killed", 0) + counts.get("timeout", 0)
+    """(killed / all mutants, killed / non-equivalent mutants) over the mutants with a verdict; a timeout counts as
+    killed."""
+    total = sum(counts.values()) - counts.get("not checked", 0)
+    killed = counts.get("killed", 0) + counts.get("timeout", 0) + counts.get(FRESH, 0)
     live = total - counts.get("equivalent", 0)
     return (killed / total if total else float("nan"), killed / live if live else float("nan"))
 
@@ -329,15 +449,19 @@ def render() -> str:
              "functions, in `code/execution.py` only its grading functions and in `grpo/modes.py` only its reward, "
              "advantage and objective paths (not its option resolution, CLI builder, checkpoint state or calls "
              "passed through to the learner) are mutated (the script's `TARGETS`). "
-             "A timeout (the mutant's tests ran past mutmut's limit) counts as killed. A survivor listed in "
+             "A timeout (the mutant's tests ran past mutmut's limit) counts as killed. mutmut tests every mutant in a "
+             "process forked after the tests were imported, so a mutant in a function that runs at import (a verdict "
+             "form's factory) never reaches them: each such survivor is written into the source and the module's tests "
+             "run again in a fresh process, and those they fail on count as killed in a fresh process. A survivor listed in "
              "`benchmarks/mutation_equivalent.json` is shown as equivalent with its reason; the second kill rate "
              "leaves those out. A module missing from the table was not run in the time available.", ""]
     mj, pj = RESULTS / "mutation.json", RESULTS / "mutation_planted.json"
     if mj.exists():
         data = json.loads(mj.read_text())
         lines += [f"mutmut {data['mutmut']}, {data['machine']['cpus']} CPUs, {data['seconds']:.0f} s in all.", "",
-                  "| module | tests | mutants | killed | timeout | equivalent | survived | no tests | kill rate | "
-                  "kill rate (non-equivalent) | seconds |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| module | tests | mutants | killed | killed in a fresh process | timeout | equivalent | survived | "
+                  "no tests | kill rate | kill rate (non-equivalent) | seconds |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         known = _equivalents()
         for m in data["modules"]:  # reasons recorded after the run apply too
             for sv in m["survivors"]:
@@ -349,8 +473,10 @@ def render() -> str:
         for m in data["modules"]:
             c = m["counts"]
             raw, live = kill_rate(c)
-            lines.append(f"| `{m['source']}` | {', '.join('`' + t + '`' for t in m['tests'])} | {sum(c.values())} | "
-                         f"{c.get('killed', 0)} | {c.get('timeout', 0)} | {c.get('equivalent', 0)} | "
+            part = (f" (partial: {sum(c.values()) - c.get('not checked', 0)} of {sum(c.values())} mutants checked "
+                    "when the run was stopped)") if m.get("partial") else ""
+            lines.append(f"| `{m['source']}`{part} | {', '.join('`' + t + '`' for t in m['tests'])} | {sum(c.values())} | "
+                         f"{c.get('killed', 0)} | {c.get(FRESH, 0)} | {c.get('timeout', 0)} | {c.get('equivalent', 0)} | "
                          f"{c.get('survived', 0)} | {c.get('no tests', 0)} | {raw:.1%} | {live:.1%} | {m['seconds']:.0f} |")
         missing = [t.source for t in TARGETS if t.source not in {m["source"] for m in data["modules"]}]
         if missing:
@@ -382,6 +508,8 @@ def main() -> None:
     ap.add_argument("--children", type=int, default=2, help="mutants tested at once (the machine is shared)")
     ap.add_argument("--resume", action="store_true",
                     help="go on in the scratch copies a cut-short run left in --workdir (mutmut keeps each verdict)")
+    ap.add_argument("--record-cut", action="store_true",
+                    help="run nothing: record the verdicts a stopped run left in --workdir, the module marked partial")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     if args.planted:
@@ -401,11 +529,12 @@ def main() -> None:
 
         targets = [t for t in TARGETS if args.only is None or any(t.source.endswith(o) for o in args.only)]
         path = RESULTS / "mutation.json"
-        old = json.loads(path.read_text()) if path.exists() else {"modules": []}
-        done = {m["source"]: m for m in old["modules"]}  # modules not run now keep their last result
         order = [t.source for t in TARGETS]
         for t in targets:
-            o = run_target(t, args.workdir, args.children, args.resume)
+            o = run_target(t, args.workdir, args.children, args.resume, args.record_cut)
+            # read again now: modules not run here keep their last result, also one that a run beside this wrote
+            old = json.loads(path.read_text()) if path.exists() else {"modules": []}
+            done = {m["source"]: m for m in old["modules"]}
             done[o.source] = o.__dict__
             print(f"{t.source}: {o.counts} kill rate {kill_rate(o.counts)[0]:.1%} in {o.seconds:.0f} s", flush=True)
             modules = sorted(done.values(), key=lambda m: order.index(m["source"]))

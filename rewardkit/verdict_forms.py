@@ -24,7 +24,9 @@ class Verdict:
         return self.status is Status.OK
 
 
-def _invalid(what: str, text: str, why: str = "no {what} verdict found") -> Verdict:
+def _invalid(what: str, text: str, why: str) -> Verdict:
+    """An invalid verdict whose message says why (``{what}``: the form's name) and shows the output's last 120
+    characters on one line."""
     tail = text[-120:].replace("\n", " ") if text else "<empty>"
     return Verdict(None, Status.INVALID, f"{why.replace('{what}', what)} in judge output (ends: {tail!r})")
 

@@ -21,7 +21,8 @@ reasoning, formatting or label surrounds it; it is ``Status.INVALID`` only where
   a cut-off reply (``finish_reason="length"``, or a ``<think>`` never closed), except GAR's K = 128 cap, which
   "preserv[es] the verdict and truncat[es] any justification beyond that limit" (Sec. 4.3).
 
-Parsers never raise; an invalid verdict carries a message saying why and showing the end of the output.
+Parsers never raise; an invalid verdict carries a message saying why and showing the end of the output (its last
+120 characters, on one line; ``<empty>`` for an empty output).
 
     >>> parse_boxed_choice("Response B omits a step. Therefore, Response A is better.  $\\\\boxed{A}$").label
     'A'

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from rewardkit.answers import (
     AnswerChecker,
+    Check,
     cluster_answers,
     equivalent,
     extract_answer,
@@ -104,6 +105,36 @@ def test_answer_span_points_at_the_answer(text):
     assert bare(text[start:end]) == bare(answer)
 
 
+@pytest.mark.parametrize(("written", "plain"), [
+    (" $\\dfrac{3}{4}$ ", "\\frac{3}{4}"), ("\\tfrac{1}{2}", "\\frac{1}{2}"),  # math delimiters, fraction styles
+    ("\\$15", "15"), ("\\15", "15"),  # an escaped dollar, and one whose "$" was lost
+    ("5\\text{ }", "5"), ("\\text { }7", "7"), ("\\text{yes}", "yes"),  # empty and whole \text{}
+    ("\\left( 1, 2 \\right)", "(1,2)"), ("x\\!+\\,1\\;\\quad", "x+1"), ("\\displaystyle 7", "7"),  # sizing, spacing
+    ("42.", "42"), ("48^\\circ", "48"), ("48^{\\circ}", "48"),  # a full stop, degrees
+])
+def test_normalize_drops_each_presentation_form(written, plain):
+    assert normalize_answer(written) == plain
+    assert normalize_answer(None) is None
+
+
+def test_plain_numbers_and_long_integers_are_read_exactly():
+    """Integers (thousands grouped by ","), decimals of up to 6 places (math-verify's rounding), integer fractions;
+    a zero denominator, a 7th decimal place or a decimal comma is no plain number; an integer past int()'s digit
+    limit is compared by its digits (sign kept, "+" and leading zeros dropped)."""
+    assert plain_number("1,234") == 1234 and plain_number("+7") == 7 and plain_number("-0.25") == Fraction(-1, 4)
+    assert plain_number(".5") == Fraction(1, 2) and plain_number("0.123456") == Fraction(123456, 10**6)
+    assert plain_number("-\\frac{3}{4}") == Fraction(-3, 4) and plain_number("6/8") == Fraction(3, 4)
+    for no in ("0.1234567", "3/0", "\\frac{3}{0}", "", None, "2x", "0,111", "1" * 4001):
+        assert plain_number(no) is None, no
+    from rewardkit.answers import _long_int
+
+    long = "1" * 4001
+    assert _long_int(long) == long and _long_int("+" + long) == long and _long_int("-000" + long) == "-" + long
+    assert _long_int("1," + ",".join(["111"] * 1400)) == "1" * 4201
+    for no in ("123", "0" * 5000, "x", None, "1" * 4000):
+        assert _long_int(no) is None, no
+
+
 def test_normalize_strips_presentation_only():
     assert normalize_answer(r"\dfrac{3}{4}") == normalize_answer(r"\frac{3}{4}")
     assert normalize_answer(r"48^\circ") == normalize_answer("48")
@@ -167,12 +198,31 @@ def test_checks_work_off_the_main_thread():
     checker.close()
 
 
+def test_process_mode_checks_in_workers_and_reports_a_worker_that_died():
+    """mode='process': pairs that need math-verify (no plain numbers) run in worker processes; a worker that died
+    is an ERROR for its pair, naming the pair, and the next pair runs on a fresh worker."""
+    checker = AnswerChecker(workers=1, mode="process")
+    try:
+        assert [c.equivalent for c in checker.check_many([("x+1", "1+x"), ("x+1", "x+2")])] == [True, False]
+        assert checker.calls == 2
+        (worker,) = checker._all
+        worker.proc.kill()  # the idle worker dies
+        worker.proc.wait()
+        died, after = checker.check_many([("2x", "x*2"), ("2x", "x+x+1")])
+        assert (died.equivalent, died.status) == (None, Status.ERROR)
+        assert died.message.startswith("answer-check worker died on gold='2x' pred='x*2': ")
+        assert (after.equivalent, after.status) == (False, Status.OK)
+        assert len(checker._all) == 1 and checker._all[0] is not worker
+    finally:
+        checker.close()
+
+
 @pytest.mark.parametrize("mode", ["inline", "process"])
 def test_deadline_gives_timeout_status_and_recovers(mode):
     checker = AnswerChecker(timeout=1e-4, workers=1, mode=mode)
     res = checker.check(r"\frac{1}{3}", "0.3333")
     assert res.status is Status.TIMEOUT and res.equivalent is None
-    assert "exceeded" in res.message
+    assert "exceeded" in res.message and "on gold='\\\\frac{1}{3}' pred='0.3333'" in res.message
     checker.timeout = 30.0  # the next check runs normally (in process mode: on a replacement worker)
     assert checker.check(r"\frac{1}{3}", r"\frac{2}{6}").equivalent is True
     checker.close()
@@ -255,3 +305,62 @@ def test_verifier_scorer_reports_unusable_references_and_huge_answers():
     ])
     assert all(st is Status.ERROR for st in bad.statuses) and all("unusable reference" in m for m in bad.messages)
     assert huge.rewards.tolist() == [1.0, 0.0] and all(st is Status.OK for st in huge.statuses)
+
+
+@pytest.mark.parametrize(("gold", "pred"), [
+    ("\\[x+1\\]", "1+x"), ("\\(x+1\\) and more", "1+x"), ("$x$ is $3$", "3"),  # opens an environment: as written
+    ("\\boxed{1} no no no \\boxed{2}", "2"),  # holds a box: math-verify's final box, not the set of both
+])
+def test_a_gold_that_opens_an_environment_or_holds_a_box_is_parsed_as_written(gold, pred):
+    """Wrapped in one more $...$ each of these golds reads differently (a display or a set): they go to math-verify
+    as written (issue 29), on a fresh checker so that no cached verdict answers."""
+    assert AnswerChecker(mode="inline").check(gold, pred).equivalent is True
+
+
+def test_an_unparseable_prediction_is_no_match():
+    """math-verify parses a lone backslash to nothing and "}{" to its raw text: neither matches."""
+    checker = AnswerChecker(mode="inline")
+    assert checker.check("2", "\\") == Check(False) and checker.check("2", "}{") == Check(False)
+
+
+def test_every_pair_of_a_batch_that_overruns_gets_its_timeout():
+    """Process mode: after a pair overruns, its worker is replaced and the next pair of the same batch is checked."""
+    checker = AnswerChecker(timeout=1e-4, workers=1, mode="process")
+    try:
+        res = checker.check_many([("x+1", "1+x"), ("x^2", "x*x")])
+        assert [c.status for c in res] == [Status.TIMEOUT, Status.TIMEOUT]
+    finally:
+        checker.close()
+
+
+def test_inline_checks_count_calls_and_report_a_failing_math_verify(monkeypatch):
+    """``calls`` counts the math-verify checks run; an exception from math-verify is an ERROR naming the pair."""
+    import rewardkit.answers as answers
+
+    checker = AnswerChecker(mode="inline")
+    checker.check_many([("x+1", "1+x"), ("x^2", "x*x")])
+    assert checker.calls == 2
+
+    def fails(gold, pred):
+        raise ValueError("boom")
+
+    monkeypatch.setattr(answers, "math_verify_equivalent", fails)
+    res = checker.check("y+1", "1+y")
+    assert (res.equivalent, res.status) == (None, Status.ERROR)
+    assert res.message == "math-verify failed on gold='y+1' pred='1+y': ValueError('boom')"
+
+
+@pytest.mark.parametrize(("gold", "pred"), [("1/3", "0.333333"), ("0.333333", "1/3"), ("\\frac{2}{3}", "0.666667"),
+                                            ("0.666667", "\\frac{2}{3}"), ("3", "3.0"), ("2/4", "0.5")])
+def test_a_rounded_decimal_equals_its_fraction_either_way(gold, pred):
+    """math-verify compares a decimal with a non-terminating fraction after rounding to 6 places, so 0.333333 is 1/3
+    (the exact fast path would say no): such pairs go to math-verify, gold first or second."""
+    assert AnswerChecker(mode="inline").check(gold, pred).equivalent is True
+
+
+def test_exactly_comparable_plain_numbers_skip_math_verify():
+    """Integers, two decimals, two fractions, a decimal against an integer: compared exactly, no math-verify call."""
+    checker = AnswerChecker(mode="inline")
+    res = checker.check_many([("3", "3.0"), ("1/2", "2/4"), ("0.5", "0.50"), ("3.0", "3"), ("\\frac{1}{3}", "2/6"),
+                              ("7", "8")])
+    assert [c.equivalent for c in res] == [True, True, True, True, True, False] and checker.calls == 0

@@ -181,8 +181,9 @@ def test_regression_table(parser, text, label):
     v = parser(text)
     assert v.label == label
     assert v.status is (Status.OK if label is not None else Status.INVALID)
-    if label is None:
-        assert v.message and "in judge output" in v.message  # says why and shows the output's end
+    if label is None:  # says why and shows the output's end
+        tail = text[-120:].replace("\n", " ") if text else "<empty>"
+        assert v.message and v.message.endswith(f" in judge output (ends: {tail!r})")
     else:
         assert v.message is None
 
@@ -756,3 +757,143 @@ def test_verdict_start_is_where_the_parser_reads_the_verdict():
         assert form.read(text).status is Status.OK
         assert text[:form.verdict_start(text)] == before
     assert form.verdict_start("No verdict at all.") is None
+
+
+def test_boxed_choice_reads_the_choices_it_is_given():
+    """``choices`` is the set of boxed verdicts the prompt asks for: a box outside it is no verdict, one inside it
+    is read (a three-way prompt's \\boxed{C}; a prompt without Tie refuses \\boxed{Tie})."""
+    three = ("A", "B", "C")
+    assert parse_boxed_choice("B omits a step; C is complete.\n\\boxed{C}", choices=three).label == "C"
+    assert parse_boxed_choice("\\boxed{c}", choices=three).label == "C"
+    assert parse_boxed_choice("\\boxed{Tie}", choices=three).status is Status.INVALID
+    assert parse_boxed_choice("Both agree.\n\\boxed{Tie}", choices=["A", "B"]).status is Status.INVALID
+    assert parse_boxed_choice("\\boxed{C}").status is Status.INVALID  # the default: A, B or Tie
+    # what follows may not name another of the choices (a capital letter, or a longer choice in any case) ...
+    assert parse_boxed_choice("\\boxed{C}\n\nResponse B is better.", choices=three).status is Status.INVALID
+    assert parse_boxed_choice("\\boxed{Yes}\n\nThe answer is No.", choices=("Yes", "No")).status is Status.INVALID
+    # ... but may name the verdict itself beside it, and a lower-case letter is a variable, not a choice
+    assert parse_boxed_choice("\\boxed{C}\n\nB and C differ in step 2; C is right.", choices=three).label == "C"
+    assert parse_boxed_choice("\\boxed{A}\n\nIt solves for b correctly.", choices=three).label == "A"
+    assert parse_boxed_choice("\\boxed{1}\n\nIn step 2 the sum is 12.", choices=("1", "2")).label == "1"  # a number
+
+
+def test_an_invalid_verdict_says_why_and_shows_the_outputs_last_120_characters_on_one_line():
+    """The message names the form and the reason, and quotes the end of the output (module docstring)."""
+    text = "".join(f"Step {i}: both responses agree here.\n" for i in range(12)) + "Response A is better."
+    v = parse_boxed_choice(text)
+    assert v.status is Status.INVALID
+    assert v.message == ("no boxed A/B/Tie verdict where the prompt asks for one in judge output "
+                         f"(ends: {text[-120:].replace(chr(10), ' ')!r})")
+    assert parse_boxed_choice("").message.endswith("in judge output (ends: '<empty>')")
+    assert parse_yes_no("**NO** Issues found.").message.startswith("the verdict runs on into its sentence (")
+
+
+def test_boxed_contents_skips_boxes_longer_than_max_len():
+    assert boxed_contents("\\boxed{12345678} then \\boxed{ok}", max_len=4) == ["ok"]
+    assert boxed_contents("\\boxed{12345678} then \\boxed{ok}") == ["12345678", "ok"]
+
+
+def test_response_trunk_is_the_text_after_the_reasoning():
+    """After the last </think>, stripped; a <think> never closed: only what precedes the first one; no tags: all."""
+    from rewardkit.verdicts import response_trunk
+
+    assert response_trunk("<think>try 1</think>\n<think>try 2</think>\n  So the answer is 4.  ") == "So the answer is 4."
+    assert response_trunk("Let me think. <think>maybe <think>the sum is") == "Let me think."
+    assert response_trunk("<think>reasoning cut off") == ""
+    assert response_trunk("no tags at all") == "no tags at all"
+
+
+def test_three_faults_named_after_a_true_argue_the_other_way():
+    """An odd number of negations and fault words turns a right/wrong verdict: three faults after True, as one."""
+    assert parse_true_false("Final judgment: True\n\nThe proof is wrong.").status is Status.INVALID
+    assert parse_true_false("Final judgment: True\n\nThe proof is wrong, flawed and incomplete.").status is Status.INVALID
+    assert parse_true_false("Final judgment: True\n\nNo step is wrong, none is missing.").label == "True"
+
+
+def test_an_earlier_box_that_does_not_end_its_line_is_no_earlier_verdict():
+    """Only an earlier verdict that ends its line (on any line, not only the first) conflicts with the final one."""
+    assert parse_boxed_choice("Intro.\nExample: \\boxed{A}, as the prompt shows.\nMy verdict:\n\\boxed{B}").label == "B"
+    assert parse_boxed_choice("Intro.\nGrid cell \\boxed{A} X\nMy verdict:\n\\boxed{B}").label == "B"  # a word follows
+    assert parse_boxed_choice("Intro.\nFirst pick: \\boxed{A}\nMy verdict:\n\\boxed{B}").status is Status.INVALID
+
+
+def test_gar_explanation_read_after_its_separator():
+    """GAR's explanation after "**YES**." is its first sentence; one naming a fault argues against the YES."""
+    assert parse_yes_no("**YES**. The sum in step 2 is wrong.").status is Status.INVALID
+    assert parse_yes_no("**YES**. The sum in step 2 is right.").label == "YES"
+
+
+def test_an_invalid_verdicts_message_quotes_the_words_that_decided_it():
+    """The reason names what turned the verdict and quotes those words (a long clause: its last 60 characters, next to
+    the verdict; an explanation: its first 60; a run-on line: its first 40), verdicts joined by '/'."""
+    cases = [
+        (parse_boxed_choice, "Having read both derivations line by line, I would probably go with \\boxed{A}",
+         "it is hedged or compared ('probably' in 'read both derivations line by line, I would probably go with')"),
+        (parse_boxed_choice, "Having carefully read both derivations line by line, the worse one is \\boxed{B}",
+         "it is negated or named a loser or a fault "
+         f"('worse' in {'Having carefully read both derivations line by line, the worse one is'[-60:]!r})"),
+        (parse_boxed_choice, "The worse, wrong and flawed answer is \\boxed{B}",
+         "('worse/wrong/flawed' in 'The worse, wrong and flawed answer is')"),
+        (parse_yes_no, "**YES**. The sum in step 2 of the derivation, which everything after it relies on, is wrong.",
+         "the explanation's first sentence argues against the verdict YES ('The sum in step 2 of the derivation, "
+         "which everything after ')"),
+        (parse_boxed_choice, "\\boxed{A} and then some more words that run on for quite a long while here",
+         "the verdict line goes on after the verdict ('and then some more words that run on for')"),
+        (parse_boxed_choice, "\\boxed{A}<br>?", "the verdict line goes on after the verdict ('?')"),
+        (parse_boxed_choice, "Final verdict: \\boxed{A}, but let me recheck step 2.",
+         "what follows the verdict on its line does not agree with it: it takes the verdict back ('but')"),
+        (parse_boxed_score, "Score: \\boxed{1}. The answer is wrong.",
+         "what follows the verdict on its line does not agree with it: it argues the other way in judge output"),
+        (parse_boxed_choice, "must end with exactly one of: \\boxed{A}, \\boxed{B}, or \\boxed{Tie}.",
+         "two different verdicts on the verdict's line (Tie and A/B)"),
+        (parse_boxed_choice, "Final verdict: \\boxed{A}, ahead of B and Tie.",
+         "what follows the verdict on its line does not agree with it: it names another verdict (B/Tie)"),
+    ]
+    for parser, text, why in cases:
+        v = parser(text)
+        assert v.status is Status.INVALID and why in v.message, (text, v.message)
+
+
+def test_clause_polarity_counts_negations_and_faults():
+    """An odd number of negation and fault words turns the clause against its verdict; an even number does not."""
+    assert parse_boxed_choice("The one without errors is \\boxed{A}").label == "A"  # two: positive
+    assert parse_boxed_choice("The worse, wrong and flawed answer is \\boxed{B}").status is Status.INVALID  # three
+
+
+def test_verdict_punctuation_and_math_formatting_are_read():
+    """A full stop in any script ends the verdict's line; $...$ inside the box is formatting; other text glued to
+    the box, or a box holding something other than a score, is no verdict."""
+    assert parse_boxed_choice("最终判断：\\boxed{A}。").label == "A"
+    assert parse_boxed_choice("最终判断：\\boxed{A}！").label == "A"
+    assert parse_boxed_choice("\\boxed{$A$}").label == "A"
+    assert parse_boxed_choice("\\boxed{A}X").status is Status.INVALID
+    assert parse_boxed_score("\\boxed{1X}").status is Status.INVALID
+
+
+def test_a_box_after_an_equals_sign_is_the_problems_answer_whatever_is_in_brackets_between():
+    """Pointwise: "x = \\boxed{1}" boxes the problem's answer, not a score, also with a remark in brackets between."""
+    assert parse_boxed_score("Thus x = \\boxed{1}").status is Status.INVALID
+    assert parse_boxed_score("Thus x = (after simplifying) \\boxed{1}").status is Status.INVALID
+    assert parse_boxed_score("Thus the response is right: \\boxed{1}").label == "1"
+
+
+def test_a_verdict_is_a_short_token_and_a_word_in_a_box_spans_its_box():
+    """A box holding more than a short token is no verdict (a score box of 100 zeros); a verdict word written in a
+    box (``\\boxed{True}``, ``\\boxed{\\text{Answer 1}}``) is read as the whole box, so its place is the box's."""
+    from rewardkit.prompts.jury import LLM_JUDGE_FORM
+    from rewardkit.prompts.raro import CRITIC_FORM
+
+    assert parse_boxed_score("\\boxed{" + "0" * 100 + "}").status is Status.INVALID
+    assert parse_boxed_score("\\boxed{0.0000000000}").label == "0"
+    for form, text in ((CRITIC_FORM, "Verdict: \\boxed{\\text{Answer 1}}"), (LLM_JUDGE_FORM, "Final: \\boxed{True}")):
+        assert form.read(text).ok and form.verdict_start(text) == text.index("\\boxed")
+    padded = "Final: \\boxed{" + " " * 70 + "True}"  # too long a box to be a token: the word is the verdict
+    assert LLM_JUDGE_FORM.verdict_start(padded) == padded.index("True")
+
+
+def test_a_later_text_that_takes_the_verdict_back_is_invalid():
+    """Text after an end verdict that takes it back or doubts it, naming no other verdict, refuses it."""
+    for parser, text in ((parse_boxed_choice, "\\boxed{A}\n\nActually, let me reconsider step 2."),
+                         (parse_true_false, "Final judgment: True\n\nWait, step 3 needs another look.")):
+        v = parser(text)
+        assert v.status is Status.INVALID and "takes it back or hedges it (" in v.message, v.message

@@ -420,3 +420,235 @@ def test_the_cli_reads_its_options_from_ttsoptions(tmp_path, monkeypatch):
     assert seen == [TTSOptions(), TTSOptions(mode="logit", methods=("tournament", "bt"), skip_uniform=False, k=2)]
     bad = CliRunner().invoke(app, ["tts", str(data), "--mode", "logits"])
     assert bad.exit_code == 2 and "option 'mode': must be one of auto, generate, logit, got 'logits'" in bad.output
+
+
+# ---------------------------------------------------------------------------------------- issue 39: mutation gaps
+
+
+class ListedVotes:
+    """Pairwise judge that gives each match the votes listed for its (a, b); records every call's matches and k."""
+
+    def __init__(self, votes: dict[tuple[int, int], list], drop_last: bool = False):
+        self.votes, self.drop_last = votes, drop_last
+        self.calls: list[tuple[list[Pairing], int]] = []
+
+    def __call__(self, matches, k):
+        self.calls.append((list(matches), k))
+        out = [list(self.votes[(m.a, m.b)]) for m in matches]
+        return out[:-1] if self.drop_last else out
+
+
+def test_round_robin_decides_each_pair_by_plurality_with_k_4_by_default():
+    """Every pair once, in round 0, by the plurality rule (a 2-2 split keeps the earlier candidate, one valid B vote
+    wins outright), with K = 4 votes unless told."""
+    judge = ListedVotes({(0, 1): ["A", "A", "B", "tie"], (0, 2): ["A", "B", "B", "A"], (1, 2): ["B", None, None, None]})
+    (res,) = round_robin([[0, 1, 2]], judge)
+    assert judge.calls[0][1] == 4
+    assert [(r.match.a, r.match.b, r.winner, r.status, r.round) for r in res] == [
+        (0, 1, 0, "ok", 0), (0, 2, 0, "split", 0), (1, 2, 2, "ok", 0)]
+
+
+def test_pools_of_one_call_no_judge():
+    judge = ListedVotes({})
+    assert round_robin([[5], [7]], judge) == [[], []] and judge.calls == []
+    (sel,) = bt_select([[5]], judge)
+    assert sel.winner == 5 and sel.scores == [0.0] and judge.calls == []
+
+
+def test_a_judge_returning_too_few_vote_lists_is_an_error():
+    votes = {(0, 1): ["A"] * 4, (0, 2): ["A"] * 4, (1, 2): ["A"] * 4}
+    with pytest.raises(ValueError):
+        round_robin([[0, 1, 2]], ListedVotes(votes, drop_last=True))
+    with pytest.raises(ValueError):
+        CachedJudge(ListedVotes(votes, drop_last=True))([Pairing(0, 0, 1), Pairing(0, 1, 2)], 4)
+
+
+def test_bt_select_defaults_to_the_tournaments_matches_k_4_and_the_documented_fit():
+    """By default BT is fit on the single-elimination matches (N - 1 of them), K = 4 votes each, with
+    ``bradley_terry(..., l2=0.02, mirror=False)`` on the votes (its docstring)."""
+    from rewardkit.arena.ranking import bradley_terry
+    from rewardkit.raro.tts import vote_matches
+
+    votes = {(0, 1): ["A", "A", "A", "B"], (2, 3): ["B", "B", "tie", "A"], (0, 3): ["A", "tie", "B", "A"]}
+    judge = ListedVotes(votes)
+    (sel,) = bt_select([[0, 1, 2, 3]], judge)
+    assert [k for _, k in judge.calls] == [4, 4] and len(sel.matches) == 3
+    fit = bradley_terry(4, vote_matches(sel.matches, [0, 1, 2, 3]), l2=0.02, mirror=False)
+    np.testing.assert_allclose(sel.scores, fit)
+    assert sel.winner == int(np.argmax(fit))
+    rr_judge = ListedVotes({(0, 1): ["B"] * 2, (0, 2): ["B"] * 2, (1, 2): ["A"] * 2})
+    (rr,) = bt_select([[0, 1, 2]], rr_judge, 2, schedule="round_robin")
+    assert rr.winner == 1 and len(rr.matches) == 3 and rr_judge.calls[0][1] == 2
+
+
+def test_bt_select_picks_the_stronger_candidate_however_small_its_lead():
+    """One match, 1.5 of 4 votes to A (B, B, tie, A): B is the stronger, though by less than one unit of strength."""
+    (sel,) = bt_select([[0, 1]], ListedVotes({(0, 1): ["B", "B", "tie", "A"]}))
+    assert sel.winner == 1 and 0 < sel.scores[1] - sel.scores[0] < 1
+
+
+def test_bt_select_on_the_tournament_plays_its_bracket_by_the_given_rule():
+    """A 2-2 split sends B on under the paper's rule and A under plurality, so the second round differs."""
+    votes = {(0, 1): ["A", "A", "B", "B"], (0, 2): ["A"] * 4, (1, 2): ["A"] * 4}
+    paper = ListedVotes(votes)
+    bt_select([[0, 1, 2]], paper)
+    plural = ListedVotes(votes)
+    bt_select([[0, 1, 2]], plural, rule="plurality")
+    assert [(m.a, m.b) for m in paper.calls[1][0]] == [(1, 2)]
+    assert [(m.a, m.b) for m in plural.calls[1][0]] == [(0, 2)]
+
+
+def test_tournament_prompt_judge_sends_the_question_and_reads_every_verdict():
+    """Reasoning Arena App. D prompt as the one user message, with the question, the pair and the reference (when
+    given); \\boxed{A}/{B}/{Tie} read as A/B/tie, an unreadable or cut-off output as no vote."""
+    from rewardkit.backends.base import Completion
+
+    replies = iter(["\\boxed{A}", "\\boxed{B}", "\\boxed{Tie}", "no verdict here"])
+    backend = ScriptedJudge(lambda text: next(replies))
+    pair = [["The answer is \\boxed{40}", "So \\boxed{41}"]]
+    judge = PromptJudge(backend, ["What is 6*7?"], pair, TTSOptions(prompt="tournament"), references=["42"],
+                        mode="generate")
+    assert [judge([Pairing(0, 0, 1)], 1)[0][0] for _ in range(4)] == ["A", "B", "tie", None]
+    (msg,) = backend.requests[0].messages
+    assert msg["role"] == "user" and "What is 6*7?" in msg["content"] and "42" in msg["content"]
+    no_ref = ScriptedJudge("\\boxed{A}")
+    PromptJudge(no_ref, ["What is 6*7?"], [_problem(3)], prompt="tournament", mode="generate")([Pairing(0, 2, 3)], 1)
+    assert "(not provided)" in no_ref.prompts[0]  # a selector sees no label
+    cut = ScriptedJudge(lambda text: Completion(["\\boxed{B}"], finish_reasons=["length"]))
+    assert PromptJudge(cut, ["q"], [_problem(3)], prompt="tournament", mode="generate")([Pairing(0, 2, 3)], 1) == [[None]]
+
+
+def test_critic_prompt_judge_reads_tie():
+    judge = PromptJudge(ScriptedJudge("After comparing both:\ntie"), ["q"], [_problem(3)], mode="generate")
+    assert judge([Pairing(0, 2, 3)], 2) == [["tie", "tie"]]
+
+
+def test_prompt_judge_shows_the_view_it_is_given_and_names_itself_in_errors():
+    cands = [["<think>secret</think>The answer is \\boxed{41}", "<think>hidden</think>So \\boxed{42}"]]
+    for view, seen, unseen in (("full", ["secret", "hidden"], []), ("final", ["41", "42"], ["The answer is", "So"])):
+        backend = ScriptedJudge("tie")
+        PromptJudge(backend, ["q"], cands, view=view, mode="generate")([Pairing(0, 0, 1)], 1)
+        assert all(x in backend.prompts[0] for x in seen) and not any(x in backend.prompts[0] for x in unseen)
+    with pytest.raises(TypeError, match="^PromptJudge: expected TTSOptions"):
+        PromptJudge(ScriptedJudge("tie"), ["q"], cands, "critic")
+
+
+def test_prompt_judge_sends_its_templates_prompt_and_scores_each_prompts_own_verdicts():
+    """The critic prompt of the chosen template; in logit mode the critic's verdicts 1/2/tie after its prefix, the
+    tournament's A/B/Tie after "\\boxed{"; ``mode="auto"`` follows the backend's default mode."""
+    from rewardkit.prompts.raro import VERDICT_CHOICES, VERDICT_PREFIX
+    from rewardkit.raro.critic import critic_messages
+
+    backend = ScriptedJudge("tie")
+    PromptJudge(backend, ["q"], [["x", "y"]], template="general", mode="generate")([Pairing(0, 0, 1)], 1)
+    assert backend.requests[0].messages == critic_messages("q", "x", "y", "general")
+    assert critic_messages("q", "x", "y", "general") != critic_messages("q", "x", "y", "math")
+    for prompt, choices, prefix in (("critic", VERDICT_CHOICES, VERDICT_PREFIX), ("tournament", ("A", "B", "Tie"),
+                                                                                  "\\boxed{")):
+        backend = PickRight()
+        backend.default_mode = "logit"
+        PromptJudge(backend, ["q"], [_problem(3)], prompt=prompt, mode="auto")([Pairing(0, 2, 3)], 2)
+        (req,) = backend.requests
+        assert (tuple(req.choices), req.assistant_prefix) == (tuple(choices), prefix)
+        # the verdict drawn is the one scored: B when only the second answer is right, tie when neither is
+        judge = PromptJudge(PickRight(), ["q"], [_problem(3)], prompt=prompt, mode="logit")
+        assert judge([Pairing(0, 2, 3), Pairing(0, 0, 1)], 2) == [["B", "B"], ["tie", "tie"]]
+
+
+def test_prompt_judge_counts_one_backend_call_per_round_and_asks_no_empty_orientation():
+    """``calls`` counts backend calls (one per tournament round); with K = 1 and ``order="alternate"`` the swapped
+    orientation has no vote to draw, so no request is made for it."""
+    backend = PickRight()
+    judge = PromptJudge(backend, ["q"], [_problem(7)], mode="generate", order="alternate")
+    (sel,) = single_elimination([list(range(8))], judge, k=1)
+    assert sel.winner == 7 and judge.calls == 3 == len(backend.batches)
+    assert len(backend.requests) == 4 + 2 + 1 and all(r.n == 1 for r in backend.requests)
+
+
+def test_prompt_judge_requests_carry_the_options_and_a_seed_per_round():
+    """Generate mode: every request has the budget and temperature of the options and one seed per round, the same
+    for the same ``seed`` option, another for another round or another ``seed``."""
+
+    def seeds(seed):
+        backend = PickRight()
+        judge = PromptJudge(backend, ["q"], [_problem(7)], mode="generate", max_tokens=123, temperature=0.7, seed=seed)
+        single_elimination([list(range(8))], judge, k=2)
+        assert {(r.max_tokens, r.temperature) for r in backend.requests} == {(123, 0.7)}
+        return [r.seed for r in backend.requests]
+
+    a = seeds(0)
+    assert None not in a and a == seeds(0) and a != seeds(1)
+    assert len(set(a[:4])) == 1 and len({a[0], a[4], a[6]}) == 3  # rounds of 4, 2 and 1 matches
+
+
+def test_logit_votes_are_drawn_with_the_seed_from_the_renormalised_probabilities():
+    """Logit mode draws the K votes from the verdict probabilities, renormalised, with a seeded generator: the same
+    seed gives the same votes; a verdict of probability 0 is never drawn."""
+
+    def votes(seed):
+        backend = ScriptedJudge(probs=[2.0, 1.0, 0.0])  # unnormalised scores: 2/3 A, 1/3 B
+        return PromptJudge(backend, ["q"], [_problem(3)], mode="logit", seed=seed)([Pairing(0, 2, 3)], 60)[0]
+
+    first = votes(0)
+    assert first == votes(0) and set(first) == {"A", "B"} and 25 <= first.count("A") <= 55
+
+
+def test_prompt_judge_gives_a_failed_request_no_votes_and_reads_the_others():
+    """A request the backend failed gives its match K invalid votes; the other matches of the batch are read. A
+    backend returning fewer results than requests is an error, not a silent truncation."""
+    from rewardkit.types import Status
+
+    def probs(text, choices):
+        return Status.ERROR if "\\boxed{40}" in text else [1.0, 0.0, 0.0]
+
+    cands = [["\\boxed{40}", "\\boxed{41}", "\\boxed{42}", "\\boxed{43}"]]
+    judge = PromptJudge(ScriptedJudge(probs=probs), ["q"], cands, mode="logit")
+    assert judge([Pairing(0, 0, 1), Pairing(0, 2, 3)], 2) == [[None, None], ["A", "A"]]
+
+    class Short(ScriptedJudge):
+        def generate(self, requests):
+            return super().generate(requests)[:-1]
+
+        def verdict_probs(self, requests):
+            return super().verdict_probs(requests)[:-1]
+
+    for mode in ("generate", "logit"):
+        short = PromptJudge(Short("Answer 1", [1.0, 0.0, 0.0]), ["q"], cands, mode=mode)
+        with pytest.raises(ValueError):
+            short([Pairing(0, 0, 1), Pairing(0, 2, 3)], 1)
+
+
+def test_prompt_judge_keeps_each_outputs_problem_and_finish_reason_and_adds_up_its_cost():
+    from rewardkit.backends.base import Completion
+
+    backend = ScriptedJudge(lambda text: Completion(["Answer 2"], finish_reasons=["stop"], prompt_tokens=7,
+                                                    completion_tokens=3))
+    judge = PromptJudge(backend, ["q0", "q1"], [_problem(3), _problem(2)], mode="generate")
+    judge([Pairing(1, 2, 3)], 1)
+    judge([Pairing(0, 2, 3)], 1)
+    assert [(o["problem"], o["finish_reason"], o["vote"]) for o in judge.outputs] == [(1, "stop", "B"),
+                                                                                      (0, "stop", "B")]
+    assert (judge.cost.prompt_tokens, judge.cost.completion_tokens) == (14, 6)
+
+
+def test_votes_come_back_in_the_documented_order():
+    """``fixed``: the K votes in the order sampled; ``alternate``: even votes from the pair as given, odd ones from the
+    swapped pair mapped back (a swapped Answer 1 is B, a tie stays a tie)."""
+    fixed = PromptJudge(ScriptedJudge(["Answer 1", "Answer 2", "tie", "Answer 1"]), ["q"], [_problem(3)],
+                        mode="generate", order="fixed")
+    assert fixed([Pairing(0, 2, 3)], 4) == [["A", "B", "tie", "A"]]
+    alt = PromptJudge(ScriptedJudge(["Answer 1", "tie", "Answer 2"]), ["q"], [_problem(3)], mode="generate",
+                      order="alternate")
+    assert alt([Pairing(0, 2, 3)], 6) == [["A", "B", "tie", "tie", "B", "A"]]
+
+
+def test_single_elimination_uses_k_4_by_default():
+    judge = ListedVotes({(0, 1): ["B"] * 4})
+    (sel,) = single_elimination([[0, 1]], judge)
+    assert judge.calls[0][1] == 4 and sel.winner == 1
+
+
+@pytest.mark.parametrize("bad", [{"k": 0}, {"max_tokens": 0}, {"temperature": -0.1}])
+def test_tts_options_refuse_out_of_range_values(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        TTSOptions(**bad)
