@@ -181,11 +181,19 @@ _NEGATED_FAULT = re.compile(rf"\b(?:{_NEGATORS})\s+(?:\w+\s+)?(?:{_FAULTS})\b|[{
                             re.IGNORECASE)
 
 
-def _disagrees(text: str, negative_verdict: bool) -> bool:
+# a contrast that lets one part of a remark be right and another wrong: "The first step is correct, but ..."
+_CONTRAST = re.compile(r"\b(?:but|however|although|though|yet|while|whereas|except|only|apart from)\b|但|然而",
+                       re.IGNORECASE)
+
+
+def _disagrees(text: str, negative_verdict: bool, polar: re.Pattern | None = None) -> bool:
     """Whether ``text`` (a reason or a remark beside a right/wrong verdict) argues the other way: a fault named after a
-    YES / True / 1 ("**YES**, there is an error"), a fault denied beside a NO / False / 0 ("**NO**, no errors")."""
+    YES / True / 1 ("**YES**, there is an error"), a fault denied beside a NO / False / 0 ("**NO**, no errors"), or,
+    with the prompt's ``polar`` words, a NO / False that the remark calls right without a fault, a negation or a
+    contrast ("**NO**\n\nThe reasoning is correct.")."""
     if negative_verdict:
-        return bool(_NEGATED_FAULT.search(text))
+        return bool(_NEGATED_FAULT.search(text)) or bool(
+            polar and polar.search(text) and len(_POLAR.findall(text)) % 2 == 0 and not _CONTRAST.search(text))
     return len(_POLAR.findall(text)) % 2 == 1
 
 
@@ -250,7 +258,7 @@ class VerdictForm:
             if back:
                 return _invalid(self.what, text, f"the text after the verdict {label} takes it back or hedges it "
                                                  f"({back.group(0)!r})")
-            if self.polar and _disagrees(_bare(rest), label != self.choices[0]):  # "True\n\nThe answer is incorrect."
+            if self.polar and _disagrees(_bare(rest), label != self.choices[0], self.polar):  # "True\n\nThe answer is incorrect."
                 return _invalid(self.what, text, f"the text after the verdict {label} argues the other way")
             earlier = sorted({h[2] for h in hits[:-1] if self._ends_line(body, h)} - {label})
             if earlier:
@@ -284,7 +292,7 @@ class VerdictForm:
         while (sub := _SUBORDINATE.match(clause)) is not None:  # "Since B is wrong, the answer is \boxed{A}"
             reason = clause[:sub.end()]
             if self.polar:  # a reason for a right/wrong verdict must agree with it: "Since it errs, False"
-                if _disagrees(reason, label != self.choices[0]) or _HEDGES.search(reason[:-1]):
+                if _disagrees(reason, label != self.choices[0], self.polar) or _HEDGES.search(reason[:-1]):
                     return f"the reason given with the verdict {label} does not agree with it ({reason[-60:]!r})"
             elif not {m[2] for m in self.mentions(reason)} - {label}:
                 break  # a reason that names no other verdict may be about this one ("Since it is worse, \boxed{B}")
@@ -309,7 +317,7 @@ class VerdictForm:
                 return "the verdict runs on into its sentence (the explanation must follow a separator or start a new sentence)"
             # ... and its first sentence agrees: "**YES**, there is an error" answers another question
             first = _SENTENCE.match(_bare(after).lstrip(".!:;,-—– "))
-            if self.polar and first and _disagrees(first.group(0), label != self.choices[0]):
+            if self.polar and first and _disagrees(first.group(0), label != self.choices[0], self.polar):
                 return f"the explanation's first sentence argues against the verdict {label} ({first.group(0)[:60]!r})"
             return None
         bare = _bare(tail)
@@ -319,7 +327,7 @@ class VerdictForm:
             other = {m[2] for m in self.mentions(tail)} - {label}
             hedge = _HEDGES.search(bare)
             against = (f"it is hedged ({hedge.group(0)!r})" if hedge else
-                       "it argues the other way" if _disagrees(bare, label != self.choices[0]) else None
+                       "it argues the other way" if _disagrees(bare, label != self.choices[0], self.polar) else None
                        ) if self.polar else _against(bare)
             why = (against or (f"it names another verdict ({'/'.join(sorted(other))})" if other else None)
                    or (f"it takes the verdict back ({back.group(0)!r})" if (back := _TAKEN_BACK.search(bare)) else None))

@@ -664,6 +664,18 @@ ISSUE_34_REFUSED = [
     (parse_boxed_choice, "\\boxed{A}\n\nOn second thought, Response B is more complete.", None),  # taken back
     (parse_true_false, "The sum is right, which is true.", None),  # prose, no verdict
     (parse_true_false, "Final judgment: False\n\nActually, it might be True.", None),
+    (parse_yes_no, "The step adds 3 and 4.\n\n**NO**\n\nThe reasoning is correct.", None),  # a NO its rationale calls right
+    (parse_yes_no, "**NO** -- the step is sound.", None),
+    (parse_true_false, "Final judgment: False\n\nThe proposed answer is correct.", None),
+    (parse_yes_no, "Since the step is rigorous, **NO**", None),
+]
+
+# ... and a NO whose rationale grants something but names what is wrong, or denies the prompt's praise, is read
+ISSUE_34_READ += [
+    (parse_yes_no, "**NO**. The first part is correct, but the second step divides by zero.", "NO"),
+    (parse_yes_no, "**NO**\n\nThe reasoning is not rigorous: it assumes what it proves.", "NO"),
+    (parse_true_false, "Final judgment: False\n\nThe proposed answer is incorrect.", "False"),
+    (parse_yes_no, "**YES**\n\nThe reasoning is correct.", "YES"),
 ]
 
 
@@ -681,10 +693,11 @@ def test_issue_34_clear_verdicts_are_read_and_unsure_ones_refused(parser, text, 
 
 
 # generated clear verdicts: prose before them on their line, any label (several languages), formatting around them,
-# trailing punctuation, a positive predicate, text after them that takes nothing back
+# trailing punctuation, a positive predicate, text after them that takes nothing back (no word of a prompt's own
+# right/wrong question: "**NO**\n\nRigorous." argues for the other verdict)
 NEUTRAL_WORDS = ["the", "sum", "step", "computes", "12", "divides", "checks", "derivation", "reference", "matches",
-                 "carefully", "first", "then", "response", "reasoning", "is", "complete", "rigorous", "both", "argument",
-                 "shows", "value", "we", "compare", "case", "each", "parity", "factor", "clear", "sound", "π", "x^2",
+                 "carefully", "first", "then", "response", "reasoning", "is", "complete", "careful", "both", "argument",
+                 "shows", "value", "we", "compare", "case", "each", "parity", "factor", "clear", "neat", "π", "x^2",
                  "ratio", "integral", "polar", "coordinates", "gives", "$2^{3-n}$", "<math>n</math>", "(see above)"]
 sentence = st.lists(st.sampled_from(NEUTRAL_WORDS), min_size=1, max_size=12).map(
     lambda ws: " ".join(ws).capitalize() + ".")
