@@ -1,5 +1,6 @@
 import json
 import re
+import sys
 import threading
 from fractions import Fraction
 from pathlib import Path
@@ -364,3 +365,107 @@ def test_exactly_comparable_plain_numbers_skip_math_verify():
     res = checker.check_many([("3", "3.0"), ("1/2", "2/4"), ("0.5", "0.50"), ("3.0", "3"), ("\\frac{1}{3}", "2/6"),
                               ("7", "8")])
     assert [c.equivalent for c in res] == [True, True, True, True, True, False] and checker.calls == 0
+
+
+def test_a_missing_answer_is_false_with_its_reason_and_the_batch_goes_on():
+    """A response without a final answer is a plain no-match that says why; the pairs after it are still checked."""
+    checker = AnswerChecker(mode="inline")
+    missing, after = checker.check_many([("1", None), ("1", "1.0")])
+    assert missing == Check(False, message="no final answer found")
+    assert after == Check(True)
+
+
+_LONG = "3" * 4001  # past int()'s digit limit (see plain_number)
+
+
+def test_every_fast_path_verdict_is_cached_and_counted():
+    """Identical normalised strings, integers past int()'s limit and exactly comparable plain numbers are answered
+    without math-verify; asked again, each comes from the cache (``cached``), and every repeat counts one hit."""
+    checker = AnswerChecker(mode="inline")
+    pairs = [(_LONG, "000" + _LONG), ("x^2+1", "$x^2 + 1$"), ("1/2", "2/4"), ("7", "8")]
+    expected = [True, True, True, False]
+    assert [c.equivalent for c in checker.check_many(pairs)] == expected
+    assert checker.calls == 0 and checker.hits == 0
+    for rep in (1, 2):
+        again = checker.check_many(pairs)
+        assert [(c.equivalent, c.cached) for c in again] == [(e, True) for e in expected]
+        assert checker.hits == rep * len(pairs)
+    assert checker.calls == 0
+
+
+def test_a_long_integer_is_compared_by_its_digits_never_equal_to_a_short_number():
+    """An integer past int()'s digit limit equals only the same digits (sign kept), never a short plain number
+    either way round, and none of these pairs needs math-verify."""
+    from rewardkit.answers import _long_int
+
+    assert _long_int("-2" + "1" * 4000) == "-2" + "1" * 4000
+    checker = AnswerChecker(mode="inline")
+    pairs = [(_LONG, "5"), ("5", _LONG), ("-12" + _LONG, "-22" + _LONG), ("-12" + _LONG, "-012" + _LONG)]
+    assert [c.equivalent for c in checker.check_many(pairs)] == [False, False, False, True]
+    assert checker.calls == 0
+
+
+def test_an_integer_of_4000_digits_is_still_a_plain_number():
+    """int() reads up to 4,300 digits; plain_number reads integers up to 4,000 of them exactly."""
+    assert plain_number("9" * 4000) == 10**4000 - 1
+
+
+def test_a_letter_x_at_either_end_is_part_of_the_answer():
+    """Only "$" signs and a final "." are stripped: "2X" is not 2, "$X$" is X."""
+    assert normalize_answer("$X$") == "X" and normalize_answer("2X.") == "2X"
+    assert AnswerChecker(mode="inline").check("2X", "2").equivalent is False
+
+
+def test_math_verify_equivalent_leaves_the_callers_deadline_running():
+    """math-verify's own timeouts (signal.alarm, cancelled with alarm(0) when it returns) are off, so the caller's
+    SIGALRM deadline keeps running through a check (the inline mode relies on it)."""
+    import signal
+
+    def on_alarm(signum, frame):
+        raise AssertionError("the test's deadline fired")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, 1000.0)
+    try:
+        assert math_verify_equivalent("x+1", "1+x") is True
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert signal.getsignal(signal.SIGALRM) is on_alarm
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert 0 < left <= 1000.0
+
+
+def test_process_mode_caches_worker_verdicts():
+    """A verdict from a worker process is cached: asked again it is a hit, with the same value, and no new check."""
+    checker = AnswerChecker(workers=1, mode="process")
+    try:
+        first = checker.check_many([("x+1", "1+x"), ("x+1", "x+2")])
+        again = checker.check_many([("x+1", "1+x"), ("x+1", "x+2")])
+        assert [c.equivalent for c in first] == [True, False]
+        assert [(c.equivalent, c.cached) for c in again] == [(True, True), (False, True)]
+        assert checker.calls == 2 and checker.hits == 2
+    finally:
+        checker.close()
+
+
+def test_a_worker_whose_math_verify_raises_reports_an_error_naming_the_pair(tmp_path, monkeypatch):
+    """A real worker process whose math-verify raises (here a broken install on its path) replies with the error;
+    the pair gets an ERROR status naming it and the error, never False, and the worker is kept for the next pair."""
+    import os
+
+    broken = tmp_path / "math_verify"
+    broken.mkdir()
+    (broken / "__init__.py").write_text(
+        "def parse(*args, **kwargs):\n    raise RuntimeError('parser broke')\n\n\n"
+        "def verify(*args, **kwargs):\n    raise RuntimeError('verify broke')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))
+    checker = AnswerChecker(workers=1, mode="process")
+    try:
+        res = checker.check_many([("x+1", "1+x"), ("2x", "x*2")])
+        assert res == [Check(None, Status.ERROR, "math-verify failed on gold='x+1' pred='1+x': RuntimeError('parser broke')"),
+                       Check(None, Status.ERROR, "math-verify failed on gold='2x' pred='x*2': RuntimeError('parser broke')")]
+        assert len(checker._all) == 1 and checker.calls == 0
+        assert checker.check("x+1", "1+x").cached is False  # an error is not cached
+    finally:
+        checker.close()
