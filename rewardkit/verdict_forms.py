@@ -181,6 +181,9 @@ _NEGATED_FAULT = re.compile(rf"\b(?:{_NEGATORS})\s+(?:\w+\s+)?(?:{_FAULTS})\b|[{
                             re.IGNORECASE)
 
 
+# a remark that predicates the prompt's praise word of something: "is correct", "looks entirely sound" ("The correct
+# answer is 15" names the problem's answer and praises nothing)
+_PREDICATE = re.compile(r"\b(?:is|are|was|were|be|been|looks?|seems?|appears?|remains?)\s+(?:\w+\s+)?$", re.IGNORECASE)
 # a contrast that lets one part of a remark be right and another wrong: "The first step is correct, but ..."
 _CONTRAST = re.compile(r"\b(?:but|however|although|though|yet|while|whereas|except|only|apart from)\b|但|然而",
                        re.IGNORECASE)
@@ -189,11 +192,12 @@ _CONTRAST = re.compile(r"\b(?:but|however|although|though|yet|while|whereas|exce
 def _disagrees(text: str, negative_verdict: bool, polar: re.Pattern | None = None) -> bool:
     """Whether ``text`` (a reason or a remark beside a right/wrong verdict) argues the other way: a fault named after a
     YES / True / 1 ("**YES**, there is an error"), a fault denied beside a NO / False / 0 ("**NO**, no errors"), or,
-    with the prompt's ``polar`` words, a NO / False that the remark calls right without a fault, a negation or a
-    contrast ("**NO**\n\nThe reasoning is correct.")."""
+    with the prompt's ``polar`` words, a NO / False that the remark calls right ("is correct") without a fault, a
+    negation or a contrast ("**NO**\n\nThe reasoning is correct.")."""
     if negative_verdict:
-        return bool(_NEGATED_FAULT.search(text)) or bool(
-            polar and polar.search(text) and len(_POLAR.findall(text)) % 2 == 0 and not _CONTRAST.search(text))
+        praised = polar is not None and any(_PREDICATE.search(text[:m.start()]) for m in polar.finditer(text))
+        return bool(_NEGATED_FAULT.search(text)) or (
+            praised and len(_POLAR.findall(text)) % 2 == 0 and not _CONTRAST.search(text))
     return len(_POLAR.findall(text)) % 2 == 1
 
 

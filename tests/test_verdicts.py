@@ -676,6 +676,9 @@ ISSUE_34_READ += [
     (parse_yes_no, "**NO**\n\nThe reasoning is not rigorous: it assumes what it proves.", "NO"),
     (parse_true_false, "Final judgment: False\n\nThe proposed answer is incorrect.", "False"),
     (parse_yes_no, "**YES**\n\nThe reasoning is correct.", "YES"),
+    (parse_true_false, "Final judgment: False\n\nThe correct answer is 15.", "False"),  # the problem's answer, no praise
+    (parse_yes_no, "**NO**\n\nThe correct value is 12.", "NO"),
+    (parse_boxed_score, "\\boxed{0}\n\nComplete.", "0"),
 ]
 
 
@@ -694,9 +697,9 @@ def test_issue_34_clear_verdicts_are_read_and_unsure_ones_refused(parser, text, 
 
 # generated clear verdicts: prose before them on their line, any label (several languages), formatting around them,
 # trailing punctuation, a positive predicate, text after them that takes nothing back (no word of a prompt's own
-# right/wrong question: "**NO**\n\nRigorous." argues for the other verdict)
+# right/wrong question: "**NO**\n\nThe reasoning is rigorous." argues for the other verdict)
 NEUTRAL_WORDS = ["the", "sum", "step", "computes", "12", "divides", "checks", "derivation", "reference", "matches",
-                 "carefully", "first", "then", "response", "reasoning", "is", "complete", "careful", "both", "argument",
+                 "carefully", "first", "then", "response", "reasoning", "is", "long", "careful", "both", "argument",
                  "shows", "value", "we", "compare", "case", "each", "parity", "factor", "clear", "neat", "π", "x^2",
                  "ratio", "integral", "polar", "coordinates", "gives", "$2^{3-n}$", "<math>n</math>", "(see above)"]
 sentence = st.lists(st.sampled_from(NEUTRAL_WORDS), min_size=1, max_size=12).map(
