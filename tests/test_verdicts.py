@@ -1030,3 +1030,12 @@ def test_gar_bold_words_sharing_their_asterisks_are_two_verdicts():
     assert parse_yes_no("**YES**NO**").status is Status.INVALID
     v = parse_yes_no("**NO** YES**")
     assert v.status is Status.INVALID and v.message.startswith("a second verdict (YES) after the verdict NO"), v.message
+
+
+def test_a_negative_verdict_called_right_without_a_fault_argues_the_other_way():
+    """A 0 / False whose remark calls the answer right, its faults denied in pairs ("no errors"), argues the other way,
+    after the verdict on its line or below it."""
+    v = parse_true_false("Final judgment: False\n\nThe answer is correct: no step of its derivation is wrong.")
+    assert v.message.startswith("the text after the verdict False argues the other way"), v.message
+    v = parse_boxed_score("Score: \\boxed{0}. The response is correct.")
+    assert v.message.startswith("what follows the verdict on its line does not agree with it: it argues the other way")
