@@ -269,7 +269,7 @@ class VerdictForm:
                 return _invalid(self.what, text, f"the verdict {label} follows another verdict "
                                                  f"({'/'.join(earlier)}) that ends an earlier line")
         else:
-            later = sorted({h[2] for h in hits if h[0] >= hit[1]} - {label})
+            later = sorted({h[2] for h in hits if h[1] > hit[1]} - {label})  # also one overlapping its end: **NO** YES**
             if later:
                 return _invalid(self.what, text, f"a second verdict ({'/'.join(later)}) after the verdict {label}")
         if truncated_explanation and not _EXPLANATION_BEGUN.match(_TAG.sub("<", _EMPHASIS.sub("", body[hit[1]:]))):

@@ -913,3 +913,132 @@ def test_a_later_text_that_takes_the_verdict_back_is_invalid():
                          (parse_true_false, "Final judgment: True\n\nWait, step 3 needs another look.")):
         v = parser(text)
         assert v.status is Status.INVALID and "takes it back or hedges it (" in v.message, v.message
+
+
+def test_a_cut_off_output_is_refused_with_the_reason_named():
+    """A length stop and a <think> never closed are named as such (the module's two cut-off reasons), followed by the
+    output's end; GAR's K cap before its explanation began says so."""
+    assert parse_true_false("Final judgment: True", finish_reason="length").message == (
+        "the judge stopped for length (finish_reason='length'): a cut-off output is no verdict "
+        "in judge output (ends: 'Final judgment: True')")
+    assert parse_true_false("<think>The sum in step 2 is").message == (
+        "the judge's reasoning was cut off (<think> never closed): a cut-off output is no verdict "
+        "in judge output (ends: '<think>The sum in step 2 is')")
+    assert parse_yes_no("**YES**", finish_reason="length").message == (
+        "the judge stopped for length (finish_reason='length') before its explanation began: the verdict may not be "
+        "complete in judge output (ends: '**YES**')")
+    # bold italics around GAR's verdict are formatting: the explanation after them had begun
+    assert parse_yes_no("***YES***. The reasoning holds", finish_reason="length").label == "YES"
+
+
+def test_think_unclosed_looks_at_the_last_think_block():
+    """Reasoning is cut off when the last <think> opened after the last </think>, whatever came before it."""
+    from rewardkit.verdict_forms import think_unclosed
+
+    assert think_unclosed("<think>plan</think>\nDraft.\n<think>the sum in step 2 is")
+    assert not think_unclosed("<think>plan</think>\nDraft.\n<think>check</think>\nFinal judgment: True")
+    assert not think_unclosed("Final judgment: True")
+
+
+def test_a_refusal_quotes_the_output_it_refuses():
+    """Every refusal ends with the output's end, also those for text after the verdict that takes it back or argues."""
+    for parser, text in ((parse_boxed_choice, "\\boxed{A}\n\nActually, let me reconsider step 2."),
+                         (parse_true_false, "Final judgment: True\n\nThe proof is wrong.")):
+        assert parser(text).message.endswith(f" in judge output (ends: {text.replace(chr(10), ' ')!r})")
+
+
+def test_the_verdicts_a_refusal_names_are_joined_by_a_slash():
+    """Several other verdicts named in a refusal are listed sorted and joined by '/' (docs/verdicts.md)."""
+    v = parse_boxed_choice("\\boxed{A}\n\nNeither B nor a Tie would fit here.")
+    assert "the text after the verdict A names another verdict (B/Tie) in judge output" in v.message
+    v = parse_boxed_choice("First pick: \\boxed{Tie}\nSecond pick: \\boxed{A}\nMy verdict:\n\\boxed{B}")
+    assert "the verdict B follows another verdict (A/Tie) that ends an earlier line" in v.message
+
+
+def test_a_second_consistency_tag_right_after_the_first_is_a_second_verdict():
+    """C.5 asks for exactly one tag: a disagreeing one glued to the first (broken over a line) is a second verdict."""
+    from rewardkit.prompts.jury import CONSISTENCY_FORM
+
+    v = CONSISTENCY_FORM.read("<consistency>Correct</consistency><consistency>\nIncorrect</consistency>")
+    assert v.status is Status.INVALID and v.message.startswith("a second verdict (Incorrect) after the verdict Correct")
+
+
+def test_long_clauses_are_quoted_by_their_last_60_characters():
+    """The words that decided a refusal are quoted by their last 60 characters, those next to the verdict."""
+    asked = "Looking again at the whole derivation from its very first line, is there an error?"
+    assert f"answers a question the judge asked itself ({asked[-60:]!r})" in parse_yes_no(asked + " **YES**").message
+    reason = "Since every one of the eleven steps might still hide a small slip somewhere,"
+    assert (f"the reason given with the verdict True does not agree with it ({reason[-60:]!r})"
+            in parse_true_false(reason + " True").message)
+    clause = "Reading the response once more from its very first line to its end, the correct answer is"
+    assert (f"the verdict's clause says the box holds something else ({clause[-60:]!r})"
+            in parse_boxed_score(clause + " \\boxed{1}").message)
+
+
+def test_words_bound_to_a_verdict_right_after_the_question_it_answers_are_read():
+    """After the prompt's own question, the words before the verdict are its clause, also without a space after '?';
+    a hedge word ending a reason before its comma counts."""
+    assert "('No' in 'No:')" in parse_yes_no("Is the step sound?No: **YES**").message
+    assert "does not agree with it ('Since I am unsure,')" in parse_true_false("Since I am unsure, True").message
+
+
+def test_a_verdict_named_after_a_remark_in_brackets_is_a_second_one_on_the_line():
+    """A lower-case verdict word right after a bracketed remark on the verdict's line is a second verdict."""
+    v = parse_true_false("Final judgment: True (checked)false")
+    assert v.message.startswith("two different verdicts on the verdict's line (True and False)")
+
+
+def test_a_full_width_question_mark_after_the_verdict_is_no_separator():
+    """A question mark (ASCII or full width) after the verdict leaves its line going on, as the '?' case shows."""
+    assert parse_boxed_choice("\\boxed{A}<br>？").message.startswith("the verdict line goes on after the verdict ('？')")
+
+
+def test_gar_quotes_its_explanations_first_sentence_from_its_first_word():
+    """The quoted first sentence starts at its first word, an X included (only separators are stripped)."""
+    assert "('XOR of the bits in step 2 is wrong.')" in parse_yes_no("**YES**. XOR of the bits in step 2 is wrong.").message
+
+
+def test_boxed_choices_with_spaces_or_a_response_prefix_are_read():
+    """Box contents are read with case and spaces ignored and a leading "Response" allowed (choice_canon)."""
+    assert parse_boxed_choice("\\boxed{Response A}").label == "A"
+    assert parse_boxed_choice("Final verdict: \\boxed{response b}").label == "B"
+    assert parse_boxed_choice("\\boxed{Answer 1}", choices=("Answer 1", "Answer 2")).label == "Answer 1"
+    assert parse_boxed_choice("\\boxed{answer2}", choices=("Answer 1", "Answer 2")).label == "Answer 2"
+
+
+def test_a_later_box_that_is_no_choice_leaves_the_verdict():
+    """A box after the verdict holding something else (a number) names no verdict."""
+    assert parse_boxed_choice("\\boxed{A}\n\nIts final answer \\boxed{12} is right.").label == "A"
+
+
+def test_a_box_exactly_max_len_long_is_kept():
+    """``max_len`` is the longest content kept: one of exactly that length is kept (a 64-character score too)."""
+    assert boxed_contents("\\boxed{1234} \\boxed{12345}", max_len=4) == ["1234"]
+    assert parse_boxed_score("\\boxed{0." + "0" * 62 + "}").label == "0"
+    assert parse_boxed_score("\\boxed{0." + "0" * 63 + "}").status is Status.INVALID
+
+
+def test_later_verdicts_of_a_first_place_form_are_named_joined_by_a_slash():
+    """A form that reads its first verdict names every later, different one, sorted and joined by '/'."""
+    from rewardkit.verdict_forms import VerdictForm, box_hits, choice_canon
+
+    form = VerdictForm("first boxed A/B/C", box_hits(choice_canon(("A", "B", "C"))), "first",
+                       tokens=("\\boxed{A}", "\\boxed{B}", "\\boxed{C}"), choices=("A", "B", "C"))
+    v = form.read("\\boxed{A}\n\nOn second look: \\boxed{C}\n\nOr: \\boxed{B}")
+    assert v.message.startswith("a second verdict (B/C) after the verdict A in judge output")
+
+
+def test_gar_bold_words_sharing_their_asterisks_are_two_verdicts():
+    """Overlapping bold markup holds both words, after the verdict as before it: "**NO** YES**" is no clear NO."""
+    assert parse_yes_no("**YES**NO**").status is Status.INVALID
+    v = parse_yes_no("**NO** YES**")
+    assert v.status is Status.INVALID and v.message.startswith("a second verdict (YES) after the verdict NO"), v.message
+
+
+def test_a_negative_verdict_called_right_without_a_fault_argues_the_other_way():
+    """A 0 / False whose remark calls the answer right, its faults denied in pairs ("no errors"), argues the other way,
+    after the verdict on its line or below it."""
+    v = parse_true_false("Final judgment: False\n\nThe answer is correct: no step of its derivation is wrong.")
+    assert v.message.startswith("the text after the verdict False argues the other way"), v.message
+    v = parse_boxed_score("Score: \\boxed{0}. The response is correct.")
+    assert v.message.startswith("what follows the verdict on its line does not agree with it: it argues the other way")
