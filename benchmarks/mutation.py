@@ -44,7 +44,7 @@ from _common import RESULTS, ROOT, machine  # noqa: E402
 EQUIVALENT = ROOT / "benchmarks" / "mutation_equivalent.json"
 # Appended to the scratch copy's tests/conftest.py: a failing example is reported as found, not shrunk (a mutant only
 # has to fail; shrinking under a loaded CPU ran past mutmut's time limit), and the examples are the same every run;
-# and no answer verdict cached before mutmut's fork.
+# no answer verdict cached before mutmut's fork; each mutant's tests run fastest first.
 HYPOTHESIS_PROFILE = """
 
 import pytest  # noqa: E402  (benchmarks/mutation.py)
@@ -61,6 +61,19 @@ def _no_verdict_cached_before_the_fork():  # benchmarks/mutation.py
     import rewardkit.answers
 
     rewardkit.answers._default = None
+
+
+def pytest_collection_modifyitems(items):  # benchmarks/mutation.py
+    # a mutant's tests fastest first: mutmut runs them with -x, so a mutant is killed by its quickest failing test and
+    # does not wait on a slow one first (mutmut gives them in set order); the durations are mutmut's own, measured on
+    # the unmutated code before the fork
+    try:
+        from mutmut.state import state
+    except ImportError:  # a plain pytest run
+        return
+    took = state().duration_by_test
+    if took:
+        items.sort(key=lambda item: took.get(item.nodeid, 0.0))
 """
 NOT_MUTATED = [r"^\s*raise\b", r"^\s*(log|logger|_log)\.\w+\(", r"^\s*warnings\.warn\("]
 
