@@ -152,6 +152,13 @@ def continuation_tokens(encode, text: str, prompt_ids: list[int], choice: str) -
     return encode(choice)
 
 
+def first_tokens_decide(conts: Sequence[Sequence[int]]) -> bool:
+    """Whether the choices' first tokens all differ, so P(choice) is read from the first token alone (A/B/Tie,
+    YES/NO); otherwise (1 / 0.5 / 0) each choice's later tokens are scored too. Every backend's verdict_probs
+    and GAR's expected variant read a choice's probability by this one rule."""
+    return len({c[0] for c in conts}) == len(conts)
+
+
 class ContinuationTokens:
     """``continuation_tokens`` computed once per (prompt tail, choice) instead of once per prompt and choice.
 

@@ -23,6 +23,7 @@ from rewardkit.backends.base import (
     VerdictResult,
     choice_probs,
     continuation_tokens,
+    first_tokens_decide,
 )
 from rewardkit.backends.spec import redact
 from rewardkit.options import Options, option
@@ -155,7 +156,7 @@ class LlamaCppBackend(JudgeBackend):
                 continue
             conts = [continuation_tokens(self.encode, text, p, c) for c in r.choices]
             lp0 = self._next_logprobs(p)
-            if len({c[0] for c in conts}) == len(conts):
+            if first_tokens_decide(conts):
                 lp = np.array([lp0[c[0]] for c in conts])
             else:  # choices share a first token: score each continuation token by token
                 lp = np.array([lp0[c[0]] + sum(self._next_logprobs(p + c[:t])[c[t]] for t in range(1, len(c)))

@@ -45,6 +45,7 @@ from rewardkit.backends.base import (
     VerdictResult,
     choice_probs,
     distribution_stats,
+    first_tokens_decide,
     response_offsets,
 )
 from rewardkit.backends.hardware import place, resolve_device, resolve_dtype, resolve_threads
@@ -402,7 +403,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
 
         pending: list = []
         for valid in self._prepared(requests, prepare):
-            tails = {i: conts[i] for i in valid if len({c[0] for c in conts[i]}) < len(conts[i])}
+            tails = {i: conts[i] for i in valid if not first_tokens_decide(conts[i])}
             self._each_last_logprobs(prompts, valid, pick, consume, tails, pending)
         self._read(pending, consume)
         return out  # type: ignore[return-value]

@@ -40,6 +40,7 @@ from rewardkit.backends.base import (
     choice_probs,
     continuation_tokens,
     distribution_stats,
+    first_tokens_decide,
     response_offsets,
 )
 from rewardkit.backends.spec import redact
@@ -269,7 +270,7 @@ class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
                 err = "no choices" if not r.choices else self._too_long(len(p) + max(len(c) for c in conts[i]))
             if err:
                 out[i] = VerdictResult(np.array([]), Status.ERROR, len(p), error=err)
-            elif len({c[0] for c in conts[i]}) == len(conts[i]):
+            elif first_tokens_decide(conts[i]):
                 jobs.append((i, None))
                 rows.append(p)
                 params.append(self._params(max_tokens=1, temperature=0.0,

@@ -30,7 +30,15 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
+from rewardkit.backends.base import (
+    ChatRequest,
+    Completion,
+    JudgeBackend,
+    VerdictRequest,
+    VerdictResult,
+    continuation_tokens,
+    first_tokens_decide,
+)
 from rewardkit.gar.rewards import R_A_AT_PAPER_LAMBDA4, judgment_rewards
 from rewardkit.gar.slices import SliceItem, SliceOptions, SliceScorer
 from rewardkit.grpo.trainer import GRPOTrainer, Learner, Rollouts, set_advantages
@@ -330,7 +338,8 @@ class GarJoint:
     def _expected_update(self, gen: list[SliceItem], correct: list[bool | None], ref: list[SliceItem]) -> dict:
         """The ``expected`` variant: one AdamW step on R^dis = mean_ref E + mean_gen E over bare verdicts, where
         a slice's E = lambda3 (log P(YES) | log P(NO)) + lambda4 E[R^a] (M_d = P(YES)), or with m_d=verdict
-        P(YES) R(YES) + P(NO) R(NO), R the per-judgment R^dis of a hard **YES** / **NO**."""
+        P(YES) R(YES) + P(NO) R(NO), R the per-judgment R^dis of a hard **YES** / **NO**. P(YES) is read by
+        verdict_probs' rule (``first_tokens_decide``), so it is the number the probability mode's M_d reads."""
         import torch
 
         from rewardkit.grpo.trainer import completion_logprobs
@@ -345,9 +354,10 @@ class GarJoint:
         for it in items:
             text = b.render(discriminator_messages(it.problem, it.text, it.context), assistant_prefix=VERDICT_PREFIX)
             prompt = b.encode(text)
-            for choice in VERDICT_CHOICES:  # the choice's tokens after the prompt (alone if they merge across it)
-                full = b.encode(text + choice)
-                rows.append((prompt, full[len(prompt):] if full[:len(prompt)] == prompt else b.encode(choice)))
+            conts = [continuation_tokens(b.encode, text, prompt, c) for c in VERDICT_CHOICES]
+            if first_tokens_decide(conts):  # P(YES) as the probability mode's M_d reads it (verdict_probs' rule)
+                conts = [c[:1] for c in conts]
+            rows += [(prompt, c) for c in conts]
         logp, mask, _ = completion_logprobs(b.model, rows, b.tokenizer.pad_token_id, 1.0, b.device)  # [2S, T]
         seq = (logp * mask).sum(-1).view(len(items), 2)  # [S, 2] log P(YES), log P(NO) after the prefix
         p_yes = torch.softmax(seq, -1)[:, 0]  # [S] renormalised over the two verdicts

@@ -348,7 +348,7 @@ GAR_GROUPS = [Group("a", PROMPTS[0].prompt, [r"2+3 = 5. The answer is \boxed{5}.
 
 def _gar(tiny_model: str, tmp_path, **options) -> tuple[GarJoint, GRPOTrainer, list[int]]:
     """A GAR joint trainer on the tiny model whose discriminator samples scripted judgments (calls recorded)."""
-    mode = GarJoint(discriminator=tiny_model, lr=1e-2, **options)
+    mode = GarJoint(discriminator=tiny_model, **{"lr": 1e-2, **options})
     trainer = GRPOTrainer(TrainConfig(model=tiny_model, out_dir=str(tmp_path / "run"), **SETTINGS), PROMPTS[:1],
                           modes=[mode])
     calls: list[int] = []
@@ -672,22 +672,25 @@ def test_expected_r_dis_is_the_papers_r_dis_in_expectation_over_the_verdict():
     np.testing.assert_allclose(got, [lo, lo + 0.5, hi], rtol=1e-9)
 
 
-def _sequence_p_yes(backend, item) -> float:
-    """P(**YES) / (P(**YES) + P(**NO)) of a bare verdict after the discriminator prompt, each choice scored whole
-    (every one of its tokens) in one plain forward pass of the prompt and the choice."""
+def _verdict_p_yes(backend, item) -> float:
+    """P(**YES) / (P(**YES) + P(**NO)) of a bare verdict after the discriminator prompt, read as the probability
+    mode's M_d is (the backend's verdict_probs): "YES" and "NO" begin with different tokens, so the first token
+    decides. By hand from one plain forward pass of the prompt, and checked against verdict_probs."""
+    from rewardkit.backends.base import VerdictRequest
     from rewardkit.prompts.gar import discriminator_messages
 
     tok = backend.tokenizer
-    prompt = tok.apply_chat_template(discriminator_messages(item.problem, item.text, item.context),
-                                     add_generation_prompt=True, tokenize=False) + "**"
-    n = len(tok(prompt, add_special_tokens=False).input_ids)
-    lp = []
-    for choice in ("YES", "NO"):
-        ids = tok(prompt + choice, add_special_tokens=False).input_ids
-        with torch.no_grad():
-            logp = torch.log_softmax(backend.model(torch.tensor([ids])).logits[0].double(), -1)
-        lp.append(sum(logp[t - 1, ids[t]].item() for t in range(n, len(ids))))
-    return 1 / (1 + math.exp(lp[1] - lp[0]))
+    messages = discriminator_messages(item.problem, item.text, item.context)
+    prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False) + "**"
+    ids = tok(prompt, add_special_tokens=False).input_ids
+    firsts = [tok(prompt + c, add_special_tokens=False).input_ids[len(ids)] for c in ("YES", "NO")]
+    assert firsts[0] != firsts[1]
+    with torch.no_grad():
+        logp = torch.log_softmax(backend.model(torch.tensor([ids])).logits[0, -1].double(), -1)
+    p = 1 / (1 + math.exp(logp[firsts[1]].item() - logp[firsts[0]].item()))
+    (read,) = backend.verdict_probs([VerdictRequest(messages, ("YES", "NO"), "**")])
+    assert read.probs[0] == pytest.approx(p, rel=1e-4)
+    return p
 
 
 @pytest.mark.slow
@@ -702,7 +705,7 @@ def test_gar_expected_variant_reports_the_expected_r_dis_of_the_models_own_verdi
     mode, _, _ = _gar(tiny_model, tmp_path, dis_update="expected", m_d="verdict", lambda4=0.5)
     ref = [SliceItem("What is 2+3?", "2+3 = 5.")]
     gen = [SliceItem("What is 2+3?", "2 plus 3 makes 5.", "First, "), SliceItem("What is 2+3?", "So it is 6.")]
-    p_ref, p_c, p_u = (_sequence_p_yes(mode.learner.backend, it) for it in ref + gen)
+    p_ref, p_c, p_u = (_verdict_p_yes(mode.learner.backend, it) for it in ref + gen)
     lo, hi = math.log(1e-6), math.log(1 - 1e-6)
     e_ref = p_ref * hi + (1 - p_ref) * lo
     e_gen = (p_c * (lo + 0.5) + (1 - p_c) * hi + p_u * lo + (1 - p_u) * hi) / 2
@@ -712,7 +715,7 @@ def test_gar_expected_variant_reports_the_expected_r_dis_of_the_models_own_verdi
     assert m["dis_expected_r_dis"] == pytest.approx(e_ref + e_gen, rel=1e-5) and m["dis_slices"] == 3
     # m_d=probability: lambda3 log M_d on the reference, log(1 - M_d) + lambda4 P(YES) on the correct trace's slice
     mode.options = dataclasses.replace(mode.options, m_d="probability")
-    p_ref, p_c, p_u = (_sequence_p_yes(mode.learner.backend, it) for it in ref + gen)  # after the first step
+    p_ref, p_c, p_u = (_verdict_p_yes(mode.learner.backend, it) for it in ref + gen)  # after the first step
     m = mode._expected_update(gen, [True, None], ref)
     want = math.log(p_ref) + (math.log1p(-p_c) + 0.5 * p_c + math.log1p(-p_u)) / 2
     assert m["dis_expected_r_dis"] == pytest.approx(want, rel=1e-5)
@@ -726,8 +729,9 @@ def test_gar_expected_variant_reports_the_expected_r_dis_of_the_models_own_verdi
 @pytest.mark.slow
 def test_gar_expected_variant_climbs_the_expected_r_dis(tiny_model, tmp_path):
     # rewardkit's named variant: gradient ascent on P(YES) R(YES) + P(NO) R(NO) per slice; the same batch's
-    # objective, measured again after the step, is higher
-    mode, trainer, _ = _gar(tiny_model, tmp_path, dis_update="expected")
+    # objective, measured again after the step, is higher. A small step: AdamW's first one moves every weight by
+    # lr, and on the random tiny model lr = 1e-3 already overshoots (1e-6 to 3e-4 all climb)
+    mode, trainer, _ = _gar(tiny_model, tmp_path, dis_update="expected", lr=1e-4)
     groups = GAR_GROUPS
     scores = trainer.scorer.score(groups)
     first = mode.after_step(trainer, groups, scores, step=0)
