@@ -476,7 +476,7 @@ def render() -> str:
     mj, pj = RESULTS / "mutation.json", RESULTS / "mutation_planted.json"
     if mj.exists():
         data = json.loads(mj.read_text())
-        lines += [f"mutmut {data['mutmut']}, {data['machine']['cpus']} CPUs, {data['seconds']:.0f} s in all ("at once": mutants tested at the same time, mutmut's --max-children).", "",
+        lines += [f"mutmut {data['mutmut']}, {data['machine']['cpus']} CPUs, {data['seconds']:.0f} s in all (at once: mutants tested at the same time, mutmut's --max-children).", "",
                   "| module | tests | mutants | killed | killed in a fresh process | timeout | equivalent | survived | "
                   "no tests | kill rate | kill rate (non-equivalent) | seconds | at once |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
