@@ -259,6 +259,17 @@ def _equivalents() -> list[dict]:
     return json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else []
 
 
+def _stale(known: list[dict]) -> list[dict]:
+    """Recorded equivalents whose removed lines are no longer in their module (the code changed since): each must
+    be re-examined or dropped, not matched to a new mutant by chance."""
+    out = []
+    for e in known:
+        lines = {ln.strip() for ln in (ROOT / e["module"]).read_text().splitlines()}
+        if not all(ln[1:].strip() in lines for ln in e["diff"] if ln.startswith("-")):
+            out.append(e)
+    return out
+
+
 def _reason(source: str, diff: list[str], known: list[dict]) -> str | None:
     norm = [ln[0] + ln[1:].strip() for ln in diff]
     for e in known:
@@ -497,6 +508,10 @@ def render() -> str:
                          f"{c.get('killed', 0)} | {c.get(FRESH, 0)} | {c.get('timeout', 0)} | {c.get('equivalent', 0)} | "
                          f"{c.get('survived', 0)} | {c.get('no tests', 0)} | {raw:.1%} | {live:.1%} | {m['seconds']:.0f} | "
                          f"{m.get('children', 2)} |")
+        stale = _stale(known)
+        if stale:
+            lines += ["", "Recorded equivalents whose lines are gone from their module (re-examine or drop): "
+                      + "; ".join(f"`{e['module']}`: `{e['diff'][0][1:].strip()}`" for e in stale)]
         missing = [t.source for t in TARGETS if t.source not in {m["source"] for m in data["modules"]}]
         if missing:
             lines += ["", "Not run yet: " + ", ".join(f"`{x}`" for x in missing) + "."]
