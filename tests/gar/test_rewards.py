@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from rewardkit.gar.rewards import (
@@ -98,3 +99,29 @@ def test_the_clip_eps_is_the_one_given():
     # a hard YES on a generated slice scores log(eps): the eps passed in, not the default 1e-6
     assert judgment_rewards([1.0], [False], [None], eps=1e-3)[0] == pytest.approx(math.log(1e-3))
     assert judgment_rewards([1.0], [True], [None], eps=1e-3)[0] == pytest.approx(math.log1p(-1e-3))
+
+
+def test_m_d_is_the_discriminators_probability_where_one_is_given():
+    # sec. 3: R^d = E_ref log M_d(x) + E_gen log(1 - M_d(x)), M_d(x) "the discriminator's estimated probability that
+    # slice x is real"; R^a still compares the sampled verdict r^s with the trace's correctness. By hand, lambda3 = 1,
+    # lambda4 = 0.5: a reference judged YES at M_d = 0.8; a wrong trace's slice judged NO at M_d = 0.3 (agrees: +0.5);
+    # a right trace's slice judged YES at M_d = 0.6 (agrees: +0.5)
+    r = judgment_rewards([1.0, 0.0, 1.0], [True, False, False], [None, False, True], p_real=[0.8, 0.3, 0.6])
+    assert r.tolist() == pytest.approx([math.log(0.8), math.log(0.7) + 0.5, math.log(0.4) + 0.5])
+    # a disagreeing verdict loses R^a whatever its probability: NO on a right trace's slice at M_d = 0.3
+    assert judgment_rewards([0.0], [False], [True], p_real=[0.3])[0] == pytest.approx(math.log(0.7))
+
+
+def test_an_unread_judgment_stays_masked_whatever_its_probability():
+    # a judgment with no verdict (None, or NaN) has no reward even when a probability was read at its place, and a
+    # read verdict whose probability is missing has none either: never silently a number
+    r = judgment_rewards([None, float("nan"), 1.0, 0.0], [True, False, False, True], [None, True, None, None],
+                         p_real=[0.9, 0.9, None, 0.4])
+    assert np.isnan(r[:3]).all() and r[3] == pytest.approx(math.log(0.4))
+
+
+def test_one_probability_per_judgment():
+    with pytest.raises(ValueError, match="2 probabilities for 1 judgments"):
+        judgment_rewards([1.0], [True], [None], p_real=[0.5, 0.5])
+    with pytest.raises(ValueError, match="1 probabilities for 2 judgments"):
+        judgment_rewards([1.0, 0.0], [True, False], [None, None], p_real=[0.5])
