@@ -43,6 +43,7 @@ tokenizer: speed depends on shapes, not on weight values. Results go to
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import os
@@ -437,6 +438,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=64, help="greedy rows (the first problems)")
     ap.add_argument("--new", type=int, default=256)
     ap.add_argument("--grpo-new", type=int, default=128, help="new tokens per GRPO rollout")
+    ap.add_argument("--width-bucket", type=int, help="rewardkit's decode prompts left-padded to a multiple of this "
+                                                     "many tokens, not the placement's (what the padding costs)")
     ap.add_argument("--merge", nargs="+", metavar="JSON", help="merge these results files (partial runs) into --out "
                                                                  "(its parts kept unless measured again) and exit")
     ap.add_argument("--check", action="store_true", help="exit 1 naming the headline keys and GRPO steps --out's "
@@ -504,6 +507,8 @@ def main() -> None:
                 backend = TransformersBackend(path)  # only the model: every other setting at its default
                 if backend.device != device:
                     raise SystemExit(f"the default device is {backend.device}, expected {device}")
+                if args.width_bucket:  # the one setting changed, named in the row's placement
+                    backend.placement = dataclasses.replace(backend.placement, width_bucket=args.width_bucket)
                 chats = [[{"role": "user", "content": p}] for p in problems]
                 prompt_ids = backend.encode_many(backend.render_many(chats))
                 row.update({"parameters": sum(p.numel() for p in backend.model.parameters()),

@@ -9,6 +9,9 @@
 #      sampler: the one key still missing (its last run failed: bf16 copy refresh, then out of memory in the
 #      one-pass update; both fixed since). Build + save fp32 ~20 s, trainer load ~15 s; steps as the 135M's
 #      (11.9, 41.5, 1.2 s: compiles at new shapes) plus the bigger update, now in row batches
+#   D  llama-1.4b: the 512 sampled rows again with rewardkit's prompts padded      ~150 s estimated       200 s
+#      to multiples of 8 tokens, not 64 ($OUT/width8.json, not merged; its anchor
+#      measured in the same run): does the width bucket cost the ~1% those rows sit under 1.0x?
 #   with ALL=1 (re-measure what the committed results hold, in what budget is left):
 #   A  llama-1.4b: 512 sampled rows vs model.generate (static), then top_k=50     225 s (2026-11-27)    240 s
 #   B  smollm2-135m: 64 greedy rows (rewardkit, static and dynamic anchors),      217 s (2026-11-27)    the rest
@@ -44,10 +47,10 @@ fi
 export PYTHONPATH="$PWD:$DEPS"
 if [ "${SMOKE:-0}" = 1 ]; then
   size=(--device cpu --layers 2 --pairs 3 --gen-prompts 2 --samples 2 --rows 2 --new 2 --reps 1); grpo_new=2
-  budget=${BUDGET:-1500}; cap_a=600; cap_c=600
+  budget=${BUDGET:-1500}; cap_a=600; cap_c=600; cap_d=600
 else
   size=(--device cuda --pairs 300 --gen-prompts 64 --samples 8 --rows 64 --new 256 --reps 3); grpo_new=128
-  budget=${BUDGET:-520}; cap_a=240; cap_c=300
+  budget=${BUDGET:-520}; cap_a=240; cap_c=300; cap_d=200
 fi
 common=("${size[@]}" --tokenizer .cache/tok --rollouts .cache/data/math_cot_100.jsonl)
 bench() { python3 benchmarks/engine_speed.py "$@" 2>&1 | grep -v "it/s\]"; }
@@ -64,6 +67,11 @@ if [ "${SMOKE:-0}" = 1 ]; then  # the parts the committed GPU results hold (a GP
 fi
 timeout "$cap_c" python3 benchmarks/engine_speed.py --arch llama-1.4b --parts grpo --grpo-new "$grpo_new" \
   "${common[@]}" --out "$OUT/grpo.json" 2>&1 | grep -v "it/s\]"; echo "C (1.39B GRPO) done at ${SECONDS}s"
+left=$((budget - SECONDS - 5)); [ "$left" -gt "$cap_d" ] && left=$cap_d
+if [ "$left" -ge 120 ]; then  # not merged: an experiment beside the headline, its own anchor in the same run
+  timeout "$left" python3 benchmarks/engine_speed.py --arch llama-1.4b --parts sampled --width-bucket 8 \
+    "${common[@]}" --out "$OUT/width8.json" 2>&1 | grep -v "it/s\]"; echo "D (1.39B sampled, width 8) done at ${SECONDS}s"
+fi
 if [ "${ALL:-0}" = 1 ] || [ "${SMOKE:-0}" = 1 ]; then
   left=$((budget - SECONDS - 5)); [ "$left" -gt "$cap_a" ] && left=$cap_a
   if [ "$left" -ge 60 ]; then

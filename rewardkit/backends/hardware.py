@@ -127,7 +127,8 @@ class Placement:
     def describe(self) -> str:
         """One line for people: ``cuda, bfloat16, 131,072 tokens per pass, ...``."""
         free = f", {self.free_bytes / 2**30:.1f} GiB free at load" if self.free_bytes is not None else ""
-        static = f", static KV cache (rows padded to powers of two from {self.row_bucket})" if self.static_cache else ""
+        static = (f", static KV cache (rows padded to powers of two from {self.row_bucket}, prompts to multiples of "
+                  f"{self.width_bucket} tokens)" if self.static_cache else "")
         return (f"{self.device}, {self.dtype}, {self.batch_tokens:,} tokens per scoring pass, "
                 f"{self.generation_tokens:,} tokens (rows x (prompt + new)) per generation batch, "
                 f"prefix sharing {'on' if self.share_prefix else 'off'}{static}{free}")
