@@ -5,7 +5,8 @@ mutant counts as killed only when the tests of its area catch it. mutmut maps ea
 call its function and runs just those, forked from a process that has already imported everything.
 
     pip install -e ".[mutation]"                        # mutmut 3
-    python benchmarks/mutation.py                       # every module: 37 min (2,220 s) on this 2-core machine,
+    python benchmarks/mutation.py                       # every module: 37 min (2,220 s for issue 39's twelve, then
+                                                        # 16 s for scoring.py's advantages) on this 2-core machine,
                                                         # 17 of them code/execution.py's (its tests wait on sandboxed
                                                         # programs' wall-clock limits, so 4 of its mutants run at once)
     python benchmarks/mutation.py --only gar/rewards.py # one module (a suffix of its path)
@@ -113,6 +114,11 @@ TARGETS = [
     # the verdict parsers (verdicts.py) and the per-prompt forms they read with (verdict_forms.py, issue 34)
     Target("rewardkit/verdicts.py", ("tests/test_verdicts.py",)),
     Target("rewardkit/verdict_forms.py", ("tests/test_verdicts.py",)),
+    # beyond the issue's list: the group-relative advantages every trainer and scorer takes (GRPO, Dr. GRPO, RLOO)
+    # and the reward-diversity counts the Arena's routing rests on
+    Target("rewardkit/scoring.py", ("tests/test_scoring.py",),
+           ("_masked", "grpo_advantages", "dr_grpo_advantages", "rloo_advantages", "reward_diversity",
+            "diversity_stats", "non_diverse_fraction")),
 ]
 
 

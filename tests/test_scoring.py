@@ -58,6 +58,76 @@ def test_diversity_counts():
     assert st_.nonzero_advantage_fraction == pytest.approx(4 / 15)
 
 
+ESTIMATORS = (grpo_advantages, dr_grpo_advantages, rloo_advantages)
+
+
+def test_a_mask_leaves_responses_out_as_nan_does():
+    # a response masked out (its reward failed) is out of its group's statistics and gets A = 0; a NaN reward is out
+    # too, also where the mask keeps it; a trainer's mask of 0/1 floats reads as booleans. By hand: the valid
+    # rewards are [1, 0] (mean 1/2, population std 1/2; each one's only peer is the other)
+    r = np.array([1.0, 0.0, 7.0, np.nan])
+    for mask in ([True, True, False, True], np.array([1.0, 1.0, 0.0, 1.0])):
+        assert grpo_advantages(r, mask, eps=0).tolist() == [1.0, -1.0, 0.0, 0.0]
+        assert dr_grpo_advantages(r, mask).tolist() == [0.5, -0.5, 0.0, 0.0]
+        assert rloo_advantages(r, mask).tolist() == [1.0, -1.0, 0.0, 0.0]
+        assert reward_diversity(r, mask).tolist() == [True]
+    assert reward_diversity([1.0, 1.0, 0.0], [True, True, False]).tolist() == [False]  # the 0 is masked out
+    # unmasked, the 7 counts: Dr. GRPO's mean is 8/3
+    assert dr_grpo_advantages(r) == pytest.approx([1 - 8 / 3, -8 / 3, 7 - 8 / 3, 0.0])
+
+
+def test_a_none_reward_reads_as_nan():
+    # TRL's reward functions return None for a sample they do not score: it is left out like a NaN
+    assert grpo_advantages([1.0, None, 0.0], eps=0).tolist() == [1.0, 0.0, -1.0]
+
+
+def test_a_response_with_no_peer_gets_no_advantage():
+    # one valid response in its group: GRPO's and Dr. GRPO's mean is the response itself, and RLOO has no other
+    # response to be its baseline, so A = 0 and the group is not diverse; beside it a group of two, by hand
+    r = np.array([[5.0, np.nan, np.nan], [1.0, 0.0, np.nan]])
+    for f in ESTIMATORS:
+        assert f(r)[0].tolist() == [0.0, 0.0, 0.0]
+    assert grpo_advantages(r)[1] == pytest.approx([1.0, -1.0, 0.0], rel=1e-5)  # std 1/2 (+ eps 1e-6)
+    assert dr_grpo_advantages(r)[1].tolist() == [0.5, -0.5, 0.0]
+    assert rloo_advantages(r)[1].tolist() == [1.0, -1.0, 0.0]
+    assert reward_diversity(r).tolist() == [False, True]
+
+
+def test_grpo_adds_eps_to_the_std():
+    # Reasoning Arena eq. 2: A = (R - mean) / (std + eps); r = [1, 0] has std 1/2, so eps = 1/2 halves A
+    assert grpo_advantages(np.array([1.0, 0.0]), eps=0.5).tolist() == [0.5, -0.5]
+
+
+def test_advantages_keep_the_shape_they_are_given():
+    for f in ESTIMATORS:
+        assert f(np.array([1.0, 0.0, 1.0])).shape == (3,)
+        assert f(np.array([[1.0, 0.0], [0.0, 0.0]])).shape == (2, 2)
+
+
+def test_diversity_is_the_population_std_above_tol():
+    # eq. 3: D(G) = 1[sigma_G > tol]; r = [1, 0] has population std 1/2
+    assert reward_diversity(np.array([1.0, 0.0]), tol=0.49).tolist() == [True]
+    assert reward_diversity(np.array([1.0, 0.0]), tol=0.5).tolist() == [False]
+
+
+def test_diversity_stats_count_each_kind_of_group():
+    from rewardkit.types import GroupScore, Status
+
+    groups = [np.full(3, np.nan),  # nothing valid: a group, nothing else
+              GroupScore("g", [0.0, 0.0], [Status.OK, Status.OK]),  # all incorrect
+              np.array([1.0, 0.0, 1.0]),  # diverse: 3 non-zero advantages
+              np.array([0.3, 0.3]),  # non-diverse, neither all correct nor all incorrect
+              [1.0, 1.0, None],  # all correct (2 valid: None, TRL's unscored sample, reads as NaN)
+              np.array([1.0, 1.0]),  # all correct
+              np.array([0.0, 1.0])]  # diverse: 2 non-zero advantages
+    s = diversity_stats(groups)
+    assert (s.groups, s.non_diverse, s.all_correct, s.all_incorrect) == (7, 4, 2, 1)
+    assert s.nonzero_advantage_fraction == pytest.approx(5 / 13) and s.non_diverse_fraction == pytest.approx(4 / 7)
+    none = diversity_stats([np.full(2, np.nan)])
+    assert (none.groups, none.non_diverse, none.nonzero_advantage_fraction) == (1, 0, 0.0)
+    assert diversity_stats([]).non_diverse_fraction == 0.0
+
+
 def test_registry_lists_and_builds_verifier():
     assert "verifier" in scorer_names()
     names = {o.name: o for o in scorer_options("verifier")}
