@@ -266,12 +266,12 @@ def _equivalents() -> list[dict]:
 def _stale(known: list[dict]) -> list[dict]:
     """Recorded equivalents whose removed lines are no longer in their module (the code changed since): each must
     be re-examined or dropped, not matched to a new mutant by chance."""
-    out = []
+    lines: dict[str, set[str]] = {}  # each module's stripped lines, read once
     for e in known:
-        lines = {ln.strip() for ln in (ROOT / e["module"]).read_text().splitlines()}
-        if not all(ln[1:].strip() in lines for ln in e["diff"] if ln.startswith("-")):
-            out.append(e)
-    return out
+        if e["module"] not in lines:
+            lines[e["module"]] = {ln.strip() for ln in (ROOT / e["module"]).read_text().splitlines()}
+    return [e for e in known
+            if not all(ln[1:].strip() in lines[e["module"]] for ln in e["diff"] if ln.startswith("-"))]
 
 
 def _reason(source: str, diff: list[str], known: list[dict]) -> str | None:

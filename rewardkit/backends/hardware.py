@@ -187,6 +187,14 @@ class Placement:
             start += k
         return out
 
+def _sizes(config: Any, dtype: str) -> tuple[int, int, int, int]:
+    """(bytes per value, hidden size, intermediate size, layers) of a decoder config, with Llama-1B-like defaults
+    for what it does not say."""
+    hidden = int(getattr(config, "hidden_size", 0) or 2048)
+    return (4 if dtype == "float32" else 2, hidden, int(getattr(config, "intermediate_size", 0) or 4 * hidden),
+            int(getattr(config, "num_hidden_layers", 0) or 24))
+
+
 def bytes_per_token(config: Any, dtype: str) -> tuple[int, int]:
     """(activation bytes of one token in a forward pass, KV-cache bytes of one token) for a decoder config.
 
@@ -194,10 +202,7 @@ def bytes_per_token(config: Any, dtype: str) -> tuple[int, int]:
     MLP's gate, up and activated tensors (about 6 hidden + 3 intermediate values); inference frees each
     layer's tensors before the next. KV cache: keys and values of every layer.
     """
-    size = 4 if dtype == "float32" else 2
-    hidden = int(getattr(config, "hidden_size", 0) or 2048)
-    inter = int(getattr(config, "intermediate_size", 0) or 4 * hidden)
-    layers = int(getattr(config, "num_hidden_layers", 0) or 24)
+    size, hidden, inter, layers = _sizes(config, dtype)
     heads = int(getattr(config, "num_attention_heads", 0) or 16)
     kv_heads = int(getattr(config, "num_key_value_heads", 0) or heads)
     head_dim = int(getattr(config, "head_dim", 0) or hidden // heads)
@@ -209,10 +214,7 @@ def train_bytes_per_token(config: Any, dtype: str) -> int:
     10 hidden + 4 intermediate values: norms, projections, attention output, the MLP's gate, up and products),
     kept for all layers at once, plus the completion log-probabilities' float32 logits, scaled logits,
     log-softmax and its exp (4 vocabulary-wide values)."""
-    size = 4 if dtype == "float32" else 2
-    hidden = int(getattr(config, "hidden_size", 0) or 2048)
-    inter = int(getattr(config, "intermediate_size", 0) or 4 * hidden)
-    layers = int(getattr(config, "num_hidden_layers", 0) or 24)
+    size, hidden, inter, layers = _sizes(config, dtype)
     vocab = int(getattr(config, "vocab_size", 0) or 32_000)
     return layers * size * (10 * hidden + 4 * inter) + 4 * 4 * vocab
 
