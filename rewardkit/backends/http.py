@@ -65,15 +65,31 @@ class Pace:
     def reserve(self, amount: float, now: float, latest: float = math.inf) -> float:
         """The time a request worth ``amount`` may start (>= now); books the quota it uses, unless that time
         is after ``latest`` (the request will not be sent: nothing booked)."""
-        with self._lock:
-            start = max(now, self._next)
-            if self.per_minute and start <= latest:
-                self._next = start + amount * 60.0 / self.per_minute
-            return start
+        return reserve_together(((self, amount),), now, latest)
 
     def hold(self, until: float) -> None:
         with self._lock:
             self._next = max(self._next, until)
+
+
+def reserve_together(bookings: Sequence[tuple[Pace, float]], now: float, latest: float = math.inf) -> float:
+    """The first time (>= now) every quota lets one request start, each ``(pace, amount)`` booked at that same
+    time, or none booked when it is after ``latest``. Booking each quota at the request's real start keeps
+    each schedule true: a request slot booked early while the token quota holds the request would let the
+    held requests go out together once the tokens allow, more than the request quota's minute holds."""
+    paces = [p for p, _ in bookings]
+    for p in paces:  # always in the caller's order (requests, then tokens): no lock-order inversion
+        p._lock.acquire()
+    try:
+        start = max([now] + [p._next for p in paces])
+        if start <= latest:
+            for p, amount in bookings:
+                if p.per_minute:
+                    p._next = start + amount * 60.0 / p.per_minute
+        return start
+    finally:
+        for p in reversed(paces):
+            p._lock.release()
 
 
 def retry_after(value: str | None, now: float | None = None) -> float | None:
@@ -328,9 +344,7 @@ class HTTPBackend(JudgeBackend):
         """Wait for this request's turn under the per-minute quotas (and any Retry-After); False when that
         turn comes after the overall deadline."""
         now = time.monotonic()
-        start = self._requests.reserve(1, now, end)
-        if start <= end:
-            start = max(start, self._tokens.reserve(tokens, now, end))
+        start = reserve_together(((self._requests, 1), (self._tokens, tokens)), now, end)
         if start > end:
             return False
         if start > now:

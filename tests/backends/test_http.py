@@ -567,6 +567,25 @@ def test_pace_books_requests_and_tokens_per_minute_and_holds_for_retry_after():
     assert [free.reserve(1, now=5.0), free.reserve(1, now=5.0), free.reserve(1, now=8.0)] == [7.0, 7.0, 8.0]
 
 
+def test_both_quotas_book_a_request_at_the_time_it_is_sent():
+    from rewardkit.backends.http import Pace, reserve_together
+
+    # 2 requests a minute (one per 30 s) and 600 tokens a minute: a request of 3,000 tokens holds the token
+    # quota for 5 minutes. The four small requests behind it must still go out 30 s apart once it allows,
+    # not together at 300 s on request slots booked (at 30, 60, 90, 120 s) while they waited.
+    rpm, tpm = Pace(2), Pace(600)
+    starts = [reserve_together(((rpm, 1), (tpm, t)), now=0.0) for t in (3000, 1, 1, 1, 1)]
+    assert starts == [0.0, 300.0, 330.0, 360.0, 390.0]
+    assert max(sum(1 for s in starts if w <= s < w + 60) for w in starts) <= 2 + 1  # any minute: quota + one
+
+    # a request the token quota puts after its deadline books neither quota
+    rpm, tpm = Pace(60), Pace(60)
+    assert reserve_together(((rpm, 1), (tpm, 120)), now=0.0) == 0.0  # the token quota is busy until 120 s
+    assert reserve_together(((rpm, 1), (tpm, 1)), now=0.5, latest=30.0) == 120.0  # too late: not sent
+    assert rpm.reserve(1, now=0.5) == 1.0  # the request slot at 1 s is still free
+    assert tpm.reserve(1, now=0.5) == 120.0
+
+
 def test_a_429_retry_after_is_waited_out_before_the_retry():
     def limited(h, n):
         if n == 1:
