@@ -37,13 +37,10 @@ def score(rows: Any, scorer: str | Scorer = "verifier", *, judge: str | None = N
     names = field_names(fields)
     where: list[list[int]] = []  # each group's row numbers
     try:
-        groups = [g for _, g in to_groups(Path("row"), iter(enumerate(records)), names=names, rows=where)]
+        groups = [g for _, g in to_groups(Path("row"), iter(enumerate(records)), names=names, rows=where,
+                                          unit="row")]
     except InputError as e:
         raise ValueError(f"row {e.line}: " + (f"field {e.field!r}: " if e.field else "") + e.detail) from None
-    first: dict[str, int] = {}
-    for g, lines in zip(groups, where, strict=True):
-        if first.setdefault(g.id, lines[0]) != lines[0]:
-            raise ValueError(f"row {lines[0]}: field 'id': duplicate group id {g.id!r} (first at row {first[g.id]})")
     sc = load_scorer(scorer, options or None, judge)
     out = [dict(r) for r in records]
     for lines, s in zip(where, score_batch(sc, groups) if groups else [], strict=True):

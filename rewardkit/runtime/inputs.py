@@ -352,11 +352,27 @@ def group_from_record(obj: dict, path: str | Path = "<record>", line: int = 1,
 
 def to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, skip_bad: bool = False,
               names: dict[str, tuple[str, ...]] = FIELD_NAMES, fmt: str | None = None,
-              rows: list[list[int]] | None = None) -> Iterator[tuple[int | None, Group | BadRecord]]:
+              rows: list[list[int]] | None = None, unit: str = "line"
+              ) -> Iterator[tuple[int | None, Group | BadRecord]]:
     """Numbered records (dicts, or BadRecords from the reader) as groups: grouped rows one each, flat rows
-    (one response each) put together by group key, else by prompt within a step. ``rows``, when given, gets
-    each yielded group's record numbers appended (one per response, in response order)."""
+    (one response each) put together by group key, else by prompt within a step. A group id seen before is
+    an error naming both places (``unit`` n: a file's line, a caller's row); with ``skip_bad`` a BadRecord.
+    ``rows``, when given, gets each yielded group's record numbers appended (one per response, in order)."""
     flat: dict[str, dict[str, Any]] = {}  # group key -> accumulated group (flat format)
+    seen: dict[str, int | None] = {}  # group id -> where it was first
+
+    def once(n: int | None, g: Group, lines: list[int]) -> Group | BadRecord:
+        if g.id in seen:
+            first = f" (first at {unit} {seen[g.id]})" if seen[g.id] is not None else ""
+            e = InputError(path, n, "id", f"duplicate group id {g.id!r}{first}")
+            if not skip_bad:
+                raise e
+            return BadRecord(e.path, e.line, e.field, e.detail)
+        seen[g.id] = n
+        if rows is not None:
+            rows.append(lines)
+        return g
+
     for n, obj in records:
         if isinstance(obj, BadRecord):
             if skip_bad:
@@ -370,9 +386,7 @@ def to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, sk
         try:
             if fmt == "grouped":
                 g = parse_grouped(path, n, obj, names)
-                if rows is not None:
-                    rows.append([n] * len(g))
-                yield n, g
+                yield n, once(n, g, [n] * len(g))
             else:
                 _add_flat(path, n, obj, flat, names)
         except InputError as e:
@@ -389,9 +403,7 @@ def to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, sk
             continue
         g = Group(acc.get("id", gid), acc["prompt"], acc["responses"], acc["reference"], acc["expert"], labels,
                   acc["meta"])
-        if rows is not None:
-            rows.append(acc["lines"])
-        yield acc["line"], g
+        yield acc["line"], once(acc["line"], g, acc["lines"])
 
 
 def _from_verl_dump(obj: dict, names: dict[str, tuple[str, ...]] = FIELD_NAMES) -> dict:

@@ -186,24 +186,15 @@ def output_row(g: Group, s: GroupScore, scorer_name: str, with_texts: bool = Fal
 def load_groups(path: str | Path, *, skip_bad: bool = False, group_key: str | None = None,
                 fmt: str | None = None, limit: int | None = None, source: str | Path | None = None,
                 fields: dict[str, str] | None = None) -> tuple[list[Group], list[BadRecord]]:
-    """All groups of an input (up to ``limit``) and the rejected records; duplicate ids are an error
-    naming both lines. ``source``: see ``read_groups``."""
+    """All groups of an input (up to ``limit``) and the rejected records (a duplicate id among them, naming
+    both lines, with ``skip_bad``). ``source``: see ``read_groups``."""
     groups: list[Group] = []
     bad: list[BadRecord] = []
-    seen: dict[str, int | None] = {}
-    for line, item in read_numbered(path, skip_bad=skip_bad, group_key=group_key, fmt=fmt, source=source,
-                                    fields=fields):
+    for _, item in read_numbered(path, skip_bad=skip_bad, group_key=group_key, fmt=fmt, source=source,
+                                 fields=fields):
         if isinstance(item, BadRecord):
             bad.append(item)
             continue
-        if item.id in seen:
-            first = f" (first at line {seen[item.id]})" if seen[item.id] is not None else ""
-            e = InputError(path, line, "id", f"duplicate group id {item.id!r}{first}")
-            if not skip_bad:
-                raise e
-            bad.append(BadRecord(str(path), line, "id", e.detail))
-            continue
-        seen[item.id] = line
         groups.append(item)
         if limit is not None and len(groups) >= limit:
             break

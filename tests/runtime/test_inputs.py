@@ -87,6 +87,11 @@ def test_duplicate_ids_are_an_error(tmp_path):
     p = write(tmp_path, "in.jsonl", [GOOD, GOOD])
     with pytest.raises(InputError, match="duplicate group id 'a'"):
         load_groups(p)
+    with pytest.raises(InputError, match=r"in.jsonl:2: field 'id': duplicate group id 'a' \(first at line 1\)"):
+        list(read_groups(p))  # every reader of groups, not only the job's
+    groups, bad = load_groups(p, skip_bad=True)
+    assert [g.id for g in groups] == ["a"]
+    assert [(b.line, b.field, b.message) for b in bad] == [(2, "id", "duplicate group id 'a' (first at line 1)")]
 
 
 # ------------------------------------------------------------------ malformed inputs: one line, exit 2
