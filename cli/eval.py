@@ -182,8 +182,8 @@ def generate(
     except (BenchmarkError, FileNotFoundError) as e:
         raise fail(str(e)) from None
     try:  # the output first (a user's file, a folder), then the model: a refusal loads nothing
-        claim_output(out, model, bench=bench, n=n, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                     seed=seed, grade=grade, restart=restart)
+        output = claim_output(out, model, bench=bench, n=n, max_tokens=max_tokens, temperature=temperature,
+                              top_p=top_p, seed=seed, grade=grade, restart=restart)
     except (ValueError, OSError, RuntimeError) as e:
         raise fail(str(e)) from None
     check_judge_spec(model, load=ray is None, label="model")  # before the first problem (on Ray the actors load it)
@@ -201,7 +201,7 @@ def generate(
                 from rewardkit.runtime.ray_runner import RayConfig
 
                 ray_config = RayConfig(address=ray, workers=ray_workers)
-            s = generate_rollouts(problems, model, out, n=n, max_tokens=max_tokens, temperature=temperature,
+            s = generate_rollouts(problems, model, output, n=n, max_tokens=max_tokens, temperature=temperature,
                                   top_p=top_p, seed=seed, batch_size=batch_size, bench=bench, grade=grade,
                                   ray=ray_config, restart=restart, on_start=on_start, on_batch=prog.advance,
                                   on_mkdir=lambda d: console.print(f"created folder {d} for --out", soft_wrap=True,

@@ -87,7 +87,8 @@ def generate_manifest(backend: Any, *, bench: str = "", n: int, max_tokens: int,
 def claim_output(out: str | Path, backend: Any, *, bench: str = "", n: int, max_tokens: int, temperature: float,
                  top_p: float, seed: int, grade: bool, restart: bool = False) -> Any:
     """The ``JobOutput`` of a generation into ``out``, claimed: refused (``JobError``), creating nothing, when
-    ``out`` is not this job's to write. The CLI claims it before it checks the model, as the job does."""
+    ``out`` is not this job's to write. The CLI claims it before it checks the model and hands it to
+    ``generate_rollouts``."""
     from rewardkit.runtime.output import JobOutput
 
     manifest = generate_manifest(backend, bench=bench, n=n, max_tokens=max_tokens, temperature=temperature,
@@ -96,7 +97,7 @@ def claim_output(out: str | Path, backend: Any, *, bench: str = "", n: int, max_
     return JobOutput(out, manifest, restart=restart, inp=inp).claim()
 
 
-def generate_rollouts(problems: Sequence[Problem], backend: Any, out: str | Path, *, n: int = 8,
+def generate_rollouts(problems: Sequence[Problem], backend: Any, out: Any, *, n: int = 8,
                       max_tokens: int = 1024, temperature: float = 0.7, top_p: float = 0.95, seed: int = 0,
                       batch_size: int = 4, bench: str = "", grade: bool = True, ray: Any = None,
                       restart: bool = False, on_start: Callable[[int, int], None] | None = None,
@@ -109,15 +110,26 @@ def generate_rollouts(problems: Sequence[Problem], backend: Any, out: str | Path
 
     ``out`` follows the rule ``rewardkit score`` follows (one ``JobOutput``): only a file a rewardkit job
     wrote, with its manifest, is resumed; anything else (a user's file, another job's output, a folder) is
-    refused and left as it was, before the model loads. ``restart`` starts over an output of another job."""
+    refused and left as it was, before the model loads. ``restart`` starts over an output of another job.
+    ``out`` may also be the ``JobOutput`` that ``claim_output`` returned for these settings (claimed once)."""
     from rewardkit.backends import ChatRequest, load_backend
 
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if ray is not None and not isinstance(backend, str):
         raise ValueError("generation on Ray needs a backend spec string (each actor loads its own backend)")
-    output = claim_output(out, backend, bench=bench, n=n, max_tokens=max_tokens, temperature=temperature,
-                          top_p=top_p, seed=seed, grade=grade, restart=restart)  # before the model loads
+    from rewardkit.runtime.output import JobOutput
+
+    if isinstance(out, JobOutput):  # claimed by the caller: it must be this generation's
+        want = generate_manifest(backend, bench=bench, n=n, max_tokens=max_tokens, temperature=temperature,
+                                 top_p=top_p, seed=seed, grade=grade)
+        if out.manifest != want or out.restart != restart:
+            raise ValueError(f"{out.path}: claimed for other settings than this generation's; claim it with "
+                             "claim_output(...) given the same settings")
+        output = out
+    else:
+        output = claim_output(out, backend, bench=bench, n=n, max_tokens=max_tokens, temperature=temperature,
+                              top_p=top_p, seed=seed, grade=grade, restart=restart)  # before the model loads
     be = load_backend(backend) if ray is None else None
     with output.open(on_mkdir):  # one writer per rollouts file
         done = output.done()

@@ -141,6 +141,18 @@ def test_generate_resumes_only_its_own_job_and_restarts_on_request(tmp_path):
     assert s.generated_now == 2 and all(len(json.loads(x)["responses"]) == 2 for x in out.read_text().splitlines())
 
 
+def test_generate_takes_the_output_its_caller_claimed_only_for_the_same_settings(tmp_path):
+    from rewardkit.evals.generate import claim_output
+
+    probs, be, out = load_benchmark("aime24", limit=2), Scripted(), tmp_path / "r.jsonl"
+    claimed = claim_output(out, be, n=1, max_tokens=64, temperature=0.7, top_p=0.95, seed=0, grade=True)
+    with pytest.raises(ValueError, match="claimed for other settings"):
+        generate_rollouts(probs, be, claimed, n=2, max_tokens=64)  # n differs from the claim's
+    assert not out.exists() and be.seen == []
+    s = generate_rollouts(probs, be, claimed, n=1, max_tokens=64)
+    assert s.generated_now == 2 and [json.loads(x)["id"] for x in out.read_text().splitlines()] == [p.id for p in probs]
+
+
 def test_generate_never_writes_over_its_benchmark_file(tmp_path):
     bench = tmp_path / "bench.jsonl"
     bench.write_text(json.dumps({"id": "q1", "problem": "1+1?", "answer": "2"}) + "\n")
