@@ -9,6 +9,7 @@ pool (each thread drives one sandboxed process). Per test: 1 passed, -2 wrong an
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import secrets
@@ -208,11 +209,12 @@ def grade(problem: Problem, response: str, config: GradeConfig = GradeConfig()) 
         tests["inputs"] = [t.input for t in problem.tests]
     stdin = _frame(prog) + _frame(tests) + nonce.encode() + b"\n"
     budget = config.timeout * problem.n_tests
-    # a stdin run's record holds every test's output (each up to max_output_bytes, twice that JSON-escaped): the
-    # cap grows with the tests, as the budget does
-    record = 2 * config.max_output_bytes * problem.n_tests
+    # what a run may write (stdout and stderr together): 4 MiB of its own (debugging output, a record of values),
+    # and a stdin run's record on top: every test's output (each up to max_output_bytes, in base64: 4 bytes per 3,
+    # plus its JSON framing), so the cap grows with the tests, as the budget does
+    record = (4 * -(-config.max_output_bytes // 3) + 64) * problem.n_tests if problem.kind == "stdin" else 0
     limits = Limits(cpu_seconds=budget + 5, wall_seconds=budget + 10, memory_bytes=config.memory_bytes,
-                    output_bytes=4 << 20 if problem.kind != "stdin" else max(4 << 20, record),
+                    output_bytes=(4 << 20) + record,
                     processes=config.processes, program_memory_bytes=config.program_memory_bytes,
                     disk_bytes=config.disk_bytes)
     # -s (no user site), not -I: its -E drops PYTHONHASHSEED, and str hashes (set order, hence printed output)
@@ -311,9 +313,11 @@ def _judge(problem: Problem, i: int, r: dict) -> tuple[int, str | None]:
         return Code.RUNNER_ERROR, f"result for test {i} of {len(problem.tests)}"
     expected = problem.tests[i].output
     if problem.kind == "stdin":
-        if "stdout" not in r:  # the harness sends a code or the program's output: neither is its own failure
-            return Code.RUNNER_ERROR, f"no output from the harness for test {i}"
-        ok, why = stdout_equal(str(r["stdout"]), expected)
+        try:  # the harness sends a code or the program's output: neither is its own failure
+            got = base64.b64decode(r["stdout_b64"], validate=True).decode("utf-8", "replace")
+        except (KeyError, TypeError, ValueError):
+            return Code.RUNNER_ERROR, f"no readable output from the harness for test {i}"
+        ok, why = stdout_equal(got, expected)
         return (Code.PASSED, None) if ok else (Code.WRONG_ANSWER, why)
     try:
         value = _harness_module.decode(r["value"])

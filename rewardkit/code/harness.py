@@ -11,6 +11,7 @@ stdin framing: ``len\\n{program part}len\\n{tests part}NONCE\\n`` (exact byte re
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import json
 import os
@@ -407,7 +408,9 @@ def _one_stdin(code, raw: str, timeout: float, max_output: int) -> dict:
         return {"code": -4, "reason": f"killed by signal {os.WTERMSIG(st)}"}
     if os.WEXITSTATUS(st) != 0:
         return {"code": -4, "reason": f"runtime error (exit status {os.WEXITSTATUS(st)})"}
-    return {"stdout": buf.decode("utf-8", "replace")}
+    # base64, not text: the record's size is then 4/3 of the output whatever it holds (JSON escapes a control
+    # character or non-ASCII text to 6 bytes a character), so the parent can cap the record exactly
+    return {"stdout_b64": base64.b64encode(bytes(buf)).decode("ascii")}
 
 
 def main() -> None:

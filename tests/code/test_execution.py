@@ -3,6 +3,7 @@ comparison as LiveCodeBench does it, and a hostile suite that must be contained 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -462,12 +463,14 @@ def test_humaneval_programs_get_no_livecodebench_prelude():
     assert grade(ADD, "from math import fsum\ndef add(a, b):\n    return int(fsum([a, b]))\n").passed
 
 
-def test_what_a_run_may_write_is_capped_at_4_mib_or_twice_every_tests_output():
-    # stdout + stderr of the whole run (the harness's record included): 4 MiB; a program past it is a runtime error
-    for problem, answer in ((ADD, "def add(a, b):\n    return a + b\n"), (ECHO, "print(input())\n")):
-        for mib in (3, 4.5):  # debugging output on stderr, then the right answer
+def test_what_a_run_may_write_is_capped_at_4_mib_and_every_stdin_tests_output():
+    # stdout + stderr of the whole run: 4 MiB of its own (a HumanEval record included); a stdin run also carries
+    # every test's output back in its record (up to max_output_bytes each, in base64: 4/3 of it, 1.33 MiB here)
+    for problem, answer, cap in ((ADD, "def add(a, b):\n    return a + b\n", 4),
+                                 (ECHO, "print(input())\n", 4 + 4 / 3)):
+        for mib in (cap - 0.5, cap + 0.2):  # debugging output on stderr, then the right answer
             r = grade(problem, f"import sys\nsys.stderr.write('x' * {int(mib * (1 << 20))})\n" + answer)
-            if mib == 3:
+            if mib < cap:
                 assert r.passed, (problem.kind, r.reason)
             else:
                 assert r.results == [Code.RUNTIME_ERROR] and r.reason == "output limit exceeded", (problem.kind, r)
@@ -476,7 +479,7 @@ def test_what_a_run_may_write_is_capped_at_4_mib_or_twice_every_tests_output():
     r = grade(ADD, f"import sys\nsys.stderr.write('x' * {int(4.5 * (1 << 20))})\n" + "def add(a, b):\n    return a + b\n",
               GradeConfig(max_output_bytes=6 << 20))
     assert r.results == [Code.RUNTIME_ERROR] and r.reason == "output limit exceeded", r
-    # a stdin test's whole output comes back in the record: with 6 MiB per test the run may write 12 MiB
+    # a stdin test's whole output comes back in the record: with 6 MiB per test, 5 MB passes
     big = Problem("x", "stdin", tests=(Case("5000000", "x" * 5_000_000),))
     r = grade(big, "print('x' * int(input()))", GradeConfig(max_output_bytes=6 << 20))
     assert r.passed, r.reason
@@ -485,6 +488,20 @@ def test_what_a_run_may_write_is_capped_at_4_mib_or_twice_every_tests_output():
     many = Problem("x", "stdin", tests=tuple(Case(str(i), "7" * 900_000) for i in range(5)))
     r = grade(many, "input()\nprint('7' * 900_000)")
     assert r.passed and r.results == [Code.PASSED] * 5, r.reason
+
+
+@pytest.mark.parametrize("char", ["é", "\x01"], ids=["2-byte-utf8", "control"])
+def test_output_near_the_per_test_limit_passes_whatever_characters_it_holds(char):
+    # 1,000,000 bytes a test in 4 tests, each under the 1 MiB limit. JSON escapes both characters to 6 bytes
+    # ("\u00e9", "\u0001"): a record of escaped text (12 MB, then 24 MB) outgrew the run's cap (2x every
+    # test's output) and a correct program was graded "output limit exceeded"; in base64 it is 4/3 of it
+    text = char * (1_000_000 // len(char.encode()))
+    many = Problem("x", "stdin", tests=tuple(Case(str(i), text) for i in range(4)))
+    r = grade(many, f"import sys\ninput()\nsys.stdout.write({char!r} * {len(text)})")
+    assert r.passed and r.results == [Code.PASSED] * 4, r.reason
+    over = Problem("x", "stdin", tests=(Case("0", char * (1_100_000 // len(char.encode()))),))  # over 1 MiB
+    r = grade(over, f"import sys\ninput()\nsys.stdout.write({char!r} * {1_100_000 // len(char.encode())})")
+    assert r.results == [Code.RUNTIME_ERROR] and r.reason == "output limit exceeded (1048576 bytes)", r.reason
 
 
 def test_per_process_memory_is_config_memory_bytes():
@@ -687,6 +704,11 @@ def test_only_the_record_with_this_runs_nonce_counts():
         assert r.results == [Code.WRONG_ANSWER] and r.reason == "AssertionError", (stdout, r)
 
 
+def out(text: str) -> dict:
+    """A stdin test's result as the harness sends it: the program's output in base64."""
+    return {"stdout_b64": base64.b64encode(text.encode()).decode()}
+
+
 def test_a_harness_reporting_other_than_one_result_per_test_is_a_runner_error():
     # at _verdict's seam: the harness's own failures (too few or too many results, a value it cannot have encoded)
     # are runner errors, never the program's
@@ -698,18 +720,19 @@ def test_a_harness_reporting_other_than_one_result_per_test_is_a_runner_error():
         stdout = (json.dumps({"nonce": nonce, **record}) + "\n").encode()
         return _verdict(problem, ran(stdout), nonce, GradeConfig(stop_at_first_failure=False))
 
-    for record, n in (({}, 0), ({"results": []}, 0), ({"results": [{"stdout": "1"}]}, 1)):
+    for record, n in (({}, 0), ({"results": []}, 0), ({"results": [out("1")]}, 1)):
         r = verdict(two, record)
         assert r.results == [Code.RUNNER_ERROR] and r.reason == f"the harness reported {n} results for 2 tests", r
         assert r.n_tests == 2 and r.seconds == 1.0 and "uid" in r.details
-    r = verdict(two, {"results": [{"stdout": "1"}, {"stdout": "2"}, {"stdout": "3"}]})
+    r = verdict(two, {"results": [out("1"), out("2"), out("3")]})
     assert r.results == [Code.PASSED, Code.PASSED, Code.RUNNER_ERROR] and r.reason == "result for test 2 of 2", r
     # a stdin test's result with neither a code nor the program's output is the harness's failure, not an empty
     # output (which would pass a test expecting none)
     silent = Problem("silent", "stdin", tests=(Case("1", ""),))
-    r = verdict(silent, {"results": [{}]})
-    assert r.results == [Code.RUNNER_ERROR] and r.reason == "no output from the harness for test 0", r
-    assert verdict(silent, {"results": [{"stdout": ""}]}).passed
+    for result in ({}, {"stdout_b64": "not base64!"}, {"stdout_b64": 7}):  # nothing, or nothing readable
+        r = verdict(silent, {"results": [result]})
+        assert r.results == [Code.RUNNER_ERROR] and r.reason == "no readable output from the harness for test 0", r
+    assert verdict(silent, {"results": [out("")]}).passed
     for value in ({"zz": 1}, None):  # an unknown tag; no value at all
         r = verdict(f, {"results": [{} if value is None else {"value": value}]})
         assert r.results == [Code.RUNNER_ERROR] and r.reason.startswith("undecodable value from the harness"), r
@@ -734,7 +757,7 @@ def test_a_program_over_the_memory_cap_never_passes_and_the_reason_says_how():
     # the tree was held at the cap; tests that passed become runtime errors, wrong answers stay wrong answers
     nonce = "12" * 16
     two = Problem("two", "stdin", tests=(Case("1", "1"), Case("2", "2")))
-    stdout = (json.dumps({"nonce": nonce, "results": [{"stdout": "1"}, {"stdout": "3"}]}) + "\n").encode()
+    stdout = (json.dumps({"nonce": nonce, "results": [out("1"), out("3")]}) + "\n").encode()
     cfg = GradeConfig(stop_at_first_failure=False, program_memory_bytes=256 << 20)
     for flags, how in (({"memory_exceeded": True}, "the kernel's OOM killer ended a process"),
                        ({"memory_at_cap": True}, "the program reached the cap and was held there")):
