@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from rewardkit.scoring import BaseScorer
 from rewardkit.types import Cost, Group, GroupScore, Status, as_references
 
 Outcome = Literal["verified", "refuted", "inconclusive"]
+K = TypeVar("K")
 
 # ------------------------------------------------------------------------------- the answer reward
 
@@ -58,9 +59,8 @@ def verify_groups(groups: Sequence[Group], checker: AnswerChecker, use_labels: b
     keeps that status and no reward; a group without a reference is unavailable (every response abstains).
     With ``use_labels``, ``Group.labels`` are the rewards where present (no check, no cost).
     """
-    pairs: list[tuple[str, str | None]] = []
-    where: list[tuple[int, int]] = []
     out: list[VerifiedGroup] = []
+    answers: list[tuple[tuple[int, int], str | None, Sequence[str]]] = []
     for g_idx, g in enumerate(groups):
         n = len(g)
         if use_labels and g.labels is not None:
@@ -72,18 +72,10 @@ def verify_groups(groups: Sequence[Group], checker: AnswerChecker, use_labels: b
                                      ["group has no reference answer for the verifier"] * n, False, preds))
             continue
         out.append(VerifiedGroup(np.zeros(n), [Status.OK] * n, [None] * n, True, preds))
-        for k, p in enumerate(preds):
-            for gold in g.references:  # several references: any one that matches makes the answer right
-                pairs.append((gold, p))
-                where.append((g_idx, k))
-    checks = checker.check_many(pairs) if pairs else []
-    per: dict[tuple[int, int], list[Check]] = {}
-    for key, c in zip(where, checks, strict=True):
-        per.setdefault(key, []).append(c)
-    for (g_idx, k), cs in per.items():
+        answers += [((g_idx, k), p, g.references) for k, p in enumerate(preds)]
+    for (g_idx, k), (c, cost) in check_against_references(checker, answers).items():
         v = out[g_idx]
-        v.cost += check_cost(cs)
-        c = any_gold(cs)
+        v.cost += cost
         if c.status is Status.OK and c.equivalent is not None:
             v.rewards[k] = 1.0 if c.equivalent else 0.0
         else:
@@ -91,6 +83,18 @@ def verify_groups(groups: Sequence[Group], checker: AnswerChecker, use_labels: b
             v.statuses[k] = c.status if c.status is not Status.OK else Status.ERROR
             v.messages[k] = c.message or "verifier did not finish"
     return out
+
+
+def check_against_references(checker: AnswerChecker, answers: Sequence[tuple[K, str | None, Sequence[str]]]
+                             ) -> dict[K, tuple[Check, Cost]]:
+    """Each ``(key, answer, references)`` checked against every one of its references in one batched checker
+    call: per key, one verdict (``any_gold``) and the cost of its checks. A key with no references is absent."""
+    pairs = [(key, gold, answer) for key, answer, golds in answers for gold in golds]
+    checks = checker.check_many([(gold, answer) for _, gold, answer in pairs]) if pairs else []
+    per: dict[K, list[Check]] = {}
+    for (key, _, _), c in zip(pairs, checks, strict=True):
+        per.setdefault(key, []).append(c)
+    return {key: (any_gold(cs), check_cost(cs)) for key, cs in per.items()}
 
 
 def any_gold(checks: Sequence[Check]) -> Check:
@@ -200,15 +204,9 @@ class ReferenceVerifier(BaseVerifier):
         self.checker = checker or default_checker()
 
     def verify_many(self, claims: Sequence[Claim]) -> list[VerifyResult]:
-        golds = [as_references(cl.reference) for cl in claims]
-        pairs = [(i, gold) for i, gs in enumerate(golds) for gold in gs]
-        checks = self.checker.check_many([(gold, claims[i].answer) for i, gold in pairs])
-        per: dict[int, list[Check]] = {}
-        for (i, _), ch in zip(pairs, checks, strict=True):
-            per.setdefault(i, []).append(ch)
+        answers = [(i, cl.answer, as_references(cl.reference)) for i, cl in enumerate(claims)]
         out = [VerifyResult("inconclusive", "no reference answer to check against") for _ in claims]
-        for i, cs in per.items():
-            cost, ch = check_cost(cs), any_gold(cs)
+        for i, (ch, cost) in check_against_references(self.checker, answers).items():
             if ch.status is not Status.OK or ch.equivalent is None:
                 out[i] = VerifyResult("inconclusive", ch.message or f"answer check {ch.status}", cost)
             elif ch.equivalent:
