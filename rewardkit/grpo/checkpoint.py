@@ -22,25 +22,9 @@ from typing import Any
 import torch
 
 from rewardkit.runtime.jobs import repair_jsonl
+from rewardkit.runtime.output import fsync_dir, write_atomic
 
 LATEST = "latest"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def save_checkpoint(out_dir: str | Path, step: int, model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer,
@@ -65,9 +49,8 @@ def save_checkpoint(out_dir: str | Path, step: int, model: Any, tokenizer: Any, 
             os.fsync(fh.fileno())
     shutil.rmtree(final, ignore_errors=True)  # a leftover from a run killed after this rename
     os.replace(tmp, final)
-    _fsync_dir(out)
-    _write_atomic(out / LATEST, final.name + "\n")
-    _fsync_dir(out)
+    fsync_dir(out)
+    write_atomic(out / LATEST, (final.name + "\n").encode())  # fsyncs the folder after its rename
     done = sorted(p for p in out.glob("ckpt-*") if p.is_dir())
     for old in done[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
@@ -132,7 +115,7 @@ class MetricsLog:
         rows = [r for r in repair_jsonl(self.path) if r.get("step", -1) < done_steps]
         if last_row is not None and not any(r.get("step") == last_row.get("step") for r in rows):
             rows.append(last_row)
-        _write_atomic(self.path, "".join(json.dumps(r) + "\n" for r in rows))
+        write_atomic(self.path, "".join(json.dumps(r) + "\n" for r in rows).encode())
         return rows
 
     def write(self, row: dict[str, Any]) -> None:

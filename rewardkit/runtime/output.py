@@ -46,25 +46,27 @@ class JobError(RuntimeError):
 # ------------------------------------------------------------------------------------ side files
 
 
-def rejects_path(out: str | Path) -> Path:
+def beside(out: str | Path, suffix: str) -> Path:
+    """The file next to ``OUT`` named ``OUT`` + ``suffix`` (its rejects, manifest, lock or retry journal)."""
     out = Path(out)
-    return out.with_name(out.name + ".rejects.jsonl")
+    return out.with_name(out.name + suffix)
+
+
+def rejects_path(out: str | Path) -> Path:
+    return beside(out, ".rejects.jsonl")
 
 
 def manifest_path(out: str | Path) -> Path:
-    out = Path(out)
-    return out.with_name(out.name + ".manifest.json")
+    return beside(out, ".manifest.json")
 
 
 def lock_path(out: str | Path) -> Path:
-    out = Path(out)
-    return out.with_name(out.name + ".lock")
+    return beside(out, ".lock")
 
 
 def retry_path(out: str | Path) -> Path:
     """The journal of a ``--retry-failed`` run: its new rows, merged into ``OUT`` atomically at the end."""
-    out = Path(out)
-    return out.with_name(out.name + ".retry.jsonl")
+    return beside(out, ".retry.jsonl")
 
 
 def side_files(out: str | Path) -> tuple[Path, ...]:
@@ -87,7 +89,8 @@ def file_kind(path: str | Path, follow: bool = False) -> str | None:
     return next((name for test, name in _KINDS if test(mode)), "special file")
 
 
-def _fsync_dir(d: Path) -> None:
+def fsync_dir(d: Path) -> None:
+    """Make a rename or a new file in ``d`` durable (fsync the folder itself)."""
     try:
         fd = os.open(d, os.O_RDONLY)
     except OSError:  # pragma: no cover - platforms without directory fds
@@ -123,7 +126,7 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def append_lines(path: Path, lines: Iterable[bytes]) -> None:
