@@ -239,7 +239,17 @@ class Server:
 
 
 def _serve(prog: dict, req_r: int, resp_w: int) -> None:
-    """Child: load the program, then answer calls until the harness closes the pipe."""
+    """Child: load the program, then answer calls until the harness closes the pipe. A harness gone (killed by
+    the program, or its pipe closed) ends the child in silence: a traceback of the harness's own code on
+    stderr would stand where the run's reason quotes the end of the program's stderr."""
+    try:
+        _answer_calls(prog, req_r, resp_w)
+    except OSError:
+        pass
+    os._exit(0)
+
+
+def _answer_calls(prog: dict, req_r: int, resp_w: int) -> None:
     ns = {"__name__": "program", "__builtins__": __builtins__}
     try:
         exec(compile(prog["prelude"] + prog["source"], "<program>", "exec"), ns)  # noqa: S102
@@ -247,11 +257,11 @@ def _serve(prog: dict, req_r: int, resp_w: int) -> None:
         _send(resp_w, {"ready": True})
     except BaseException as e:  # noqa: BLE001
         _send(resp_w, {"load_error": _exc(e)})
-        os._exit(0)
+        return
     while True:
         req = _recv(req_r)
         if req is None:
-            os._exit(0)
+            return
         try:
             msg = {"ok": encode(fn(*decode(req["args"])))}
         except BaseException as e:  # noqa: BLE001

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from rewardkit.evals.data import data_path
 
+from rewardkit.code import harness as harness_module
 from rewardkit.code.execution import (
     Code,
     GradeConfig,
@@ -687,6 +688,26 @@ def test_a_harness_the_program_killed_is_its_runtime_error_quoting_the_end_of_it
     assert r.reason.startswith("the test harness ended without its result record: the program interfered with the "
                                "harness. "), r.reason
     assert r.reason.endswith(". " + "y" * 99 + "\ufffd" + "z" * 400), r.reason[-600:]  # the last 500 characters
+
+
+@pytest.mark.parametrize("source", ["def add(a, b):\n    return a + b\n", "raise ValueError('at load')\n"],
+                         ids=["ready", "load-error"])
+def test_the_call_server_of_a_harness_that_is_gone_ends_in_silence(source):
+    # the race behind the test above: the program kills the harness while loading, and its call server, still
+    # running until the sandbox ends it, finds the harness's pipe closed. A traceback of the harness's own code
+    # on stderr would then stand where the reason quotes the end of the program's stderr
+    harness = Path(harness_module.__file__)
+    code = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(harness.parent)!r})
+        import harness
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        os.close(resp_r)  # the harness is gone: nobody reads the answers
+        harness._serve({{"prelude": "", "source": {source!r}, "function": "add"}}, req_r, resp_w)
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert (res.returncode, res.stdout, res.stderr) == (0, b"", b"")
 
 
 def test_only_the_record_with_this_runs_nonce_counts():
