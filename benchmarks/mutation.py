@@ -118,6 +118,17 @@ TARGETS = [
     Target("rewardkit/scoring.py", ("tests/test_scoring.py",),
            ("_masked", "grpo_advantages", "dr_grpo_advantages", "rloo_advantages", "reward_diversity",
             "diversity_stats", "non_diverse_fraction")),
+    # the rest of the reward path: the answer reward R_v every scorer starts from (and the reference verifier), JURY-RL's
+    # gate (eq. 4) with its scorers and the App. D judge's verdict counting, the Arena's opponent schedules (live
+    # anchors, uncertainty), GAR's slicing and the self-certainty / entropy rewards
+    Target("rewardkit/verifier.py", ("tests/test_verifier.py", "tests/jury/test_proof_gate.py")),
+    Target("rewardkit/jury/proof_gate.py", ("tests/jury/test_proof_gate.py",),
+           ("proof_gate_rewards", "vote_groups", "_score", "verify_many")),
+    Target("rewardkit/arena/tournaments.py", ("tests/arena/test_tournaments.py",)),
+    Target("rewardkit/gar/slicing.py", ("tests/gar/test_slices.py",)),
+    Target("rewardkit/jury/self_certainty.py", ("tests/jury/test_self_certainty.py",),
+           ("self_certainty", "entropy_reward", "cumulative_log_probability", "answer_token_mask", "_reward",
+            "_score")),
 ]
 
 

@@ -491,6 +491,28 @@ def test_what_a_run_may_write_is_capped_at_4_mib_and_every_stdin_tests_output():
     assert r.passed and r.results == [Code.PASSED] * 5, r.reason
 
 
+def test_a_runs_own_4_mib_and_every_tests_output_at_its_limit_fit_together():
+    # 100 tests, each printing exactly max_output_bytes (3,000: 4,000 in base64), and 4 MiB less 2,000 bytes of
+    # the program's own stderr: the record (100 x (4,000 + 20) bytes and its frame) fits the 64 bytes a test the
+    # cap allows for its JSON frame; with the frame's bytes not allowed for, or the output counted 1:1, it did not
+    n, limit = 100, 3000
+    many = Problem("x", "stdin", tests=tuple(Case(str(i), "7" * limit) for i in range(n)))
+    program = ("import sys\nif input() == '0':\n    sys.stderr.write('e' * ((4 << 20) - 2000))\n"
+               f"sys.stdout.write('7' * {limit})")
+    r = grade(many, program, GradeConfig(max_output_bytes=limit, stop_at_first_failure=False))
+    assert r.passed and r.results == [Code.PASSED] * n, r.reason
+
+
+def test_output_that_is_not_utf_8_is_compared_with_replacement_as_the_programs_answer():
+    # bytes that are not UTF-8 are the program's output, read with U+FFFD in their place: a wrong answer (or a
+    # pass where that is what the test expects), never a runner error
+    p = Problem("bytes", "stdin", tests=(Case("1", "7"),))
+    r = grade(p, "import sys\ninput()\nsys.stdout.buffer.write(b'\\xff7')")
+    assert r.results == [Code.WRONG_ANSWER] and "\ufffd7" in r.reason, r.reason
+    q = Problem("bytes", "stdin", tests=(Case("1", "\ufffd7"),))
+    assert grade(q, "import sys\ninput()\nsys.stdout.buffer.write(b'\\xff7')").passed
+
+
 @pytest.mark.parametrize("char", ["é", "\x01"], ids=["2-byte-utf8", "control"])
 def test_output_near_the_per_test_limit_passes_whatever_characters_it_holds(char):
     # 1,000,000 bytes a test in 4 tests, each under the 1 MiB limit. JSON escapes both characters to 6 bytes
@@ -750,7 +772,8 @@ def test_a_harness_reporting_other_than_one_result_per_test_is_a_runner_error():
     # a stdin test's result with neither a code nor the program's output is the harness's failure, not an empty
     # output (which would pass a test expecting none)
     silent = Problem("silent", "stdin", tests=(Case("1", ""),))
-    for result in ({}, {"stdout_b64": "not base64!"}, {"stdout_b64": 7}):  # nothing, or nothing readable
+    # nothing, or nothing readable ("MQ==!" is "1" to a decoder that skips what is not base64: never read so)
+    for result in ({}, {"stdout_b64": "not base64!"}, {"stdout_b64": "MQ==!"}, {"stdout_b64": 7}):
         r = verdict(silent, {"results": [result]})
         assert r.results == [Code.RUNNER_ERROR] and r.reason == "no readable output from the harness for test 0", r
     assert verdict(silent, {"results": [out("")]}).passed
