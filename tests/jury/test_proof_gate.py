@@ -676,3 +676,19 @@ def test_llm_judge_scorer_status_ok_is_no_failure():
     (s,) = _Scorer(judge=ScriptedJudge(reply="True"), mode="generate").score([Group("g", "p", _boxed(2, 2, 3))])
     assert s.statuses == [Status.OK] * 3 and s.stats["gate"] == "refuted"
     np.testing.assert_array_equal(s.rewards, [0, 0, 0])
+
+
+def test_llm_judge_reply_without_any_text_is_an_invalid_judgment():
+    """A backend that answers ok with no text at all (an HTTP reply with an empty "choices" list) gives no
+    judgment: inconclusive, status invalid, read as an empty output as the other judge scorers read it
+    (it raised IndexError and failed the whole batch)."""
+    from rewardkit.jury.proof_gate import LLMJudgeScorer, LLMJudgeVerifier
+    from rewardkit.testing import ScriptedJudge
+
+    judge = ScriptedJudge(reply=_by_answer({"1": [], "2": "Final judgment: True"}))
+    empty, right = LLMJudgeVerifier(judge, mode="generate").verify_many([Claim("q", "1"), Claim("q", "2")])
+    assert (empty.outcome, empty.detail) == ("inconclusive", {"status": "invalid"})
+    assert empty.reason.startswith("no True/False verdict") and "<empty>" in empty.reason
+    assert right.outcome == "verified"
+    (s,) = LLMJudgeScorer(judge=judge, mode="generate").score([Group("g", "p", _boxed(1, 1, 2))])
+    assert s.statuses == [Status.INVALID] * 3 and "<empty>" in s.messages[0]
