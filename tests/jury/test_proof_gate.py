@@ -590,12 +590,14 @@ def test_llm_judge_generate_mode_by_hand():
     assert (cached.outcome, cached.cached, cached.cost) == ("refuted", True, Cost(cache_hits=1))
 
 
-@pytest.mark.parametrize("texts, outcome, reason", [
-    (["Yes.\nTrue", "Right.\nTrue", "unsure", "No.\nFalse"], "verified", "judge: 2 True / 1 False"),
-    (["True", "False", "Final judgment: True", "Final judgment: False"], "inconclusive", "judge: 2 True / 2 False"),
-    (["False", "hmm", "Final judgment: False", "True"], "refuted", "judge: 1 True / 2 False"),
+@pytest.mark.parametrize("texts, outcome, reason, judgments", [
+    (["Yes.\nTrue", "Right.\nTrue", "unsure", "No.\nFalse"], "verified", "judge: 2 True / 1 False",
+     ["True", "True", "False"]),
+    (["True", "False", "Final judgment: True", "Final judgment: False"], "inconclusive", "judge: 2 True / 2 False",
+     ["True", "False", "True", "False"]),
+    (["False", "hmm", "Final judgment: False", "True"], "refuted", "judge: 1 True / 2 False", ["False", "False", "True"]),
 ])
-def test_llm_judge_samples_majority(texts, outcome, reason):
+def test_llm_judge_samples_majority(texts, outcome, reason, judgments):
     """samples > 1 (the paper's MV@4 judge): the majority of the readable judgments; a tie is inconclusive
     (no status: the judge answered, it did not fail)."""
     from rewardkit.jury.proof_gate import LLMJudgeVerifier
@@ -604,7 +606,7 @@ def test_llm_judge_samples_majority(texts, outcome, reason):
     (res,) = LLMJudgeVerifier(ScriptedJudge(reply=lambda p: texts), samples=4, mode="generate").verify_many(
         [Claim("q", "1")])
     assert (res.outcome, res.reason) == (outcome, reason)
-    assert res.detail == {"judgments": [t.rsplit(None, 1)[-1] for t in texts if t.endswith(("True", "False"))]}
+    assert res.detail == {"judgments": judgments}
     assert res.cost == Cost(judge_calls=1, prompt_tokens=10, completion_tokens=20)
 
 
