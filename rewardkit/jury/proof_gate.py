@@ -277,7 +277,8 @@ class LLMJudgeVerifier(BaseVerifier):
                 out.append(VerifyResult("inconclusive", f"judge {comp.status}: {comp.error}", cost,
                                         detail={"status": comp.status.value}))
                 continue
-            verdicts = [parse_true_false(t, comp.finish_reason(i)) for i, t in enumerate(comp.texts)]
+            # an ok reply without text (an empty "choices" list) reads as one empty judgment, as Completion.text does
+            verdicts = [parse_true_false(t, comp.finish_reason(i)) for i, t in enumerate(comp.texts or [""])]
             ok = [v.label for v in verdicts if v.ok]
             if not ok:
                 out.append(VerifyResult("inconclusive", verdicts[0].message or "invalid judgment", cost,
