@@ -26,6 +26,7 @@ __all__ = [
     "live_win_rates",
     "laplace_pair_information",
     "play",
+    "PAIR_CRITERIA",
 ]
 
 Pair = tuple[int, int]
@@ -153,7 +154,7 @@ class LiveTournament(Tournament):
     """Items arrive in ``order``; each new one meets the opponents ``select`` picks among those arrived.
 
     One round per arrival after the first (N - 1 rounds); with ``anchor_opponents`` at most
-    1 + 2 + 3(N - 3) judge calls (18 at N = 8).
+    1 + 2 + 3(N - 3) judge calls (18 at N = 8). ``rng`` (for random selectors) defaults to seed 0: runs repeat.
     """
 
     def __init__(self, n_items: int, order: Sequence[int] | None = None, select: OpponentSelector = anchor_opponents,
@@ -183,12 +184,23 @@ class LiveTournament(Tournament):
         self._next += 1
 
 
+PAIR_CRITERIA = ("information", "order")
+
+
+def _check_criterion(criterion: str) -> None:
+    """Refuse an unknown pair criterion (a typo would otherwise silently run the "information" one)."""
+    if criterion not in PAIR_CRITERIA:
+        raise ValueError(f"pair criterion must be one of {PAIR_CRITERIA}, got {criterion!r}")
+
+
 def laplace_pair_information(beta: np.ndarray, matches: Sequence[Match], l2: float, criterion: str = "information") -> np.ndarray:
     """p(1-p) * Var(b_i - b_j) for every pair under the Laplace posterior of the regularised BT fit.
 
     ``log(1 + p(1-p) Var)`` is the expected information one more comparison of (i, j) gives about
     b_i - b_j; it is largest for close, poorly-measured pairs: exactly those that decide the ranking.
+    ``criterion="order"`` gives instead Phi(-|b_i - b_j| / sd), the posterior chance the pair is misordered.
     """
+    _check_criterion(criterion)
     n = len(beta)
     H = l2 * np.eye(n)
     for i, j, _ in matches:
@@ -214,11 +226,16 @@ class UncertaintyTournament(Tournament):
     Round 1 is a random perfect matching (every item plays once). Each later round refits eq. 10 and
     greedily picks unplayed pairs by ``laplace_pair_information`` (each item at most once per round, so a
     round is one parallel batch), until ``budget`` judge calls are spent. All items must have arrived.
+    ``rng`` defaults to seed 0 (runs repeat); ``l2`` must be > 0: round 1 leaves the comparison graph
+    disconnected, so the plain MLE (l2 = 0) and its Laplace posterior do not exist.
     """
 
     def __init__(self, n_items: int, budget: int | None = None, l2: float = 1.0, rng: np.random.Generator | None = None,
                  criterion: str = "information"):
         super().__init__(n_items)
+        _check_criterion(criterion)
+        if not l2 > 0:
+            raise ValueError(f"uncertainty tournament: l2 must be > 0 (its Laplace posterior needs the prior), got {l2}")
         self.criterion = criterion
         self.budget = 2 * n_items if budget is None else int(budget)
         self.l2 = l2
@@ -247,8 +264,6 @@ class UncertaintyTournament(Tournament):
                 if i not in used and j not in used:
                     pairs.append((i, j))
                     used |= {i, j}
-            if not pairs and cand:
-                pairs = [(cand[0][2], cand[0][3])]
         pairs = pairs[: max(left, 0)]
         self._tried |= {(min(i, j), max(i, j)) for i, j in pairs}
         return pairs
