@@ -246,6 +246,9 @@ class ArenaOptions(ArenaJudgeOptions):
             raise ValueError(f"option 'gamma': must lie in (1/2, 1] (eq. 7), got {self.gamma}")
         self._at_least(1, "max_tokens", "budget")
         self._at_least(0, "temperature", "l2")
+        if self.schedule == "uncertainty" and self.l2 <= 0:  # its Laplace posterior needs the prior
+            raise ValueError(f"option 'l2': must be > 0 for schedule=uncertainty (the Bradley-Terry posterior it "
+                             f"schedules by needs the prior), got {self.l2}")
 
 
 @dataclass(frozen=True)

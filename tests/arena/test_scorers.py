@@ -286,6 +286,10 @@ def test_registry_builds_scorers_with_options():
         assert helps["judge"] and helps["mode"]
     with pytest.raises(ValueError, match="schedule"):
         ArenaScorer(judge=QualityJudge(), schedule="swiss")
+    # the uncertainty schedule's posterior needs the prior: refused with the options, before any judge call
+    with pytest.raises(ValueError, match=r"option 'l2': must be > 0 for schedule=uncertainty .*got 0.0"):
+        ArenaScorer(judge=QualityJudge(), schedule="uncertainty", l2=0.0)
+    assert ArenaScorer(judge=QualityJudge(), schedule="live", l2=0.0).options.l2 == 0.0  # the plain MLE elsewhere
 
 
 # ------------------------------------------------------------------------------ real embedded model
