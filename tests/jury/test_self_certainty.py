@@ -63,10 +63,12 @@ class TokenJudge(ScriptedJudge):
     def __init__(self, offsets: bool = True):
         super().__init__()
         self.token_batches: list[int] = []
+        self.token_requests: list[TokenScoreRequest] = []
         self.offsets = offsets
 
     def score_tokens(self, requests: Sequence[TokenScoreRequest]) -> list[TokenScores]:
         self.token_batches.append(len(requests))
+        self.token_requests.extend(requests)
         out = []
         for r in requests:
             words = list(re.finditer(r"\S+", r.response))
@@ -147,6 +149,44 @@ def test_scorers_read_in_one_call_and_mask_failures():
     assert en.components["response_mean_entropy"][1] == pytest.approx((math.log(V) + float(distribution_stats(
         _log_softmax(np.array([[9.0] + [0.0] * (V - 1)])))[0][0])) / 2)
     assert sc.cost.judge_calls == 2  # the failed request is not counted as executed
+
+
+H_PEAK = math.log(math.exp(9.0) + V - 1) - 9.0 * P_PEAK  # -sum p log p of the peaked token, log p = (9 or 0) - log Z
+
+
+def test_entropy_reward_is_minus_the_mean_entropy_worked_by_hand():
+    """App. D's entropy reward on tiny distributions: a uniform token has entropy log V, the peaked one
+    log Z - 9 P (Z = e^9 + V - 1). Over the answer "12 345" (two peaked tokens) it is -H_PEAK, not the
+    cumulative log-probability 2 log P_PEAK; over a whole response of uniform tokens it is -log V, not the
+    self-certainty 0."""
+    judge = TokenJudge()
+    (en,) = EntropyScorer(judge=judge).score([Group("g", "q", ["so the answer is 12 345"])])
+    assert en.statuses == [Status.OK] and en.rewards[0] == pytest.approx(-H_PEAK)
+    assert en.rewards[0] != pytest.approx(2 * math.log(P_PEAK))
+    (whole,) = EntropyScorer(judge=judge, over="whole-response").score(
+        [Group("h", "q", ["maybe perhaps", "sure maybe"])])
+    assert whole.statuses == [Status.OK, Status.OK]
+    assert whole.rewards[0] == pytest.approx(-math.log(V))
+    assert whole.rewards[1] == pytest.approx(-(H_PEAK + math.log(V)) / 2)
+
+
+def test_the_system_message_is_sent_before_the_prompt():
+    """The ``system`` option is the first message of every scored prompt; without it only the user turn is sent."""
+    judge = TokenJudge()
+    SelfCertaintyScorer(judge=judge, system="Answer briefly.").score([Group("g", "What is 3+4?", ["\\boxed{7}"])])
+    EntropyScorer(judge=judge).score([Group("g", "What is 3+4?", ["\\boxed{7}"])])
+    assert [r.messages for r in judge.token_requests] == [
+        [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is 3+4?"}],
+        [{"role": "user", "content": "What is 3+4?"}]]
+
+
+def test_groups_without_responses_make_no_backend_call():
+    """Nothing to score: no (possibly model-loading) backend call, and each group gets an empty score."""
+    judge = TokenJudge()
+    out = SelfCertaintyScorer(judge=judge).score([Group("g", "q", []), Group("h", "q", [])])
+    assert judge.token_batches == []
+    assert [len(s.rewards) for s in out] == [0, 0] and [s.statuses for s in out] == [[], []]
+    assert SelfCertaintyScorer(judge=judge).score([]) == [] and judge.token_batches == []
 
 
 def test_unsupported_backend_raises_a_clear_error():
