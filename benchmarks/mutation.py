@@ -302,7 +302,9 @@ def run_target(t: Target, workdir: Path, children: int, resume: bool = False, cu
     work = workdir / t.source.replace("/", "_").removesuffix(".py")
     spent = work / "seconds_spent"  # wall seconds of the earlier, cut-short runs in this copy
     if cut:
-        return _record_cut(t, work)
+        out = _record_cut(t, work)
+        out.children = children  # the run being recorded was started with this target's children
+        return out
     if not (resume and (work / "mutants" / (t.source + ".meta")).exists()):
         _copy_checkout(work)
         (work / "setup.cfg").write_text(_config(t))
@@ -399,10 +401,10 @@ def _natural(key: str) -> tuple:
 
 
 def kill_rate(counts: dict[str, int]) -> tuple[float, float]:
-    """(killed / all mutants, killed / non-equivalent mutants) over the mutants with a verdict; a timeout counts as
-    killed."""
+    """(killed / all mutants, killed / non-equivalent mutants) over the mutants with a verdict; a timeout and a crash
+    of the tests' process (mutmut's "segfault": the mutant recursed or corrupted its way out) count as killed."""
     total = sum(counts.values()) - counts.get("not checked", 0)
-    killed = counts.get("killed", 0) + counts.get("timeout", 0) + counts.get(FRESH, 0)
+    killed = counts.get("killed", 0) + counts.get("timeout", 0) + counts.get("segfault", 0) + counts.get(FRESH, 0)
     live = total - counts.get("equivalent", 0)
     return (killed / total if total else float("nan"), killed / live if live else float("nan"))
 
@@ -493,7 +495,8 @@ def render() -> str:
              "functions, in `code/execution.py` only its grading functions and in `grpo/modes.py` only its reward, "
              "advantage and objective paths (not its option resolution, CLI builder, checkpoint state or calls "
              "passed through to the learner) are mutated (the script's `TARGETS`). "
-             "A timeout (the mutant's tests ran past mutmut's limit) counts as killed. mutmut tests every mutant in a "
+             "A timeout (the mutant's tests ran past mutmut's limit) and a crash of the tests' process (mutmut's "
+             "segfault) count as killed. mutmut tests every mutant in a "
              "process forked after the tests were imported, so a mutant in a function that runs at import (a verdict "
              "form's factory) never reaches them: each such survivor is written into the source and the module's tests "
              "run again in a fresh process, and those they fail on count as killed in a fresh process. A survivor listed in "
@@ -503,9 +506,9 @@ def render() -> str:
     if mj.exists():
         data = json.loads(mj.read_text())
         lines += [f"mutmut {data['mutmut']}, {data['machine']['cpus']} CPUs, {data['seconds']:.0f} s in all (at once: mutants tested at the same time, mutmut's --max-children).", "",
-                  "| module | tests | mutants | killed | killed in a fresh process | timeout | equivalent | survived | "
-                  "no tests | kill rate | kill rate (non-equivalent) | seconds | at once |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| module | tests | mutants | killed | killed in a fresh process | timeout | crash | equivalent | "
+                  "survived | no tests | kill rate | kill rate (non-equivalent) | seconds | at once |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         known = _equivalents()
         for m in data["modules"]:  # reasons recorded after the run apply too
             for sv in m["survivors"]:
@@ -520,7 +523,8 @@ def render() -> str:
             part = (f" (partial: {sum(c.values()) - c.get('not checked', 0)} of {sum(c.values())} mutants checked "
                     "when the run was stopped)") if m.get("partial") else ""
             lines.append(f"| `{m['source']}`{part} | {', '.join('`' + t + '`' for t in m['tests'])} | {sum(c.values())} | "
-                         f"{c.get('killed', 0)} | {c.get(FRESH, 0)} | {c.get('timeout', 0)} | {c.get('equivalent', 0)} | "
+                         f"{c.get('killed', 0)} | {c.get(FRESH, 0)} | {c.get('timeout', 0)} | {c.get('segfault', 0)} | "
+                         f"{c.get('equivalent', 0)} | "
                          f"{c.get('survived', 0)} | {c.get('no tests', 0)} | {raw:.1%} | {live:.1%} | {m['seconds']:.0f} | "
                          f"{m.get('children', 2)} |")
         stale = _stale(known)
