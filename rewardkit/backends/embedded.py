@@ -81,9 +81,9 @@ def _drop_gguf_quantization(config: Path) -> None:
     if "quantization_config" not in data:
         return
     data.pop("quantization_config")
-    from rewardkit.runtime.output import write_atomic
-
-    write_atomic(config, (json.dumps(data, indent=2) + "\n").encode())
+    tmp = config.with_name(f".{config.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, config)
 
 
 def _convert_gguf(src: Path, out: Path) -> None:
