@@ -497,3 +497,141 @@ def test_L_holds_on_the_real_token_count_of_every_slice(rollouts_path):
             assert s.tokens == real
             assert real <= 320 or any(a <= s.start and s.end <= b for a, b in protected_spans(t)), (real, s.text)
     assert n > 300
+
+
+# ------------------------------------------------------------------------------------ hand-worked slice boundaries
+# Token counters for hand-working: whitespace words, characters (a real tokenizer counts a line break too), and
+# squared words (a tokenizer whose count of a joined text exceeds the sum of its pieces' counts).
+
+
+def _chars(texts):
+    return [len(t) for t in texts]
+
+
+def _squared_words(texts):
+    return [len(t.split()) ** 2 for t in texts]
+
+
+def _texts(slices) -> list[str]:
+    return [s.text for s in slices]
+
+
+def test_brace_pairs_match_nested_and_skip_escaped_braces():
+    from rewardkit.gar.slicing import _brace_pairs
+
+    assert _brace_pairs("{a}") == {0: 3}
+    assert _brace_pairs("{a{b}c}") == {0: 7, 2: 5}
+    assert _brace_pairs("{\\}}") == {0: 4}  # "\}" is a literal brace, not the closer
+    assert _brace_pairs("\\{x}") == {}  # "\{" opens nothing; the stray "}" closes nothing
+
+
+@pytest.mark.parametrize("text, spans", [
+    ("\\boxed{x\\}} y", ["\\boxed{x\\}}"]),  # an escaped brace inside \boxed neither closes it nor hides its closer
+    ("\\boxed{a{b}c} d", ["\\boxed{a{b}c}"]),  # nested braces: the box closes at its own brace
+    ("```py\nx\n``` after", ["```py\nx\n```"]),  # the span ends right after the closing fence
+    ("\\[x\\] y", ["\\[x\\]"]),
+    ("\\(x\\) y", ["\\(x\\)"]),
+    ("$$ x", []),  # unclosed openers protect nothing
+    ("\\[ x", []),
+    ("\\( x", []),
+    ("\\begin{cases}a\\\\b\\end{cases} c", ["\\begin{cases}a\\\\b\\end{cases}"]),
+])
+def test_protected_spans_end_exactly_at_the_closer(text, spans):
+    assert [text[a:b] for a, b in protected_spans(text)] == spans
+
+
+def test_a_line_break_right_before_a_block_is_a_cut():
+    # segments "a b\n" (2) and "\[x\]" (1): 2 + 1 > L = 2, so they are two slices; the cut at the block's start is
+    # outside the block
+    assert _texts(slice_text("a b\n\\[x\\]", 2, min_tokens=2)) == ["a b\n", "\\[x\\]"]
+
+
+def test_one_block_longer_than_L_stays_whole_and_alone():
+    block = "\\begin{align}a &= b \\\\ c &= d + e\\end{align}"  # 7 whitespace words
+    text = "x y\n" + block + "\nz"
+    assert _texts(slice_text(text, 3, min_tokens=3)) == ["x y\n", block + "\n", "z"]
+    assert _texts(fixed_windows(text, 3)) == ["x y\n", block + "\n", "z"]
+
+
+def test_a_slice_closes_at_a_new_beginning_once_it_holds_min_tokens():
+    # "a\n" holds 1 token: with min_tokens = 1 the restart "Wait" closes it (the threshold itself is enough)
+    assert _texts(slice_text("a\nWait b", 320, min_tokens=1)) == ["a\n", "Wait b"]
+    assert _texts(slice_text("a\nWait b", 320, min_tokens=2)) == ["a\nWait b"]
+    # the slice's count is the sum over all its segments (1 + 1 = 2), not the last segment's alone
+    assert _texts(slice_text("a\nb\nWait c", 320, min_tokens=2)) == ["a\nb\n", "Wait c"]
+
+
+def test_default_min_tokens_is_three_quarters_of_L():
+    # L = 8: a new beginning closes the slice once it holds 6 tokens (3/4 L), not before
+    assert _texts(slice_text("a b c d e f\nWait g", 8)) == ["a b c d e f\n", "Wait g"]
+    assert _texts(slice_text("a b c d e\nWait g", 8)) == ["a b c d e\nWait g"]
+
+
+def test_a_blank_start_is_never_a_slice_of_its_own():
+    # the leading "\n\n" holds no token: a new beginning does not close an empty slice, even with min_tokens = 0
+    assert _texts(slice_text("\n\nWait, a b", 320, min_tokens=0)) == ["\n\nWait, a b"]
+
+
+def test_a_leading_line_break_is_a_segment():
+    # characters as tokens: "\n" holds 1, so the restart after it closes the slice (min_tokens = 1)
+    assert _texts(slice_text("\nWait ab", 100, _chars, 1)) == ["\n", "Wait ab"]
+
+
+def test_a_segment_of_exactly_L_tokens_is_not_split():
+    # "x\n" (1) + "a b" (2 = L) overflow L, so "a b" opens the second slice whole
+    assert _texts(slice_text("x\na b", 2, min_tokens=2)) == ["x\n", "a b"]
+
+
+def test_midline_cue_cuts_a_segment_but_is_no_new_beginning():
+    # "x\n" (1), "a b. " (2), "So c" (2) with L = 4: the cut before "So" lets "a b. " join the first slice
+    assert _texts(slice_text("x\na b. So c", 4, min_tokens=1)) == ["x\na b. ", "So c"]
+    # a cue opening a sentence mid-line is not a clear new beginning: nothing closes early
+    assert _texts(slice_text("a b. So c", 320, min_tokens=1)) == ["a b. So c"]
+
+
+def test_split_long_segment_keeps_the_new_beginning_on_its_first_piece_only():
+    # "a. b. c. d." (4 > L = 3) is split at sentence ends; its pieces are no new beginnings
+    assert _texts(slice_text("x\na. b. c. d.", 3, min_tokens=1)) == ["x\na. b. ", "c. d."]
+    # a long segment opening with "Wait": its first piece restarts, the later pieces do not
+    assert _texts(slice_text("x\nWait a. b. c.", 3, min_tokens=1)) == ["x\n", "Wait a. b. ", "c."]
+
+
+def test_fit_holds_L_on_the_real_count_of_the_joined_text():
+    # squared words: "a ", "b ", "c" count 1 each (sum 3 <= L = 4) but "a b c" counts 9; the longest prefix that
+    # fits is "a b " (4 <= 4), then "c"
+    assert [(s.text, s.tokens) for s in slice_text("a b c", 4, _squared_words, 4)] == [("a b ", 4), ("c", 1)]
+
+
+def test_counter_is_never_asked_about_an_empty_text():
+    seen: list[str] = []
+
+    def recording(texts):
+        seen.extend(texts)
+        return _squared_words(texts)
+
+    # L = 3: "a b c" (9) is fitted to "a " then "b c" (4) to "b " and "c"
+    assert _texts(slice_text("a b c", 3, recording, 3)) == ["a ", "b ", "c"]
+    assert "" not in seen
+
+
+def test_counter_that_loses_counts_is_refused_not_zipped_short():
+    def drops_two_word_texts(texts):  # a backend that silently skips some inputs
+        return [len(t.split()) ** 2 for t in texts if len(t.split()) != 2]
+
+    # the segments "a\n" and "b" count fine; the slice "a\nb" (two words) gets no count
+    with pytest.raises(ValueError):
+        slice_text("a\nb", 10, drops_two_word_texts, 10)
+    # the words of "a b c" count fine; the slice counts 9 > 3 and its prefix "a b " gets no count
+    with pytest.raises(ValueError):
+        slice_text("a b c", 3, drops_two_word_texts, 3)
+
+
+def test_fixed_windows_leading_whitespace_is_its_own_word():
+    # characters as tokens: " " (1), "ab " (3), "cd" (2) with L = 3
+    assert _texts(fixed_windows(" ab cd", 3, _chars)) == [" ", "ab ", "cd"]
+
+
+def test_make_slices_defaults_to_delimiters_and_passes_the_counter_on():
+    # the paper's delimiter slicing by default: the mid-line cue cut as in the test above
+    assert _texts(make_slices("x\na b. So c", max_tokens=4, min_tokens=1)) == ["x\na b. ", "So c"]
+    assert _texts(make_slices(" ab cd", "fixed", 3, _chars)) == [" ", "ab ", "cd"]
