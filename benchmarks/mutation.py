@@ -5,9 +5,10 @@ mutant counts as killed only when the tests of its area catch it. mutmut maps ea
 call its function and runs just those, forked from a process that has already imported everything.
 
     pip install -e ".[mutation]"                        # mutmut 3
-    python benchmarks/mutation.py                       # every module: 38 min (2,305 s) on this 2-core machine,
-                                                        # 19 of them code/execution.py's (its tests wait on sandboxed
-                                                        # programs' wall-clock limits, so 4 of its mutants run at once)
+    python benchmarks/mutation.py                       # every module: about an hour (3,593 s in the recorded runs)
+                                                        # on this 2-core machine, 19 min each for code/execution.py
+                                                        # (its tests wait on sandboxed programs' wall-clock limits,
+                                                        # so 4 of its mutants run at once) and GAR's slicing
     python benchmarks/mutation.py --only gar/rewards.py # one module (a suffix of its path)
     python benchmarks/mutation.py --planted             # the issue's twelve planted bugs, one at a time
     python benchmarks/mutation.py --only grpo/modes.py --resume  # go on where a cut-short run stopped
