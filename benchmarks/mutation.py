@@ -6,7 +6,7 @@ call its function and runs just those, forked from a process that has already im
 
     pip install -e ".[mutation]"                        # mutmut 3
     python benchmarks/mutation.py                       # every module: about an hour (3,593 s in the recorded runs)
-                                                        # on this 2-core machine, 19 min each for code/execution.py
+                                                        # on this 2-core machine, 16-19 min each for code/execution.py
                                                         # (its tests wait on sandboxed programs' wall-clock limits,
                                                         # so 4 of its mutants run at once) and GAR's slicing
     python benchmarks/mutation.py --only gar/rewards.py # one module (a suffix of its path)
