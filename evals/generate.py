@@ -11,11 +11,14 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rewardkit.evals.loaders import Problem
 
 from rewardkit.backends.spec import redact
+
+if TYPE_CHECKING:
+    from rewardkit.runtime.output import JobOutput
 
 
 @dataclass
@@ -85,7 +88,7 @@ def generate_manifest(backend: Any, *, bench: str = "", n: int, max_tokens: int,
 
 
 def claim_output(out: str | Path, backend: Any, *, bench: str = "", n: int, max_tokens: int, temperature: float,
-                 top_p: float, seed: int, grade: bool, restart: bool = False) -> Any:
+                 top_p: float, seed: int, grade: bool, restart: bool = False) -> JobOutput:
     """The ``JobOutput`` of a generation into ``out``, claimed: refused (``JobError``), creating nothing, when
     ``out`` is not this job's to write. The CLI claims it before it checks the model and hands it to
     ``generate_rollouts``."""
@@ -97,7 +100,7 @@ def claim_output(out: str | Path, backend: Any, *, bench: str = "", n: int, max_
     return JobOutput(out, manifest, restart=restart, inp=inp).claim()
 
 
-def generate_rollouts(problems: Sequence[Problem], backend: Any, out: Any, *, n: int = 8,
+def generate_rollouts(problems: Sequence[Problem], backend: Any, out: str | Path | JobOutput, *, n: int = 8,
                       max_tokens: int = 1024, temperature: float = 0.7, top_p: float = 0.95, seed: int = 0,
                       batch_size: int = 4, bench: str = "", grade: bool = True, ray: Any = None,
                       restart: bool = False, on_start: Callable[[int, int], None] | None = None,

@@ -187,6 +187,7 @@ class Placement:
             start += k
         return out
 
+
 def _sizes(config: Any, dtype: str) -> tuple[int, int, int, int]:
     """(bytes per value, hidden size, intermediate size, layers) of a decoder config, with Llama-1B-like defaults
     for what it does not say."""
