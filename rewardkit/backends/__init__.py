@@ -37,7 +37,7 @@ from rewardkit.backends.base import (
     VerdictResult,
     cost_of,
 )
-from rewardkit.backends.spec import backend_options, redact, split_spec
+from rewardkit.backends.spec import backend_options, declare_options, redact, split_spec
 
 _LOADED: dict[tuple, JudgeBackend] = {}
 _LOCK = threading.Lock()
@@ -53,6 +53,13 @@ def _backend_class(kind: str) -> type[JudgeBackend]:
     else:
         from rewardkit.backends.transformers_backend import TransformersBackend as cls
     return cls
+
+
+# every backend's options shown in any redacted spec, parsed yet or not (the classes import light; each engine
+# is imported when its backend is built)
+for _cls in map(_backend_class, ("transformers", "http", "vllm", "llamacpp")):
+    declare_options(_cls)
+del _cls
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:

@@ -50,7 +50,7 @@ _SECRET_NAME = re.compile(  # a credential's name outside a URL's query (there e
     r"|password|passwd|pwd|secret|credential|signature)s?=)[^&#\s'\"]*")
 _MIN_SECRET = 4  # a shorter remembered secret would mask ordinary words
 _REMEMBERED: set[str] = set()
-_DECLARED: set[str] = set()  # options of the backends whose specs were parsed: their values are shown
+_DECLARED: set[str] = set()  # options every backend declares (``declare_options``): their values are shown
 _LOCK = threading.Lock()
 
 
@@ -65,10 +65,19 @@ def user_part(url: str, start: int = 0) -> tuple[int, int] | None:
     return (begin, at) if at >= 0 else None
 
 
+def declare_options(cls: type) -> None:
+    """Show the values of ``cls.Options``' options (``timeout``, ``model``, ``dtype``, ...) wherever a spec is
+    redacted, secrets excepted. ``rewardkit.backends`` declares every backend's on import, so a spec redacts the
+    same in any process, before or after it was parsed (a manifest written before the model loads matches one
+    built after)."""
+    names = [f.name for f in fields(cls.Options)]
+    with _LOCK:
+        _DECLARED.update(n for n in names if n not in SECRET_OPTIONS and not _SECRET_NAME.match(n + "="))
+
+
 def _plain_options() -> frozenset[str]:
-    """Query options whose values are shown: the options declared by the backends whose specs this process
-    parsed (``backend_options`` records them: ``timeout``, ``model``, ``dtype``, ...), secrets excepted. Any
-    other value (``auth_token``, ``api-key``, vLLM pass-through engine arguments) is masked."""
+    """Query options whose values are shown: the options the backends declare (``declare_options``). Any other
+    value (``auth_token``, ``api-key``, vLLM pass-through engine arguments) is masked."""
     with _LOCK:
         return frozenset(_DECLARED)
 
@@ -241,8 +250,6 @@ def backend_options(cls: type, raw: dict[str, str], spec: str = "") -> dict[str,
     """``raw`` string options typed and checked by ``cls.Options`` (``rewardkit.options``); ValueError otherwise.
     A backend with ``open_options`` (vLLM) passes options it does not declare through with guessed types."""
     declared = [f.name for f in fields(cls.Options)]
-    with _LOCK:
-        _DECLARED.update(n for n in declared if n not in SECRET_OPTIONS and not _SECRET_NAME.match(n + "="))
     where = f"backend spec {redact(spec)!r}"
     unknown = [k for k in raw if k not in declared]
     if unknown and not cls.open_options:

@@ -94,13 +94,29 @@ CLI = [sys.executable, "-c", "import conftest; from rewardkit.cli.app import mai
 
 
 def test_redact_masks_url_passwords_tokens_and_key_parameters():
-    parse_spec("http://h/v1?timeout=1")  # the options of a parsed backend's spec are shown (the others masked)
     assert redact(f"http://user:{MARKER}@h:8/v1?model=m") == "http://***@h:8/v1?model=m"
     assert redact(f"judge at https://{MARKER}@h/v1 failed") == "judge at https://***@h/v1 failed"
     assert redact(f"http://h/v1?timeout=3&api_key={MARKER}&x=1") == "http://h/v1?timeout=3&api_key=***&x=***"
     assert redact(f"openai:gpt@http://u:{MARKER}@h/v1") == "openai:gpt@http://***@h/v1"
     for plain in ("smollm2?dtype=bfloat16", "http:judge@http://127.0.0.1:8000/v1", "vllm:Org/Model"):
         assert redact(plain) == plain
+
+
+def test_a_spec_redacts_the_same_in_a_fresh_process_before_and_after_it_is_parsed():
+    """Before: only the options of backends whose specs this process had parsed were shown, so `eval generate`
+    claimed its output with `vllm:M?dtype=***` before the model loaded and found `dtype=float32` after, and
+    refused its own claim (CI, vLLM's CPU build). Declared options show from the start; others stay masked."""
+    code = ("from rewardkit.backends.spec import redact\n"
+            "from rewardkit.backends import parse_spec\n"
+            "s = 'vllm:m?dtype=float32&max_model_len=2048&swap_space=4'\n"
+            "u = 'http://h/v1?timeout=3&retries=2&auth_token=T'\n"
+            "before = [redact(s), redact(u)]\n"
+            "parse_spec(s); parse_spec('http://h/v1?timeout=3&retries=2')\n"
+            "print(before == [redact(s), redact(u)], *before, sep='\\n')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "vllm:m?dtype=float32&max_model_len=2048&swap_space=***",
+                                "http://h/v1?timeout=3&retries=2&auth_token=***"]
 
 
 def _everything_under(folder: Path) -> str:
