@@ -209,14 +209,22 @@ def _segments(text: str, spans) -> list[tuple[int, int, bool]]:
     return [(a, b, cuts.get(a, False)) for a, b in _split(0, n, list(cuts))]
 
 
+def _counts(count: TokenCounter, texts: list[str]) -> list[int]:
+    """One batched token count; a counter that returns another number of counts than texts is a ValueError
+    naming it (not a zip error deep in the packing)."""
+    counts = list(count(texts)) if texts else []
+    if len(counts) != len(texts):
+        raise ValueError(f"token counter {getattr(count, '__qualname__', count)!r} returned {len(counts)} counts "
+                         f"for {len(texts)} texts")
+    return counts
+
+
 def _refine(
     text: str, pieces: list[tuple[int, int, bool]], limit: int, count: TokenCounter, spans,
     levels: Sequence[re.Pattern],
 ) -> list[_Atom]:
     """Count tokens of the pieces (one batched call) and split pieces over ``limit`` at finer levels."""
-    counts = list(count([text[a:b] for a, b, _ in pieces])) if pieces else []
-    if len(counts) != len(pieces):
-        raise ValueError(f"token counter returned {len(counts)} counts for {len(pieces)} texts")
+    counts = _counts(count, [text[a:b] for a, b, _ in pieces])
     out: list[_Atom] = []
     for (a, b, new), t in zip(pieces, counts, strict=True):
         if t <= limit or not levels:
@@ -263,7 +271,7 @@ def _fit(text: str, atoms: Sequence[_Atom], groups: list[tuple[int, int]], limit
     done: dict[tuple[int, int], int] = {}
     todo = groups
     while todo:
-        counts = list(count([span(i, j) for i, j in todo]))
+        counts = _counts(count, [span(i, j) for i, j in todo])
         over = []
         for (i, j), t in zip(todo, counts, strict=True):
             if t <= limit or j - i == 1:
@@ -271,7 +279,7 @@ def _fit(text: str, atoms: Sequence[_Atom], groups: list[tuple[int, int]], limit
             else:
                 over.append((i, j))
         prefixes = [(i, k) for i, j in over for k in range(i + 1, j)]
-        fits = dict(zip(prefixes, count([span(i, k) for i, k in prefixes]), strict=True)) if prefixes else {}
+        fits = dict(zip(prefixes, _counts(count, [span(i, k) for i, k in prefixes]), strict=True))
         todo = []
         for i, j in over:
             k = max((k for k in range(i + 1, j) if fits[(i, k)] <= limit), default=i + 1)

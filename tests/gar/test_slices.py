@@ -154,6 +154,24 @@ def test_empty_text_has_no_slices_and_bad_budget_raises():
         make_slices("a b", "llm")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("short_call", range(1, 7))
+def test_a_token_counter_that_loses_a_text_is_named_at_every_count(short_call):
+    """The six batched counts of this text: its pieces, their sentences, their words (refining pieces over L),
+    the packed slices, the prefixes of the one a superadditive count puts over L, the rest. A counter that
+    drops a text's count at any of them is a ValueError naming it; before, all but the first three failed as a
+    bare ``zip()`` error inside the packing."""
+    calls = []
+
+    def squares(texts):  # words squared: a joined slice counts more than its pieces, so prefixes are counted
+        calls.append(len(texts))
+        counts = [len(t.split()) ** 2 for t in texts]
+        return counts[:-1] if len(calls) == short_call else counts
+
+    with pytest.raises(ValueError, match=r"token counter .*squares.* returned (\d+) counts for (\d+) texts") as e:
+        slice_text("a b c d. e f\n\ng h", 4, squares)
+    assert len(calls) == short_call and str(e.value).endswith(f"returned {calls[-1] - 1} counts for {calls[-1]} texts")
+
+
 # The paper's Table 2, slice 1 (a slice its slicer produced), as R1-style paragraphs.
 TABLE2_SLICE1 = (
     "Given $n = (a - b)(a + b)$, and both $a - b$ and $a + b$ are either both even or both odd.\n\n"
