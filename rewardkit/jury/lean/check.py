@@ -344,6 +344,7 @@ class Acceptance:
     outcome: Literal["accepted", "rejected", "inconclusive"]
     reasons: tuple[str, ...] = ()
     axioms: tuple[str, ...] | None = None
+    lean_ran: bool = False  # Lean checked the text (False: refused by rules 1 and 4 before it ran)
 
     @property
     def accepted(self) -> bool:
@@ -353,13 +354,14 @@ class Acceptance:
 def judge_run(run: LeanRun, source: str) -> Acceptance:
     """Rules 2, 3 and 5 on what Lean said about ``source`` (a text built by ``build_source``)."""
     if any(INIT_MISSING in m.data for m in run.messages) or (run.error and INIT_MISSING in run.error):
-        return Acceptance("inconclusive", ("lean cannot find its core library (Init): the toolchain is incomplete",))
+        return Acceptance("inconclusive", ("lean cannot find its core library (Init): the toolchain is incomplete",),
+                          lean_ran=True)
     if run.status != "ok":
-        return Acceptance("inconclusive", (f"lean check {run.status}: {run.error or 'no detail'}",))
+        return Acceptance("inconclusive", (f"lean check {run.status}: {run.error or 'no detail'}",), lean_ran=True)
     cmd = _report_command(source)
     if cmd is None:
         return Acceptance("rejected", ("the checked text does not end with the checker's own '#print axioms' "
-                                       "(build it with build_source)",))
+                                       "(build it with build_source)",), lean_ran=True)
     name, line = cmd
     reasons = [f"error {m.line}:{m.column}: {m.data[:300]}" for m in run.messages if m.severity == "error"]
     if run.sorries or any(m.data.strip() in SORRY_WARNINGS for m in run.messages):
@@ -375,7 +377,19 @@ def judge_run(run: LeanRun, source: str) -> Acceptance:
         if bad:
             reasons.append(f"depends on axioms outside {{propext, Classical.choice, Quot.sound}}: {bad}")
     return Acceptance("rejected" if reasons else "accepted", tuple(reasons),
-                      tuple(axioms) if axioms is not None else None)
+                      tuple(axioms) if axioms is not None else None, lean_ran=True)
+
+
+def run_sources(checker: LeanChecker, sources: Sequence[str]) -> list[LeanRun]:
+    """One batched Lean call (none for no source); a checker that answers with another number of runs than it
+    was given sources is a RuntimeError naming it, never a verdict paired with another text."""
+    if not sources:
+        return []
+    runs = list(checker.run_many(sources))
+    if len(runs) != len(sources):
+        raise RuntimeError(f"Lean checker {getattr(checker, 'name', type(checker).__name__)!r} returned "
+                           f"{len(runs)} runs for {len(sources)} sources")
+    return runs
 
 
 def check_proofs(
@@ -385,8 +399,8 @@ def check_proofs(
     pass rule 1."""
     built = [build_source(formal, sub, theorem) for formal, sub in pairs]
     todo = [i for i, (src, _) in enumerate(built) if src is not None]
-    runs = checker.run_many([built[i][0] for i in todo]) if todo else []  # type: ignore[misc]
+    runs = run_sources(checker, [built[i][0] for i in todo])  # type: ignore[misc]
     out = [Acceptance("rejected", tuple(r)) for _, r in built]
-    for i, run in zip(todo, runs, strict=True):
+    for i, run in zip(todo, runs):
         out[i] = judge_run(run, built[i][0])  # type: ignore[arg-type]
     return out

@@ -25,8 +25,8 @@ from rewardkit.jury.lean.check import (
     DEFAULT_HEADER,
     DEFAULT_THEOREM,
     LeanChecker,
-    build_source,
     check_proofs,
+    run_sources,
     split_header,
     with_sorry,
 )
@@ -166,9 +166,9 @@ class LeanVerifier(BaseVerifier):
         pairs = [(s, f) for s in states for f in s.candidates]
         if not pairs:
             return
-        runs = self.checker.run_many([f for _, f in pairs])
+        runs = run_sources(self.checker, [f for _, f in pairs])
         keep: dict[int, list[str]] = {id(s): [] for s in states}
-        for (s, f), run in zip(pairs, runs, strict=True):
+        for (s, f), run in zip(pairs, runs):
             s.cost.verifier_calls += 1
             if run.status != "ok":
                 s.transient = True
@@ -216,8 +216,8 @@ class LeanVerifier(BaseVerifier):
                     pairs.append((s.formal, code))
                     owners.append(s)
             verdicts = check_proofs(self.checker, pairs, self.theorem) if pairs else []  # type: ignore[arg-type]
-            for s, (formal, code), a in zip(owners, pairs, verdicts, strict=True):
-                if build_source(formal, code, self.theorem)[0] is not None:  # Lean ran on it
+            for s, (_, code), a in zip(owners, pairs, verdicts, strict=True):
+                if a.lean_ran:
                     s.cost.verifier_calls += 1
                 if s.proof is not None:
                     continue  # stop at the first success (in attempt order)

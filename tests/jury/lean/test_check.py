@@ -269,6 +269,52 @@ def test_the_appended_command_names_the_fully_qualified_theorem():
     assert build_source(formal, formal.replace("sorry", "trivial"))[0].endswith("_root_.Foo.test_problem\n")
 
 
+class Counting:
+    """A check backend that answers every source with ``answer(source)`` and records every call, empty ones too."""
+
+    name = "counting"
+
+    def __init__(self, answer=lambda source: LeanRun(), drop: int = 0) -> None:
+        self.calls: list[list[str]] = []
+        self.answer, self.drop = answer, drop
+
+    def run_many(self, sources):
+        self.calls.append(list(sources))
+        runs = [self.answer(s) for s in sources]
+        return runs[: len(runs) - self.drop]
+
+    def close(self):
+        pass
+
+
+def test_another_theorem_is_built_checked_and_reported_under_its_own_namespace():
+    """``theorem=`` reaches every step: the statement found, the appended report's fully qualified name (the
+    formalisation's namespace, not ``test_problem``'s absence), and the report read for that name."""
+    formal = "import Mathlib\nnamespace Foo\ntheorem my_thm : True := by\n  sorry\n"
+    assert qualified_name(formal, "my_thm") == "Foo.my_thm"
+    # Lean's own report, written by hand: one information message at the appended line, column 0
+    report = lambda src: LeanRun([LeanMessage("information", "'Foo.my_thm' depends on axioms: [propext]",  # noqa: E731
+                                              src.count("\n"), 0)])
+    lean = Counting(report)
+    (a,) = check_proofs(lean, [(formal, formal.replace("sorry", "trivial"))], "my_thm")
+    assert lean.calls[0][0].endswith("\n\n#print axioms _root_.Foo.my_thm\n")
+    assert a.accepted and a.axioms == ("propext",) and a.lean_ran, a
+
+
+def test_lean_is_not_called_when_every_text_is_refused_and_says_which_texts_it_ran():
+    lean = Counting()
+    verdicts = check_proofs(lean, [(FORMAL, proof("  omega\n#eval 1\n")), (FORMAL, "theorem other : True := trivial")])
+    assert lean.calls == [] and [a.lean_ran for a in verdicts] == [False, False]
+    ran = check_proofs(lean, [(FORMAL, proof("  omega\n#eval 1\n")), (FORMAL, proof("  omega\n"))])
+    assert len(lean.calls) == 1 and [a.lean_ran for a in ran] == [False, True]
+
+
+def test_a_checker_that_loses_a_run_is_an_error_naming_it():
+    """Before, a zip error (or, unchecked, a verdict paired with another text)."""
+    with pytest.raises(RuntimeError, match="Lean checker 'counting' returned 1 runs for 2 sources"):
+        check_proofs(Counting(drop=1), [(FORMAL, proof("  omega\n")), (FORMAL, proof("  simp\n"))])
+
+
 # ------------------------------------------------------------- issue 35: only the proof may follow the statement
 
 
