@@ -186,8 +186,6 @@ class _ArenaJudge(JudgeScorer):
                     out.append(_Outcome(verdict_outcome(v.label, gamma), Status.OK, None))
                 else:
                     out.append(_Outcome(float(v.label), Status.OK, None))
-        if len(results) != len(prompts):
-            raise RuntimeError(f"arena: backend returned {len(results)} results for {len(prompts)} requests")
         return out, [cost_of([r]) for r in results]
 
 

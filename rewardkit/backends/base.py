@@ -8,6 +8,7 @@ verdict.
 
 from __future__ import annotations
 
+import functools
 import math
 import typing
 from abc import ABC, abstractmethod
@@ -181,6 +182,24 @@ class ContinuationTokens:
         return self.known[key]
 
 
+_BATCHED = ("generate", "verdict_probs", "top_logprobs")  # a list of requests in, one result per request out
+
+
+def _one_per_request(f: typing.Callable, name: str) -> typing.Callable:
+    """``f`` (a backend's batched call) with its answer checked: a RuntimeError naming the backend and the call
+    when it returns another number of results than it was given requests."""
+    @functools.wraps(f)
+    def checked(self: JudgeBackend, requests: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
+        out = f(self, requests, *args, **kwargs)
+        if len(out) != len(requests):
+            raise RuntimeError(f"judge backend {type(self).__name__}.{name} returned {len(out)} results for "
+                               f"{len(requests)} requests (a backend answers one result per request, in order)")
+        return out
+
+    checked.__one_per_request__ = True  # type: ignore[attr-defined]
+    return checked
+
+
 class JudgeBackend(ABC):
     """Base class of the transformers / vLLM / HTTP / llama.cpp backends.
 
@@ -189,6 +208,15 @@ class JudgeBackend(ABC):
     """
 
     Options: typing.ClassVar[type[Options]] = Options  # each backend sets its own
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every backend's batched calls answer one result per request, in order: checked here, once, for the
+        backends rewardkit ships and any a user writes, so no caller pairs a result with another request."""
+        super().__init_subclass__(**kwargs)
+        for name in _BATCHED:
+            f = cls.__dict__.get(name)
+            if callable(f) and not getattr(f, "__one_per_request__", False):
+                setattr(cls, name, _one_per_request(f, name))
     #: extra spec options not in ``Options`` are passed through with guessed types (vLLM engine arguments)
     open_options: typing.ClassVar[bool] = False
     #: identifies the model for caching (path or hub id plus dtype/quantisation where it matters)

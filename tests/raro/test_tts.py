@@ -612,9 +612,9 @@ def test_prompt_judge_gives_a_failed_request_no_votes_and_reads_the_others():
         def verdict_probs(self, requests):
             return super().verdict_probs(requests)[:-1]
 
-    for mode in ("generate", "logit"):
+    for mode, call in (("generate", "generate"), ("logit", "verdict_probs")):
         short = PromptJudge(Short("Answer 1", [1.0, 0.0, 0.0]), ["q"], cands, mode=mode)
-        with pytest.raises(ValueError):
+        with pytest.raises(RuntimeError, match=rf"judge backend Short\.{call} returned 1 results for 2 requests"):
             short([Pairing(0, 0, 1), Pairing(0, 2, 3)], 1)
 
 
