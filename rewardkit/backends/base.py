@@ -182,7 +182,7 @@ class ContinuationTokens:
         return self.known[key]
 
 
-_BATCHED = ("generate", "verdict_probs", "top_logprobs")  # a list of requests in, one result per request out
+_BATCHED = ("generate", "verdict_probs", "score_tokens", "top_logprobs")  # a list of requests in, one result per request out
 
 
 def _one_per_request(f: typing.Callable, name: str) -> typing.Callable:
