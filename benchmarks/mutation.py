@@ -130,6 +130,9 @@ TARGETS = [
     Target("rewardkit/jury/self_certainty.py", ("tests/jury/test_self_certainty.py",),
            ("self_certainty", "entropy_reward", "cumulative_log_probability", "answer_token_mask", "_reward",
             "_score")),
+    # JURY-RL's Lean gate: the acceptance rule (DESIGN.md section 4) and the lexer its allow-list reads a proof with
+    Target("rewardkit/jury/lean/check.py", ("tests/jury/lean/test_check.py",)),
+    Target("rewardkit/jury/lean/lexer.py", ("tests/jury/lean/test_lexer.py", "tests/jury/lean/test_check.py")),
 ]
 
 
