@@ -181,6 +181,18 @@ class Verifier(Protocol):
     def verify(self, problem: str, answer: str, *, reference: str | tuple[str, ...] | None = None) -> VerifyResult: ...
 
 
+def verify_all(verifier: Verifier, claims: Sequence[Claim]) -> list[VerifyResult]:
+    """One batched ``verify_many`` call (none for no claim); a verifier that answers with another number of results
+    than claims is a RuntimeError naming it, never a verdict paired with another claim."""
+    if not claims:
+        return []
+    results = list(verifier.verify_many(claims))
+    if len(results) != len(claims):
+        raise RuntimeError(f"verifier {getattr(verifier, 'name', '') or type(verifier).__name__!r} returned "
+                           f"{len(results)} results for {len(claims)} claims")
+    return results
+
+
 class BaseVerifier:
     """Implements ``verify`` on top of ``verify_many``."""
 

@@ -233,3 +233,25 @@ def test_base_verifier_verify_passes_problem_answer_and_reference_through():
     assert v.verify("What is 1+1?", "2", reference=("2", "two")).reason == "seen 0"
     assert v.verify("p", "a").reason == "seen 0"
     assert v.claims == [Claim("What is 1+1?", "2", ("2", "two")), Claim("p", "a", None)]
+
+
+def test_verify_all_makes_one_call_checks_its_count_and_none_for_no_claim():
+    from rewardkit.verifier import BaseVerifier, verify_all
+
+    class Counting(BaseVerifier):
+        name = "counting"
+
+        def __init__(self, drop: int = 0) -> None:
+            self.calls: list[int] = []
+            self.drop = drop
+
+        def verify_many(self, claims):
+            self.calls.append(len(claims))
+            return [VerifyResult("verified") for _ in claims][: len(claims) - self.drop]
+
+    v = Counting()
+    assert verify_all(v, []) == [] and v.calls == []
+    assert [r.outcome for r in verify_all(v, [Claim("p", "1"), Claim("p", "2")])] == ["verified"] * 2
+    assert v.calls == [2]
+    with pytest.raises(RuntimeError, match="verifier 'counting' returned 2 results for 3 claims"):
+        verify_all(Counting(drop=1), [Claim("p", str(i)) for i in range(3)])

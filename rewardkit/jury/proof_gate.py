@@ -36,6 +36,7 @@ from rewardkit.verifier import (
     Verifier,
     VerifyResult,
     make_checker,
+    verify_all,
 )
 
 Fallback = Literal["reszero", "zero", "random", "mv"]
@@ -193,8 +194,8 @@ class ProofGateScorer(BaseScorer):
             for gi in todo:
                 v, reps = votes[gi]
                 claims.append(Claim(groups[gi].prompt, reps[v.candidates[k]], groups[gi].reference))  # type: ignore[index]
-            results = self.verifier.verify_many(claims)
-            for gi, cl, res in zip(todo, claims, results, strict=True):
+            results = verify_all(self.verifier, claims)
+            for gi, cl, res in zip(todo, claims, results):
                 costs[gi] += res.cost
                 tried[gi].append({"answer": cl.answer, "outcome": res.outcome, "reason": res.reason,
                                   "cached": res.cached, "status": res.detail.get("status")})

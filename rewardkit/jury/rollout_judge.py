@@ -32,7 +32,7 @@ from rewardkit.jury.proof_gate import LLMJudgeVerifier
 from rewardkit.options import option
 from rewardkit.scoring import BaseScorer, JudgeOptions
 from rewardkit.types import Cost, Group, GroupScore, Status
-from rewardkit.verifier import Claim, VerifyResult
+from rewardkit.verifier import Claim, VerifyResult, verify_all
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ class RolloutJudgeScorer(BaseScorer):
         claims = [Claim(g.prompt, response_tail(r, budget, count, sp[0]))
                   for g, g_spans, budget in zip(groups, spans, budgets, strict=True)
                   for r, sp in zip(g.responses, g_spans, strict=True) if sp is not None]
-        judged = iter(self.verifier.verify_many(claims))  # one backend call for the whole batch
+        judged = iter(verify_all(self.verifier, claims))  # one backend call for the whole batch
         out = []
         for g, ans in zip(groups, answers, strict=True):
             rewards, statuses, messages, p_true = [], [], [], []

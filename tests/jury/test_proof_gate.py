@@ -479,12 +479,15 @@ def test_proof_gate_top_k_rounds_by_hand():
 
 
 def test_proof_gate_refuses_a_verifier_that_answers_too_few_claims():
+    """A user's verifier that loses a result is an error naming it (``verifier.verify_all``), not a bare zip error."""
     class _Short(_ByAnswer):
+        name = "short"
+
         def verify_many(self, claims):
             return super().verify_many(claims)[:-1]
 
     ver = _Short({"2": VerifyResult("verified"), "3": VerifyResult("verified")})
-    with pytest.raises(ValueError):
+    with pytest.raises(RuntimeError, match="verifier 'short' returned 1 results for 2 claims"):
         ProofGateScorer(verifier=ver).score([Group("a", "p", _boxed(2)), Group("b", "p", _boxed(3))])
 
 
