@@ -16,6 +16,7 @@ from rewardkit.verifier import (
     any_gold,
     check_against_references,
     make_checker,
+    verify_all,
     verify_groups,
 )
 
@@ -236,8 +237,6 @@ def test_base_verifier_verify_passes_problem_answer_and_reference_through():
 
 
 def test_verify_all_makes_one_call_checks_its_count_and_none_for_no_claim():
-    from rewardkit.verifier import BaseVerifier, verify_all
-
     class Counting(BaseVerifier):
         name = "counting"
 
