@@ -191,6 +191,8 @@ def _one_per_request(f: typing.Callable, name: str) -> typing.Callable:
     @functools.wraps(f)
     def checked(self: JudgeBackend, requests: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
         out = f(self, requests, *args, **kwargs)
+        if not isinstance(out, list):  # a backend written as a generator, or returning a tuple
+            out = list(out)
         if len(out) != len(requests):
             raise RuntimeError(f"judge backend {type(self).__name__}.{name} returned {len(out)} results for "
                                f"{len(requests)} requests (a backend answers one result per request, in order)")

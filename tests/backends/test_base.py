@@ -49,3 +49,12 @@ def test_a_backend_that_answers_every_request_is_untouched():
     judge = ScriptedJudge("YES", [0.7, 0.3])
     (s,) = get_scorer("slices", judge=judge, mode="logit").score(_groups())
     assert s.statuses == [Status.OK] * 3 and judge.verdict_batches == [3]
+
+
+def test_a_backend_that_yields_its_results_is_read_as_a_list():
+    class Yielding(ScriptedJudge):
+        def generate(self, requests):
+            yield from super().generate(requests)
+
+    (s,) = get_scorer("slices", judge=Yielding("**YES**"), mode="generate").score(_groups())
+    assert s.statuses == [Status.OK] * 3 and [sl["verdict"] for sl in s.extra["slices"][0]] == ["YES"]
