@@ -5,6 +5,7 @@ POST /api/check {"snippets": [{"id", "code"}], "timeout": s, "debug": bool, "reu
      ({"env", "messages"?}) of `_engine.elaborate`, and "error" is null or a string.
 GET /health -> {"status": "ok"}. With api_key set, requests need "Authorization: Bearer <key>" (else 401).
 A snippet containing HANG_MARKER takes longer than its timeout and comes back with an error string.
+``start(reply=BYTES)`` answers every check with those bytes instead (a server that misbehaves).
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def _check(code: str, timeout: float) -> dict:
     return {"time": time.perf_counter() - t0, "error": None, "response": resp}
 
 
-def make_handler(api_key: str | None, log: list):
+def make_handler(api_key: str | None, log: list, reply: bytes | None = None):
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *a):  # quiet
             pass
@@ -66,7 +67,13 @@ def make_handler(api_key: str | None, log: list):
             n = int(self.headers.get("Content-Length", 0))
             req = json.loads(self.rfile.read(n) or b"{}")
             log.append((self.path, req))
-            if self.path == "/api/check":
+            if self.path == "/api/check" and reply is not None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+            elif self.path == "/api/check":
                 t = float(req.get("timeout", 60))
                 out = [{"id": s["id"], **_check(s["code"], t)} for s in req.get("snippets", [])]
                 self._send(200, {"results": out})
@@ -76,9 +83,9 @@ def make_handler(api_key: str | None, log: list):
     return Handler
 
 
-def start(api_key: str | None = None):
+def start(api_key: str | None = None, reply: bytes | None = None):
     """Start on a free port; returns (server, base_url, request_log). Stop with server.shutdown()."""
     log: list = []
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(api_key, log))
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(api_key, log, reply))
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv, f"http://127.0.0.1:{srv.server_address[1]}", log

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import httpx
 
+from rewardkit.backends.spec import redact
 from rewardkit.jury.lean.check import LeanMessage, LeanRun, split_header
 
 
@@ -60,33 +61,46 @@ class KiminaClient:
     def _batch(self, sources: list[str]) -> list[LeanRun]:
         body = {"snippets": [{"id": str(i), "code": s} for i, s in enumerate(sources)],
                 "timeout": self.timeout, "debug": False, "reuse": self.reuse}
+        where = f"Kimina server {redact(self.url)}"
         try:
             r = self.client.post(f"{self.url}/api/check", json=body)
             r.raise_for_status()
-            results = r.json()["results"]
-        except (httpx.HTTPError, KeyError, ValueError) as e:
-            return [LeanRun(status="error", error=f"Kimina server {self.url}: {e}") for _ in sources]
-        by_id = {str(res.get("id")): res for res in results}
+            reply = r.json()
+        except (httpx.HTTPError, ValueError) as e:
+            return [LeanRun(status="error", error=f"{where}: {redact(str(e))}") for _ in sources]
+        results = reply.get("results") if isinstance(reply, dict) else None
+        if not isinstance(results, list):
+            why = f"{where}: the reply has no 'results' list ({redact(r.text[:200])!r})"
+            return [LeanRun(status="error", error=why) for _ in sources]
+        by_id = {str(res.get("id")): res for res in results if isinstance(res, dict)}
         out = []
         for i in range(len(sources)):
             res = by_id.get(str(i))
             if res is None:
-                out.append(LeanRun(status="error", error=f"Kimina server returned no result for snippet {i}"))
+                out.append(LeanRun(status="error", error=f"{where} returned no result for snippet {i}"))
                 continue
-            t = float(res.get("time") or 0.0)
-            if res.get("error"):
-                err = str(res["error"])
-                status = "timeout" if "time" in err.lower() and "out" in err.lower() else "error"
-                out.append(LeanRun(status=status, error=f"Kimina: {err}", seconds=t))
-                continue
-            resp = res.get("response") or {}
-            if "message" in resp and "env" not in resp:
-                out.append(LeanRun(status="error", error=f"Kimina REPL: {resp['message']}", seconds=t))
-                continue
-            offset = split_header(sources[i])[0].count("\n") if self.positions == "body" else 0
-            msgs = [LeanMessage.from_json(m, offset) for m in resp.get("messages", [])]
-            out.append(LeanRun(msgs, "ok", None, t, sorries=len(resp.get("sorries", []))))
+            try:
+                out.append(self._run(res, sources[i]))
+            except (TypeError, ValueError, AttributeError, KeyError) as e:  # a field of the wrong shape
+                out.append(LeanRun(status="error", error=f"{where}: malformed result for snippet {i} "
+                                                          f"({type(e).__name__}: {e}): {redact(str(res)[:200])!r}"))
         return out
+
+    def _run(self, res: dict, source: str) -> LeanRun:
+        """One snippet's result (``{"id", "time", "error"?, "response"?}``) as a LeanRun."""
+        t = float(res.get("time") or 0.0)
+        if res.get("error"):
+            err = str(res["error"])
+            status = "timeout" if "time" in err.lower() and "out" in err.lower() else "error"
+            return LeanRun(status=status, error=f"Kimina: {err}", seconds=t)
+        resp = res.get("response") or {}
+        if not isinstance(resp, dict):
+            raise TypeError(f"'response' is a {type(resp).__name__}, not an object")
+        if "message" in resp and "env" not in resp:
+            return LeanRun(status="error", error=f"Kimina REPL: {resp['message']}", seconds=t)
+        offset = split_header(source)[0].count("\n") if self.positions == "body" else 0
+        msgs = [LeanMessage.from_json(m, offset) for m in resp.get("messages", [])]
+        return LeanRun(msgs, "ok", None, t, sorries=len(resp.get("sorries", [])))
 
     def close(self) -> None:
         self.client.close()

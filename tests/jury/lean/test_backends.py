@@ -244,6 +244,32 @@ def test_kimina_body_positions_are_shifted_to_whole_source_lines(kimina):
         KiminaClient(url, positions="lines")
 
 
+@pytest.mark.parametrize(("reply", "why"), [
+    (b"[]", "the reply has no 'results' list ('[]')"),
+    (b'{"detail": "busy"}', "the reply has no 'results' list"),
+    (b'{"results": "none"}', "the reply has no 'results' list"),
+    (b'{"results": ["0"]}', "returned no result for snippet 0"),
+    (b'{"results": [{"id": "0", "response": "env 0"}]}', "malformed result for snippet 0 (TypeError: 'response' is a str"),
+    (b'{"results": [{"id": "0", "time": "fast", "response": {"env": 0}}]}', "malformed result for snippet 0 (ValueError"),
+    (b'{"results": [{"id": "0", "response": {"env": 0, "messages": ["error"]}}]}', "malformed result for snippet 0 (AttributeError"),
+    (b'{"results": [{"id": "0", "response": {"env": 0, "messages": [{"severity": "error", "pos": {"line": "x"}}]}}]}',
+     "malformed result for snippet 0 (ValueError"),
+])
+def test_a_kimina_reply_of_the_wrong_shape_is_an_error_per_snippet_naming_the_server(reply, why):
+    """Before, a reply that was JSON but not Kimina's shape raised out of ``run_many`` (TypeError, AttributeError),
+    ending the whole batch's scoring instead of leaving each proof inconclusive."""
+    import kimina_server
+
+    srv, url, _ = kimina_server.start(reply=reply)
+    try:
+        (run,) = KiminaClient(url, timeout=5).run_many([GOOD])
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert run.status == "error" and run.error.startswith(f"Kimina server {url}") and why in run.error, run.error
+    assert judge_run(run, GOOD).outcome == "inconclusive"
+
+
 def test_kimina_unreachable_is_an_error():
     (run,) = KiminaClient("http://127.0.0.1:9", timeout=1).run_many([GOOD])
     assert run.status == "error" and "127.0.0.1:9" in run.error
