@@ -77,10 +77,13 @@ class LeanRepl:
 
     # -- process
     def _start(self) -> None:
-        self.proc = subprocess.Popen(
-            self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            cwd=self.cwd, env=clean_env(self.env), start_new_session=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                cwd=self.cwd, env=clean_env(self.env), start_new_session=True,
+            )
+        except OSError as e:  # no such program, not executable, no such cwd: each check inconclusive, named
+            raise RuntimeError(f"REPL {shlex.join(self.cmd)} could not start: {e}") from e
         self._buf, self._envs, self._commands = b"", {}, 0
 
     def _kill(self) -> None:
@@ -94,11 +97,12 @@ class LeanRepl:
                 if f:
                     f.close()
             self.proc = None
+        self._buf, self._envs, self._commands = b"", {}, 0  # a fresh REPL knows no environment
 
     def restart(self) -> None:
+        """Kill the REPL; the next command starts a fresh one (a REPL that cannot start then fails that command)."""
         self._kill()
         self.restarts += 1
-        self._start()
 
     def close(self) -> None:
         self._kill()
@@ -119,7 +123,7 @@ class LeanRepl:
             self.proc.stdin.write((json.dumps(req, ensure_ascii=False) + "\n\n").encode())
             self.proc.stdin.flush()
         except BrokenPipeError as e:
-            raise RuntimeError(f"REPL {self.cmd} exited") from e
+            raise RuntimeError(f"REPL {shlex.join(self.cmd)} exited") from e
         deadline = time.monotonic() + timeout
         fd = self.proc.stdout.fileno()
         while True:
@@ -127,7 +131,14 @@ class LeanRepl:
             cut = text.find(b"\n\n")
             if cut >= 0:
                 self._buf = text[cut + 2:]
-                return json.loads(text[:cut])
+                try:
+                    resp = json.loads(text[:cut])
+                except ValueError:
+                    resp = None
+                if not isinstance(resp, dict):
+                    raise RuntimeError(f"REPL {shlex.join(self.cmd)} answered with something other than a JSON "
+                                       f"object: {text[:cut][:200].decode('utf-8', 'replace')!r}")
+                return resp
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
@@ -135,7 +146,7 @@ class LeanRepl:
             if ready:
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
-                    raise RuntimeError(f"REPL {self.cmd} exited")
+                    raise RuntimeError(f"REPL {shlex.join(self.cmd)} exited")
                 self._buf += chunk
 
     def _env_for(self, header: str) -> int | LeanRun:
@@ -161,19 +172,25 @@ class LeanRepl:
             if isinstance(env, LeanRun):
                 return env
             resp = self._send({"cmd": body, "env": env}, self.timeout)
+            dt = time.perf_counter() - t0
+            if resp is None:
+                self.restart()
+                return LeanRun(status="timeout", error=f"REPL command exceeded {self.timeout:g}s; REPL restarted",
+                               seconds=dt)
+            self._commands += 1
+            if "message" in resp and "env" not in resp:
+                return LeanRun(status="error", error=f"REPL: {resp['message']}", seconds=dt)
+            offset = header.count("\n")  # report lines of the whole source
+            msgs = [LeanMessage.from_json(m, offset) for m in resp.get("messages", [])]
+            run = LeanRun(msgs, "ok", None, dt, sorries=len(resp.get("sorries", [])))
+        except (TypeError, ValueError, AttributeError) as e:  # a message or field of the wrong shape
+            self.restart()
+            return LeanRun(status="error", error=f"REPL {shlex.join(self.cmd)} answered a malformed response "
+                                                 f"({type(e).__name__}: {e}); REPL restarted",
+                           seconds=time.perf_counter() - t0)
         except RuntimeError as e:
             self.restart()
             return LeanRun(status="error", error=str(e), seconds=time.perf_counter() - t0)
-        dt = time.perf_counter() - t0
-        if resp is None:
-            self.restart()
-            return LeanRun(status="timeout", error=f"REPL command exceeded {self.timeout:g}s; REPL restarted", seconds=dt)
-        self._commands += 1
-        if "message" in resp and "env" not in resp:
-            return LeanRun(status="error", error=f"REPL: {resp['message']}", seconds=dt)
-        offset = header.count("\n")  # report lines of the whole source
-        msgs = [LeanMessage.from_json(m, offset) for m in resp.get("messages", [])]
-        run = LeanRun(msgs, "ok", None, dt, sorries=len(resp.get("sorries", [])))
         self._maybe_recycle()
         return run
 

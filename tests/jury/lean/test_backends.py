@@ -183,6 +183,49 @@ def test_repl_recycles_when_memory_grows():
         repl.close()
 
 
+FIXED_REPL = """import sys
+reply = sys.argv[1]
+buf = ""
+for line in sys.stdin:
+    if line.strip():
+        buf += line
+    elif buf:
+        sys.stdout.write(reply + "\\n\\n")
+        sys.stdout.flush()
+        buf = ""
+"""
+
+
+@pytest.mark.parametrize(("reply", "why"), [
+    ("uncaught exception: out of memory", "answered with something other than a JSON object: 'uncaught exception"),
+    ("[0, 1]", "answered with something other than a JSON object: '[0, 1]'"),
+    ('{"env": 0, "messages": ["error"]}', "answered a malformed response (AttributeError"),
+    ('{"env": 0, "messages": [{"severity": "error", "pos": {"line": "x"}}]}',
+     "answered a malformed response (ValueError: invalid literal for int()"),
+])
+def test_a_repl_that_answers_garbage_leaves_each_proof_inconclusive_naming_it(tmp_path, reply, why):
+    """Before, a reply that was not a JSON object (or held a message of another shape) raised out of ``run_many``
+    (JSONDecodeError, AttributeError), ending the whole batch instead of leaving each proof inconclusive."""
+    script = tmp_path / "repl.py"
+    script.write_text(FIXED_REPL)
+    repl = LeanRepl([sys.executable, str(script), reply], timeout=20)
+    try:
+        res = check_proofs(repl, [(FORMAL, GOOD), (FORMAL, SORRY)])
+    finally:
+        repl.close()
+    assert [a.outcome for a in res] == ["inconclusive", "inconclusive"], res
+    assert why in res[0].reasons[0] and f"REPL {sys.executable} {script}" in res[0].reasons[0], res[0].reasons
+    assert repl.restarts == 2  # each garbage answer killed that REPL; the next proof got a fresh one
+
+
+def test_a_repl_that_cannot_start_leaves_each_proof_inconclusive(tmp_path):
+    """Before, the FileNotFoundError of a missing program raised out of ``run_many``."""
+    repl = LeanRepl([str(tmp_path / "no-such-repl")], timeout=5)
+    res = check_proofs(repl, [(FORMAL, GOOD), (FORMAL, GOOD)])
+    assert [a.outcome for a in res] == ["inconclusive", "inconclusive"]
+    assert f"REPL {tmp_path / 'no-such-repl'} could not start: [Errno 2]" in res[1].reasons[0], res[1].reasons
+
+
 def test_repl_command_count_recycling():
     repl = LeanRepl(REPL, max_commands=2)
     try:
