@@ -239,3 +239,16 @@ def test_a_burst_of_500_clients_gets_no_408_for_bodies_sent_with_their_headers()
         bursts = [one_write_burst(_port(s), post_request("/v1/chat/completions", body), 500) for _ in range(3)]
     for got in bursts:  # 503 (Retry-After) past the 256 work slots is the designed answer; a 408 is not
         assert "408" not in got and set(got) <= {"200", "503"} and got.get("200", 0) >= 256, bursts
+
+
+def test_a_backend_that_loses_a_result_is_a_500_naming_it_and_the_batch_is_not_misrouted():
+    """The batcher pairs each waiting request with its result by position; a backend that drops one is refused
+    by the backend contract (``JudgeBackend``), so no request gets another's answer."""
+    class Lossy(Echo):
+        def generate(self, requests):
+            return super().generate(requests)[:-1]
+
+    with JudgeServer(Lossy(), port=0) as s:
+        r = _post(s, {"messages": MSG}, {})
+    assert r.status_code == 500, r.text
+    assert "judge backend Lossy.generate returned 0 results for 1 requests" in r.json()["error"]["message"], r.text
