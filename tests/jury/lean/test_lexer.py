@@ -316,3 +316,94 @@ def test_raw_strings_of_any_hash_count_hide_nothing_and_are_blanked(hashes):
     text = f':= by\n  have := {raw}\n  omega\n#eval IO.println "x" -- "\n'
     assert lex(text).code.split("\n")[1] == "  have := r" + "#" * hashes + '" "' + "#" * hashes
     assert any(f.startswith("line 4, column 0: '#eval'") for f in forbidden_commands(text))
+
+
+# ------------------------------------------------------------ escapes, interpolations and raw strings, exactly
+#
+# Expected values worked out by hand from src/Lean/Parser/Basic.lean (quotedCharCoreFn, isQuotableCharDefault,
+# hexDigitFn, stringGapFn, strLitFnAux, charLitFnAux, rawStrLitFnAux, decimalNumberFn) and
+# src/Lean/Parser/StrInterpolation.lean (interpolatedStrFn, isQuotableCharForStrInterpolant), offsets counted in
+# the text, reasons as the gate shows them.
+
+INVALID_ESCAPE = "invalid escape in a string literal (Lean's error recovery may read the rest as code)"
+MALFORMED_CHAR = "a malformed character literal (Lean's error recovery may read the rest as code)"
+UNTERMINATED_STRING = "unterminated string literal (Lean reads the rest of the file as a string)"
+IN_BRACES = " inside an interpolated string's {...} (not settled in one reading; refused)"
+
+
+@pytest.mark.parametrize("text, refusals", [
+    # `{` is quotable only in an interpolated string (isQuotableCharForStrInterpolant), never in a character
+    # literal (quotedCharFn); error recovery then resumes inside it, where the last `'` after `{` opens another
+    ("x := '\\{'", ((5, MALFORMED_CHAR), (8, MALFORMED_CHAR))),
+    ('x := "\\{"', ((6, INVALID_ESCAPE),)),  # nor in a plain string
+    ('x := s!"\\q"', ((8, INVALID_ESCAPE),)),  # an interpolated string quotes `{` and the default six only
+    ('x := "a\\', ((7, INVALID_ESCAPE),)),  # a backslash at the end of the text escapes nothing
+    ('x := "\\xG0"', ((6, INVALID_ESCAPE),)),  # hexDigitFn twice: the first is no hex digit
+    ('x := "\\x4G"', ((6, INVALID_ESCAPE),)),  # ... the second is none
+    ('x := "\\x4', ((6, INVALID_ESCAPE),)),  # ... the text ends after one
+    # a gap only in strings (quotedCharCoreFn's inString); Lean resumes inside the literal, at its last `'` too
+    ("x := '\\\n'", ((5, MALFORMED_CHAR), (8, MALFORMED_CHAR))),
+    # stringGapFn stops at the end of the text: strLitFnAux reports the string unterminated, at its start
+    ('x := "a\\\n  ', ((5, UNTERMINATED_STRING),)),
+    # a gap starts at a line feed (CR LF is read as LF since lean4#3903); a CR before a blank starts none
+    ('x := "a\\\r \n b"', ((7, INVALID_ESCAPE),)),
+    # a CR without its LF inside a gap: Lean's stringGapFn would skip it as blank (Char.isWhitespace), the gate
+    # refuses it as it does everywhere outside literals (module docstring: one line break, CR only before LF)
+    ('x := "a\\\n \r b"', ((7, INVALID_ESCAPE),)),
+    ('x := "a\\\n \r', ((7, INVALID_ESCAPE),)),
+])
+def test_escapes_and_gaps_are_read_as_leans_quoted_char_rules(text, refusals):
+    assert lex(text).refusals == refusals
+
+
+@pytest.mark.parametrize("text, refusals", [
+    ('x := s!"{x\ty}"', ((10, "a tab, carriage return, comment, backslash or name literal" + IN_BRACES),)),
+    ('x := s!"{x -- c\n}"', ((11, "a tab, carriage return, comment, backslash or name literal" + IN_BRACES),)),
+    ('x := s!"{x /- c -/}"', ((11, "a tab, carriage return, comment, backslash or name literal" + IN_BRACES),)),
+    # `''` is no character literal (tokenFnAux wants a second character), but Mathlib's image token
+    ("x := s!\"{ ''}\"", ((10, "a quote glued to a symbol (a token such as ∑' or a character literal)" + IN_BRACES),)),
+    ("x := s!\"{ '", ((10, "a quote glued to a symbol (a token such as ∑' or a character literal)" + IN_BRACES),)),
+    ("x := s!\"{+'a'}\"", ((10, "a quote glued to a symbol (a token such as ∑' or a character literal)" + IN_BRACES),)),
+    ("x := s!\"{ 'a", ((10, MALFORMED_CHAR),)),  # charLitFnAux: no closing quote
+    ('x := s!"{1e}"', ((9, "a malformed number" + IN_BRACES),)),  # parseOptExp: missing exponent digits
+    ('x := s!"{é}"', ((9, "an identifier older Lean reads differently" + IN_BRACES),)),
+    ('x := s!"{x', ((8, "unterminated interpolation in a string literal"),)),  # the term parser meets the end
+    ('x := r#"abc', ((5, "unterminated raw string literal (Lean reads the rest of the file as a string)"),)),
+])
+def test_what_an_interpolation_or_raw_string_cannot_settle_is_refused_with_its_reason(text, refusals):
+    assert lex(text).refusals == refusals
+
+
+def test_an_unterminated_name_escape_inside_an_interpolation_is_refused():
+    """identFnAux after `a.`: `«` with no `»` is an unterminated identifier escape (at the `«`)."""
+    refusals = lex('x := s!"{a.«b}"').refusals
+    assert [k for k, _ in refusals] == [9, 11]
+    assert dict(refusals)[11] == "unterminated «» name (Lean reads the rest of the file as a name)"
+
+
+@pytest.mark.parametrize("text, idents, starts", [
+    # interpolatedStrFn runs the term parser after `{`: `X` is an identifier token there
+    ('s!"{X}"', ((0, "s!"), (4, "X")), (0, 2, 3, 4, 5)),
+    ('s!"{0x1F}"', ((0, "s!"),), (0, 2, 3, 4, 8)),  # numberFnAux: `0x1F` is one numeral, no identifier `x1F`
+    ('s!"{99}"', ((0, "s!"),), (0, 2, 3, 4, 6)),  # one numeral, not two
+    # the term parser's whitespace reads CR LF (LF to Lean since lean4#3903) between tokens
+    ('x := s!"{x\r\n  y}"', ((0, "x"), (5, "s!"), (9, "x"), (14, "y")), (0, 2, 3, 5, 7, 8, 9, 14, 15)),
+])
+def test_the_braces_of_an_interpolated_string_are_read_as_tokens(text, idents, starts):
+    lx = lex(text)
+    assert (lx.refusals, lx.idents, lx.starts, lx.code) == ((), idents, starts, text)
+
+
+@pytest.mark.parametrize("text, code", [
+    # `<` runs on into `/-`: one reading opens a block comment at `/-`, another reads `<` `/` `-` and then
+    # the literal, whose delimiters and interpolation stay code; what no reading makes code is blanked
+    ('x </- r"a" -/', 'x </- r" " -/'),
+    ('x </- s!"{a + b}" -/', 'x </- s!"{a + b}" -/'),
+    ('x </- s!"{a +\r\n b}" -/', 'x </- s!"{a + \n b}" -/'),  # the CR: blank in braces, comment in the other
+])
+def test_a_character_code_in_one_reading_stays_code_when_another_comments_it(text, code):
+    assert lex(text).code == code
+
+
+def test_a_comment_right_before_a_raw_string_is_blanked_and_the_literal_kept():
+    assert lex('/- c -/r"a"').no_comments == '       r"a"'
