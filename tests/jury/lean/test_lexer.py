@@ -407,3 +407,30 @@ def test_a_character_code_in_one_reading_stays_code_when_another_comments_it(tex
 
 def test_a_comment_right_before_a_raw_string_is_blanked_and_the_literal_kept():
     assert lex('/- c -/r"a"').no_comments == '       r"a"'
+
+
+@pytest.mark.parametrize("text, code, refusals", [
+    # finishCommentBlock: `/` then `-` opens one more level, `-` then `/` closes one: `/--/` opens and closes
+    ("/- /--/ -/ x", "           x", ()),
+    ("x /- a -/\r\n  y", "x        \r\n  y", ()),  # the comment only: the CR LF after it is whitespace, kept
+    ("x /- a", "x /- a", ((2, "unterminated comment (Lean reads the rest of the file as comment)"),)),
+])
+def test_block_comments_nest_and_end_where_lean_ends_them(text, code, refusals):
+    lx = lex(text)
+    assert (lx.code, lx.refusals) == (code, refusals)
+
+
+@pytest.mark.parametrize("blanks, interpolated", [(0, True), (14, True), (15, False), (40, False)])
+def test_a_string_far_after_its_s_bang_is_listed_ambiguous_not_read_as_text(blanks, interpolated):
+    """The look-back for ``s!``/``m!``/``f!`` spans 16 characters: ``s!`` and at most 14 blanks. Lean reads a
+    string farther from its ``s!`` as interpolated too (blanks may separate the two tokens); the gate then
+    lists its ``{`` as ambiguous and refuses the text, rather than reading the braces as string contents."""
+    text = "s!" + " " * blanks + '"{x}"'
+    quote = 2 + blanks
+    lx = lex(text)
+    if interpolated:
+        assert (lx.ambiguous, lx.idents) == ((), ((0, "s!"), (quote + 2, "x")))
+    else:
+        assert (lx.ambiguous, lx.idents) == ((quote,), ((0, "s!"),))
+        assert forbidden_commands(text) == [
+            f"line 1, column {quote}: '{{' in a string literal that is not s!/m!/f! (Lean may run it as code)"]
