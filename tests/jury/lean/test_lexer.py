@@ -13,7 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rewardkit.jury.lean.check import DEFAULT_HEADER, build_source, forbidden_commands, strip_comments
-from rewardkit.jury.lean.lexer import is_id_first, is_id_rest, lex
+from rewardkit.jury.lean.lexer import (
+    is_id_first,
+    is_id_rest,
+    is_letter_like,
+    is_sub_script_alnum,
+    lex,
+    version_dependent,
+)
 
 CORPUS = sorted((Path(__file__).parent / "lean_corpus").glob("*.lean"))
 STATEMENT = "theorem test_problem (x : ℕ) (h : x + 1 = 2) : x = 1 :="
@@ -79,6 +86,39 @@ def test_lean_identifier_classes_are_leans_not_pythons():
     assert not is_id_first("é", old=True) and is_id_first("é")  # Latin-1 letters: identifiers since 2024
     assert lex("⅋'").idents == ((0, "⅋'"),)
     assert (0, "ab") in lex("abжcd").idents and (3, "cd") in lex("abжcd").idents
+
+
+# Lean's isLetterLike and isSubScriptAlnum (src/Init/Meta/Defs.lean, since 2024 with Latin-1 letters but × ÷, Latin
+# Extended-A and ⱼ; before, without), and isIdFirst/isIdRest (ASCII letters and digits, `_`, and `'!?` after the
+# first): each range's ends and the code points just outside them. Columns: isIdFirst, isIdFirst before 2024,
+# isIdRest, isIdRest before 2024 (T/F).
+_CLASS_EDGES = [
+    (0x40, "FFFF"), (0x41, "TTTT"), (0x5A, "TTTT"), (0x5B, "FFFF"), (0x60, "FFFF"), (0x61, "TTTT"), (0x7A, "TTTT"),
+    (0x7B, "FFFF"), (0x2F, "FFFF"), (0x30, "FFTT"), (0x39, "FFTT"), (0x3A, "FFFF"), (0x5F, "TTTT"), (0x27, "FFTT"),
+    (0x21, "FFTT"), (0x3F, "FFTT"), (0x22, "FFFF"),
+    (0xBF, "FFFF"), (0xC0, "TFTF"), (0xD6, "TFTF"), (0xD7, "FFFF"), (0xD8, "TFTF"), (0xF6, "TFTF"), (0xF7, "FFFF"),
+    (0xF8, "TFTF"), (0xFF, "TFTF"), (0x100, "TFTF"), (0x17F, "TFTF"), (0x180, "FFFF"),
+    (0x390, "FFFF"), (0x391, "TTTT"), (0x39F, "TTTT"), (0x3A0, "FFFF"), (0x3A1, "TTTT"), (0x3A2, "TTTT"),
+    (0x3A3, "FFFF"), (0x3A4, "TTTT"), (0x3A9, "TTTT"), (0x3AA, "FFFF"), (0x3B0, "FFFF"), (0x3B1, "TTTT"),
+    (0x3BA, "TTTT"), (0x3BB, "FFFF"), (0x3BC, "TTTT"), (0x3C9, "TTTT"), (0x3CA, "TTTT"), (0x3FB, "TTTT"),
+    (0x3FC, "FFFF"), (0x1EFF, "FFFF"), (0x1F00, "TTTT"), (0x1FFE, "TTTT"), (0x1FFF, "FFFF"), (0x20FF, "FFFF"),
+    (0x2100, "TTTT"), (0x214F, "TTTT"), (0x2150, "FFFF"), (0x1D49B, "FFFF"), (0x1D49C, "TTTT"), (0x1D59F, "TTTT"),
+    (0x1D5A0, "FFFF"),
+    (0x207F, "FFFF"), (0x2080, "FFTT"), (0x2089, "FFTT"), (0x208A, "FFFF"), (0x208F, "FFFF"), (0x2090, "FFTT"),
+    (0x209C, "FFTT"), (0x209D, "FFFF"), (0x1D61, "FFFF"), (0x1D62, "FFTT"), (0x1D6A, "FFTT"), (0x1D6B, "FFFF"),
+    (0x2C7B, "FFFF"), (0x2C7C, "FFTF"), (0x2C7D, "FFFF"),
+]
+
+
+@pytest.mark.parametrize("code_point, classes", _CLASS_EDGES, ids=lambda v: f"{v:04X}" if isinstance(v, int) else v)
+def test_identifier_classes_at_the_edges_of_leans_ranges(code_point, classes):
+    c = chr(code_point)
+    got = (is_id_first(c), is_id_first(c, old=True), is_id_rest(c), is_id_rest(c, old=True))
+    assert "".join("T" if g else "F" for g in got) == classes
+    # letter-like or subscript only beyond ASCII; version-dependent where the two Lean versions disagree
+    assert is_letter_like(c) == (code_point > 0x7F and classes[0] == "T")
+    assert is_sub_script_alnum(c) == (code_point > 0x7F and classes[:3] == "FFT")
+    assert version_dependent(c) == (classes[2:] == "TF")
 
 
 # ------------------------------------------------------------------------------------ real Lean files
