@@ -19,6 +19,7 @@ from rewardkit.jury.lean.lexer import (
     is_letter_like,
     is_sub_script_alnum,
     lex,
+    place,
     version_dependent,
 )
 
@@ -440,13 +441,55 @@ def test_the_braces_of_an_interpolated_string_are_read_as_tokens(text, idents, s
     ('x </- r"a" -/', 'x </- r" " -/'),
     ('x </- s!"{a + b}" -/', 'x </- s!"{a + b}" -/'),
     ('x </- s!"{a +\r\n b}" -/', 'x </- s!"{a + \n b}" -/'),  # the CR: blank in braces, comment in the other
+
+    # charLitFnAux after a numeral (no table token holds a digit and a quote): unclosed, Lean's error leaves it at
+    # any character it consumed; the quote is code only in that reading
+    ("x </-1'ab -/", "x </-1'ab -/"),
+    ("x </-1'\r\n -/", "x </-1' \n -/"),
+    ("x </- 'a' -/", "x </- ' ' -/"),
 ])
 def test_a_character_code_in_one_reading_stays_code_when_another_comments_it(text, code):
     assert lex(text).code == code
 
 
-def test_a_comment_right_before_a_raw_string_is_blanked_and_the_literal_kept():
-    assert lex('/- c -/r"a"').no_comments == '       r"a"'
+@pytest.mark.parametrize("text, code, no_comments", [
+    ('"abc" -- c', '"   "     ', '"abc"     '),  # after a literal's closing quote, whitespace: a line comment
+    ('"a"-- c', '" "    ', '"a"    '),
+    ("'a'-- c", "' '    ", "'a'    "),
+    ("/- c -/'a'", "       ' '", "       'a'"),  # a comment ends at its `-/`; the literal follows at once
+    ('/- c -/r"a"', '       r" "', '       r"a"'),
+])
+def test_comments_next_to_literals_are_blanked_and_literals_kept(text, code, no_comments):
+    lx = lex(text)
+    assert (lx.code, lx.no_comments, lx.refusals) == (code, no_comments, ())
+
+
+def test_from_an_invalid_escape_on_the_text_stays_code():
+    """Lean's error recovery may read on as code after ``\\q``: nothing from the backslash on is blanked."""
+    assert lex('"a\\q #eval 1"').code == '" \\q #eval 1"'
+
+
+@pytest.mark.parametrize("text, starts, idents, refusals", [
+    # `r` starts a raw string only before `#`* and `"` (isRawStrLitStart); at the end of the text it is a name
+    ("x := r##", (0, 2, 3, 5, 6, 7), ((0, "x"), (5, "r")), ()),
+    # takeDigitsFn: `_` then digits is one numeral now; Lean before separators reads `0` then the name `x_FF`
+    ("0x_FF", (0, 1), ((1, "x_FF"),), ()),
+    # ... a `_` with no digit after it is a lexical error: Lean resumes at any character it consumed
+    ("0x_", (0, 1, 2), ((1, "x_"), (2, "_")), ()),
+    # `12` then `'ab…` with no closing quote: resumed at `a`, `b` and the character after (charLitFnAux read it)
+    ("12'abcd", (0, 2, 3, 4, 5), ((3, "abcd"), (4, "bcd"), (5, "cd")), ()),
+    ("'ab", (0, 1, 2), ((1, "ab"), (2, "b")), ((0, MALFORMED_CHAR),)),  # at the start of the text: refused
+])
+def test_token_starts_after_numerals_raw_string_starts_and_unclosed_quotes(text, starts, idents, refusals):
+    lx = lex(text)
+    assert (lx.starts, lx.idents, lx.refusals) == (starts, idents, refusals)
+
+
+def test_place_counts_lines_and_columns_from_the_text_it_is_given():
+    assert place("ab", 1) == "line 1, column 1"
+    assert place("\nx", 1) == "line 2, column 0"
+    assert place("ab", 1, 10, 7) == "line 10, column 8"  # the first line starts at column 7
+    assert place("ab\ncd", 4, 10, 7) == "line 11, column 1"  # later lines at column 0
 
 
 @pytest.mark.parametrize("text, code, refusals", [
