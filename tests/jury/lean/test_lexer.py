@@ -407,6 +407,7 @@ def test_escapes_and_gaps_are_read_as_leans_quoted_char_rules(text, refusals):
     ("x := s!\"{+'a'}\"", ((10, "a quote glued to a symbol (a token such as ∑' or a character literal)" + IN_BRACES),)),
     ("x := s!\"{ 'a", ((10, MALFORMED_CHAR),)),  # charLitFnAux: no closing quote
     ('x := s!"{1e}"', ((9, "a malformed number" + IN_BRACES),)),  # parseOptExp: missing exponent digits
+    ('x := s!"{0x', ((9, "a malformed number" + IN_BRACES),)),  # hexNumberFn: the text ends before a digit
     ('x := s!"{é}"', ((9, "an identifier older Lean reads differently" + IN_BRACES),)),
     ('x := s!"{x', ((8, "unterminated interpolation in a string literal"),)),  # the term parser meets the end
     ('x := r#"abc', ((5, "unterminated raw string literal (Lean reads the rest of the file as a string)"),)),
@@ -483,6 +484,29 @@ def test_from_an_invalid_escape_on_the_text_stays_code():
 def test_token_starts_after_numerals_raw_string_starts_and_unclosed_quotes(text, starts, idents, refusals):
     lx = lex(text)
     assert (lx.starts, lx.idents, lx.refusals) == (starts, idents, refusals)
+
+
+@pytest.mark.parametrize("text, starts, idents", [
+    # numberFnAux / decimalNumberFn / takeDigitsFn; Lean before `_` separators and scientific literals stops
+    # after the plain digits and reads on from there (the second reading)
+    ("0", (0,), ()),
+    ("1090 x", (0, 5), ((5, "x"),)),  # every decimal digit, 0 and 9 included
+    ("1A", (0, 1), ((1, "A"),)),  # a letter ends the numeral
+    ("0xg", (0, 1, 2), ((1, "xg"), (2, "g"))),  # `0x` needs a hex digit: an error, resumed at `x` and `g`
+    ("0Xg", (0, 1, 2), ((1, "Xg"), (2, "g"))),  # upper-case prefixes too
+    ("0b1X", (0, 1, 3), ((1, "b1X"), (3, "X"))),  # binary digits 0 and 1 only
+    ("0o078", (0, 1, 4), ((1, "o078"),)),  # octal digits 0 to 7: `8` is the next numeral
+    ("0x09afAFg", (0, 1, 8), ((1, "x09afAFg"), (8, "g"))),  # hex digits both cases
+    ("1.5 x", (0, 1, 2, 4), ((4, "x"),)),  # scientific `1.5`; older: `1` `.` `5`
+    ("1. x", (0, 1, 3), ((3, "x"),)),  # parseOptDot: a dot without digits after it still belongs to the numeral
+    ("1e5 x", (0, 1, 4), ((1, "e5"), (4, "x"))),
+    ("1E5", (0, 1), ((1, "E5"),)),
+    ("1e+5 x", (0, 1, 2, 3, 5), ((1, "e"), (5, "x"))),
+    ("1e-x", (0, 1, 2, 3), ((1, "e"), (3, "x"))),  # parseOptExp: missing exponent digits, an error
+])
+def test_numerals_end_where_leans_number_parser_ends_them(text, starts, idents):
+    lx = lex(text)
+    assert (lx.starts, lx.idents, lx.refusals) == (starts, idents, ())
 
 
 def test_place_counts_lines_and_columns_from_the_text_it_is_given():
