@@ -509,6 +509,56 @@ def test_numerals_end_where_leans_number_parser_ends_them(text, starts, idents):
     assert (lx.starts, lx.idents, lx.refusals) == (starts, idents, ())
 
 
+TAB_OR_CR = ("a tab or a lone carriage return outside comments and literals (Lean's whitespace refuses them, and its "
+             "error recovery reads on as commands)")
+
+
+@pytest.mark.parametrize("text, code, starts, refusals", [
+    # Lean's whitespace: `--` runs to the line feed (or the end), `/-` nests; `/--` and `/-!` are doc-comment
+    # tokens (kept as code, so the gate sees them) whose body is a nested comment; tabs and a CR without its LF
+    # are errors; a space, control or format character that is no Lean whitespace starts no token
+    ("x -- c", "x     ", (0,), ()),
+    ("x -- c\ny", "x     \ny", (0, 7), ()),
+    ("/-- d -/ x", "/--   -/ x", (0, 9), ()),
+    ("/-! d -/ x", "/-!   -/ x", (0, 9), ()),
+    ("/-- a /- b -/ c -/ x", "/--             -/ x", (0, 19), ()),
+    ("/--/ x", "/--/ x", (0,), ((0, "unterminated comment (Lean reads the rest of the file as comment)"),)),
+    ("x\r\ny", "x\r\ny", (0, 3), ()),
+    ("x\ty", "x\ty", (0,), ((1, TAB_OR_CR),)),
+    ("x\ry", "x\ry", (0,), ((1, TAB_OR_CR),)),
+    ("x\u00a0y", "x\u00a0y", (0, 1, 2), ((1, "U+00A0 (Zs), which starts no Lean token and is no Lean whitespace "
+                                            "(Lean's error recovery reads on after it)"),)),
+    ("x\u200by", "x\u200by", (0, 1, 2), ((1, "U+200B (Cf), which starts no Lean token and is no Lean whitespace "
+                                            "(Lean's error recovery reads on after it)"),)),
+])
+def test_whitespace_comments_and_doc_comments_as_leans_whitespace_reads_them(text, code, starts, refusals):
+    lx = lex(text)
+    assert (lx.code, lx.starts, lx.refusals) == (code, starts, refusals)
+
+
+@pytest.mark.parametrize("text, code, idents, refusals", [
+    # nameLitAux: identFnAux with no token (so `--` after the name is a comment, not part of a longer token)
+    ("`foo-- c", "`foo    ", ((1, "foo"),), ()),
+    ("`«a b»-- c", "`«   »    ", (), ()),
+    ('`"a"', '`" "', (), ()),  # a backquote before no identifier character: no name literal, the string follows
+    ("x </- `a -/", "x </- `a -/", ((0, "x"), (7, "a")), ()),  # the backquote is code in the reading after `</-`
+    ("x </- `«a -/", "x </- `     ", ((0, "x"),),
+     ((7, "unterminated «» name (Lean reads the rest of the file as a name)"),)),
+    # a line comment ends at the next line feed after it, not an earlier or later one
+    ("a\nb -- c\nd", "a\nb     \nd", ((0, "a"), (2, "b"), (9, "d")), ()),
+    ("x -- c\ny\nz", "x     \ny\nz", ((0, "x"), (7, "y"), (9, "z")), ()),
+    ("x -- c\n\r\ny", "x     \n\r\ny", ((0, "x"), (9, "y")), ()),
+    # a doc comment anywhere is a token; its body is a nested comment starting right after `/--`
+    ("x /-- d -/ y", "x /--   -/ y", ((0, "x"), (11, "y")), ()),
+    ("x /--d e-/\r\ny", "x /--   -/\r\ny", ((0, "x"), (12, "y")), ()),
+    ("/--/- a -/ -/ x", "/--        -/ x", ((14, "x"),), ()),
+    ("/-/- a -/ -/ x", "             x", ((13, "x"),), ()),  # finishCommentBlock: `/-/-` opens two levels
+])
+def test_name_literals_line_comments_and_comment_bodies_end_where_lean_ends_them(text, code, idents, refusals):
+    lx = lex(text)
+    assert (lx.code, lx.idents, lx.refusals) == (code, idents, refusals)
+
+
 def test_place_counts_lines_and_columns_from_the_text_it_is_given():
     assert place("ab", 1) == "line 1, column 1"
     assert place("\nx", 1) == "line 2, column 0"
