@@ -559,6 +559,15 @@ def test_name_literals_line_comments_and_comment_bodies_end_where_lean_ends_them
     assert (lx.code, lx.idents, lx.refusals) == (code, idents, refusals)
 
 
+@pytest.mark.parametrize("text", ["`", "x `", ":= by exact `"])
+def test_a_backquote_at_the_end_of_the_text_is_read_not_a_crash(text):
+    """tokenFnAux: a backquote before the end of the input starts no name literal (no identifier character
+    follows); the lexer read one character past the end there and raised instead of answering."""
+    lx = lex(text)
+    assert lx.refusals == () and lx.code == text and lx.starts[-1] == len(text) - 1
+    assert forbidden_commands(":= by\n  exact x `") == []
+
+
 def test_place_counts_lines_and_columns_from_the_text_it_is_given():
     assert place("ab", 1) == "line 1, column 1"
     assert place("\nx", 1) == "line 2, column 0"
