@@ -210,7 +210,7 @@ class _Lexer:
             return self.char_lit(q)
         if "0" <= c <= "9":
             return self.number(q)
-        if c == "`" and (is_id_first(nxt) or nxt == "«"):
+        if c == "`" and nxt and (is_id_first(nxt) or nxt == "«"):  # a backquote at the end is a symbol
             self.code(q, q + 1)
             return self.ident(q + 1, tokens=False)
         if c == "r" and raw_string_hashes(s, q + 1) is not None:

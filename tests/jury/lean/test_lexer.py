@@ -13,7 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rewardkit.jury.lean.check import DEFAULT_HEADER, build_source, forbidden_commands, strip_comments
-from rewardkit.jury.lean.lexer import is_id_first, is_id_rest, lex
+from rewardkit.jury.lean.lexer import (
+    is_id_first,
+    is_id_rest,
+    is_letter_like,
+    is_sub_script_alnum,
+    lex,
+    place,
+    version_dependent,
+)
 
 CORPUS = sorted((Path(__file__).parent / "lean_corpus").glob("*.lean"))
 STATEMENT = "theorem test_problem (x : ℕ) (h : x + 1 = 2) : x = 1 :="
@@ -79,6 +87,39 @@ def test_lean_identifier_classes_are_leans_not_pythons():
     assert not is_id_first("é", old=True) and is_id_first("é")  # Latin-1 letters: identifiers since 2024
     assert lex("⅋'").idents == ((0, "⅋'"),)
     assert (0, "ab") in lex("abжcd").idents and (3, "cd") in lex("abжcd").idents
+
+
+# Lean's isLetterLike and isSubScriptAlnum (src/Init/Meta/Defs.lean, since 2024 with Latin-1 letters but × ÷, Latin
+# Extended-A and ⱼ; before, without), and isIdFirst/isIdRest (ASCII letters and digits, `_`, and `'!?` after the
+# first): each range's ends and the code points just outside them. Columns: isIdFirst, isIdFirst before 2024,
+# isIdRest, isIdRest before 2024 (T/F).
+_CLASS_EDGES = [
+    (0x40, "FFFF"), (0x41, "TTTT"), (0x5A, "TTTT"), (0x5B, "FFFF"), (0x60, "FFFF"), (0x61, "TTTT"), (0x7A, "TTTT"),
+    (0x7B, "FFFF"), (0x2F, "FFFF"), (0x30, "FFTT"), (0x39, "FFTT"), (0x3A, "FFFF"), (0x5F, "TTTT"), (0x27, "FFTT"),
+    (0x21, "FFTT"), (0x3F, "FFTT"), (0x22, "FFFF"),
+    (0xBF, "FFFF"), (0xC0, "TFTF"), (0xD6, "TFTF"), (0xD7, "FFFF"), (0xD8, "TFTF"), (0xF6, "TFTF"), (0xF7, "FFFF"),
+    (0xF8, "TFTF"), (0xFF, "TFTF"), (0x100, "TFTF"), (0x17F, "TFTF"), (0x180, "FFFF"),
+    (0x390, "FFFF"), (0x391, "TTTT"), (0x39F, "TTTT"), (0x3A0, "FFFF"), (0x3A1, "TTTT"), (0x3A2, "TTTT"),
+    (0x3A3, "FFFF"), (0x3A4, "TTTT"), (0x3A9, "TTTT"), (0x3AA, "FFFF"), (0x3B0, "FFFF"), (0x3B1, "TTTT"),
+    (0x3BA, "TTTT"), (0x3BB, "FFFF"), (0x3BC, "TTTT"), (0x3C9, "TTTT"), (0x3CA, "TTTT"), (0x3FB, "TTTT"),
+    (0x3FC, "FFFF"), (0x1EFF, "FFFF"), (0x1F00, "TTTT"), (0x1FFE, "TTTT"), (0x1FFF, "FFFF"), (0x20FF, "FFFF"),
+    (0x2100, "TTTT"), (0x214F, "TTTT"), (0x2150, "FFFF"), (0x1D49B, "FFFF"), (0x1D49C, "TTTT"), (0x1D59F, "TTTT"),
+    (0x1D5A0, "FFFF"),
+    (0x207F, "FFFF"), (0x2080, "FFTT"), (0x2089, "FFTT"), (0x208A, "FFFF"), (0x208F, "FFFF"), (0x2090, "FFTT"),
+    (0x209C, "FFTT"), (0x209D, "FFFF"), (0x1D61, "FFFF"), (0x1D62, "FFTT"), (0x1D6A, "FFTT"), (0x1D6B, "FFFF"),
+    (0x2C7B, "FFFF"), (0x2C7C, "FFTF"), (0x2C7D, "FFFF"),
+]
+
+
+@pytest.mark.parametrize("code_point, classes", _CLASS_EDGES, ids=lambda v: f"{v:04X}" if isinstance(v, int) else v)
+def test_identifier_classes_at_the_edges_of_leans_ranges(code_point, classes):
+    c = chr(code_point)
+    got = (is_id_first(c), is_id_first(c, old=True), is_id_rest(c), is_id_rest(c, old=True))
+    assert "".join("T" if g else "F" for g in got) == classes
+    # letter-like or subscript only beyond ASCII; version-dependent where the two Lean versions disagree
+    assert is_letter_like(c) == (code_point > 0x7F and classes[0] == "T")
+    assert is_sub_script_alnum(c) == (code_point > 0x7F and classes[:3] == "FFT")
+    assert version_dependent(c) == (classes[2:] == "TF")
 
 
 # ------------------------------------------------------------------------------------ real Lean files
@@ -316,3 +357,246 @@ def test_raw_strings_of_any_hash_count_hide_nothing_and_are_blanked(hashes):
     text = f':= by\n  have := {raw}\n  omega\n#eval IO.println "x" -- "\n'
     assert lex(text).code.split("\n")[1] == "  have := r" + "#" * hashes + '" "' + "#" * hashes
     assert any(f.startswith("line 4, column 0: '#eval'") for f in forbidden_commands(text))
+
+
+# ------------------------------------------------------------ escapes, interpolations and raw strings, exactly
+#
+# Expected values worked out by hand from src/Lean/Parser/Basic.lean (quotedCharCoreFn, isQuotableCharDefault,
+# hexDigitFn, stringGapFn, strLitFnAux, charLitFnAux, rawStrLitFnAux, decimalNumberFn) and
+# src/Lean/Parser/StrInterpolation.lean (interpolatedStrFn, isQuotableCharForStrInterpolant), offsets counted in
+# the text, reasons as the gate shows them.
+
+INVALID_ESCAPE = "invalid escape in a string literal (Lean's error recovery may read the rest as code)"
+MALFORMED_CHAR = "a malformed character literal (Lean's error recovery may read the rest as code)"
+UNTERMINATED_STRING = "unterminated string literal (Lean reads the rest of the file as a string)"
+IN_BRACES = " inside an interpolated string's {...} (not settled in one reading; refused)"
+
+
+@pytest.mark.parametrize("text, refusals", [
+    # `{` is quotable only in an interpolated string (isQuotableCharForStrInterpolant), never in a character
+    # literal (quotedCharFn); error recovery then resumes inside it, where the last `'` after `{` opens another
+    ("x := '\\{'", ((5, MALFORMED_CHAR), (8, MALFORMED_CHAR))),
+    ('x := "\\{"', ((6, INVALID_ESCAPE),)),  # nor in a plain string
+    ('x := s!"\\q"', ((8, INVALID_ESCAPE),)),  # an interpolated string quotes `{` and the default six only
+    ('x := "a\\', ((7, INVALID_ESCAPE),)),  # a backslash at the end of the text escapes nothing
+    ('x := "\\xG0"', ((6, INVALID_ESCAPE),)),  # hexDigitFn twice: the first is no hex digit
+    ('x := "\\x4G"', ((6, INVALID_ESCAPE),)),  # ... the second is none
+    ('x := "\\x4', ((6, INVALID_ESCAPE),)),  # ... the text ends after one
+    # a gap only in strings (quotedCharCoreFn's inString); Lean resumes inside the literal, at its last `'` too
+    ("x := '\\\n'", ((5, MALFORMED_CHAR), (8, MALFORMED_CHAR))),
+    # stringGapFn stops at the end of the text: strLitFnAux reports the string unterminated, at its start
+    ('x := "a\\\n  ', ((5, UNTERMINATED_STRING),)),
+    # a gap starts at a line feed (CR LF is read as LF since lean4#3903); a CR before a blank starts none
+    ('x := "a\\\r \n b"', ((7, INVALID_ESCAPE),)),
+    # a CR without its LF inside a gap: Lean's stringGapFn would skip it as blank (Char.isWhitespace), the gate
+    # refuses it as it does everywhere outside literals (module docstring: one line break, CR only before LF)
+    ('x := "a\\\n \r b"', ((7, INVALID_ESCAPE),)),
+    ('x := "a\\\n \r', ((7, INVALID_ESCAPE),)),
+])
+def test_escapes_and_gaps_are_read_as_leans_quoted_char_rules(text, refusals):
+    assert lex(text).refusals == refusals
+
+
+@pytest.mark.parametrize("text, refusals", [
+    ('x := s!"{x\ty}"', ((10, "a tab, carriage return, comment, backslash or name literal" + IN_BRACES),)),
+    ('x := s!"{x -- c\n}"', ((11, "a tab, carriage return, comment, backslash or name literal" + IN_BRACES),)),
+    ('x := s!"{x /- c -/}"', ((11, "a tab, carriage return, comment, backslash or name literal" + IN_BRACES),)),
+    # `''` is no character literal (tokenFnAux wants a second character), but Mathlib's image token
+    ("x := s!\"{ ''}\"", ((10, "a quote glued to a symbol (a token such as ∑' or a character literal)" + IN_BRACES),)),
+    ("x := s!\"{ '", ((10, "a quote glued to a symbol (a token such as ∑' or a character literal)" + IN_BRACES),)),
+    ("x := s!\"{+'a'}\"", ((10, "a quote glued to a symbol (a token such as ∑' or a character literal)" + IN_BRACES),)),
+    ("x := s!\"{ 'a", ((10, MALFORMED_CHAR),)),  # charLitFnAux: no closing quote
+    ('x := s!"{1e}"', ((9, "a malformed number" + IN_BRACES),)),  # parseOptExp: missing exponent digits
+    ('x := s!"{0x', ((9, "a malformed number" + IN_BRACES),)),  # hexNumberFn: the text ends before a digit
+    ('x := s!"{é}"', ((9, "an identifier older Lean reads differently" + IN_BRACES),)),
+    ('x := s!"{x', ((8, "unterminated interpolation in a string literal"),)),  # the term parser meets the end
+    ('x := r#"abc', ((5, "unterminated raw string literal (Lean reads the rest of the file as a string)"),)),
+])
+def test_what_an_interpolation_or_raw_string_cannot_settle_is_refused_with_its_reason(text, refusals):
+    assert lex(text).refusals == refusals
+
+
+def test_an_unterminated_name_escape_inside_an_interpolation_is_refused():
+    """identFnAux after `a.`: `«` with no `»` is an unterminated identifier escape (at the `«`)."""
+    refusals = lex('x := s!"{a.«b}"').refusals
+    assert [k for k, _ in refusals] == [9, 11]
+    assert dict(refusals)[11] == "unterminated «» name (Lean reads the rest of the file as a name)"
+
+
+@pytest.mark.parametrize("text, idents, starts", [
+    # interpolatedStrFn runs the term parser after `{`: `X` is an identifier token there
+    ('s!"{X}"', ((0, "s!"), (4, "X")), (0, 2, 3, 4, 5)),
+    ('s!"{0x1F}"', ((0, "s!"),), (0, 2, 3, 4, 8)),  # numberFnAux: `0x1F` is one numeral, no identifier `x1F`
+    ('s!"{99}"', ((0, "s!"),), (0, 2, 3, 4, 6)),  # one numeral, not two
+    # the term parser's whitespace reads CR LF (LF to Lean since lean4#3903) between tokens
+    ('x := s!"{x\r\n  y}"', ((0, "x"), (5, "s!"), (9, "x"), (14, "y")), (0, 2, 3, 5, 7, 8, 9, 14, 15)),
+])
+def test_the_braces_of_an_interpolated_string_are_read_as_tokens(text, idents, starts):
+    lx = lex(text)
+    assert (lx.refusals, lx.idents, lx.starts, lx.code) == ((), idents, starts, text)
+
+
+@pytest.mark.parametrize("text, code", [
+    # `<` runs on into `/-`: one reading opens a block comment at `/-`, another reads `<` `/` `-` and then
+    # the literal, whose delimiters and interpolation stay code; what no reading makes code is blanked
+    ('x </- r"a" -/', 'x </- r" " -/'),
+    ('x </- s!"{a + b}" -/', 'x </- s!"{a + b}" -/'),
+    ('x </- s!"{a +\r\n b}" -/', 'x </- s!"{a + \n b}" -/'),  # the CR: blank in braces, comment in the other
+
+    # charLitFnAux after a numeral (no table token holds a digit and a quote): unclosed, Lean's error leaves it at
+    # any character it consumed; the quote is code only in that reading
+    ("x </-1'ab -/", "x </-1'ab -/"),
+    ("x </-1'\r\n -/", "x </-1' \n -/"),
+    ("x </- 'a' -/", "x </- ' ' -/"),
+])
+def test_a_character_code_in_one_reading_stays_code_when_another_comments_it(text, code):
+    assert lex(text).code == code
+
+
+@pytest.mark.parametrize("text, code, no_comments", [
+    ('"abc" -- c', '"   "     ', '"abc"     '),  # after a literal's closing quote, whitespace: a line comment
+    ('"a"-- c', '" "    ', '"a"    '),
+    ("'a'-- c", "' '    ", "'a'    "),
+    ("/- c -/'a'", "       ' '", "       'a'"),  # a comment ends at its `-/`; the literal follows at once
+    ('/- c -/r"a"', '       r" "', '       r"a"'),
+])
+def test_comments_next_to_literals_are_blanked_and_literals_kept(text, code, no_comments):
+    lx = lex(text)
+    assert (lx.code, lx.no_comments, lx.refusals) == (code, no_comments, ())
+
+
+def test_from_an_invalid_escape_on_the_text_stays_code():
+    """Lean's error recovery may read on as code after ``\\q``: nothing from the backslash on is blanked."""
+    assert lex('"a\\q #eval 1"').code == '" \\q #eval 1"'
+
+
+@pytest.mark.parametrize("text, starts, idents, refusals", [
+    # `r` starts a raw string only before `#`* and `"` (isRawStrLitStart); at the end of the text it is a name
+    ("x := r##", (0, 2, 3, 5, 6, 7), ((0, "x"), (5, "r")), ()),
+    # takeDigitsFn: `_` then digits is one numeral now; Lean before separators reads `0` then the name `x_FF`
+    ("0x_FF", (0, 1), ((1, "x_FF"),), ()),
+    # ... a `_` with no digit after it is a lexical error: Lean resumes at any character it consumed
+    ("0x_", (0, 1, 2), ((1, "x_"), (2, "_")), ()),
+    # `12` then `'ab…` with no closing quote: resumed at `a`, `b` and the character after (charLitFnAux read it)
+    ("12'abcd", (0, 2, 3, 4, 5), ((3, "abcd"), (4, "bcd"), (5, "cd")), ()),
+    ("'ab", (0, 1, 2), ((1, "ab"), (2, "b")), ((0, MALFORMED_CHAR),)),  # at the start of the text: refused
+])
+def test_token_starts_after_numerals_raw_string_starts_and_unclosed_quotes(text, starts, idents, refusals):
+    lx = lex(text)
+    assert (lx.starts, lx.idents, lx.refusals) == (starts, idents, refusals)
+
+
+@pytest.mark.parametrize("text, starts, idents", [
+    # numberFnAux / decimalNumberFn / takeDigitsFn; Lean before `_` separators and scientific literals stops
+    # after the plain digits and reads on from there (the second reading)
+    ("0", (0,), ()),
+    ("1090 x", (0, 5), ((5, "x"),)),  # every decimal digit, 0 and 9 included
+    ("1A", (0, 1), ((1, "A"),)),  # a letter ends the numeral
+    ("0xg", (0, 1, 2), ((1, "xg"), (2, "g"))),  # `0x` needs a hex digit: an error, resumed at `x` and `g`
+    ("0Xg", (0, 1, 2), ((1, "Xg"), (2, "g"))),  # upper-case prefixes too
+    ("0b1X", (0, 1, 3), ((1, "b1X"), (3, "X"))),  # binary digits 0 and 1 only
+    ("0o078", (0, 1, 4), ((1, "o078"),)),  # octal digits 0 to 7: `8` is the next numeral
+    ("0x09afAFg", (0, 1, 8), ((1, "x09afAFg"), (8, "g"))),  # hex digits both cases
+    ("1.5 x", (0, 1, 2, 4), ((4, "x"),)),  # scientific `1.5`; older: `1` `.` `5`
+    ("1. x", (0, 1, 3), ((3, "x"),)),  # parseOptDot: a dot without digits after it still belongs to the numeral
+    ("1e5 x", (0, 1, 4), ((1, "e5"), (4, "x"))),
+    ("1E5", (0, 1), ((1, "E5"),)),
+    ("1e+5 x", (0, 1, 2, 3, 5), ((1, "e"), (5, "x"))),
+    ("1e-x", (0, 1, 2, 3), ((1, "e"), (3, "x"))),  # parseOptExp: missing exponent digits, an error
+])
+def test_numerals_end_where_leans_number_parser_ends_them(text, starts, idents):
+    lx = lex(text)
+    assert (lx.starts, lx.idents, lx.refusals) == (starts, idents, ())
+
+
+TAB_OR_CR = ("a tab or a lone carriage return outside comments and literals (Lean's whitespace refuses them, and its "
+             "error recovery reads on as commands)")
+
+
+@pytest.mark.parametrize("text, code, starts, refusals", [
+    # Lean's whitespace: `--` runs to the line feed (or the end), `/-` nests; `/--` and `/-!` are doc-comment
+    # tokens (kept as code, so the gate sees them) whose body is a nested comment; tabs and a CR without its LF
+    # are errors; a space, control or format character that is no Lean whitespace starts no token
+    ("x -- c", "x     ", (0,), ()),
+    ("x -- c\ny", "x     \ny", (0, 7), ()),
+    ("/-- d -/ x", "/--   -/ x", (0, 9), ()),
+    ("/-! d -/ x", "/-!   -/ x", (0, 9), ()),
+    ("/-- a /- b -/ c -/ x", "/--             -/ x", (0, 19), ()),
+    ("/--/ x", "/--/ x", (0,), ((0, "unterminated comment (Lean reads the rest of the file as comment)"),)),
+    ("x\r\ny", "x\r\ny", (0, 3), ()),
+    ("x\ty", "x\ty", (0,), ((1, TAB_OR_CR),)),
+    ("x\ry", "x\ry", (0,), ((1, TAB_OR_CR),)),
+    ("x\u00a0y", "x\u00a0y", (0, 1, 2), ((1, "U+00A0 (Zs), which starts no Lean token and is no Lean whitespace "
+                                            "(Lean's error recovery reads on after it)"),)),
+    ("x\u200by", "x\u200by", (0, 1, 2), ((1, "U+200B (Cf), which starts no Lean token and is no Lean whitespace "
+                                            "(Lean's error recovery reads on after it)"),)),
+])
+def test_whitespace_comments_and_doc_comments_as_leans_whitespace_reads_them(text, code, starts, refusals):
+    lx = lex(text)
+    assert (lx.code, lx.starts, lx.refusals) == (code, starts, refusals)
+
+
+@pytest.mark.parametrize("text, code, idents, refusals", [
+    # nameLitAux: identFnAux with no token (so `--` after the name is a comment, not part of a longer token)
+    ("`foo-- c", "`foo    ", ((1, "foo"),), ()),
+    ("`«a b»-- c", "`«   »    ", (), ()),
+    ('`"a"', '`" "', (), ()),  # a backquote before no identifier character: no name literal, the string follows
+    ("x </- `a -/", "x </- `a -/", ((0, "x"), (7, "a")), ()),  # the backquote is code in the reading after `</-`
+    ("x </- `«a -/", "x </- `     ", ((0, "x"),),
+     ((7, "unterminated «» name (Lean reads the rest of the file as a name)"),)),
+    # a line comment ends at the next line feed after it, not an earlier or later one
+    ("a\nb -- c\nd", "a\nb     \nd", ((0, "a"), (2, "b"), (9, "d")), ()),
+    ("x -- c\ny\nz", "x     \ny\nz", ((0, "x"), (7, "y"), (9, "z")), ()),
+    ("x -- c\n\r\ny", "x     \n\r\ny", ((0, "x"), (9, "y")), ()),
+    # a doc comment anywhere is a token; its body is a nested comment starting right after `/--`
+    ("x /-- d -/ y", "x /--   -/ y", ((0, "x"), (11, "y")), ()),
+    ("x /--d e-/\r\ny", "x /--   -/\r\ny", ((0, "x"), (12, "y")), ()),
+    ("/--/- a -/ -/ x", "/--        -/ x", ((14, "x"),), ()),
+    ("/-/- a -/ -/ x", "             x", ((13, "x"),), ()),  # finishCommentBlock: `/-/-` opens two levels
+])
+def test_name_literals_line_comments_and_comment_bodies_end_where_lean_ends_them(text, code, idents, refusals):
+    lx = lex(text)
+    assert (lx.code, lx.idents, lx.refusals) == (code, idents, refusals)
+
+
+@pytest.mark.parametrize("text", ["`", "x `", ":= by exact `"])
+def test_a_backquote_at_the_end_of_the_text_is_read_not_a_crash(text):
+    """tokenFnAux: a backquote before the end of the input starts no name literal (no identifier character
+    follows); the lexer read one character past the end there and raised instead of answering."""
+    lx = lex(text)
+    assert lx.refusals == () and lx.code == text and lx.starts[-1] == len(text) - 1
+    assert forbidden_commands(":= by\n  exact x `") == []
+
+
+def test_place_counts_lines_and_columns_from_the_text_it_is_given():
+    assert place("ab", 1) == "line 1, column 1"
+    assert place("\nx", 1) == "line 2, column 0"
+    assert place("ab", 1, 10, 7) == "line 10, column 8"  # the first line starts at column 7
+    assert place("ab\ncd", 4, 10, 7) == "line 11, column 1"  # later lines at column 0
+
+
+@pytest.mark.parametrize("text, code, refusals", [
+    # finishCommentBlock: `/` then `-` opens one more level, `-` then `/` closes one: `/--/` opens and closes
+    ("/- /--/ -/ x", "           x", ()),
+    ("x /- a -/\r\n  y", "x        \r\n  y", ()),  # the comment only: the CR LF after it is whitespace, kept
+    ("x /- a", "x /- a", ((2, "unterminated comment (Lean reads the rest of the file as comment)"),)),
+])
+def test_block_comments_nest_and_end_where_lean_ends_them(text, code, refusals):
+    lx = lex(text)
+    assert (lx.code, lx.refusals) == (code, refusals)
+
+
+@pytest.mark.parametrize("blanks, interpolated", [(0, True), (14, True), (15, False), (40, False)])
+def test_a_string_far_after_its_s_bang_is_listed_ambiguous_not_read_as_text(blanks, interpolated):
+    """The look-back for ``s!``/``m!``/``f!`` spans 16 characters: ``s!`` and at most 14 blanks. Lean reads a
+    string farther from its ``s!`` as interpolated too (blanks may separate the two tokens); the gate then
+    lists its ``{`` as ambiguous and refuses the text, rather than reading the braces as string contents."""
+    text = "s!" + " " * blanks + '"{x}"'
+    quote = 2 + blanks
+    lx = lex(text)
+    if interpolated:
+        assert (lx.ambiguous, lx.idents) == ((), ((0, "s!"), (quote + 2, "x")))
+    else:
+        assert (lx.ambiguous, lx.idents) == ((quote,), ((0, "s!"),))
+        assert forbidden_commands(text) == [
+            f"line 1, column {quote}: '{{' in a string literal that is not s!/m!/f! (Lean may run it as code)"]
