@@ -491,6 +491,7 @@ def test_token_starts_after_numerals_raw_string_starts_and_unclosed_quotes(text,
     # after the plain digits and reads on from there (the second reading)
     ("0", (0,), ()),
     ("1090 x", (0, 5), ((5, "x"),)),  # every decimal digit, 0 and 9 included
+    ("99", (0,), ()),
     ("1A", (0, 1), ((1, "A"),)),  # a letter ends the numeral
     ("0xg", (0, 1, 2), ((1, "xg"), (2, "g"))),  # `0x` needs a hex digit: an error, resumed at `x` and `g`
     ("0Xg", (0, 1, 2), ((1, "Xg"), (2, "g"))),  # upper-case prefixes too
@@ -530,6 +531,8 @@ TAB_OR_CR = ("a tab or a lone carriage return outside comments and literals (Lea
                                             "(Lean's error recovery reads on after it)"),)),
     ("x\u200by", "x\u200by", (0, 1, 2), ((1, "U+200B (Cf), which starts no Lean token and is no Lean whitespace "
                                             "(Lean's error recovery reads on after it)"),)),
+    ("x \u00a0yz", "x \u00a0yz", (0, 2, 3), ((2, "U+00A0 (Zs), which starts no Lean token and is no Lean "
+                                               "whitespace (Lean's error recovery reads on after it)"),)),
 ])
 def test_whitespace_comments_and_doc_comments_as_leans_whitespace_reads_them(text, code, starts, refusals):
     lx = lex(text)
@@ -553,6 +556,13 @@ def test_whitespace_comments_and_doc_comments_as_leans_whitespace_reads_them(tex
     ("x /--d e-/\r\ny", "x /--   -/\r\ny", ((0, "x"), (12, "y")), ()),
     ("/--/- a -/ -/ x", "/--        -/ x", ((14, "x"),), ()),
     ("/-/- a -/ -/ x", "             x", ((13, "x"),), ()),  # finishCommentBlock: `/-/-` opens two levels
+    ("xy /--d e-/\r\nz", "xy /--   -/\r\nz", ((0, "xy"), (13, "z")), ()),
+    ("x /--d e-/ ", "x /--   -/ ", ((0, "x"),), ()),
+    ("«a b» x", "«   » x", ((6, "x"),), ()),  # identFnAux: a «» escape's contents are blanked like a literal's
+    # a name may be the prefix of a longer token of the table (`Type*`): the `--` after it may belong to it
+    ("foo--bar", "foo--bar", ((0, "foo"), (5, "bar")), ()),
+    ("x ''", "x ''", ((0, "x"),), ()),  # `''` starts no character literal: a token of the table (Mathlib)
+    ('r"\\q"', 'r"  "', (), ()),  # rawStrLitFnAux: no escapes in a raw string
 ])
 def test_name_literals_line_comments_and_comment_bodies_end_where_lean_ends_them(text, code, idents, refusals):
     lx = lex(text)
