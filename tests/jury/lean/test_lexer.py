@@ -504,6 +504,12 @@ def test_token_starts_after_numerals_raw_string_starts_and_unclosed_quotes(text,
     ("1E5", (0, 1), ((1, "E5"),)),
     ("1e+5 x", (0, 1, 2, 3, 5), ((1, "e"), (5, "x"))),
     ("1e-x", (0, 1, 2, 3), ((1, "e"), (3, "x"))),  # parseOptExp: missing exponent digits, an error
+    ("1eX5", (0, 1, 2), ((1, "eX5"), (2, "X5"))),  # ... resumed at `e` and at the `X` it stopped on
+    ("1e-xy", (0, 1, 2, 3), ((1, "e"), (3, "xy"))),
+    ("12e", (0, 1, 2), ((2, "e"),)),
+    ("ab 1e", (0, 3, 4), ((0, "ab"), (4, "e"))),  # the text ends in the exponent
+    ("1.", (0, 1), ()),  # ... after the dot
+    ("12.5", (0, 2, 3), ()),  # older Lean: `12`, `.`, `5`
 ])
 def test_numerals_end_where_leans_number_parser_ends_them(text, starts, idents):
     lx = lex(text)
@@ -576,6 +582,23 @@ def test_a_backquote_at_the_end_of_the_text_is_read_not_a_crash(text):
     lx = lex(text)
     assert lx.refusals == () and lx.code == text and lx.starts[-1] == len(text) - 1
     assert forbidden_commands(":= by\n  exact x `") == []
+
+
+@pytest.mark.parametrize("numeral, starts, idents", [
+    # inside an interpolation's braces only the current Lean's reading counts, so where the numeral ends shows
+    # in the next token's start: decimalNumberFn with parseOptDot and parseOptExp
+    ("1e+5", (0, 2, 3, 4, 8), ()),
+    ("1E5", (0, 2, 3, 4, 7), ()),
+    ("1.5", (0, 2, 3, 4, 7), ()),
+    ("1.e3", (0, 2, 3, 4, 8), ()),
+    ("1.5E3", (0, 2, 3, 4, 9), ()),
+    ("1_000", (0, 2, 3, 4, 9), ()),
+    ("1.x", (0, 2, 3, 4, 6, 7), ((6, "x"),)),  # `1.` then the name `x`
+    ("1.5X2", (0, 2, 3, 4, 7, 9), ((7, "X2"),)),  # only `e`/`E` starts an exponent
+])
+def test_a_numeral_in_an_interpolation_ends_where_lean_ends_it(numeral, starts, idents):
+    lx = lex('s!"{' + numeral + '}"')
+    assert (lx.starts, lx.idents, lx.refusals) == (starts, ((0, "s!"),) + idents, ())
 
 
 def test_place_counts_lines_and_columns_from_the_text_it_is_given():
