@@ -448,6 +448,14 @@ def test_the_braces_of_an_interpolated_string_are_read_as_tokens(text, idents, s
     ("x </-1'ab -/", "x </-1'ab -/"),
     ("x </-1'\r\n -/", "x </-1' \n -/"),
     ("x </- 'a' -/", "x </- ' ' -/"),
+    ("x </- (a) -/", "x </- (a) -/"),  # brackets are one-character tokens
+    ("x </- (\r\n) -/", "x </- ( \n) -/"),
+    # `a/` may be a longer token of the table, after which `--` opens a line comment up to the LF
+    ("a/-- x -/\r\n", "a/-- x -/ \n"),
+    # a table token spans at most 16 characters: a 16-letter name is no prefix of one, a 15-letter name may be
+    ("abcdefghijklmno--c", "abcdefghijklmno--c"),
+    ("abcdefghijklmnop--c", "abcdefghijklmnop   "),
+    ("«a» «b»", "« » « »"),  # each «» escape closes at its own »
 ])
 def test_a_character_code_in_one_reading_stays_code_when_another_comments_it(text, code):
     assert lex(text).code == code
@@ -599,6 +607,20 @@ def test_a_backquote_at_the_end_of_the_text_is_read_not_a_crash(text):
 def test_a_numeral_in_an_interpolation_ends_where_lean_ends_it(numeral, starts, idents):
     lx = lex('s!"{' + numeral + '}"')
     assert (lx.starts, lx.idents, lx.refusals) == (starts, ((0, "s!"),) + idents, ())
+
+
+@pytest.mark.parametrize("text, starts, idents", [
+    # a table token holds no digit after its symbols: the numeral after `+` starts where the digits start
+    ("+12", (0, 1), ()),
+    ("+09", (0, 1), ()),
+    ("+90", (0, 1), ()),
+    # Lean before 2024 cuts identifiers at Latin-1 letters (not isIdFirst/isIdRest there), and reads on from there
+    ("étheorem", (0, 1), ((0, "étheorem"), (1, "theorem"))),
+    ("abéc d", (0, 2, 3, 5), ((0, "ab"), (0, "abéc"), (2, "éc"), (3, "c"), (5, "d"))),
+])
+def test_token_runs_and_identifier_cuts_in_every_reading(text, starts, idents):
+    lx = lex(text)
+    assert (lx.starts, lx.idents, lx.refusals) == (starts, idents, ())
 
 
 def test_place_counts_lines_and_columns_from_the_text_it_is_given():
