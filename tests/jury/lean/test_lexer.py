@@ -456,6 +456,8 @@ def test_the_braces_of_an_interpolated_string_are_read_as_tokens(text, idents, s
     ("abcdefghijklmno--c", "abcdefghijklmno--c"),
     ("abcdefghijklmnop--c", "abcdefghijklmnop   "),
     ("«a» «b»", "« » « »"),  # each «» escape closes at its own »
+    ("x </- «a» -/", "x </- « » -/"),
+    ("x </- a.b -/", "x </- a.b -/"),
 ])
 def test_a_character_code_in_one_reading_stays_code_when_another_comments_it(text, code):
     assert lex(text).code == code
@@ -617,6 +619,12 @@ def test_a_numeral_in_an_interpolation_ends_where_lean_ends_it(numeral, starts, 
     # Lean before 2024 cuts identifiers at Latin-1 letters (not isIdFirst/isIdRest there), and reads on from there
     ("étheorem", (0, 1), ((0, "étheorem"), (1, "theorem"))),
     ("abéc d", (0, 2, 3, 5), ((0, "ab"), (0, "abéc"), (2, "éc"), (3, "c"), (5, "d"))),
+    # identFnAux: `.` joins parts only before isIdFirst or `«` (isIdCont); a dotted name is no single identifier
+    ("a.b", (0,), ()),
+    ("a1.b", (0,), ()),
+    ("a.", (0, 1), ((0, "a"),)),
+    ("a.é", (0, 1, 2), ((0, "a"), (2, "é"))),  # older Lean: `a` `.` `é`
+    ("«» x", (0, 3), ((3, "x"),)),  # an empty «» escape closes at once
 ])
 def test_token_runs_and_identifier_cuts_in_every_reading(text, starts, idents):
     lx = lex(text)
