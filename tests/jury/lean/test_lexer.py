@@ -448,6 +448,16 @@ def test_the_braces_of_an_interpolated_string_are_read_as_tokens(text, idents, s
     ("x </-1'ab -/", "x </-1'ab -/"),
     ("x </-1'\r\n -/", "x </-1' \n -/"),
     ("x </- 'a' -/", "x </- ' ' -/"),
+    ("x </- (a) -/", "x </- (a) -/"),  # brackets are one-character tokens
+    ("x </- (\r\n) -/", "x </- ( \n) -/"),
+    # `a/` may be a longer token of the table, after which `--` opens a line comment up to the LF
+    ("a/-- x -/\r\n", "a/-- x -/ \n"),
+    # a table token spans at most 16 characters: a 16-letter name is no prefix of one, a 15-letter name may be
+    ("abcdefghijklmno--c", "abcdefghijklmno--c"),
+    ("abcdefghijklmnop--c", "abcdefghijklmnop   "),
+    ("«a» «b»", "« » « »"),  # each «» escape closes at its own »
+    ("x </- «a» -/", "x </- « » -/"),
+    ("x </- a.b -/", "x </- a.b -/"),
 ])
 def test_a_character_code_in_one_reading_stays_code_when_another_comments_it(text, code):
     assert lex(text).code == code
@@ -491,6 +501,7 @@ def test_token_starts_after_numerals_raw_string_starts_and_unclosed_quotes(text,
     # after the plain digits and reads on from there (the second reading)
     ("0", (0,), ()),
     ("1090 x", (0, 5), ((5, "x"),)),  # every decimal digit, 0 and 9 included
+    ("99", (0,), ()),
     ("1A", (0, 1), ((1, "A"),)),  # a letter ends the numeral
     ("0xg", (0, 1, 2), ((1, "xg"), (2, "g"))),  # `0x` needs a hex digit: an error, resumed at `x` and `g`
     ("0Xg", (0, 1, 2), ((1, "Xg"), (2, "g"))),  # upper-case prefixes too
@@ -503,6 +514,12 @@ def test_token_starts_after_numerals_raw_string_starts_and_unclosed_quotes(text,
     ("1E5", (0, 1), ((1, "E5"),)),
     ("1e+5 x", (0, 1, 2, 3, 5), ((1, "e"), (5, "x"))),
     ("1e-x", (0, 1, 2, 3), ((1, "e"), (3, "x"))),  # parseOptExp: missing exponent digits, an error
+    ("1eX5", (0, 1, 2), ((1, "eX5"), (2, "X5"))),  # ... resumed at `e` and at the `X` it stopped on
+    ("1e-xy", (0, 1, 2, 3), ((1, "e"), (3, "xy"))),
+    ("12e", (0, 1, 2), ((2, "e"),)),
+    ("ab 1e", (0, 3, 4), ((0, "ab"), (4, "e"))),  # the text ends in the exponent
+    ("1.", (0, 1), ()),  # ... after the dot
+    ("12.5", (0, 2, 3), ()),  # older Lean: `12`, `.`, `5`
 ])
 def test_numerals_end_where_leans_number_parser_ends_them(text, starts, idents):
     lx = lex(text)
@@ -530,6 +547,8 @@ TAB_OR_CR = ("a tab or a lone carriage return outside comments and literals (Lea
                                             "(Lean's error recovery reads on after it)"),)),
     ("x\u200by", "x\u200by", (0, 1, 2), ((1, "U+200B (Cf), which starts no Lean token and is no Lean whitespace "
                                             "(Lean's error recovery reads on after it)"),)),
+    ("x \u00a0yz", "x \u00a0yz", (0, 2, 3), ((2, "U+00A0 (Zs), which starts no Lean token and is no Lean "
+                                               "whitespace (Lean's error recovery reads on after it)"),)),
 ])
 def test_whitespace_comments_and_doc_comments_as_leans_whitespace_reads_them(text, code, starts, refusals):
     lx = lex(text)
@@ -553,6 +572,13 @@ def test_whitespace_comments_and_doc_comments_as_leans_whitespace_reads_them(tex
     ("x /--d e-/\r\ny", "x /--   -/\r\ny", ((0, "x"), (12, "y")), ()),
     ("/--/- a -/ -/ x", "/--        -/ x", ((14, "x"),), ()),
     ("/-/- a -/ -/ x", "             x", ((13, "x"),), ()),  # finishCommentBlock: `/-/-` opens two levels
+    ("xy /--d e-/\r\nz", "xy /--   -/\r\nz", ((0, "xy"), (13, "z")), ()),
+    ("x /--d e-/ ", "x /--   -/ ", ((0, "x"),), ()),
+    ("«a b» x", "«   » x", ((6, "x"),), ()),  # identFnAux: a «» escape's contents are blanked like a literal's
+    # a name may be the prefix of a longer token of the table (`Type*`): the `--` after it may belong to it
+    ("foo--bar", "foo--bar", ((0, "foo"), (5, "bar")), ()),
+    ("x ''", "x ''", ((0, "x"),), ()),  # `''` starts no character literal: a token of the table (Mathlib)
+    ('r"\\q"', 'r"  "', (), ()),  # rawStrLitFnAux: no escapes in a raw string
 ])
 def test_name_literals_line_comments_and_comment_bodies_end_where_lean_ends_them(text, code, idents, refusals):
     lx = lex(text)
@@ -566,6 +592,43 @@ def test_a_backquote_at_the_end_of_the_text_is_read_not_a_crash(text):
     lx = lex(text)
     assert lx.refusals == () and lx.code == text and lx.starts[-1] == len(text) - 1
     assert forbidden_commands(":= by\n  exact x `") == []
+
+
+@pytest.mark.parametrize("numeral, starts, idents", [
+    # inside an interpolation's braces only the current Lean's reading counts, so where the numeral ends shows
+    # in the next token's start: decimalNumberFn with parseOptDot and parseOptExp
+    ("1e+5", (0, 2, 3, 4, 8), ()),
+    ("1E5", (0, 2, 3, 4, 7), ()),
+    ("1.5", (0, 2, 3, 4, 7), ()),
+    ("1.e3", (0, 2, 3, 4, 8), ()),
+    ("1.5E3", (0, 2, 3, 4, 9), ()),
+    ("1_000", (0, 2, 3, 4, 9), ()),
+    ("1.x", (0, 2, 3, 4, 6, 7), ((6, "x"),)),  # `1.` then the name `x`
+    ("1.5X2", (0, 2, 3, 4, 7, 9), ((7, "X2"),)),  # only `e`/`E` starts an exponent
+])
+def test_a_numeral_in_an_interpolation_ends_where_lean_ends_it(numeral, starts, idents):
+    lx = lex('s!"{' + numeral + '}"')
+    assert (lx.starts, lx.idents, lx.refusals) == (starts, ((0, "s!"),) + idents, ())
+
+
+@pytest.mark.parametrize("text, starts, idents", [
+    # a table token holds no digit after its symbols: the numeral after `+` starts where the digits start
+    ("+12", (0, 1), ()),
+    ("+09", (0, 1), ()),
+    ("+90", (0, 1), ()),
+    # Lean before 2024 cuts identifiers at Latin-1 letters (not isIdFirst/isIdRest there), and reads on from there
+    ("étheorem", (0, 1), ((0, "étheorem"), (1, "theorem"))),
+    ("abéc d", (0, 2, 3, 5), ((0, "ab"), (0, "abéc"), (2, "éc"), (3, "c"), (5, "d"))),
+    # identFnAux: `.` joins parts only before isIdFirst or `«` (isIdCont); a dotted name is no single identifier
+    ("a.b", (0,), ()),
+    ("a1.b", (0,), ()),
+    ("a.", (0, 1), ((0, "a"),)),
+    ("a.é", (0, 1, 2), ((0, "a"), (2, "é"))),  # older Lean: `a` `.` `é`
+    ("«» x", (0, 3), ((3, "x"),)),  # an empty «» escape closes at once
+])
+def test_token_runs_and_identifier_cuts_in_every_reading(text, starts, idents):
+    lx = lex(text)
+    assert (lx.starts, lx.idents, lx.refusals) == (starts, idents, ())
 
 
 def test_place_counts_lines_and_columns_from_the_text_it_is_given():
