@@ -292,6 +292,7 @@ def test_another_theorem_is_built_checked_and_reported_under_its_own_namespace()
     formalisation's namespace, not ``test_problem``'s absence), and the report read for that name."""
     formal = "import Mathlib\nnamespace Foo\ntheorem my_thm : True := by\n  sorry\n"
     assert qualified_name(formal, "my_thm") == "Foo.my_thm"
+    assert with_sorry(formal.replace("sorry", "trivial"), "my_thm") == formal  # the prover prompt's statement
     # Lean's own report, written by hand: one information message at the appended line, column 0
     report = lambda src: LeanRun([LeanMessage("information", "'Foo.my_thm' depends on axioms: [propext]",  # noqa: E731
                                               src.count("\n"), 0)])
