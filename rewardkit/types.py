@@ -7,10 +7,10 @@ A failure is never a silent 0: every response carries a Status, and rewards of n
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -294,3 +294,20 @@ def to_tensors(scores: Sequence[GroupScore], device: str = "cpu", dtype: Any = N
     m = np.stack([s.mask for s in scores]) if scores else np.zeros((0, 0), dtype=bool)
     dtype = dtype or torch.float32
     return torch.as_tensor(r, dtype=dtype, device=device), torch.as_tensor(m, device=device)
+
+
+_Item = TypeVar("_Item")
+_Result = TypeVar("_Result")
+
+
+def batch_call(call: Callable[[Sequence[_Item]], Iterable[_Result]], items: Sequence[_Item], who: str, *,
+               results: str = "results", of: str = "items", error: type[Exception] = RuntimeError) -> list[_Result]:
+    """One batched call to a pluggable part (a Lean checker, a verifier, a token counter), none for no item, its
+    answer checked: one result per item, in order. Another number is ``error`` naming ``who``, never a result
+    paired with another item."""
+    if not items:
+        return []
+    out = list(call(items))
+    if len(out) != len(items):
+        raise error(f"{who} returned {len(out)} {results} for {len(items)} {of}")
+    return out

@@ -19,7 +19,7 @@ import numpy as np
 from rewardkit.answers import AnswerChecker, Check, default_checker, extract_answer
 from rewardkit.options import Options, option
 from rewardkit.scoring import BaseScorer
-from rewardkit.types import Cost, Group, GroupScore, Status, as_references
+from rewardkit.types import Cost, Group, GroupScore, Status, as_references, batch_call
 
 Outcome = Literal["verified", "refuted", "inconclusive"]
 K = TypeVar("K")
@@ -182,15 +182,9 @@ class Verifier(Protocol):
 
 
 def verify_all(verifier: Verifier, claims: Sequence[Claim]) -> list[VerifyResult]:
-    """One batched ``verify_many`` call (none for no claim); a verifier that answers with another number of results
-    than claims is a RuntimeError naming it, never a verdict paired with another claim."""
-    if not claims:
-        return []
-    results = list(verifier.verify_many(claims))
-    if len(results) != len(claims):
-        raise RuntimeError(f"verifier {getattr(verifier, 'name', '') or type(verifier).__name__!r} returned "
-                           f"{len(results)} results for {len(claims)} claims")
-    return results
+    """One batched ``verify_many`` call (none for no claim), one result per claim (``types.batch_call``)."""
+    return batch_call(verifier.verify_many, claims,
+                      f"verifier {getattr(verifier, 'name', '') or type(verifier).__name__!r}", of="claims")
 
 
 class BaseVerifier:

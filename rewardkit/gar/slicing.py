@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rewardkit.backends.base import whitespace_tokens  # noqa: F401  (re-exported: the slicers' default)
+from rewardkit.types import batch_call
 
 TokenCounter = Callable[[Sequence[str]], list[int]]  # batched, like JudgeBackend.count_tokens
 
@@ -210,13 +211,10 @@ def _segments(text: str, spans) -> list[tuple[int, int, bool]]:
 
 
 def _counts(count: TokenCounter, texts: list[str]) -> list[int]:
-    """One batched token count; a counter that returns another number of counts than texts is a ValueError
-    naming it (not a zip error deep in the packing)."""
-    counts = list(count(texts)) if texts else []
-    if len(counts) != len(texts):
-        raise ValueError(f"token counter {getattr(count, '__qualname__', count)!r} returned {len(counts)} counts "
-                         f"for {len(texts)} texts")
-    return counts
+    """One batched token count, one per text (``types.batch_call``): a ValueError naming the counter, not a zip
+    error deep in the packing."""
+    return batch_call(count, texts, f"token counter {getattr(count, '__qualname__', count)!r}", results="counts",
+                      of="texts", error=ValueError)
 
 
 def _refine(

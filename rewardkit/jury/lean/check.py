@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from rewardkit.jury.lean.lexer import ID_REST_CLASS, lex, place
+from rewardkit.types import batch_call
 
 ALLOWED_AXIOMS = frozenset({"propext", "Classical.choice", "Quot.sound"})
 SORRY_WARNINGS = ("declaration uses 'sorry'", "declaration uses `sorry`")  # older / Lean >= 4.2x spelling
@@ -381,15 +382,9 @@ def judge_run(run: LeanRun, source: str) -> Acceptance:
 
 
 def run_sources(checker: LeanChecker, sources: Sequence[str]) -> list[LeanRun]:
-    """One batched Lean call (none for no source); a checker that answers with another number of runs than it
-    was given sources is a RuntimeError naming it, never a verdict paired with another text."""
-    if not sources:
-        return []
-    runs = list(checker.run_many(sources))
-    if len(runs) != len(sources):
-        raise RuntimeError(f"Lean checker {getattr(checker, 'name', type(checker).__name__)!r} returned "
-                           f"{len(runs)} runs for {len(sources)} sources")
-    return runs
+    """One batched Lean call (none for no source), one run per source (``types.batch_call``)."""
+    return batch_call(checker.run_many, sources, f"Lean checker {getattr(checker, 'name', type(checker).__name__)!r}",
+                      results="runs", of="sources")
 
 
 def check_proofs(
