@@ -502,6 +502,7 @@ def test_token_starts_after_numerals_raw_string_starts_and_unclosed_quotes(text,
     ("0", (0,), ()),
     ("1090 x", (0, 5), ((5, "x"),)),  # every decimal digit, 0 and 9 included
     ("99", (0,), ()),
+    ("ab 12", (0, 3), ((0, "ab"),)),  # both readings of a numeral after other text end after its digits
     ("1A", (0, 1), ((1, "A"),)),  # a letter ends the numeral
     ("0xg", (0, 1, 2), ((1, "xg"), (2, "g"))),  # `0x` needs a hex digit: an error, resumed at `x` and `g`
     ("0Xg", (0, 1, 2), ((1, "Xg"), (2, "g"))),  # upper-case prefixes too
