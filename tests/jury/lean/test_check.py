@@ -315,6 +315,13 @@ def test_a_checker_that_loses_a_run_is_an_error_naming_it():
     with pytest.raises(RuntimeError, match="Lean checker 'counting' returned 1 runs for 2 sources"):
         check_proofs(Counting(drop=1), [(FORMAL, proof("  omega\n")), (FORMAL, proof("  simp\n"))])
 
+    class Unnamed:  # a checker without the protocol's `name`: named by its class
+        def run_many(self, sources):
+            return []
+
+    with pytest.raises(RuntimeError, match="Lean checker 'Unnamed' returned 0 runs for 1 sources"):
+        check_proofs(Unnamed(), [(FORMAL, proof("  omega\n"))])
+
 
 # ------------------------------------------------------------- issue 35: only the proof may follow the statement
 
