@@ -303,11 +303,17 @@ _Result = TypeVar("_Result")
 def batch_call(call: Callable[[Sequence[_Item]], Iterable[_Result]], items: Sequence[_Item], who: str, *,
                results: str = "results", of: str = "items", error: type[Exception] = RuntimeError) -> list[_Result]:
     """One batched call to a pluggable part (a Lean checker, a verifier, a token counter), none for no item, its
-    answer checked: one result per item, in order. Another number is ``error`` naming ``who``, never a result
-    paired with another item."""
+    answer checked by ``one_per_item``."""
     if not items:
         return []
-    out = list(call(items))
+    return one_per_item(call(items), items, who, results=results, of=of, error=error)
+
+
+def one_per_item(out: Iterable[_Result], items: Sequence[Any], who: str, *, results: str = "results",
+                 of: str = "items", error: type[Exception] = RuntimeError) -> list[_Result]:
+    """A batched call's answer as a list (a generator or tuple read out), checked: one result per item, in order.
+    Another number is ``error`` naming ``who``, never a result paired with another item."""
+    out = out if isinstance(out, list) else list(out)
     if len(out) != len(items):
         raise error(f"{who} returned {len(out)} {results} for {len(items)} {of}")
     return out

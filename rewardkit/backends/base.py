@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rewardkit.options import Options
-from rewardkit.types import Cost, Status
+from rewardkit.types import Cost, Status, one_per_item
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
 
@@ -182,21 +182,17 @@ class ContinuationTokens:
         return self.known[key]
 
 
-_BATCHED = ("generate", "verdict_probs", "score_tokens", "top_logprobs")  # a list of requests in, one result per request out
+# a list of requests in, one result per request out
+_BATCHED = ("generate", "verdict_probs", "score_tokens", "top_logprobs")
 
 
 def _one_per_request(f: typing.Callable, name: str) -> typing.Callable:
-    """``f`` (a backend's batched call) with its answer checked: a RuntimeError naming the backend and the call
-    when it returns another number of results than it was given requests."""
+    """``f`` (a backend's batched call) with its answer checked by ``types.one_per_item``: a RuntimeError naming
+    the backend and the call when it returns another number of results than it was given requests."""
     @functools.wraps(f)
     def checked(self: JudgeBackend, requests: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
-        out = f(self, requests, *args, **kwargs)
-        if not isinstance(out, list):  # a backend written as a generator, or returning a tuple
-            out = list(out)
-        if len(out) != len(requests):
-            raise RuntimeError(f"judge backend {type(self).__name__}.{name} returned {len(out)} results for "
-                               f"{len(requests)} requests (a backend answers one result per request, in order)")
-        return out
+        return one_per_item(f(self, requests, *args, **kwargs), requests,
+                            f"judge backend {type(self).__name__}.{name}", of="requests")
 
     checked.__one_per_request__ = True  # type: ignore[attr-defined]
     return checked
@@ -210,6 +206,12 @@ class JudgeBackend(ABC):
     """
 
     Options: typing.ClassVar[type[Options]] = Options  # each backend sets its own
+    #: extra spec options not in ``Options`` are passed through with guessed types (vLLM engine arguments)
+    open_options: typing.ClassVar[bool] = False
+    #: identifies the model for caching (path or hub id plus dtype/quantisation where it matters)
+    model_id: str = ""
+    #: the verdict mode a scorer uses with this judge when its ``mode`` option is ``auto``
+    default_mode: str = "generate"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Every backend's batched calls answer one result per request, in order: checked here, once, for the
@@ -219,12 +221,6 @@ class JudgeBackend(ABC):
             f = cls.__dict__.get(name)
             if callable(f) and not getattr(f, "__one_per_request__", False):
                 setattr(cls, name, _one_per_request(f, name))
-    #: extra spec options not in ``Options`` are passed through with guessed types (vLLM engine arguments)
-    open_options: typing.ClassVar[bool] = False
-    #: identifies the model for caching (path or hub id plus dtype/quantisation where it matters)
-    model_id: str = ""
-    #: the verdict mode a scorer uses with this judge when its ``mode`` option is ``auto``
-    default_mode: str = "generate"
 
     @abstractmethod
     def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:

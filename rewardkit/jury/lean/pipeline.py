@@ -215,7 +215,7 @@ class LeanVerifier(BaseVerifier):
                         continue
                     pairs.append((s.formal, code))
                     owners.append(s)
-            verdicts = check_proofs(self.checker, pairs, self.theorem) if pairs else []  # type: ignore[arg-type]
+            verdicts = check_proofs(self.checker, pairs, self.theorem)  # type: ignore[arg-type]
             for s, (_, code), a in zip(owners, pairs, verdicts, strict=True):
                 if a.lean_ran:
                     s.cost.verifier_calls += 1

@@ -84,7 +84,14 @@ class LeanRepl:
             )
         except OSError as e:  # no such program, not executable, no such cwd: each check inconclusive, named
             raise RuntimeError(f"REPL {shlex.join(self.cmd)} could not start: {e}") from e
-        self._buf, self._envs, self._commands = b"", {}, 0
+
+    def _live(self) -> None:
+        """A running REPL before a command picks its environment: one that died is cleared (with the environments
+        it knew) and a fresh one started."""
+        if self.proc is not None and self.proc.poll() is not None:
+            self._kill()
+        if self.proc is None:
+            self._start()
 
     def _kill(self) -> None:
         if self.proc is not None:
@@ -115,9 +122,7 @@ class LeanRepl:
 
     # -- protocol
     def _send(self, req: dict[str, Any], timeout: float) -> dict[str, Any] | None:
-        """Write one request (JSON + blank line); read until a blank line; None on timeout."""
-        if self.proc is None or self.proc.poll() is not None:
-            self._start()
+        """Write one request (JSON + blank line) to the running REPL; read until a blank line; None on timeout."""
         assert self.proc and self.proc.stdin and self.proc.stdout
         try:
             self.proc.stdin.write((json.dumps(req, ensure_ascii=False) + "\n\n").encode())
@@ -168,6 +173,7 @@ class LeanRepl:
         t0 = time.perf_counter()
         header, body = split_header(source)
         try:
+            self._live()
             env = self._env_for(header)
             if isinstance(env, LeanRun):
                 return env

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -168,6 +169,21 @@ def test_repl_restarts_after_a_timeout(tmp_path):
         assert not _alive(first)
         good = build_source(FORMAL, GOOD)[0]
         assert judge_run(repl.run(good), good).accepted  # the fresh REPL works
+    finally:
+        repl.close()
+
+
+def test_a_repl_that_died_between_proofs_is_replaced_with_its_header_sent_again(tmp_path):
+    """Before, the environment the dead REPL had made was sent to the fresh one ("Unknown environment")."""
+    pidfile = tmp_path / "pids"
+    repl = LeanRepl(REPL, timeout=20, env={"LEAN_STANDIN_PIDFILE": str(pidfile)})
+    try:
+        good = build_source(FORMAL, GOOD)[0]
+        assert judge_run(repl.run(good), good).accepted
+        os.killpg(int(pidfile.read_text().split()[0]), signal.SIGKILL)
+        repl.proc.wait()
+        assert judge_run(repl.run(good), good).accepted
+        assert len(pidfile.read_text().split()) == 2  # a second REPL, started for the second proof
     finally:
         repl.close()
 
