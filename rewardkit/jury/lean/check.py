@@ -52,6 +52,9 @@ DEFAULT_HEADER = (
 )
 
 
+SEVERITIES = ("information", "warning", "error")  # Lean's MessageSeverity as its JSON writes it
+
+
 @dataclass(frozen=True)
 class LeanMessage:
     """One Lean message; positions are 1-based lines and 0-based (codepoint) columns as Lean reports them."""
@@ -65,11 +68,14 @@ class LeanMessage:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any], line_offset: int = 0) -> LeanMessage:
-        """From a ``lean --json`` line or a REPL/Kimina message (same pos/endPos/severity/data keys)."""
+        """From a ``lean --json`` line or a REPL/Kimina message (same pos/endPos/severity/data keys). A message
+        without one of Lean's three severities is refused (ValueError): read as none, an error would be lost."""
+        if obj.get("severity") not in SEVERITIES:
+            raise ValueError(f"a message whose severity is {obj.get('severity')!r}, not one of {', '.join(SEVERITIES)}")
         pos = obj.get("pos") or {}
         end = obj.get("endPos") or None
         return cls(
-            str(obj.get("severity", "")), str(obj.get("data", "")),
+            obj["severity"], str(obj.get("data", "")),
             int(pos.get("line", 0)) + line_offset, int(pos.get("column", 0)),
             int(end["line"]) + line_offset if end else None, int(end["column"]) if end else None,
         )

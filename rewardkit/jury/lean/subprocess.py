@@ -58,17 +58,19 @@ def find_lean(explicit: str | None = None) -> str:
     raise LeanToolchainError("no Lean 4 toolchain found. Looked in: " + "; ".join(looked) + ".\n" + CONFIGURE_HELP)
 
 
-def parse_json_lines(stdout: str) -> list[LeanMessage]:
-    """Messages from ``lean --json`` output (one JSON object per line; other lines ignored)."""
-    out = []
+def parse_json_lines(stdout: str) -> tuple[list[LeanMessage], list[str]]:
+    """Messages from ``lean --json`` output (one JSON object per line; lines not opening with ``{`` ignored),
+    and the lines that open like a message but are not one: a check with one is inconclusive, since the
+    message it lost could have been an error."""
+    out, bad = [], []
     for line in stdout.splitlines():
         line = line.strip()
         if line.startswith("{"):
             try:
                 out.append(LeanMessage.from_json(json.loads(line)))
-            except (ValueError, KeyError, TypeError):
-                continue
-    return out
+            except (ValueError, KeyError, TypeError, AttributeError):
+                bad.append(line)
+    return out, bad
 
 
 def lake_lean_path(project: str | Path) -> list[str]:
@@ -155,7 +157,7 @@ class LeanSubprocess:
             return LeanRun(status="timeout", error=f"lean exceeded {self.timeout:g}s; killed with every process it "
                                                    "started", seconds=dt)
         out, err = res.stdout.decode("utf-8", "replace"), res.stderr.decode("utf-8", "replace")
-        msgs = parse_json_lines(out)
+        msgs, bad = parse_json_lines(out)
         if res.output_truncated:
             return LeanRun(msgs, "error", "lean wrote more output than the sandbox keeps; killed", dt)
         if INIT_MISSING in err or INIT_MISSING in out:
@@ -166,6 +168,9 @@ class LeanSubprocess:
             return LeanRun(msgs, "error", f"lean killed by signal {res.signal}{why}", dt)
         if res.returncode not in (0, 1) or (res.returncode == 1 and not has_error):
             return LeanRun(msgs, "error", f"lean exited {res.returncode} without a Lean error: {err.strip()[-500:]}", dt)
+        if bad:
+            return LeanRun(msgs, "error", f"{self.exe} --json printed {len(bad)} line(s) that are not a Lean "
+                                          f"message, first: {bad[0][:200]!r}", dt)
         return LeanRun(msgs, "ok", None, dt)
 
     def run_many(self, sources: Sequence[str]) -> list[LeanRun]:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -136,6 +138,44 @@ def test_subprocess_runs_lean_in_a_clean_environment(monkeypatch, tmp_path):
     assert seen["cwd"] != str(project) and not seen["cwd"].startswith(str(project))  # a fresh working dir
 
 
+WRAPPED_LEAN = """#!/usr/bin/env python3
+import os, subprocess, sys
+standin = os.path.join(os.path.dirname(__file__), "standin")
+p = subprocess.run([sys.executable, standin, *sys.argv[1:]], stdin=sys.stdin, capture_output=True, text=True)
+sys.stdout.write(p.stdout + {extra!r})
+sys.stderr.write(p.stderr)
+sys.exit(p.returncode)
+"""
+
+
+@pytest.mark.parametrize("extra", [
+    # lean's JSON error for the proof, cut short
+    '{"caption":"","data":"unknown tactic","endPos":{"column":9,"line":9},"fileName":"<stdin>","isSil\n',
+    # the same error with its severity key lost
+    '{"caption":"","data":"unknown tactic","endPos":{"column":9,"line":9},"fileName":"<stdin>",'
+    '"isSilent":false,"keepFullRange":false,"kind":"[anonymous]","pos":{"column":2,"line":9}}\n',
+    '{"severity": "error", "data": "unknown tactic", "pos": {"line": "nine"}}\n',  # a position of another shape
+    '{"severity": "error", "data": "unknown tactic", "pos": [9, 2]}\n',
+])
+def test_a_lean_json_line_that_is_not_a_message_leaves_the_proof_inconclusive(extra):
+    """Before, such a line was skipped: the error it carried was lost and the proof, good in every other line
+    (its axiom report included), was accepted."""
+    root = Path(tempfile.mkdtemp(prefix="rk-lean-"))  # not under pytest's 0700 folders: the sandbox's uid reads it
+    try:
+        shutil.copytree(STANDINS, root / "bin", ignore=shutil.ignore_patterns("__pycache__"))
+        exe = (root / "bin" / "lean").rename(root / "bin" / "standin").with_name("lean")
+        exe.write_text(WRAPPED_LEAN.format(extra=extra))
+        exe.chmod(0o755)
+        root.chmod(0o755)
+        (a,) = check_proofs(LeanSubprocess(str(exe), probe=False), [(FORMAL, GOOD)])
+    finally:
+        shutil.rmtree(root)
+    assert a.outcome == "inconclusive", a
+    assert f"{exe} --json printed 1 line(s) that are not a Lean message, first: {extra.strip()[:200]!r}" in a.reasons[0]
+    (plain,) = check_proofs(LeanSubprocess(LEAN, probe=False), [(FORMAL, GOOD)])
+    assert plain.outcome == "accepted"  # the same proof, with nothing added to Lean's output
+
+
 def test_subprocess_parallel_workers_keep_order():
     lean = LeanSubprocess(LEAN, workers=2)
     res = check_proofs(lean, [(FORMAL, GOOD), (FORMAL, SORRY), (FORMAL, BAD), (FORMAL, GOOD)])
@@ -218,6 +258,8 @@ for line in sys.stdin:
     ('{"env": 0, "messages": ["error"]}', "answered a malformed response (AttributeError"),
     ('{"env": 0, "messages": [{"severity": "error", "pos": {"line": "x"}}]}',
      "answered a malformed response (ValueError: invalid literal for int()"),
+    ('{"env": 0, "messages": [{"severity": "fatal", "data": "unknown tactic"}]}',
+     "answered a malformed response (ValueError: a message whose severity is 'fatal'"),
 ])
 def test_a_repl_that_answers_garbage_leaves_each_proof_inconclusive_naming_it(tmp_path, reply, why):
     """Before, a reply that was not a JSON object (or held a message of another shape) raised out of ``run_many``
@@ -313,6 +355,10 @@ def test_kimina_body_positions_are_shifted_to_whole_source_lines(kimina):
     (b'{"results": [{"id": "0", "response": {"env": 0, "messages": ["error"]}}]}', "malformed result for snippet 0 (AttributeError"),
     (b'{"results": [{"id": "0", "response": {"env": 0, "messages": [{"severity": "error", "pos": {"line": "x"}}]}}]}',
      "malformed result for snippet 0 (ValueError"),
+    # an error without its severity used to be read as a message of severity "", so the proof was accepted
+    (b'{"results": [{"id": "0", "response": {"env": 0, "messages": [{"data": "unknown tactic"}]}}]}',
+     "malformed result for snippet 0 (ValueError: a message whose severity is None, not one of information, "
+     "warning, error)"),
 ])
 def test_a_kimina_reply_of_the_wrong_shape_is_an_error_per_snippet_naming_the_server(reply, why):
     """Before, a reply that was JSON but not Kimina's shape raised out of ``run_many`` (TypeError, AttributeError),

@@ -136,7 +136,8 @@ def test_json_lines_are_real_lean_format():
     assert out[0] == ('{"caption":"","data":"declaration uses `sorry`","endPos":{"column":11,"line":1},'
                       '"fileName":"<stdin>","isSilent":false,"keepFullRange":false,"kind":"hasSorry",'
                       '"pos":{"column":8,"line":1},"severity":"warning"}')
-    (m,) = parse_json_lines("\n".join(out))
+    (m,), bad = parse_json_lines("\n".join(out))
+    assert bad == []
     assert (m.severity, m.line, m.column, m.end_line, m.end_column) == ("warning", 1, 8, 1, 11)
 
 
