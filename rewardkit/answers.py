@@ -461,7 +461,11 @@ def _as_latex(ans: str) -> str:
     """``ans`` as math-verify parses it: in ``$...$`` unless it opens an environment itself or holds a box. A
     box is math-verify's own extraction target, so a gold written as several boxes with prose between them
     reads as math-verify reads it ("\\boxed{1} no no no \\boxed{2}" is 2), not as the set of its boxes that
-    one ``$...$`` around it would make (issue 29)."""
+    one ``$...$`` around it would make (issue 29). Not ``latex_answer``, which prepares a whole text and keeps
+    one holding ``$...$`` anywhere ("so $x \\geq 5$ is the solution"): an answer extracted from a box can hold
+    ``$`` pieces of its text mode ("12 $ and $13") and reads right only wrapped. Measured (2026-11-28): either
+    rule for both loses a labelled case to math-verify (``tests/test_answers_vs_math_verify.py``) or, as the
+    preparation, 12 development cases for both checkers (``benchmarks/answer_parity.py``)."""
     s = ans.strip()
     if s.startswith(("$", "\\(", "\\[")) or "\\boxed" in s:
         return s
