@@ -96,7 +96,7 @@ def score(
             from rewardkit.runtime.ray_runner import RayConfig, ray_executor
 
             executor = ray_executor(scorer, opts, RayConfig(address=ray, workers=ray_workers))
-    except (KeyError, TypeError, ValueError, ImportError, typer.BadParameter) as e:
+    except (KeyError, TypeError, ValueError, ImportError) as e:  # a BadParameter goes on, naming its flag
         raise fail(e.args[0] if isinstance(e, KeyError) and e.args else e) from None
 
     with JobProgress(f"score {scorer}", console) as progress:

@@ -168,7 +168,7 @@ MALFORMED = [
     ("limit.jsonl", jl(G), ["--limit", "0"], "--limit must be a positive integer, got 0"),
     ("batchabc.jsonl", jl(G), ["--batch-size", "abc"], "--batch-size must be a positive integer, got abc"),
     ("limitabc.jsonl", jl(G), ["--limit", "1.5"], "--limit must be a positive integer, got 1.5"),
-    ("opt.jsonl", jl(G), ["-o", "nokey"], "expected KEY=VALUE, got 'nokey'"),
+    ("opt.jsonl", jl(G), ["-o", "nokey"], "invalid value for --option: expected KEY=VALUE, got 'nokey'"),
     ("optname.jsonl", jl(G), ["-o", "colour=red"], "has no option(s) ['colour']"),
     ("scorer.jsonl", jl(G), ["--scorer", "nope"], "unknown scorer 'nope'"),
     ("judge.jsonl", jl(G), ["--judge", "smollm2"], "scorer 'verifier' takes no judge"),
