@@ -133,6 +133,9 @@ TARGETS = [
     # JURY-RL's Lean gate: the acceptance rule (DESIGN.md section 4) and the lexer its allow-list reads a proof with
     Target("rewardkit/jury/lean/check.py", ("tests/jury/lean/test_check.py",)),
     Target("rewardkit/jury/lean/lexer.py", ("tests/jury/lean/test_lexer.py", "tests/jury/lean/test_check.py")),
+    # the secrets of a backend spec (API keys, passwords and tokens in URLs and queries) masked in everything
+    # rewardkit writes or prints
+    Target("rewardkit/backends/spec.py", ("tests/backends/test_spec.py",)),
 ]
 
 
@@ -198,7 +201,9 @@ def _config(t: Target) -> str:
     """mutmut's setup.cfg section for one target (pyproject.toml has no [tool.mutmut], so this one is read)."""
     patterns = list(NOT_MUTATED)
     lines = ["[mutmut]", "source_paths=rewardkit", f"only_mutate={t.source}",
-             "also_copy=\n    conftest.py\n    cli\n    evals\n    README.md\n    docs",  # tests that check the docs say what the code does
+             # docs: tests that check the docs say what the code does; benchmarks: tests that share a benchmark's
+             # cases (test_spec.py: the reliability probe's URL forms)
+             "also_copy=\n    conftest.py\n    cli\n    evals\n    README.md\n    docs\n    benchmarks",
              "pytest_add_cli_args_test_selection=\n" + "\n".join(f"    {x}" for x in t.tests),
              "pytest_add_cli_args=\n    -p\n    no:cacheprovider\n    --hypothesis-profile=mutation",
              "timeout_constant=3.0",  # seconds added to each mutant's estimated test time: the machine is shared

@@ -172,6 +172,26 @@ def test_a_token_counter_that_loses_a_text_is_named_at_every_count(short_call):
     assert len(calls) == short_call and str(e.value).endswith(f"returned {calls[-1] - 1} counts for {calls[-1]} texts")
 
 
+def test_a_token_counter_is_named_by_its_qualified_name_or_else_by_its_repr():
+    def short(texts):
+        return [1] * (len(texts) - 1)
+
+    class Counter:  # a callable object has no __qualname__ of its own: its repr names it
+        def __call__(self, texts):
+            return [1] * (len(texts) - 1)
+
+        def __repr__(self):
+            return "Counter(tokenizer='gpt2')"
+
+    with pytest.raises(ValueError) as e:
+        slice_text("a b. c d", 1, short)
+    assert str(e.value).startswith("token counter 'test_a_token_counter_is_named_by_its_qualified_name_or_else_by_its_"
+                                   "repr.<locals>.short' returned 0 counts for 1 texts"), e.value
+    with pytest.raises(ValueError) as e:
+        slice_text("a b. c d", 1, Counter())
+    assert str(e.value).startswith("token counter Counter(tokenizer='gpt2') returned 0 counts for 1 texts"), e.value
+
+
 # The paper's Table 2, slice 1 (a slice its slicer produced), as R1-style paragraphs.
 TABLE2_SLICE1 = (
     "Given $n = (a - b)(a + b)$, and both $a - b$ and $a + b$ are either both even or both odd.\n\n"
