@@ -259,3 +259,123 @@ def test_a_model_label_in_running_text_is_not_taken_for_a_user_part():
     assert redact("tok3n@judge.example.org/v1") == "***@judge.example.org/v1"
     assert redact("judge u:S3cret@host: no such model folder") == "judge ***@host: no such model folder"
     assert "S3cret" not in redact("judge 'u:S3cret@host': no such model folder")
+
+
+# ---- the spec grammar, rule by rule (mutation survivors of spec.py's parsing functions)
+
+from rewardkit.backends.llamacpp_backend import LlamaCppBackend  # noqa: E402
+from rewardkit.backends.spec import backend_options  # noqa: E402
+
+HTTP_OPTIONS = ("api_key_env, backoff, concurrency, deadline, max_backoff, model, requests_per_minute, retries, seed, "
+                "timeout, tokens_per_minute, top_logprobs")  # HTTPOptions' fields, sorted
+
+
+@pytest.mark.parametrize("spec,expected", [
+    # a URL, whatever the case of its scheme (RFC 3986 3.1): the target kept as written
+    ("http://127.0.0.1:8000/v1?model=judge&timeout=30",
+     ("http", "http://127.0.0.1:8000/v1", {"model": "judge", "timeout": "30"})),
+    ("https://api.example.com/v1?timeout=5", ("http", "https://api.example.com/v1", {"timeout": "5"})),
+    ("HTTPS://api.example.com/v1", ("http", "HTTPS://api.example.com/v1", {})),
+    # model first: the name becomes the model option
+    ("openai:gpt-4o-mini@https://api.openai.com/v1?timeout=20",
+     ("http", "https://api.openai.com/v1", {"timeout": "20", "model": "gpt-4o-mini"})),
+    # backend prefixes, and their aliases: llama.cpp is llamacpp, hf and transformers are transformers
+    ("vllm:Qwen/Qwen2.5-7B-Instruct?tensor_parallel_size=2",
+     ("vllm", "Qwen/Qwen2.5-7B-Instruct", {"tensor_parallel_size": "2"})),
+    ("llamacpp:/models/judge.gguf?n_ctx=4096", ("llamacpp", "/models/judge.gguf", {"n_ctx": "4096"})),
+    ("llama.cpp:/models/judge.gguf?n_ctx=4096", ("llamacpp", "/models/judge.gguf", {"n_ctx": "4096"})),
+    ("hf:HuggingFaceTB/SmolLM2-135M-Instruct", ("transformers", "HuggingFaceTB/SmolLM2-135M-Instruct", {})),
+    ("transformers:HuggingFaceTB/SmolLM2-135M-Instruct?dtype=bfloat16",
+     ("transformers", "HuggingFaceTB/SmolLM2-135M-Instruct", {"dtype": "bfloat16"})),
+    # no prefix: a model name, hub id or folder, even one whose name holds a ':' (a timestamped checkpoint)
+    ("smollm2?dtype=bfloat16&batch_size=4", ("transformers", "smollm2", {"dtype": "bfloat16", "batch_size": "4"})),
+    ("/ckpt/run-2026-11-28T08:00:00/judge", ("transformers", "/ckpt/run-2026-11-28T08:00:00/judge", {})),
+    # a part splits at its first '=' (the value keeps the rest); then both sides are percent-decoded
+    ("http://127.0.0.1:8000/v1?model=org/judge=v2", ("http", "http://127.0.0.1:8000/v1", {"model": "org/judge=v2"})),
+    ("http://127.0.0.1:8000/v1?model=a%26b&time%6fut=30",
+     ("http", "http://127.0.0.1:8000/v1", {"model": "a&b", "timeout": "30"})),
+])
+def test_the_target_picks_the_backend_and_the_query_its_options(spec, expected):
+    assert split_spec(spec) == expected
+
+
+URL = "http://127.0.0.1:8000/v1"
+SAYS = "expected 'option=value' after '?', got"
+
+
+@pytest.mark.parametrize("spec,message", [
+    # a '#' part (the old '#model=' spelling) in any URL form
+    ("https://api.example.com/v1#model=judge",
+     "backend spec 'https://api.example.com/v1#model=judge': a spec has no '#' part; name the model with '?model=NAME'"),
+    (f"openai:judge@{URL}#model=judge",
+     f"backend spec 'openai:judge@{URL}#model=judge': a spec has no '#' part; name the model with '?model=NAME'"),
+    # openai: without '@http(s)://...', and a prefix without a model
+    ("openai:gpt-4o-mini", "backend spec 'openai:gpt-4o-mini': expected 'openai:MODEL@http(s)://HOST[:PORT]/v1'"),
+    ("openai:", "backend spec 'openai:': expected 'openai:MODEL@http(s)://HOST[:PORT]/v1'"),
+    ("vllm:", "backend spec 'vllm:': expected 'vllm:MODEL'"),
+    ("llama.cpp:", "backend spec 'llama.cpp:': expected 'llama.cpp:MODEL'"),
+    # a part that is not option=value: a bare word is not quoted back (it may be a token), nor is a nameless value
+    (f"{URL}?model=judge&timeout",
+     f"backend spec '{URL}?model=judge&***': {SAYS} a part without '=' (not shown: it may be a secret)"),
+    (f"{URL}?timeout=", f"backend spec '{URL}?timeout=': {SAYS} 'timeout='"),
+    (f"{URL}?=30", f"backend spec '{URL}?=***': {SAYS} '=***'"),
+    # a repeated option, also the model of openai:NAME@URL given again after '?'
+    ("smollm2?dtype=bfloat16&dtype=float32", "backend spec 'smollm2?dtype=bfloat16&dtype=float32': option 'dtype' is given twice"),
+    (f"{URL}?timeout=30&timeout=60", f"backend spec '{URL}?timeout=30&timeout=60': option 'timeout' is given twice"),
+    (f"openai:judge@{URL}?model=other", f"backend spec 'openai:judge@{URL}?model=other': option 'model' is given twice"),
+    # a secret, however spelled, refused without being shown
+    (f"{URL}?api_key=sk-abc123", f"backend spec '{URL}?api_key=***': a spec must not carry 'api_key' (specs are "
+                                 "logged); use api_key_env=VARIABLE or pass api_key= in Python"),
+    (f"{URL}?api%5Fkey=sk-abc123", f"backend spec '{URL}?api%5Fkey=***': a spec must not carry 'api_key' (specs are "
+                                   "logged); use api_key_env=VARIABLE or pass api_key= in Python"),
+])
+def test_a_malformed_spec_is_refused_naming_the_spec_and_the_part(spec, message):
+    with pytest.raises(ValueError) as e:
+        split_spec(spec)
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize("spec,message", [
+    # an unknown option lists the backend's options (its Options class' fields, sorted); its value is masked
+    ("llamacpp:/models/judge.gguf?n_gpu_layers=99", "backend spec 'llamacpp:/models/judge.gguf?n_gpu_layers=***': "
+                                                    "unknown option 'n_gpu_layers' for LlamaCppBackend (options: n_ctx, n_threads, seed)"),
+    (f"{URL}?model=judge&tiemout=30",
+     f"backend spec '{URL}?model=judge&tiemout=***': unknown option 'tiemout' for HTTPBackend (options: {HTTP_OPTIONS})"),
+    # a value of the wrong type, or refused by the options' own checks
+    ("smollm2?batch_size=four", "backend spec 'smollm2?batch_size=four': option 'batch_size': must be an integer, got 'four'"),
+    ("vllm:Org/M?dtype=fp8",
+     "backend spec 'vllm:Org/M?dtype=fp8': option 'dtype': must be one of auto, float32, bfloat16, float16, got 'fp8'"),
+    (f"{URL}?timeout=0", f"backend spec '{URL}?timeout=0': option 'timeout': must be > 0, got 0.0"),
+])
+def test_a_bad_option_is_refused_naming_the_spec_the_option_and_the_valid_ones(spec, message):
+    with pytest.raises(ValueError) as e:
+        parse_spec(spec)
+    assert str(e.value) == message
+
+
+def test_backend_options_without_a_spec_still_names_the_option():
+    """A caller with options but no spec (the default ``spec=""``) gets the same message, quoting an empty spec."""
+    assert backend_options(LlamaCppBackend, {"n_ctx": "4096"}) == {"n_ctx": 4096}
+    with pytest.raises(ValueError) as e:
+        backend_options(LlamaCppBackend, {"n_gpu_layers": "99"})
+    assert str(e.value) == "backend spec '': unknown option 'n_gpu_layers' for LlamaCppBackend (options: n_ctx, n_threads, seed)"
+
+
+@pytest.mark.parametrize("arg,expected", [
+    ("max_num_seqs=16", 16),  # decimal
+    ("max_num_seqs=-1", -1),
+    ("swap_space=1.5", 1.5),
+    ("enforce_eager=false", False),
+    ("enforce_eager=True", True),
+    ("quantization=none", None),
+    ("quantization=NULL", None),
+    ("quantization=awq", "awq"),
+    ("tokenizer_mode=mistral", "mistral"),
+])
+def test_vllm_engine_arguments_pass_through_as_literals(arg, expected):
+    """vLLM takes engine arguments its Options do not declare: an int, a float, true/false, none/null (any case),
+    else the string itself."""
+    name = arg.split("=")[0]
+    kind, kw = parse_spec(f"vllm:Qwen/Qwen2.5-7B-Instruct?{arg}")
+    assert kind == "vllm" and kw == {"model": "Qwen/Qwen2.5-7B-Instruct", name: expected}
+    assert type(kw[name]) is type(expected)
