@@ -37,7 +37,7 @@ from rewardkit.backends.base import (
     VerdictResult,
     cost_of,
 )
-from rewardkit.backends.spec import backend_options, declare_options, redact, split_spec
+from rewardkit.backends.spec import backend_options, declare_options, redact, shown_spec, split_spec
 
 _LOADED: dict[tuple, JudgeBackend] = {}
 _LOCK = threading.Lock()
@@ -67,7 +67,7 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     kind, target, raw = split_spec(spec)
     kw: dict[str, Any] = {"base_url": target} if kind == "http" else {"model": target}
     if "model" in raw and kind != "http":
-        raise ValueError(f"backend spec {redact(spec)!r}: the model is {redact(target)!r}; 'model=' is for URLs")
+        raise ValueError(f"backend spec {shown_spec(spec)!r}: the model is {redact(target)!r}; 'model=' is for URLs")
     kw.update(backend_options(_backend_class(kind), raw, spec))
     return kind, kw
 
@@ -76,7 +76,7 @@ def _build(spec: str, options: dict[str, Any]) -> JudgeBackend:
     kind, kw = parse_spec(spec)
     for k, v in options.items():
         if k in kw and kw[k] != v:
-            raise ValueError(f"backend spec {redact(spec)!r} sets {k}={kw[k]!r} but {k}={v!r} was also passed")
+            raise ValueError(f"backend spec {shown_spec(spec)!r} sets {k}={kw[k]!r} but {k}={v!r} was also passed")
         kw[k] = v
     return _backend_class(kind)(**kw)
 

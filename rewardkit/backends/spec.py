@@ -198,6 +198,16 @@ def redact(text: str) -> str:
     return redact_patterns(text)
 
 
+def shown_spec(spec: str) -> str:
+    """``spec`` as an error quotes it: ``redact``-ed, and the query of a target that is not URL-like masked as a
+    URL's is (``redact`` leaves a ``?`` in prose alone): every value but a declared option's, and bare words
+    (``smollm2?sk-...`` shows ``smollm2?***``)."""
+    target, q, query = spec.partition("?")
+    if q and not re.search(r"[/:]", target):  # a URL-like word's query (and user part) redact masks itself
+        return redact(target + q + _mask_query(query))
+    return redact(spec)
+
+
 def split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
     """``(kind, target, raw string options)`` of a spec; kind is transformers, http, vllm or llamacpp."""
     remember(spec)
@@ -205,7 +215,7 @@ def split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
     if not s:
         raise ValueError("empty backend spec: use e.g. 'smollm2', 'http://127.0.0.1:8000/v1', 'vllm:MODEL'")
     if s.lower().startswith(("http://", "https://", "openai:")) and "#" in s:
-        raise ValueError(f"backend spec {redact(spec)!r}: a spec has no '#' part; name the model with '?model=NAME'")
+        raise ValueError(f"backend spec {shown_spec(spec)!r}: a spec has no '#' part; name the model with '?model=NAME'")
     target, _, query = s.partition("?")
     opts = _query(spec, query)
     if target.lower().startswith(("http://", "https://")):  # a scheme is case-insensitive (RFC 3986 3.1)
@@ -215,13 +225,13 @@ def split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
         m = _OPENAI.fullmatch(rest)  # the URL's own user part may hold '@': split before its scheme
         name, url = m.groups() if m else ("", "")
         if not name:
-            raise ValueError(f"backend spec {redact(spec)!r}: expected 'openai:MODEL@http(s)://HOST[:PORT]/v1'")
+            raise ValueError(f"backend spec {shown_spec(spec)!r}: expected 'openai:MODEL@http(s)://HOST[:PORT]/v1'")
         _put(spec, opts, "model", name)
         return "http", url, opts
     if sep and prefix in ("vllm", "llamacpp", "llama.cpp", "hf", "transformers"):
         kind = {"llama.cpp": "llamacpp", "hf": "transformers"}.get(prefix, prefix)
         if not rest:
-            raise ValueError(f"backend spec {redact(spec)!r}: expected '{prefix}:MODEL'")
+            raise ValueError(f"backend spec {shown_spec(spec)!r}: expected '{prefix}:MODEL'")
         return kind, rest, opts
     return "transformers", target, opts
 
@@ -232,17 +242,17 @@ def _query(spec: str, query: str) -> dict[str, str]:
         key, eq, val = part.partition("=")
         if not key or not eq or not val:
             got = repr(_mask_query(part)) if eq else "a part without '=' (not shown: it may be a secret)"
-            raise ValueError(f"backend spec {redact(spec)!r}: expected 'option=value' after '?', got {got}")
+            raise ValueError(f"backend spec {shown_spec(spec)!r}: expected 'option=value' after '?', got {got}")
         _put(spec, opts, unquote(key), unquote(val))
     return opts
 
 
 def _put(spec: str, opts: dict[str, str], key: str, val: str) -> None:
     if key in SECRET_OPTIONS:
-        raise ValueError(f"backend spec {redact(spec)!r}: a spec must not carry '{key}' (specs are logged); "
+        raise ValueError(f"backend spec {shown_spec(spec)!r}: a spec must not carry '{key}' (specs are logged); "
                          f"use api_key_env=VARIABLE or pass {key}= in Python")
     if key in opts:
-        raise ValueError(f"backend spec {redact(spec)!r}: option '{key}' is given twice")
+        raise ValueError(f"backend spec {shown_spec(spec)!r}: option '{key}' is given twice")
     opts[key] = val
 
 
@@ -250,7 +260,7 @@ def backend_options(cls: type, raw: dict[str, str], spec: str = "") -> dict[str,
     """``raw`` string options typed and checked by ``cls.Options`` (``rewardkit.options``); ValueError otherwise.
     A backend with ``open_options`` (vLLM) passes options it does not declare through with guessed types."""
     declared = [f.name for f in fields(cls.Options)]
-    where = f"backend spec {redact(spec)!r}"
+    where = f"backend spec {shown_spec(spec)!r}"
     unknown = [k for k in raw if k not in declared]
     if unknown and not cls.open_options:
         valid = ", ".join(sorted(declared))
