@@ -87,9 +87,20 @@ def test_redact_masks_each_user_part_in_running_text(text, shown):
     ("http://h/v1?top-logprobs=5&api-key=abc", "http://h/v1?top-logprobs=5&api-key=***"),  # '-' reads as '_'
     ("GET /?key=abc123 HTTP/1.1", "GET /?key=*** HTTP/1.1"),  # a '/' before the '?' makes it a URL's query
     ("is 1+1=2?yes", "is 1+1=2?yes"),  # no '/' or ':' before the '?': a question, not a query
+    ("http://h/v1#sk-abc123", "http://h/v1#***"),  # a bare #TOKEN: a fragment with no query
+    ("http://h/v1#model=judge&key=abc", "http://h/v1#model=judge&key=***"),  # the legacy '#' spelling
+    ("see issue #12", "see issue #12"),
 ])
 def test_redact_masks_every_query_value_but_a_declared_options(text, shown):
     assert redact_patterns(text) == shown
+
+
+def test_a_refused_fragment_does_not_show_its_token(remembered):
+    """Before: ``backend spec 'http://h/v1#sk-abc123': a spec has no '#' part`` showed the token (a fragment
+    without a query was not masked)."""
+    with pytest.raises(ValueError, match="a spec has no '#' part") as e:
+        split_spec("http://h/v1#sk-abc123")
+    assert "sk-abc123" not in str(e.value) and "'http://h/v1#***'" in str(e.value)
 
 
 @pytest.mark.parametrize("spec,shown", [
