@@ -103,8 +103,8 @@ _LABEL_AT = re.compile(r"@[A-Za-z_][A-Za-z0-9_-]*(?::(?![0-9/])|[,;)\]]*$)")
 def _mask_token(tok: str, running: bool = False) -> str:
     """A word of running text, a quoted string or a whole spec with a user part before an ``@`` masked whatever the
     scheme's form (``u:pw@host``, ``http:/u:pw@host``, ``HTTP://``, ``hf:http://``) and, in a URL-like word
-    (a ``/`` or ``:`` before its ``?``), every query value but a declared option's. ``running``: a word of running
-    text, where ``NAME@WORD`` (a label) is kept."""
+    (a ``/`` or ``:`` before its first ``?`` or ``#``), every query or fragment value but a declared option's.
+    ``running``: a word of running text, where ``NAME@WORD`` (a label) is kept."""
     head, rest = "", tok
     while m := _PREFIX.match(rest):
         head, rest = head + m.group(), rest[m.end():]
@@ -112,7 +112,7 @@ def _mask_token(tok: str, running: bool = False) -> str:
     if at > 0 and not (running and ":" not in rest[:at] and _LABEL_AT.match(rest, at)):
         rest = "***" + rest[at:]
     tok = head + rest
-    q = tok.find("?")
+    q = tok.replace("#", "?").find("?")  # a query, or a fragment with none (``#TOKEN``, ``#key=...``)
     if q > 0 and re.search(r"[/:]", tok[:q]):
         tok = tok[:q] + _QUERY.sub(lambda m: m.group()[0] + _mask_query(m.group(1)), tok[q:])
     return tok
@@ -185,10 +185,10 @@ def redact(text: str) -> str:
     a token), read as httpx reads it (``user_part``) and also up to the last ``@`` before the URL's first space
     or quote, so a mistyped credential that httpx would refuse (``http://u:p/w@host``) is masked too; a user part
     before an ``@`` in any word, whatever the scheme's form (``u:pw@host/v1``, ``http:/u:pw@host``,
-    ``hf:HTTP://u:pw@host``); every query value of a URL-like word but a declared option's (``?timeout=30``
-    stays, ``?auth_token=``, ``?api%5Fkey=``, a bare ``?TOKEN`` go); ``api_key=``-like values anywhere; and
-    every secret ``remember``-ed from a spec this process was given. In running text this may mask a little
-    more than the credential, never less."""
+    ``hf:HTTP://u:pw@host``); every query or fragment value of a URL-like word but a declared option's
+    (``?timeout=30`` stays, ``?auth_token=``, ``?api%5Fkey=``, a bare ``?TOKEN`` or ``#TOKEN`` go);
+    ``api_key=``-like values anywhere; and every secret ``remember``-ed from a spec this process was given. In
+    running text this may mask a little more than the credential, never less."""
     if not text:
         return text
     with _LOCK:

@@ -8,6 +8,153 @@ from rewardkit.backends import load_backend, parse_spec
 from rewardkit.backends.http import HTTPBackend
 from rewardkit.backends.spec import split_spec
 
+# ---- redaction, rule by rule (mutation survivors of spec.py's masking functions)
+# isort: split
+
+from dataclasses import dataclass
+
+import rewardkit.backends.spec as spec_module
+from rewardkit.backends.spec import declare_options, redact_patterns, remember, user_part
+
+
+@pytest.fixture
+def remembered(monkeypatch):
+    """No secret remembered but this test's own: ``redact`` does not depend on which specs other tests parsed."""
+    fresh: set[str] = set()
+    monkeypatch.setattr(spec_module, "_REMEMBERED", fresh)
+    return fresh
+
+
+@pytest.mark.parametrize("url", [
+    "http://me@corp.com:p@ss word@127.0.0.1:8000/v1",  # an e-mail login, '@' and a space in the password
+    "https://alice@corp.com:Pa55word@corp.com",  # the login's domain is the host's
+    "http://127.0.0.1:8000/v1?model=a@b",  # an '@' after the authority (in the query) is no user part
+    "https://h/v1",
+])
+def test_user_part_is_the_login_and_password_httpx_sends(url):
+    import httpx
+
+    u = httpx.URL(url)
+    span = user_part(url)
+    assert (url[span[0]:span[1]] if span else None) == (f"{u.username}:{u.password}" if u.username else None)
+
+
+@pytest.mark.parametrize("text,start,login", [
+    ("http://h1/v1 http://u:pw@h2/v1", 13, "u:pw"),  # the second URL's, not the first's (none)
+    ("http://u:pw@h1/v1 http://h2/v1", 0, "u:pw"),  # the first URL's, not the last's (none)
+    ("http://u:pw@h1/v1 http://h2/v1", 18, None),
+    ("://tok@h", 0, "tok"),  # text cut just before '://': the authority still starts after it
+])
+def test_user_part_reads_the_url_whose_scheme_begins_at_start(text, start, login):
+    span = user_part(text, start) if start else user_part(text)
+    assert (text[span[0]:span[1]] if span else None) == login
+
+
+@pytest.mark.parametrize("text,shown", [
+    # a space in a password ends a word, not the user part httpx reads: masked whole wherever the URL stands
+    ("http://me:p ss@h/v1 timed out", "http://***@h/v1 timed out"),
+    ("judge http://127.0.0.1:8000/v1 failed, trying http://me:p ss@h2/v1",
+     "judge http://127.0.0.1:8000/v1 failed, trying http://***@h2/v1"),
+    ("judge http://me:p ss@h1/v1 failed, trying http://127.0.0.1:8000/v1",
+     "judge http://***@h1/v1 failed, trying http://127.0.0.1:8000/v1"),
+    ("judge http://u:Pa55word@h1/v1 failed, trying http://me:p ss@h2/v1",
+     "judge http://***@h1/v1 failed, trying http://***@h2/v1"),
+    ("judge http://http://u:pw@h1/v1 failed, trying http://me:p ss@h2/v1",  # a doubled scheme before the first
+     "judge http://***@h1/v1 failed, trying http://***@h2/v1"),
+    # an '@' after the URL's first space belongs to other words: a label stays, an e-mail address is a user part
+    ("judge http://h/v1 failed: smollm2-135m-instruct@float32: cpu", "judge http://h/v1 failed: smollm2-135m-instruct@float32: cpu"),
+    ("judge http://h/v1 failed; ask admin@corp.com", "judge http://h/v1 failed; ask ***@corp.com"),
+    # a mistyped credential httpx refuses ('/' in it): masked up to the last '@' before the URL's first space,
+    # even before a host that reads like a label
+    ("judge http://sk/abc123@judgehost: connection refused", "judge http://***@judgehost: connection refused"),
+    ("judge http://k@y/Zm9v@judgehost: connection refused", "judge http://***@judgehost: connection refused"),
+    # no scheme: the user part before a word's last '@', one character or an e-mail login with a password
+    ("judge me@corp.com:S3cret@judge.example.org/v1 failed", "judge ***@judge.example.org/v1 failed"),
+    ("key k@judge.example.org/v1 refused", "key ***@judge.example.org/v1 refused"),
+    ("    @functools.lru_cache(maxsize=None)", "    @functools.lru_cache(maxsize=None)"),  # nothing before the '@'
+])
+def test_redact_masks_each_user_part_in_running_text(text, shown):
+    assert redact_patterns(text) == shown
+
+
+@pytest.mark.parametrize("text,shown", [
+    ("http://h/v1?sk-abc123", "http://h/v1?***"),  # a bare ?TOKEN
+    ("http://h/v1?key=c2VjcmV0==", "http://h/v1?key=***"),  # a value with '=' in it (base64) masked whole
+    ("http://h/v1?model=org=judge", "http://h/v1?model=org=judge"),  # a declared option's value shown whole
+    ("http://h/v1?key=pass?word", "http://h/v1?key=***?***"),  # a '?' in a value begins another query part
+    ("http://h/v1?timeout=30;retries=2", "http://h/v1?timeout=30;retries=2"),  # ';' separates like '&'
+    ("http://h/v1?timeout=30&&retries=2", "http://h/v1?timeout=30&&retries=2"),  # an empty part
+    ("http://h/v1?top-logprobs=5&api-key=abc", "http://h/v1?top-logprobs=5&api-key=***"),  # '-' reads as '_'
+    ("GET /?key=abc123 HTTP/1.1", "GET /?key=*** HTTP/1.1"),  # a '/' before the '?' makes it a URL's query
+    ("is 1+1=2?yes", "is 1+1=2?yes"),  # no '/' or ':' before the '?': a question, not a query
+    ("http://h/v1#sk-abc123", "http://h/v1#***"),  # a bare #TOKEN: a fragment with no query
+    ("http://h/v1#model=judge&key=abc", "http://h/v1#model=judge&key=***"),  # the legacy '#' spelling
+    ("see issue #12", "see issue #12"),
+])
+def test_redact_masks_every_query_value_but_a_declared_options(text, shown):
+    assert redact_patterns(text) == shown
+
+
+def test_a_refused_fragment_does_not_show_its_token(remembered):
+    """Before: ``backend spec 'http://h/v1#sk-abc123': a spec has no '#' part`` showed the token (a fragment
+    without a query was not masked)."""
+    with pytest.raises(ValueError, match="a spec has no '#' part") as e:
+        split_spec("http://h/v1#sk-abc123")
+    assert "sk-abc123" not in str(e.value) and "'http://h/v1#***'" in str(e.value)
+
+
+@pytest.mark.parametrize("spec,shown", [
+    ("http:/Tok3nXYZ@judgehost", "http:/***@judgehost"),  # in a spec, NAME@WORD is a user part, not a label
+    ("Tok3nXYZ@judgehost", "***@judgehost"),
+    ("hf:HTTP://u:p ss@h/v1?timeout=3&x=1", "hf:HTTP://***@h/v1?timeout=3&x=***"),
+])
+def test_a_whole_spec_masks_its_user_part_whatever_its_form(spec, shown):
+    assert redact_patterns(spec, whole=True) == shown
+
+
+@pytest.mark.parametrize("spec,text,shown", [
+    ("http://me:Pa55word@h/v1", "the password Pa55word was refused", "the password *** was refused"),
+    ("http:/me:pa ss@judge.example/v1", "password: pa ss", "password: ***"),  # one slash, a spaced password
+    ("http:/Tok3nXYZ@judgehost", "retrying with Tok3nXYZ", "retrying with ***"),  # a bare token, a bare host
+    ("https://alice@corp.com:Pa55word@corp.com", "password Pa55word", "password ***"),  # login at the host's domain
+    ("http://u:Pa55word@h/v1?timeout=30&auth_token=Xyz789", "password Pa55word", "password ***"),
+    ("http://me:p%40ss:w0rd@h/v1", "p%40ss:w0rd, p@ss:w0rd", "***, ***"),  # ':' in a password; decoded too
+    ("http://me:Pa55@h/v1", "password Pa55", "password ***"),  # four characters: remembered
+    ("http://me:abc@h/v1", "abc and me:abc", "abc and ***"),  # three: too short alone (ordinary words)
+    # a model name holding credential-like parts masked before the URL: the user part is still found
+    ("openai:token=a&token=&token=c&x@http://u:Pa55word@h/v1?x=1", "password Pa55word", "password ***"),
+])
+def test_remember_masks_a_given_specs_secrets_in_any_words(remembered, spec, text, shown):
+    assert spec_module.redact(text) == text  # the patterns alone cannot see them
+    remember(spec)
+    assert spec_module.redact(text) == shown
+
+
+def test_redact_replaces_the_longest_remembered_secret_first(remembered):
+    """A password alone replaced before its whole user part would leave the login shown."""
+    remember("http://Alice:pa55word@h1/v1")
+    remember("http://bob:Zebra123@h2/v1")
+    assert spec_module.redact("logins Alice:pa55word and bob:Zebra123") == "logins *** and ***"
+
+
+def test_declare_options_shows_a_backends_options_but_secrets(monkeypatch):
+    @dataclass
+    class Options:
+        model: str = ""
+        timeout: float = 30.0
+        api_key_env: str = ""  # names a variable: shown
+        api_key: str = ""
+        auth_token: str = ""
+
+    class Backend:
+        pass
+
+    Backend.Options = Options
+    monkeypatch.setattr(spec_module, "_DECLARED", set())
+    declare_options(Backend)
+    assert spec_module._DECLARED == {"model", "timeout", "api_key_env"}
+    assert redact_patterns("http://h/v1?model=m&timeout=3&retries=2") == "http://h/v1?model=m&timeout=3&retries=***"
+
 
 def test_http_timeouts_retries_and_deadline_from_the_spec():
     kind, kw = parse_spec("http://127.0.0.1:8000/v1?model=judge&timeout=30&retries=3&deadline=600&concurrency=4")
