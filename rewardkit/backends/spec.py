@@ -109,7 +109,8 @@ def _mask_token(tok: str, running: bool = False) -> str:
     while m := _PREFIX.match(rest):
         head, rest = head + m.group(), rest[m.end():]
     at = rest.rfind("@")
-    if at > 0 and not (running and ":" not in rest[:at] and _LABEL_AT.match(rest, at)):
+    label = running and "/" not in head and ":" not in rest[:at] and _LABEL_AT.match(rest, at)  # none after a scheme
+    if at > 0 and not label:
         rest = "***" + rest[at:]
     tok = head + rest
     q = tok.replace("#", "?").find("?")  # a query, or a fragment with none (``#TOKEN``, ``#key=...``)

@@ -540,3 +540,15 @@ def test_an_error_quotes_a_spec_with_its_query_masked_whatever_its_target(spec, 
     with pytest.raises(ValueError) as e:
         parse_spec(spec)
     assert f"backend spec {shown}" in str(e.value) and "4f9a2b7c" not in str(e.value), e.value
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("judge at http:/Tok3nXYZ@judgehost failed", "judge at http:/***@judgehost failed"),
+    ("judge at HTTPS:/Tok3nXYZ@judgehost: refused", "judge at HTTPS:/***@judgehost: refused"),
+    ("model smollm2-135m-instruct@float32: cpu", "model smollm2-135m-instruct@float32: cpu"),  # a label stays
+    ("rows of vllm:smollm2@vllm-float32, 8 each", "rows of vllm:smollm2@vllm-float32, 8 each"),
+])
+def test_a_token_after_a_one_slash_scheme_is_never_read_as_a_label(text, shown):
+    """``NAME@WORD`` in running text is a label (a model and its engine) unless a URL's scheme stands before it:
+    ``http:/TOKEN@host`` (one slash, a bare host) was shown whole before its spec had been parsed."""
+    assert redact(text) == shown
