@@ -6,7 +6,7 @@ import pytest
 
 from rewardkit.backends import load_backend, parse_spec
 from rewardkit.backends.http import HTTPBackend
-from rewardkit.backends.spec import split_spec
+from rewardkit.backends.spec import shown_spec, split_spec
 
 # ---- redaction, rule by rule (mutation survivors of spec.py's masking functions)
 # isort: split
@@ -68,6 +68,8 @@ def test_user_part_reads_the_url_whose_scheme_begins_at_start(text, start, login
     # even before a host that reads like a label
     ("judge http://sk/abc123@judgehost: connection refused", "judge http://***@judgehost: connection refused"),
     ("judge http://k@y/Zm9v@judgehost: connection refused", "judge http://***@judgehost: connection refused"),
+    # up to the last '@' before the URL's first space or quote, also where a backtick splits the word
+    ("see http://u:p@host/a`b@c now", "see http://***@c now"),
     # no scheme: the user part before a word's last '@', one character or an e-mail login with a password
     ("judge me@corp.com:S3cret@judge.example.org/v1 failed", "judge ***@judge.example.org/v1 failed"),
     ("key k@judge.example.org/v1 refused", "key ***@judge.example.org/v1 refused"),
@@ -533,6 +535,8 @@ def test_vllm_engine_arguments_pass_through_as_literals(arg, expected):
     ("vllm:m?sk-live-4f9a2b7c", "'vllm:m?***': expected 'option=value' after '?', got a part without '='"),
     ("smollm2?dtype=float32&token2=sk-live-4f9a2b7c", "'smollm2?dtype=float32&token2=***': unknown option 'token2'"),
     ("smollm2?api_key=sk-live-4f9a2b7c", "'smollm2?api_key=***': a spec must not carry 'api_key'"),
+    # the query begins at the first '?': a later one is part of a value
+    ("smollm2?dtype=float32&token2=sk-live-4f9a2b7c?x", "'smollm2?dtype=float32&token2=***': unknown option 'token2'"),
 ])
 def test_an_error_quotes_a_spec_with_its_query_masked_whatever_its_target(spec, shown):
     """A query of a spec that is not URL-like was quoted as written: the error said a bare part is 'not shown: it
@@ -540,6 +544,12 @@ def test_an_error_quotes_a_spec_with_its_query_masked_whatever_its_target(spec, 
     with pytest.raises(ValueError) as e:
         parse_spec(spec)
     assert f"backend spec {shown}" in str(e.value) and "4f9a2b7c" not in str(e.value), e.value
+
+
+def test_a_url_spec_is_quoted_as_redact_reads_a_url():
+    # a '?' in the password belongs to the user part (httpx): the query is the one after the host
+    assert shown_spec("http://L0gin:pa?ss@judgehost/v1?timeout=30") == "http://***@judgehost/v1?timeout=30"
+    assert shown_spec("http://judgehost/v1?timeout=30&tok=sk-live-4f9a2b7c") == "http://judgehost/v1?timeout=30&tok=***"
 
 
 @pytest.mark.parametrize(("text", "shown"), [
