@@ -7,6 +7,7 @@ import hmac
 import os
 import secrets
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,10 +24,28 @@ def connect(path: Any, timeout: float) -> Iterator[sqlite3.Connection]:
     conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
-        conn.execute("PRAGMA journal_mode=WAL")
+        _wal(conn, timeout)
         yield conn
     finally:
         conn.close()
+
+
+def _wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Put the database in WAL mode (it stays so: a database already in it is left alone). While another
+    connection writes to a database still in rollback mode (several processes opening a new cache at once),
+    SQLite answers the switch with SQLITE_BUSY at once, without its busy handler; so it is retried here
+    until ``timeout``, as the busy handler would wait."""
+    deadline, delay = time.monotonic() + timeout, 0.001
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if getattr(e, "sqlite_errorcode", None) != sqlite3.SQLITE_BUSY or time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(2 * delay, 0.05)
 
 
 def write(conn: sqlite3.Connection, sql: str, rows: list[tuple]) -> None:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import sqlite3
 import stat
+import threading
 
-from rewardkit.sqlite_store import cache_secret, private_path, seal, unsealed
+import pytest
+
+from rewardkit.sqlite_store import cache_secret, connect, private_path, seal, unsealed
 
 
 def _secret(q) -> None:
@@ -46,3 +50,37 @@ def test_seal_binds_key_and_value():
     assert not unsealed(b"s", "k", "v", mac)
     assert unsealed(b"s", "k", "v2", mac) and unsealed(b"s", "k2", "v", mac) and unsealed(b"t", "k", "v", mac)
     assert seal(b"s", "k:", "v") != seal(b"s", "k", ":v")  # the key/value boundary is unambiguous
+
+
+def _writing(path) -> sqlite3.Connection:
+    """A connection holding a write transaction on a new database still in rollback mode: another process
+    creating the same cache a moment earlier (what ``test_several_processes_share_one_cache`` met in CI)."""
+    c = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    c.execute("CREATE TABLE t (a)")
+    c.execute("BEGIN IMMEDIATE")
+    c.execute("INSERT INTO t VALUES (1)")
+    return c
+
+
+def test_a_database_another_connection_writes_is_switched_to_wal_once_it_is_free(tmp_path):
+    """SQLite answers the switch to WAL with 'database is locked' at once there, without its busy handler: the
+    cache's constructor failed instead of waiting for the other process's write."""
+    other = _writing(tmp_path / "c.sqlite3")
+    done = threading.Event()
+    threading.Thread(target=lambda: (done.wait(30), other.execute("COMMIT"))).start()
+    threading.Timer(0.2, done.set).start()
+    with connect(tmp_path / "c.sqlite3", 60.0) as conn:
+        assert done.is_set()  # it waited for the write, then switched
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert conn.execute("SELECT a FROM t").fetchall() == [(1,)]
+    other.close()
+
+
+def test_a_database_locked_past_the_timeout_is_an_error(tmp_path):
+    other = _writing(tmp_path / "c.sqlite3")
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="database is locked"), connect(tmp_path / "c.sqlite3", 0.3):
+            pass
+    finally:
+        other.execute("COMMIT")
+        other.close()
