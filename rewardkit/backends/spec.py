@@ -43,6 +43,7 @@ _TOKEN = re.compile(r"(?P<q>['\"`])(?P<inner>[^'\"`\n]*)(?P=q)|[^\s'\"<>`]+")
 _PREFIX = re.compile(r"(?i)[a-z][a-z0-9+.-]*:/+|(?:hf|transformers|vllm|llamacpp|llama\.cpp):"
                      r"|(?:openai|https?|vllm|hf|transformers):[^@\s:/]*@(?=[a-z][a-z0-9+.()-]*:/)")
 _QUERY = re.compile(r"[?#]([^?#]*)")
+_URL_LIKE = re.compile(r"[/:]")  # a word with one of these before its '?' or '#' is read as a URL
 _SEP = r"(?:_|-|%5f|%2d)?"
 _SECRET_NAME = re.compile(  # a credential's name outside a URL's query (there every undeclared value is masked)
     rf"(?i)(?<![A-Za-z0-9_%-])(?P<key>(?:(?:api|access|secret|private|client){_SEP}key"
@@ -109,12 +110,12 @@ def _mask_token(tok: str, running: bool = False) -> str:
     while m := _PREFIX.match(rest):
         head, rest = head + m.group(), rest[m.end():]
     at = rest.rfind("@")
-    label = running and "/" not in head and ":" not in rest[:at] and _LABEL_AT.match(rest, at)  # none after a scheme
-    if at > 0 and not label:
+    # in running text a label (NAME@WORD) is kept, but never after a scheme
+    if at > 0 and not (running and "/" not in head and ":" not in rest[:at] and _LABEL_AT.match(rest, at)):
         rest = "***" + rest[at:]
     tok = head + rest
     q = tok.replace("#", "?").find("?")  # a query, or a fragment with none (``#TOKEN``, ``#key=...``)
-    if q > 0 and re.search(r"[/:]", tok[:q]):
+    if q > 0 and _URL_LIKE.search(tok, 0, q):
         tok = tok[:q] + _QUERY.sub(lambda m: m.group()[0] + _mask_query(m.group(1)), tok[q:])
     return tok
 
@@ -204,7 +205,7 @@ def shown_spec(spec: str) -> str:
     URL's is (``redact`` leaves a ``?`` in prose alone): every value but a declared option's, and bare words
     (``smollm2?sk-...`` shows ``smollm2?***``)."""
     target, q, query = spec.partition("?")
-    if q and not re.search(r"[/:]", target):  # a URL-like word's query (and user part) redact masks itself
+    if q and not _URL_LIKE.search(target):  # a URL-like word's query (and user part) redact masks itself
         return redact(target + q + _mask_query(query))
     return redact(spec)
 

@@ -94,6 +94,15 @@ class LeanRun:
     seconds: float = 0.0
     sorries: int = 0  # REPL/Kimina "sorries" entries
 
+    @classmethod
+    def from_repl(cls, resp: dict[str, Any], line_offset: int, seconds: float, who: str) -> LeanRun:
+        """A REPL command's answer (leanprover-community/repl's, also inside a Kimina result): its messages, lines
+        shifted by ``line_offset``, or the REPL's own refusal (``{"message": ...}`` without ``env``) named by ``who``."""
+        if "message" in resp and "env" not in resp:
+            return cls(status="error", error=f"{who}: {resp['message']}", seconds=seconds)
+        msgs = [LeanMessage.from_json(m, line_offset) for m in resp.get("messages", [])]
+        return cls(msgs, "ok", None, seconds, sorries=len(resp.get("sorries", [])))
+
 
 @runtime_checkable
 class LeanChecker(Protocol):

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import httpx
 
 from rewardkit.backends.spec import redact
-from rewardkit.jury.lean.check import LeanMessage, LeanRun, split_header
+from rewardkit.jury.lean.check import LeanRun, split_header
 
 
 class KiminaClient:
@@ -96,11 +96,8 @@ class KiminaClient:
         resp = res.get("response") or {}
         if not isinstance(resp, dict):
             raise TypeError(f"'response' is a {type(resp).__name__}, not an object")
-        if "message" in resp and "env" not in resp:
-            return LeanRun(status="error", error=f"Kimina REPL: {resp['message']}", seconds=t)
         offset = split_header(source)[0].count("\n") if self.positions == "body" else 0
-        msgs = [LeanMessage.from_json(m, offset) for m in resp.get("messages", [])]
-        return LeanRun(msgs, "ok", None, t, sorries=len(resp.get("sorries", [])))
+        return LeanRun.from_repl(resp, offset, t, "Kimina REPL")
 
     def close(self) -> None:
         self.client.close()

@@ -184,11 +184,9 @@ class LeanRepl:
                 return LeanRun(status="timeout", error=f"REPL command exceeded {self.timeout:g}s; REPL restarted",
                                seconds=dt)
             self._commands += 1
-            if "message" in resp and "env" not in resp:
-                return LeanRun(status="error", error=f"REPL: {resp['message']}", seconds=dt)
-            offset = header.count("\n")  # report lines of the whole source
-            msgs = [LeanMessage.from_json(m, offset) for m in resp.get("messages", [])]
-            run = LeanRun(msgs, "ok", None, dt, sorries=len(resp.get("sorries", [])))
+            run = LeanRun.from_repl(resp, header.count("\n"), dt, "REPL")  # lines of the whole source
+            if run.status == "error":
+                return run
         except (TypeError, ValueError, AttributeError) as e:  # a message or field of the wrong shape
             self.restart()
             return LeanRun(status="error", error=f"REPL {shlex.join(self.cmd)} answered a malformed response "
