@@ -84,7 +84,7 @@ def score(
         fields = parse_pairs(field, "--field")
         field_names(fields)
         opts: dict = parse_pairs(option, "--option")
-        judge = judge_spec(judge, device, dtype, batch_tokens, threads)
+        judge = judge_spec(judge, device, dtype, batch_tokens, threads, scorer=scorer)
         sc = load_scorer(scorer, opts, judge)
         if judge is not None:
             opts["judge"] = judge

@@ -295,21 +295,27 @@ Threads = Annotated[Optional[int], typer.Option(
 
 def judge_spec(spec: str | None, device: str | None = None, dtype: str | None = None,
                batch_tokens: int | None = None, threads: int | None = None, *, default: str | None = "smollm2",
-               flag: str = "--judge") -> str | None:
+               flag: str = "--judge", scorer: str | None = None) -> str | None:
     """``spec`` with the local-judge options added to its query (``spec`` None: ``default``, when any is set).
 
     Raises ``typer.BadParameter`` for options on a judge that is not a local transformers model, an option
-    the spec already sets, or a value the backend's options reject (checked by ``parse_spec``, no model load).
+    the spec already sets, a value the backend's options reject (checked by ``parse_spec``, no model load), or
+    options set for a registered ``scorer`` that takes no judge.
     """
     from rewardkit.backends import parse_spec
     from rewardkit.backends.spec import split_spec
+    from rewardkit.integrations.common import takes_judge
+    from rewardkit.scoring import scorer_names
 
     opts = {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "num_threads": threads}
     opts = {k: v for k, v in opts.items() if v is not None}
     if not opts:
         return spec
-    spec = spec if spec is not None else default
     names = ", ".join("--" + k.replace("num_threads", "threads").replace("_", "-") for k in opts)
+    if spec is None and scorer in scorer_names() and not takes_judge(scorer):
+        raise typer.BadParameter(f"scorer {scorer!r} takes no judge, so no local judge runs to use it",
+                                 param_hint=names)
+    spec = spec if spec is not None else default
     if spec is None:
         raise typer.BadParameter(f"{names} set but no local judge is used", param_hint=flag)
     try:

@@ -97,7 +97,7 @@ def train(
     trainer_settings, options = split_settings(parse_pairs(setting, "--set"))
     cfg = train_config(trainer_settings, out_dir=str(out) if out else None, steps=steps)
     modes = [build_method(method, options)] if method else []
-    judge = judge_spec(judge, device, dtype, batch_tokens, threads)
+    judge = judge_spec(judge, device, dtype, batch_tokens, threads, scorer=None if method else scorer)
     sc = None
     if not method:
         try:

@@ -24,11 +24,16 @@ def load_scorer(spec: str | Scorer, options: dict[str, Any] | None = None, judge
     opts = dict(options or {})
     if ":" in spec and spec not in scorer_names():
         register_scorer(spec, spec, f"custom scorer {spec}")
+    if judge is not None and not takes_judge(spec):
+        raise ValueError(f"scorer {spec!r} takes no judge")
     if judge is not None:
-        if "judge" not in {o.name for o in scorer_options(spec)}:
-            raise ValueError(f"scorer {spec!r} takes no judge")
         opts["judge"] = judge
     return get_scorer(spec, **opts)
+
+
+def takes_judge(name: str) -> bool:
+    """Whether the registered scorer ``name`` declares a ``judge`` option (a local judge's settings apply to it)."""
+    return "judge" in {o.name for o in scorer_options(name)}
 
 
 def group_rows(keys: Sequence[Hashable]) -> list[list[int]]:

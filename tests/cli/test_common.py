@@ -49,7 +49,12 @@ def test_score_refuses_local_options_for_a_scorer_without_judge(tmp_path):
     rows.write_text('{"id": "g", "problem": "1+1?", "answer": "2", "responses": ["2"]}\n')
     res = CliRunner().invoke(app, ["score", str(rows), "--scorer", "verifier", "--dtype", "float32",
                                    "--out", str(tmp_path / "o.jsonl")])
-    assert res.exit_code != 0 and "takes no judge" in res.output
+    # the flag the user set is named, not a judge they never gave (the default judge used to be put in and refused)
+    assert res.exit_code != 0 and "invalid value for --dtype: scorer 'verifier' takes no judge" in res.output
+    res = CliRunner().invoke(app, ["train", str(rows), "--scorer", "verifier", "--device", "cpu", "--steps", "1",
+                                   "--out", str(tmp_path / "run")])
+    assert res.exit_code != 0 and "invalid value for --device: scorer 'verifier' takes no judge" in res.output
+    assert not (tmp_path / "run").exists()
     res = CliRunner().invoke(app, ["score", str(rows), "--scorer", "pointwise", "--batch-tokens", "0"])
     assert res.exit_code != 0 and "--batch-tokens" in res.output
 
