@@ -7,6 +7,7 @@ import pytest
 
 from rewardkit.raro.countdown import (
     CountdownInstance,
+    _solve_sorted,
     check_expression,
     check_response,
     evaluate,
@@ -15,6 +16,13 @@ from rewardkit.raro.countdown import (
     solve,
 )
 from rewardkit.types import Group, Status
+
+
+@pytest.fixture(autouse=True)
+def fresh_solver_cache():
+    """Each test solves afresh: the solver's cache would otherwise carry answers over from earlier tests (or from
+    the unmutated code in a mutation run), so a broken search could pass on cached solutions."""
+    _solve_sorted.cache_clear()
 
 
 def test_paper_policy_example_is_correct():
