@@ -136,6 +136,14 @@ TARGETS = [
     # the secrets of a backend spec (API keys, passwords and tokens in URLs and queries) masked in everything
     # rewardkit writes or prints
     Target("rewardkit/backends/spec.py", ("tests/backends/test_spec.py",)),
+    # the rest of the scorers' reward paths: RARO's Countdown verifier (its reward and solver), the Arena's routing and
+    # reward assembly, GAR's slice judging and discriminator objective, JURY-RL's rollout judge (App. D)
+    Target("rewardkit/raro/countdown.py", ("tests/raro/test_countdown.py",)),
+    Target("rewardkit/arena/scorers.py", ("tests/arena/test_scorers.py",)),
+    Target("rewardkit/gar/slices.py", ("tests/gar/test_slices.py",)),
+    Target("rewardkit/jury/rollout_judge.py", ("tests/jury/test_rollout_judge.py",)),
+    # a saved rollout file's reading: every malformed line a typed InputError naming the file, line and field
+    Target("rewardkit/runtime/inputs.py", ("tests/runtime/test_inputs.py",)),
 ]
 
 
