@@ -90,6 +90,16 @@ def test_a_long_response_is_cut_from_the_front_to_the_judges_budget():
     assert kept == CUT_MARK + long_answer[long_answer.index("\\boxed"):]
 
 
+def test_leading_whitespace_before_an_over_budget_answer_is_no_cut():
+    """A reply that opens with a newline and whose first word holds an answer longer than the budget: nothing
+    stands before the answer, so nothing is cut and the judge is told of no cut (it used to get the mark)."""
+    judge = ScriptedJudge(_reply)
+    response = "\n\\boxed{" + " + ".join(["1"] * 40) + "}"  # 80 whitespace tokens, over a budget of 10
+    (s,) = RolloutJudgeScorer(judge=judge, response_tokens=10).score([_group([response])])
+    assert _answer(judge.prompts[0]) == response.strip() and s.statuses == [Status.OK]
+    assert response_tail(response, 10, judge.count_tokens, response.index("{") + 1) == response
+
+
 def test_a_cut_off_rollout_without_a_final_answer_abstains():
     """Issue 34: a rollout the policy's budget cut mid-reasoning ("... Then maybe it's 41 or") states no answer: its
     last number is a step, not a conclusion, so nothing is judged and the response abstains (a True judge used to
