@@ -53,7 +53,7 @@ class RolloutJudgeOptions(JudgeOptions):
 
 CUT_MARK = "[... the start of the response is cut to fit the judge's budget ...]\n"
 TEMPLATE_TOKENS = 32  # room left for the chat template's role markers around the judge's messages
-_WORD_START = re.compile(r"(?<=\s)\S")
+_WORD_GAP = re.compile(r"(?<=\S)\s+(?=\S)")  # whitespace between two words: the next word starts at its end
 
 
 def response_tail(text: str, budget: int, count: Callable[[Sequence[str]], list[int]], keep_from: int) -> str:
@@ -62,7 +62,7 @@ def response_tail(text: str, budget: int, count: Callable[[Sequence[str]], list[
     over the budget is kept from there. A binary search over word starts: O(log n) counts."""
     if count([text])[0] <= budget:
         return text
-    starts = [m.start() for m in _WORD_START.finditer(text, 1, keep_from + 1)]
+    starts = [m.end() for m in _WORD_GAP.finditer(text[:keep_from + 1])]  # leading whitespace is no gap
     if not starts:  # the answer stands in the first word: nothing before it to cut
         return text
     lo, hi = 0, len(starts) - 1  # the first start whose tail fits, else the last (the answer's)
