@@ -237,3 +237,19 @@ def test_registered_countdown_scorer_reads_rows_from_a_file(tmp_path):
         assert got[f"c{i}"]["statuses"] == ["ok"] * 3 and got[f"c{i}"]["scorer"] == "countdown"
     assert got["bad"]["statuses"] == ["error"] and got["bad"]["rewards"] == [None]
     assert "numbers" in got["bad"]["messages"][0]
+
+
+def _solver_calls() -> int:
+    """How many times the (cached) solver was asked since the fixture cleared its cache."""
+    info = _solve_sorted.cache_info()
+    return info.hits + info.misses
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_generate_gives_up_after_1000_draws_per_instance_and_says_how_many(n):
+    # every number is 1: the largest reachable value is 1 + 1 + 1 + 1 = 4, so no draw is ever solvable;
+    # each draw is one solver call, so the solver's call count is the number of draws made
+    with pytest.raises(RuntimeError) as e:
+        generate(n, low=1, high=1)
+    assert str(e.value) == f"countdown.generate: found only 0 solvable instances in {1000 * n} draws"
+    assert _solver_calls() == 1000 * n
