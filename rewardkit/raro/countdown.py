@@ -142,11 +142,11 @@ def generate(n: int, seed: int = 0, target: int = TARGET, low: int = LOW, high: 
         raise ValueError(f"countdown.generate: bad arguments n={n}, k={k}, range=[{low}, {high}]")
     rng = random.Random(seed)
     out: list[CountdownInstance] = []
-    tries = 0
+    draws = 0
     while len(out) < n:
-        tries += 1
-        if tries > 1000 * max(n, 1):
-            raise RuntimeError(f"countdown.generate: found only {len(out)} solvable instances in {tries} draws")
+        if draws >= 1000 * max(n, 1):  # a budget of 1000 draws per instance asked
+            raise RuntimeError(f"countdown.generate: found only {len(out)} solvable instances in {draws} draws")
+        draws += 1
         nums = tuple(rng.randint(low, high) for _ in range(k))
         sol = solve(nums, target)
         if sol is not None:
