@@ -140,7 +140,7 @@ TARGETS = [
     # reward assembly, GAR's slice judging and discriminator objective, JURY-RL's rollout judge (App. D)
     Target("rewardkit/raro/countdown.py", ("tests/raro/test_countdown.py",)),
     Target("rewardkit/arena/scorers.py", ("tests/arena/test_scorers.py",)),
-    Target("rewardkit/gar/slices.py", ("tests/gar/test_slices.py",)),
+    Target("rewardkit/gar/slices.py", ("tests/gar/test_slices.py", "tests/gar/test_holistic.py")),  # both subclasses
     Target("rewardkit/jury/rollout_judge.py", ("tests/jury/test_rollout_judge.py",)),
     # a saved rollout file's reading: every malformed line a typed InputError naming the file, line and field
     Target("rewardkit/runtime/inputs.py", ("tests/runtime/test_inputs.py",)),
