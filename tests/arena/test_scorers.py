@@ -84,16 +84,32 @@ def real_groups(path, indices):
 def test_verdict_outcome_eq7():
     assert verdict_outcome("A", 0.9) == 0.9 and verdict_outcome("B", 0.9) == pytest.approx(0.1)
     assert verdict_outcome("Tie", 0.7) == 0.5
-    with pytest.raises(ValueError, match="gamma"):
-        verdict_outcome("A", 0.5)
+    # the default gamma = 1 is the hard outcome: A wins outright, B loses outright
+    assert (verdict_outcome("A"), verdict_outcome("B"), verdict_outcome("Tie")) == (1.0, 0.0, 0.5)
+    # gamma's range (1/2, 1]: open at 1/2, closed at 1
+    assert verdict_outcome("A", 1.0) == 1.0 and verdict_outcome("B", 0.51) == pytest.approx(0.49)
+    for bad in (0.5, 1.01, 1.5, 0.0):
+        with pytest.raises(ValueError, match=re.escape(f"arena: gamma must lie in (1/2, 1] (eq. 7), got {bad}")):
+            verdict_outcome("A", bad)
     # a sure "A" in logit mode is eq. 7's gamma; a sure tie is 1/2
     assert expected_outcome([1, 0, 0], 0.8) == 0.8 and expected_outcome([0, 0, 1], 0.8) == 0.5
     assert expected_outcome([0.2, 0.2, 0.6], 1.0) == pytest.approx(0.5)
+    # default gamma = 1: a sure A is 1, a sure B is 0
+    assert expected_outcome([1, 0, 0]) == 1.0 and expected_outcome([0, 1, 0]) == 0.0
+    # (A, B, Tie) = (0.2, 0.5, 0.3), gamma 0.8: 0.8 * 0.2 + 0.5 * 0.3 + 0.2 * 0.5 = 0.41 (B's mass adds 1 - gamma)
+    assert expected_outcome([0.2, 0.5, 0.3], 0.8) == pytest.approx(0.41)
 
 
 def test_nonzero_advantage_count():
     assert nonzero_advantage_count(np.ones(8)) == (0, 8)
     assert nonzero_advantage_count(np.array([1, 0, 1, np.nan])) == (3, 3)
+    # every response invalid: nothing counted, nothing valid; one valid response has advantage 0
+    assert nonzero_advantage_count(np.full(4, np.nan)) == (0, 0)
+    assert nonzero_advantage_count(np.array([np.nan, 0.5, np.nan])) == (0, 1)
+    # equal rewards have advantage exactly 0: not counted even with eps = 0 (the count is |A| > eps)
+    assert nonzero_advantage_count(np.full(4, 0.5), eps=0.0) == (0, 4)
+    # a row read back from JSON writes a missing reward as null: it counts as invalid, like NaN
+    assert nonzero_advantage_count([1.0, None, 0.0]) == (2, 2)
 
 
 def test_prompts_follow_app_d():
@@ -103,6 +119,90 @@ def test_prompts_follow_app_d():
     assert "\\boxed{A}, \\boxed{B}, or \\boxed{Tie}" in p
     assert "Score it as 1 (completely correct)" in pointwise_prompt("P", "4", "R", "adaptive")
     assert "Begin with \"Here is my evaluation" in pointwise_prompt("P", "4", "R", "rlaif")
+
+
+def test_diversity_components_of_verifier_rewards():
+    from rewardkit.arena.scorers import diversity_components
+    from rewardkit.verifier import VerifiedGroup
+
+    def comps(rewards, available=True):
+        r = np.array(rewards, float)
+        sts = [Status.OK if np.isfinite(x) else Status.TIMEOUT for x in r]
+        return diversity_components(VerifiedGroup(r, sts, [None] * len(r), available))
+
+    assert comps([1, 1, 1]) == {"diverse": False, "all_correct": True, "all_incorrect": False,
+                                "nonzero_adv_before": 0, "valid_before": 3}
+    # a timed-out check is left out: the two valid rewards are both 0
+    assert comps([0, np.nan, 0]) == {"diverse": False, "all_correct": False, "all_incorrect": True,
+                                     "nonzero_adv_before": 0, "valid_before": 2}
+    assert comps([1, 0, np.nan, 1]) == {"diverse": True, "all_correct": False, "all_incorrect": False,
+                                        "nonzero_adv_before": 3, "valid_before": 3}
+    unknown = {"diverse": None, "all_correct": None, "all_incorrect": None, "nonzero_adv_before": None,
+               "valid_before": None}
+    # every check timed out: no verifier reward to decide diversity on (not "non-diverse")
+    assert comps([np.nan, np.nan]) == unknown
+    assert comps([np.nan, np.nan], available=False) == unknown
+
+
+def _summary_group(gid, stats, firsts=None):
+    from rewardkit.types import GroupScore
+
+    return GroupScore(gid, np.zeros(2), [Status.OK] * 2, stats=stats,
+                      extra={} if firsts is None else {"first_shown_outcomes": firsts})
+
+
+def test_arena_summary_of_hand_built_groups():
+    ac = _summary_group("ac", {"routed": True, "all_correct": True, "all_incorrect": False, "judge_calls": 18,
+                               "invalid_matches": 2, "nonzero_adv_before": 0, "valid_before": 8,
+                               "nonzero_adv_after": 8, "valid_after": 8, "order_agreement": 0.75},
+                        firsts=[1.0, 1.0, 0.5, 1.0])
+    # every judge call failed: every trace invalid after routing, no first-shown outcome, no agreement
+    ai = _summary_group("ai", {"routed": True, "all_correct": False, "all_incorrect": True, "judge_calls": 6,
+                               "invalid_matches": 6, "nonzero_adv_before": 0, "valid_before": 4,
+                               "nonzero_adv_after": 0, "valid_after": 0, "order_agreement": None}, firsts=[])
+    # reward-diverse: kept its verifier reward, never judged (no invalid_matches entry, as ArenaScorer writes it)
+    mix = _summary_group("mix", {"routed": False, "all_correct": False, "all_incorrect": False, "judge_calls": 0,
+                                 "nonzero_adv_before": 3, "valid_before": 3, "nonzero_adv_after": 3,
+                                 "valid_after": 3})
+    assert arena_summary([ac, ai, mix]) == {
+        "groups": 3, "routed": 2, "routed_fraction": pytest.approx(2 / 3),
+        "routed_all_correct": 1, "routed_all_incorrect": 1,
+        "judge_calls": 24, "judge_calls_per_routed_group": 12.0, "invalid_matches": 8,
+        "nonzero_adv_fraction_before": pytest.approx(3 / 15),  # (0 + 0 + 3) / (8 + 4 + 3)
+        "nonzero_adv_fraction_after": 1.0,  # (8 + 0 + 3) / (8 + 0 + 3)
+        "position_bias": pytest.approx(0.875 - 0.5),
+        "order_agreement": 0.75,
+    }
+    # two groups with agreement: their mean
+    ac2 = _summary_group("ac2", {**ac.stats, "order_agreement": 0.25})
+    assert arena_summary([ac, ac2])["order_agreement"] == pytest.approx(0.5)
+
+
+def test_arena_summary_defaults_for_missing_counts_and_empty_batches():
+    # a group from another scorer (no arena stats) and a routed one that reports no call or match counts:
+    # a missing count is 0, and the summary only adds the counts up (max(valid, 1) guards an empty total)
+    other = _summary_group("other", {})
+    routed = _summary_group("r", {"routed": True, "nonzero_adv_before": 1, "valid_before": 1,
+                                  "nonzero_adv_after": 1, "valid_after": 1})
+    assert arena_summary([other, routed]) == {
+        "groups": 2, "routed": 1, "routed_fraction": 0.5, "routed_all_correct": 0, "routed_all_incorrect": 0,
+        "judge_calls": 0, "judge_calls_per_routed_group": 0.0, "invalid_matches": 0,
+        "nonzero_adv_fraction_before": 1.0, "nonzero_adv_fraction_after": 1.0,
+        "position_bias": None, "order_agreement": None,
+    }
+    # nothing routed: no calls per routed group; no verifier count at all: no "before" fraction
+    assert arena_summary([other]) == {
+        "groups": 1, "routed": 0, "routed_fraction": 0.0, "routed_all_correct": 0, "routed_all_incorrect": 0,
+        "judge_calls": 0, "judge_calls_per_routed_group": 0.0, "invalid_matches": 0,
+        "nonzero_adv_fraction_before": None, "nonzero_adv_fraction_after": 0.0,
+        "position_bias": None, "order_agreement": None,
+    }
+    assert arena_summary([]) == {
+        "groups": 0, "routed": 0, "routed_fraction": 0.0, "routed_all_correct": 0, "routed_all_incorrect": 0,
+        "judge_calls": 0, "judge_calls_per_routed_group": 0.0, "invalid_matches": 0,
+        "nonzero_adv_fraction_before": None, "nonzero_adv_fraction_after": 0.0,
+        "position_bias": None, "order_agreement": None,
+    }
 
 
 # ------------------------------------------------------------------------------------ routing
@@ -271,6 +371,74 @@ def test_pointwise_logit_mode_expected_score():
     s = PointwiseScorer(judge=judge, mode="logit", use_labels=True).score([group("a", [1, 2], labels=[True, True])])[0]
     np.testing.assert_allclose(s.rewards, 0.6 + 0.5 * 0.3)
     assert judge.verdict_batches == [2]
+
+
+def _costs(s):
+    c = s.cost
+    return c.judge_calls, c.prompt_tokens, c.completion_tokens, c.verifier_calls, c.cache_hits
+
+
+def test_pointwise_prompts_rewards_stats_and_costs():
+    judge = QualityJudge()  # 10 prompt + 5 completion tokens per request
+    groups = [group("a", [3, 2, 0], labels=[True] * 3), group("b", [3, 1], labels=[True, False])]
+    a, b = PointwiseScorer(judge=judge, use_labels=True).score(groups)
+    # one prompt per response: its problem, its reference, the response, in the default RLAIF rubric
+    assert len(judge.prompts) == 5
+    asked = [(g.prompt, r) for g in groups for r in g.responses]
+    for p, (problem, resp) in zip(judge.prompts, asked, strict=True):
+        assert f"[PROBLEM]\n{problem}\n" in p and "The correct answer is: 7" in p and resp in p
+        assert "Begin with \"Here is my evaluation of the response:\"" in p
+    assert (a.group_id, b.group_id) == ("a", "b")
+    np.testing.assert_array_equal(a.rewards, [1, 0.5, 0])
+    np.testing.assert_array_equal(b.rewards, [1, 0])
+    assert a.statuses == [Status.OK] * 3 and a.messages is None and b.messages is None  # no reason to give
+    # each group pays for its own judge calls (labels: no verifier check)
+    assert _costs(a) == (3, 30, 15, 0, 0) and _costs(b) == (2, 20, 10, 0, 0)
+    # [1, 0.5, 0]: the middle reward equals the mean, so its advantage is 0
+    assert a.stats == {"diverse": False, "all_correct": True, "all_incorrect": False, "nonzero_adv_before": 0,
+                       "valid_before": 3, "routed": True, "judge_calls": 3, "nonzero_adv_after": 2,
+                       "valid_after": 3}
+    assert b.stats == {"diverse": True, "all_correct": False, "all_incorrect": False, "nonzero_adv_before": 2,
+                       "valid_before": 2, "routed": True, "judge_calls": 2, "nonzero_adv_after": 2,
+                       "valid_after": 2}
+
+
+def test_adaptive_pointwise_abstains_without_reference_and_keeps_diverse_groups():
+    judge = QualityJudge()
+    none = group("none", [3, 2], reference=None)  # no reference, no labels: routing cannot be decided
+    mix = group("mix", [3, 0, 3], labels=[True, False, True])
+    ai = group("ai", [3, 2], labels=[False, False])
+    s_none, s_mix, s_ai = AdaptivePointwiseScorer(judge=judge, use_labels=True).score([none, mix, ai])
+    assert judge.generate_batches == [2]  # only the non-diverse group is judged, in the App. D prompt
+    assert all("Score it as 1 (completely correct)" in p and "Here is my evaluation" not in p for p in judge.prompts)
+    assert s_none.group_id == "none" and s_none.statuses == [Status.ABSTAIN] * 2
+    assert np.isnan(s_none.rewards).all()
+    assert s_none.messages == ["no reference answer or labels: cannot decide routing"] * 2
+    assert s_none.stats == {"diverse": None, "all_correct": None, "all_incorrect": None, "nonzero_adv_before": None,
+                            "valid_before": None, "routed": False, "judge_calls": 0, "nonzero_adv_after": 0,
+                            "valid_after": 0}
+    assert _costs(s_none) == (0, 0, 0, 0, 0)
+    assert s_mix.group_id == "mix" and s_mix.statuses == [Status.OK] * 3 and s_mix.messages is None
+    np.testing.assert_array_equal(s_mix.rewards, [1, 0, 1])
+    assert s_mix.stats == {"diverse": True, "all_correct": False, "all_incorrect": False, "nonzero_adv_before": 3,
+                           "valid_before": 3, "routed": False, "judge_calls": 0, "nonzero_adv_after": 3,
+                           "valid_after": 3}
+    assert _costs(s_mix) == (0, 0, 0, 0, 0)
+    assert s_ai.group_id == "ai"
+    np.testing.assert_array_equal(s_ai.rewards, [1, 0.5])
+    assert s_ai.stats == {"diverse": False, "all_correct": False, "all_incorrect": True, "nonzero_adv_before": 0,
+                          "valid_before": 2, "routed": True, "judge_calls": 2, "nonzero_adv_after": 2,
+                          "valid_after": 2}
+    assert _costs(s_ai) == (2, 20, 10, 0, 0)
+
+
+def test_pointwise_options_are_checked():
+    assert PointwiseScorer(judge=QualityJudge(), max_tokens=1, temperature=0.0).options.max_tokens == 1
+    with pytest.raises(ValueError, match=re.escape("option 'max_tokens': must be >= 1, got 0")):
+        PointwiseScorer(judge=QualityJudge(), max_tokens=0)
+    with pytest.raises(ValueError, match=re.escape("option 'temperature': must be >= 0, got -0.5")):
+        AdaptivePointwiseScorer(judge=QualityJudge(), temperature=-0.5)
+
 
 
 # ------------------------------------------------------------------------------------ registry
