@@ -275,7 +275,8 @@ def test_arena_options_refuse_bad_values_with_exact_messages():
     assert refused(temperature=-0.1) == "option 'temperature': must be >= 0, got -0.1"
     assert refused(l2=-0.5) == "option 'l2': must be >= 0, got -0.5"
     # the edges themselves are allowed
-    ok = ArenaScorer(judge=QualityJudge(), gamma=1.0, max_tokens=1, budget=1, temperature=0.0, l2=0.0).options
+    ok = ArenaScorer(judge=QualityJudge(), schedule="round-robin", gamma=1.0, max_tokens=1, budget=1, temperature=0.0,
+                     l2=0.0).options
     assert (ok.gamma, ok.max_tokens, ok.budget, ok.temperature, ok.l2) == (1.0, 1, 1, 0.0, 0.0)
     assert ArenaScorer(judge=QualityJudge(), gamma=0.51).options.gamma == 0.51
 
@@ -592,7 +593,14 @@ def test_registry_builds_scorers_with_options():
     # the uncertainty schedule's posterior needs the prior: refused with the options, before any judge call
     with pytest.raises(ValueError, match=r"option 'l2': must be > 0 for schedule=uncertainty .*got 0.0"):
         ArenaScorer(judge=QualityJudge(), schedule="uncertainty", l2=0.0)
-    assert ArenaScorer(judge=QualityJudge(), schedule="live", l2=0.0).options.l2 == 0.0  # the plain MLE elsewhere
+    # a Bradley-Terry reward needs the prior too (the batched fit): refused before any judge call; the
+    # win-rate reward fits nothing, so l2 = 0 is fine there
+    for kw in ({"schedule": "live"}, {"schedule": "random"}, {"schedule": "round-robin", "reward": "bt"}):
+        with pytest.raises(ValueError, match=r"option 'l2': must be > 0 for a Bradley-Terry reward .*got 0.0"):
+            ArenaScorer(judge=QualityJudge(), l2=0.0, **kw)
+    for kw in ({"schedule": "round-robin"}, {"schedule": "live", "reward": "winrate"}):
+        assert ArenaScorer(judge=QualityJudge(), l2=0.0, **kw).options.l2 == 0.0
+    assert TournamentScorer(judge=QualityJudge(), l2=0.0).options.l2 == 0.0  # round robin, win rate by default
 
 
 # ------------------------------------------------------------------------------ real embedded model
