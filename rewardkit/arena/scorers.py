@@ -247,6 +247,15 @@ class ArenaOptions(ArenaJudgeOptions):
         if self.schedule == "uncertainty" and self.l2 <= 0:  # its Laplace posterior needs the prior
             raise ValueError(f"option 'l2': must be > 0 for schedule=uncertainty (the Bradley-Terry posterior it "
                              f"schedules by needs the prior), got {self.l2}")
+        if self.bt_reward and self.l2 <= 0:  # refused here, not after every judge call of a batch was spent
+            raise ValueError(f"option 'l2': must be > 0 for a Bradley-Terry reward (reward={self.reward}, schedule="
+                             f"{self.schedule}; the batched eq. 10 fit needs the prior; reward=winrate fits nothing), "
+                             f"got {self.l2}")
+
+    @property
+    def bt_reward(self) -> bool:
+        """Whether the reward is the Bradley-Terry fit (eq. 10) rather than the win rate (eq. 8)."""
+        return self.reward == "bt" or (self.reward == "auto" and self.schedule != "round-robin")
 
 
 @dataclass(frozen=True)
@@ -352,7 +361,7 @@ class ArenaScorer(_ArenaJudge):
         return self._rewards(groups, tours, firsts, agree, verdict_log, requests)
 
     def _rewards(self, groups, tours, firsts, agree, verdict_log, requests):
-        use_bt = self.options.reward == "bt" or (self.options.reward == "auto" and self.options.schedule != "round-robin")
+        use_bt = self.options.bt_reward
         betas = None
         if use_bt and tours:
             n_max = max(len(g) for g in groups)

@@ -340,6 +340,310 @@ def test_real_verifier_routes_real_rollouts(rollouts_path):
     assert mixed.cost.verifier_calls + mixed.cost.cache_hits == 8  # each check once: run, or served from the cache
 
 
+def _arena_pairs(s):
+    """(i, j) of every judged pair of one scored group, in the order the judge was asked."""
+    return [(v["i"], v["j"]) for v in s.extra["verdicts"]]
+
+
+def _tagged_reply(text: str):
+    """QualityJudge's verdicts, except that a shown ``[timeout]``, ``[crash]`` or ``[cutoff]`` response fails
+    the call (a timeout with an error text, an error without one, a verdict cut off by the length limit)."""
+    from rewardkit.backends.base import Completion
+
+    a, b = _pair(text)
+    if "[timeout]" in a + b:
+        return Status.TIMEOUT
+    if "[crash]" in a + b:
+        return Completion([], Status.ERROR)
+    if "[cutoff]" in a + b:
+        return Completion(["Reasoning...\n\\boxed{A}"], prompt_tokens=10, completion_tokens=5, finish_reasons=["length"])
+    if "[broken]" in a + b:
+        return "I cannot decide."
+    return "\\boxed{%s}" % ("A" if _q(a) > _q(b) else "B" if _q(b) > _q(a) else "Tie")
+
+
+def test_arena_options_refuse_bad_values_with_exact_messages():
+    def refused(**kw):
+        with pytest.raises(ValueError) as e:
+            ArenaScorer(judge=QualityJudge(), **kw)
+        return str(e.value)
+
+    assert refused(gamma=0.5) == "option 'gamma': must lie in (1/2, 1] (eq. 7), got 0.5"  # eq. 7: gamma > 1/2
+    assert refused(gamma=1.5) == "option 'gamma': must lie in (1/2, 1] (eq. 7), got 1.5"
+    assert refused(max_tokens=0) == "option 'max_tokens': must be >= 1, got 0"
+    assert refused(budget=0) == "option 'budget': must be >= 1, got 0"
+    assert refused(temperature=-0.1) == "option 'temperature': must be >= 0, got -0.1"
+    assert refused(l2=-0.5) == "option 'l2': must be >= 0, got -0.5"
+    # the edges themselves are allowed
+    ok = ArenaScorer(judge=QualityJudge(), schedule="round-robin", gamma=1.0, max_tokens=1, budget=1, temperature=0.0,
+                     l2=0.0).options
+    assert (ok.gamma, ok.max_tokens, ok.budget, ok.temperature, ok.l2) == (1.0, 1, 1, 0.0, 0.0)
+    assert ArenaScorer(judge=QualityJudge(), gamma=0.51).options.gamma == 0.51
+
+
+def test_two_responses_are_routed_one_response_and_no_reference_are_not():
+    judge = QualityJudge()
+    groups = [group("two", [0, 1], labels=[True, True]), group("one", [5], labels=[True]),
+              group("mix", [0, 1], labels=[True, False]), group("noref", [0, 1], reference=None)]
+    two, one, mix, noref = ArenaScorer(judge=judge, use_labels=True).score(groups)
+    assert [s.group_id for s in (two, one, mix, noref)] == ["two", "one", "mix", "noref"]
+    # two all-correct responses: not diverse, one pair for the judge (q=1 beats q=0)
+    assert two.stats["routed"] and two.stats["judge_calls"] == 1 and judge.generate_batches == [1]
+    np.testing.assert_array_equal(two.rewards, [0.0, 1.0])
+    # a single response cannot be ranked; a diverse group keeps its verifier reward; neither asks the judge
+    for s, want in ((one, [1.0]), (mix, [1.0, 0.0])):
+        assert s.stats["routed"] is False and s.stats["judge_calls"] == 0 and s.cost.judge_calls == 0
+        np.testing.assert_array_equal(s.rewards, want)
+        assert all(st is Status.OK for st in s.statuses) and s.messages is None
+    # no reference and no labels: routing cannot be decided, every response abstains, saying why
+    assert noref.stats["routed"] is False and noref.stats["judge_calls"] == 0
+    assert noref.statuses == [Status.ABSTAIN] * 2 and np.isnan(noref.rewards).all()
+    assert noref.messages == ["no reference answer or labels: cannot decide routing"] * 2
+    # the tournament baseline judges every group, but one response still makes no tournament
+    t_one, t_two = TournamentScorer(judge=QualityJudge(), use_labels=True).score(
+        [group("one", [5], labels=[True]), group("two", [0, 1], labels=[True, False])])
+    assert t_one.group_id == "one" and t_one.statuses == [Status.ABSTAIN] and np.isnan(t_one.rewards[0])
+    assert t_one.messages == ["fewer than two responses: no tournament"]
+    assert t_one.stats["routed"] is False and t_one.stats["judge_calls"] == 0
+    assert t_two.stats["routed"] and t_two.stats["judge_calls"] == 1
+
+
+def test_live_schedule_meets_best_worst_median_and_random_schedule_follows_the_seed():
+    g = group("g", range(8), labels=[True] * 8)  # arrivals in index order, q = index: each newcomer wins all
+    # App. B anchors, by hand: after 3 beats 0, 1, 2 the leaderboard is [3, 2, 1, 0] (win rates 1, 2/3,
+    # 1/3, 0), so 4 meets best 3, worst 0, median 2; then [4, 3, 2, 1, 0] -> 5 meets 4, 0, 2; then
+    # [5, 3, 4, 2, 1, 0] (3 and 4 tie at 3/4, arrival order kept) -> 6 meets 5, 0, 4; then
+    # [6, 3, 5, 4, 2, 1, 0] -> 7 meets 6, 0, 4
+    anchors = [(1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2), (4, 3), (4, 0), (4, 2),
+               (5, 4), (5, 0), (5, 2), (6, 5), (6, 0), (6, 4), (7, 6), (7, 0), (7, 4)]
+    randoms = []
+    for seed in range(4):
+        live = ArenaScorer(judge=QualityJudge(), seed=seed, use_labels=True).score([g])[0]
+        assert _arena_pairs(live) == anchors  # the anchors depend on verdicts only, not on the seed
+        assert live.stats["schedule"] == "live" and live.stats["rounds"] == 7
+        rnd = ArenaScorer(judge=QualityJudge(), schedule="random", seed=seed, use_labels=True).score([g])[0]
+        pairs = _arena_pairs(rnd)
+        assert rnd.stats["judge_calls"] == 18 and rnd.stats["schedule"] == "random"  # 1 + 2 + 3 * 5
+        assert pairs[:6] == anchors[:6]  # the first arrivals meet everyone before them
+        for new in range(3, 8):  # then 3 distinct opponents among the arrived ones
+            opp = [j for i, j in pairs if i == new]
+            assert len(set(opp)) == 3 and all(j < new for j in opp)
+        randoms.append(pairs)
+    assert len({tuple(p) for p in randoms}) > 1  # the seed draws the random opponents
+
+
+def test_uncertainty_schedule_follows_the_seed_and_the_l2_option():
+    g = group("g", [3, 7, 0, 5, 1, 6, 2, 4], labels=[True] * 8)
+
+    def pairs(**kw):
+        s = ArenaScorer(judge=QualityJudge(), schedule="uncertainty", use_labels=True, **kw).score([g])[0]
+        assert s.stats["judge_calls"] == 16 and s.stats["schedule"] == "uncertainty"  # budget 2N
+        return _arena_pairs(s)
+
+    firsts = {tuple(sorted(tuple(sorted(p)) for p in pairs(seed=seed)[:4])) for seed in range(3)}
+    assert len(firsts) > 1  # round 1 (a random perfect matching) is drawn with the scorer's seed
+    assert pairs(seed=0) == pairs(seed=0)
+    # the Laplace posterior that picks later pairs uses the option's prior weight
+    weak, strong = pairs(seed=0, l2=0.05), pairs(seed=0, l2=20.0)
+    assert weak[:4] == strong[:4] and weak[4:] != strong[4:]
+
+
+def test_groups_of_different_sizes_share_rounds_and_one_bradley_terry_fit():
+    judge = QualityJudge()
+    small, big = ArenaScorer(judge=judge, use_labels=True).score(
+        [group("small", [0, 1], labels=[True] * 2), group("big", [2, 0, 3, 1], labels=[True] * 4)])
+    # live: the small group is done after round 1; the big one goes on alone (1 + 2 + 3 pairs)
+    assert judge.generate_batches == [2, 2, 3]
+    assert small.stats["judge_calls"] == 1 and big.stats["judge_calls"] == 6
+    assert small.stats["rounds"] == 1 and big.stats["rounds"] == 3
+    np.testing.assert_array_equal(small.rewards, [0.0, 1.0])
+    assert list(np.argsort(big.rewards)) == [1, 3, 0, 2] and big.rewards.min() == 0 and big.rewards.max() == 1
+    for s in (small, big):
+        assert s.stats["reward_kind"] == "bt"
+        beta = s.extra["bt_strengths"]
+        assert beta.dtype == np.float64 and abs(beta.sum()) < 1e-9  # eq. 10 with the L2 prior: zero mean
+
+
+def test_reward_kind_follows_the_reward_option():
+    g = group("g", [0, 1, 2], labels=[True] * 3)  # live on 3: (1, 0), (2, 0), (2, 1): every pair once
+
+    def run(**kw):
+        return ArenaScorer(judge=QualityJudge(), gamma=0.75, use_labels=True, **kw).score([g])[0]
+
+    for kw in ({}, {"reward": "bt"}, {"schedule": "round-robin", "reward": "bt"}):
+        s = run(**kw)
+        assert s.stats["reward_kind"] == "bt", kw
+        beta = s.extra["bt_strengths"]
+        assert beta.dtype == np.float64 and beta[0] < beta[1] < beta[2] and abs(beta.sum()) < 1e-9
+        # Sec. 4: the reward is the min-max normalised log-strength (beta_1 = 0 by symmetry -> 1/2)
+        np.testing.assert_allclose(s.rewards, [0.0, 0.5, 1.0], atol=1e-9)
+    for kw in ({"schedule": "round-robin"}, {"reward": "winrate"}, {"schedule": "round-robin", "reward": "winrate"}):
+        s = run(**kw)
+        assert s.stats["reward_kind"] == "winrate" and "bt_strengths" not in s.extra, kw
+        np.testing.assert_allclose(s.rewards, [0.25, 0.5, 0.75])  # eq. 8 with gamma = 0.75 (eq. 7)
+    assert run(schedule="round-robin").stats["schedule"] == "round-robin"
+
+    # the L2 prior of eq. 10 pulls the strengths together: a weak prior spreads them more
+    def spread(l2):
+        beta = run(l2=l2).extra["bt_strengths"]
+        return beta.max() - beta.min()
+
+    assert spread(0.1) > spread(1.0) > spread(10.0)
+
+
+@pytest.mark.filterwarnings("error")  # a failed pair is no numpy "mean of empty slice" either
+def test_failed_judge_calls_are_invalid_matches_with_their_status_and_message():
+    from rewardkit.verdicts import parse_boxed_choice
+
+    babble = parse_boxed_choice("I cannot decide.").message
+    g = group("g", [0, 1, 2, 3, 4], labels=[True] * 5)
+    for k, tag in ((2, "[timeout]"), (3, "[crash]"), (4, "[broken]")):
+        g.responses[k] += " " + tag
+    judge = ScriptedJudge(_tagged_reply)
+    s = ArenaScorer(judge=judge, schedule="round-robin", reward="bt", use_labels=True).score([g])[0]
+    assert judge.generate_batches == [10]
+    timeout, crash = "scripted timeout", "judge call failed (error)"
+    # round-robin order: (0,1) (0,2) (0,3) (0,4) (1,2) (1,3) (1,4) (2,3) (2,4) (3,4); a timeout wins over a crash
+    assert s.extra["invalid_matches"] == [[0, 2, timeout], [0, 3, crash], [0, 4, babble], [1, 2, timeout],
+                                          [1, 3, crash], [1, 4, babble], [2, 3, timeout], [2, 4, timeout],
+                                          [3, 4, crash]]
+    assert s.extra["matches"] == [[0, 1, 0.0]]  # q=1 beats q=0
+    want = {(0, 2): ("timeout", timeout), (0, 3): ("error", crash), (0, 4): ("invalid", babble),
+            (1, 2): ("timeout", timeout), (1, 3): ("error", crash), (1, 4): ("invalid", babble),
+            (2, 3): ("timeout", timeout), (2, 4): ("timeout", timeout), (3, 4): ("error", crash)}
+    for v in s.extra["verdicts"]:
+        assert set(v) == {"i", "j", "i_first", "outcome_first", "status", "message"}
+        if (v["i"], v["j"]) == (0, 1):
+            assert (v["status"], v["message"]) == ("ok", None)
+            assert v["outcome_first"] == (0.0 if v["i_first"] else 1.0)  # 1 is better, whichever is shown first
+        else:
+            assert (v["status"], v["message"], v["outcome_first"]) == (*want[v["i"], v["j"]], None)
+    assert s.stats["invalid_matches"] == 9 and s.stats["pairs_judged"] == 10 and s.stats["judge_calls"] == 10
+    assert s.stats["rounds"] == 1 and s.stats["order_agreement"] is None  # one order per pair: nothing to agree on
+    # every request costs a call; only the answered ones (1 verdict, 2 babbles) report tokens
+    assert (s.cost.judge_calls, s.cost.prompt_tokens, s.cost.completion_tokens) == (10, 30, 15)
+    # traces 2, 3, 4 have no valid match: invalid, no reward, never a made-up tie
+    assert s.statuses == [Status.OK, Status.OK] + [Status.INVALID] * 3
+    assert s.messages == [None, None] + ["no valid tournament match for this trace (every judge call failed)"] * 3
+    np.testing.assert_array_equal(s.rewards, [0.0, 1.0, np.nan, np.nan, np.nan])
+    beta = s.extra["bt_strengths"]
+    assert beta.dtype == np.float64 and np.isnan(beta[2:]).all() and beta[0] < 0 < beta[1]
+    assert beta[0] == pytest.approx(-beta[1])
+    # both orders: a pair whose two calls failed keeps both reasons
+    both = ArenaScorer(judge=ScriptedJudge(_tagged_reply), schedule="round-robin", both_orders=True,
+                       use_labels=True).score([g])[0]
+    assert both.extra["invalid_matches"][:2] == [[0, 2, f"{timeout}; {timeout}"], [0, 3, f"{crash}; {crash}"]]
+    assert both.stats["judge_calls"] == 20 and both.stats["pairs_judged"] == 10
+
+
+def test_a_whole_group_of_failed_calls_is_invalid_beside_a_judged_group():
+    g_bad = group("bad", [0, 1, 2], labels=[True] * 3)
+    g_bad.responses = [r + " [timeout]" for r in g_bad.responses]
+    for reward in ("bt", "winrate"):
+        bad, ok = ArenaScorer(judge=ScriptedJudge(_tagged_reply), reward=reward, use_labels=True).score(
+            [g_bad, group("ok", [0, 2, 1], labels=[True] * 3)])
+        assert bad.statuses == [Status.INVALID] * 3 and np.isnan(bad.rewards).all()
+        assert bad.stats["invalid_matches"] == 3 and bad.extra["matches"] == []
+        assert ok.statuses == [Status.OK] * 3
+        np.testing.assert_allclose(ok.rewards, [0.0, 1.0, 0.5], atol=1e-9)
+
+
+def test_cut_off_verdicts_are_invalid_not_read():
+    from rewardkit.backends.base import Completion
+
+    g = group("g", [0, 1, 2], labels=[True] * 3)
+    g.responses[2] += " [cutoff]"
+    s = ArenaScorer(judge=ScriptedJudge(_tagged_reply), schedule="round-robin", use_labels=True).score([g])[0]
+    assert [m[:2] for m in s.extra["invalid_matches"]] == [[0, 2], [1, 2]]
+    assert all("stopped for length" in m[2] for m in s.extra["invalid_matches"])
+    assert s.statuses[2] is Status.INVALID and s.extra["matches"] == [[0, 1, 0.0]]
+    # the rubric judge too: a cut-off "\boxed{1}" is no score
+    cut = ScriptedJudge(lambda p: Completion(["\\boxed{1}"], finish_reasons=["length"]) if "[q=1]" in p else "\\boxed{0}")
+    p = PointwiseScorer(judge=cut, use_labels=True).score([group("p", [0, 1], labels=[True] * 2)])[0]
+    assert p.statuses == [Status.OK, Status.INVALID] and "stopped for length" in p.messages[1]
+
+
+def test_gamma_softens_generate_verdicts():
+    s = ArenaScorer(judge=QualityJudge(), schedule="round-robin", gamma=0.75, use_labels=True).score(
+        [group("g", [0, 1, 2], labels=[True] * 3)])[0]
+    np.testing.assert_allclose(s.rewards, [0.25, 0.5, 0.75])  # eq. 7: a win is worth 0.75, a loss 0.25
+    assert set(s.extra["first_shown_outcomes"]) <= {0.25, 0.75} and len(s.extra["first_shown_outcomes"]) == 3
+
+
+def test_logit_mode_asks_the_verdict_choices_and_keeps_failures():
+    from rewardkit.backends.base import VerdictResult
+    from rewardkit.prompts.arena import POINTWISE_VERDICT_PREFIX, TOURNAMENT_VERDICT_PREFIX
+
+    def probs(text, choices):
+        a, b = _pair(text)
+        if "[timeout]" in a + b:  # failed, even with three numbers attached
+            return VerdictResult(np.array([0.8, 0.1, 0.1]), Status.TIMEOUT, error="backend timed out")
+        if "[short]" in a + b:  # "ok" but not one probability per choice
+            return VerdictResult(np.array([0.5, 0.5]))
+        if "[silent]" in a + b:  # failed without a reason
+            return VerdictResult(np.array([]), Status.ERROR)
+        return [0.6, 0.3, 0.1] if _q(a) > _q(b) else [0.3, 0.6, 0.1]  # (A, B, Tie): the better one, mildly
+
+    g = group("g", [0, 1, 2, 3, 4], labels=[True] * 5)
+    for k, tag in ((2, "[timeout]"), (3, "[short]"), (4, "[silent]")):
+        g.responses[k] += " " + tag
+    judge = ScriptedJudge(probs=probs)
+    s = ArenaScorer(judge=judge, mode="logit", schedule="round-robin", gamma=0.75, use_labels=True).score([g])[0]
+    for r in judge.requests:
+        assert tuple(r.choices) == ("A", "B", "Tie") and r.assistant_prefix == TOURNAMENT_VERDICT_PREFIX
+        assert len(r.messages) == 1 and r.messages[0]["role"] == "user"
+    # eq. 7 averaged over (A, B, Tie): 0.75 * 0.6 + 0.25 * 0.3 + 0.5 * 0.1 = 0.575 for the better trace
+    np.testing.assert_allclose(s.rewards[:2], [0.425, 0.575])
+    none = "judge returned no verdict probabilities"
+    assert s.extra["invalid_matches"] == [[0, 2, "backend timed out"], [0, 3, none], [0, 4, none],
+                                          [1, 2, "backend timed out"], [1, 3, none], [1, 4, none],
+                                          [2, 3, "backend timed out"], [2, 4, "backend timed out"], [3, 4, none]]
+    status = {(v["i"], v["j"]): v["status"] for v in s.extra["verdicts"]}
+    assert status == {(0, 1): "ok", (0, 2): "timeout", (0, 3): "error", (0, 4): "error", (1, 2): "timeout",
+                      (1, 3): "error", (1, 4): "error", (2, 3): "timeout", (2, 4): "timeout", (3, 4): "error"}
+    assert s.statuses == [Status.OK, Status.OK] + [Status.INVALID] * 3
+    # the rubric judge is asked for its scores after its own prefix
+    point = ScriptedJudge(probs=lambda text, choices: [0.6, 0.3, 0.1])
+    PointwiseScorer(judge=point, mode="logit", use_labels=True).score([group("p", [0, 1], labels=[True] * 2)])
+    assert [tuple(r.choices) for r in point.requests] == [("1", "0.5", "0")] * 2
+    assert all(r.assistant_prefix == POINTWISE_VERDICT_PREFIX for r in point.requests)
+
+
+def test_generate_requests_carry_the_judge_options_and_the_drawn_presentation():
+    judge = QualityJudge()
+    g = group("g", [0, 1, 2, 3], labels=[True] * 4)
+    s = ArenaScorer(judge=judge, max_tokens=77, temperature=0.3, seed=5, use_labels=True).score([g])[0]
+    assert {(r.max_tokens, r.temperature, r.seed) for r in judge.requests} == {(77, 0.3, 5)}
+    assert all(r.messages == [{"role": "user", "content": p}] for r, p in zip(judge.requests, judge.prompts, strict=True))
+    # each prompt shows the problem, the reference and the pair in the order its verdict records
+    for v, p in zip(s.extra["verdicts"], judge.prompts, strict=True):
+        a, b = (v["i"], v["j"]) if v["i_first"] else (v["j"], v["i"])
+        assert p == tournament_prompt("problem g", "7", g.responses[a], g.responses[b])
+
+
+def test_order_agreement_compares_the_two_presentations():
+    # a logit judge scripted per shown (q_A, q_B): how much it prefers A depends on the position
+    table = {(1, 0): [0.9, 0.05, 0.05], (0, 1): [0.3, 0.6, 0.1],  # same winner, different margins
+             (2, 3): [1.0, 0.0, 0.0], (3, 2): [0.0, 0.0, 1.0],  # a win one way, a tie the other
+             (4, 4): [0.0, 0.0, 1.0],  # a tie both ways
+             (5, 6): [1.0, 0.0, 0.0], (6, 5): [1.0, 0.0, 0.0]}  # always A: a flip
+
+    def probs(text, choices):
+        a, b = _pair(text)
+        return table[_q(a), _q(b)]
+
+    groups = [group("lo", [0, 1], labels=[True] * 2), group("hi", [1, 0], labels=[True] * 2),
+              group("half", [2, 3], labels=[True] * 2), group("tie", [4, 4], labels=[True] * 2),
+              group("flip", [5, 6], labels=[True] * 2)]
+    scores = ArenaScorer(judge=ScriptedJudge(probs=probs), mode="logit", schedule="round-robin", both_orders=True,
+                         use_labels=True).score(groups)
+    agreement = {s.group_id: s.stats["order_agreement"] for s in scores}
+    assert agreement == {"lo": 1.0, "hi": 1.0, "half": 0.0, "tie": 1.0, "flip": 0.0}
+    assert all(s.stats["judge_calls"] == 2 and s.stats["pairs_judged"] == 1 for s in scores)
+    # trace 0 of "lo": 0.35 when shown first, 1 - 0.925 when shown second; the pair's outcome is their mean
+    np.testing.assert_allclose(scores[0].rewards, [0.2125, 0.7875])
+
+
 # ------------------------------------------------------------------------------------ pointwise
 
 
@@ -457,7 +761,14 @@ def test_registry_builds_scorers_with_options():
     # the uncertainty schedule's posterior needs the prior: refused with the options, before any judge call
     with pytest.raises(ValueError, match=r"option 'l2': must be > 0 for schedule=uncertainty .*got 0.0"):
         ArenaScorer(judge=QualityJudge(), schedule="uncertainty", l2=0.0)
-    assert ArenaScorer(judge=QualityJudge(), schedule="live", l2=0.0).options.l2 == 0.0  # the plain MLE elsewhere
+    # a Bradley-Terry reward needs the prior too (the batched fit): refused before any judge call; the
+    # win-rate reward fits nothing, so l2 = 0 is fine there
+    for kw in ({"schedule": "live"}, {"schedule": "random"}, {"schedule": "round-robin", "reward": "bt"}):
+        with pytest.raises(ValueError, match=r"option 'l2': must be > 0 for a Bradley-Terry reward .*got 0.0"):
+            ArenaScorer(judge=QualityJudge(), l2=0.0, **kw)
+    for kw in ({"schedule": "round-robin"}, {"schedule": "live", "reward": "winrate"}):
+        assert ArenaScorer(judge=QualityJudge(), l2=0.0, **kw).options.l2 == 0.0
+    assert TournamentScorer(judge=QualityJudge(), l2=0.0).options.l2 == 0.0  # round robin, win rate by default
 
 
 # ------------------------------------------------------------------------------ real embedded model
