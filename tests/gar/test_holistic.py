@@ -76,6 +76,20 @@ def test_registered_without_slicing_options():
     assert not names & {"slice_tokens", "segmentation", "partial", "context"}
 
 
+def test_the_whole_trace_is_judged_without_a_context_block():
+    judge = ScriptedJudge(_reply)
+    HolisticScorer(judge=judge, lambda1=0.0).score([_group([CLEAN])])
+    assert judge.prompts == ["Problem:\n6 bags hold 7 apples each. How many apples?\n\nReasoning to evaluate:\n" + CLEAN]
+
+
+def test_lambda1_zero_turns_the_verifier_off():
+    no_reference = Group("g0", "6 bags hold 7 apples each. How many apples?", [CLEAN, TRACE])
+    (off,) = HolisticScorer(judge=ScriptedJudge(_reply), lambda1=0.0, lambda2=2.0).score([no_reference])
+    assert off.statuses == [Status.OK, Status.OK] and off.rewards.tolist() == [2.0, 0.0]  # lambda2 * verdict
+    (on,) = HolisticScorer(judge=ScriptedJudge(_reply)).score([no_reference])
+    assert on.statuses == [Status.ABSTAIN] * 2  # R^m needs the reference
+
+
 @pytest.mark.model
 def test_real_model_logit(judge_backend):
     (s,) = HolisticScorer(judge=judge_backend, mode="logit", soft=True, lambda1=0.0).score([_group([CLEAN, "\\boxed{13}"])])

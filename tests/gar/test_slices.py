@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rewardkit.answers import Check
+from rewardkit.backends.base import Completion, VerdictResult
 from rewardkit.gar.rewards import (
     alignment_reward,
     alignment_terms,
@@ -18,10 +20,10 @@ from rewardkit.gar.rewards import (
     reasoner_reward,
     slice_mean,
 )
-from rewardkit.gar.slices import SliceScorer
+from rewardkit.gar.slices import DiscriminatorOptions, SliceJudgment, SliceOptions, SliceScorer
 from rewardkit.gar.slicing import fixed_windows, make_slices, protected_spans, slice_text, whitespace_tokens
 from rewardkit.testing import ScriptedJudge
-from rewardkit.types import Group, Status
+from rewardkit.types import Cost, Group, Status
 from rewardkit.verdicts import boxed_contents
 
 # ------------------------------------------------------------------------------------ strategies
@@ -382,7 +384,8 @@ def test_scorer_partial_mode_judges_first_n_and_drops_exact_match():
 def test_scorer_without_reference_abstains_unless_verifier_off():
     g = Group("g", "p", [_lines("a", "b ERR")])
     out = _scorer(RuleJudge())([g])[0]
-    assert out.statuses == [Status.ABSTAIN] and "reference" in out.messages[0]
+    assert out.statuses == [Status.ABSTAIN] and np.isnan(out.rewards[0])
+    assert out.messages == ["no reference answer for exact match R^m (set lambda1=0)"]
     out = _scorer(RuleJudge(), lambda1=0.0, lambda2=2.0)([g])[0]
     assert out.statuses == [Status.OK] and out.rewards.tolist() == [1.0]
 
@@ -407,6 +410,256 @@ def test_scorer_registry_options_and_fixed_segmentation():
     sc = get_scorer("slices", judge=judge, mode="logit", slice_tokens="3", segmentation="fixed", lambda1="0")
     out = sc([Group("g", "p", ["a b c d e f g"])])[0]
     assert out.components["n_slices"] == [3] and judge.verdict_batches == [3]
+
+
+# ------------------------------------------------------------------------------------ scorer: options, verdicts, failures
+
+
+@pytest.mark.parametrize(("cls", "fields", "message"), [
+    (DiscriminatorOptions, {"lambda2": -1.0}, "option 'lambda1'/'lambda2': must be >= 0, got 1.0, -1.0"),
+    (DiscriminatorOptions, {"lambda1": -0.5}, "option 'lambda1'/'lambda2': must be >= 0, got -0.5, 1.0"),
+    (DiscriminatorOptions, {"max_tokens": 0}, "option 'max_tokens': must be >= 1, got 0"),
+    (DiscriminatorOptions, {"temperature": -0.1}, "option 'temperature': must be >= 0, got -0.1"),
+    (DiscriminatorOptions, {"threshold": 1.5}, "option 'threshold': must lie in [0, 1], got 1.5"),
+    (DiscriminatorOptions, {"threshold": -0.1}, "option 'threshold': must lie in [0, 1], got -0.1"),
+    (SliceOptions, {"lambda2": -2.0}, "option 'lambda1'/'lambda2': must be >= 0, got 1.0, -2.0"),
+    (SliceOptions, {"partial": True, "partial_slices": 0}, "option 'partial_slices': must be >= 1, got 0"),
+    (SliceOptions, {"slice_tokens": 0}, "option 'slice_tokens': must be >= 1, got 0"),
+    (SliceOptions, {"min_slice_tokens": -1}, "option 'min_slice_tokens': must be >= 0, got -1"),
+])
+def test_discriminator_options_refuse_out_of_range_values_with_exact_messages(cls, fields, message):
+    with pytest.raises(ValueError) as e:
+        cls(**fields)
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize("fields", [
+    {"lambda1": 0.0, "lambda2": 0.0},  # sec. 3: lambda1, lambda2 >= 0
+    {"lambda2": 0.5},
+    {"max_tokens": 1},
+    {"temperature": 0.0},
+    {"threshold": 0.0},
+    {"threshold": 1.0},
+    {"partial": True, "partial_slices": 1},
+    {"partial": False, "partial_slices": 0},  # n is read only in partial-trace mode
+    {"slice_tokens": 1},
+    {"min_slice_tokens": 0},
+])
+def test_slice_options_accept_the_edges_of_their_ranges(fields):
+    o = SliceOptions(**fields)
+    assert {k: getattr(o, k) for k in fields} == fields
+
+
+def test_slice_judgment_score_is_the_hard_verdict_at_threshold_one_half_by_default():
+    assert SliceJudgment(Status.OK, "YES", 0.7).score() == 1.0  # 1[P(YES) >= 0.5], not P(YES)
+    assert SliceJudgment(Status.OK, "YES", 0.7).score(soft=True) == 0.7
+    assert SliceJudgment(Status.OK, "YES", 0.5).score() == 1.0  # at the threshold: YES
+    assert SliceJudgment(Status.OK, "NO", 0.75).score(threshold=0.75) == 1.0
+    assert SliceJudgment(Status.OK, "NO", 0.74).score(threshold=0.75) == 0.0
+    assert SliceJudgment(Status.OK, "YES").score() == 1.0 and SliceJudgment(Status.OK, "NO").score(soft=True) == 0.0
+    assert SliceJudgment(Status.INVALID, message="why").score() is None
+
+
+def test_slice_judgment_to_dict_names_every_field():
+    j = SliceJudgment(Status.INVALID, output="Hmm. **YES** fine", message="why")
+    assert j.to_dict() == {"status": "invalid", "verdict": None, "p_yes": None, "output": "Hmm. **YES** fine",
+                           "rationale": "fine", "message": "why"}
+
+
+def test_scorer_slice_details_components_lambda2_and_costs():
+    judge = RuleJudge()
+    out = _scorer(judge, lambda1=0.0, lambda2=2.0)([Group("g7", "p", [_lines("fine", "GARBLE", "x ERR")])])[0]
+    assert out.group_id == "g7"
+    assert out.rewards.tolist() == [1.0]  # lambda2 * R^s = 2 * (1 + 0) / 2, the garbled slice left out
+    assert out.components["n_slices"] == [3] and out.components["n_valid_slices"] == [2]
+    assert out.components["slice_mean"] == [0.5]
+    assert len(out.components["exact_match"]) == 1 and math.isnan(out.components["exact_match"][0])  # R^m off
+    first, garbled, _ = out.extra["slices"][0]
+    assert first == {"text": "Next fine\n", "start": 0, "end": 10, "tokens": 2, "score": 1.0, "status": "ok",
+                     "verdict": "YES", "p_yes": None, "output": "Checks the step.\n**YES** Because yes.",
+                     "rationale": "Because yes.", "message": None}
+    assert garbled == {"text": "Next GARBLE\n", "start": 10, "end": 22, "tokens": 2, "score": None,
+                       "status": "invalid", "verdict": None, "p_yes": None, "output": "I cannot tell.",
+                       "rationale": "", "message": "no **YES**/**NO** verdict where the prompt asks for one in judge "
+                                                   "output (ends: 'I cannot tell.')"}
+    assert out.cost == Cost(judge_calls=3, prompt_tokens=30, completion_tokens=24, seconds=out.cost.seconds)
+
+
+def test_generate_requests_carry_the_cap_K_and_the_temperature():
+    judge = RuleJudge()
+    _scorer(judge, lambda1=0.0)([Group("g", "p", [_lines("a", "b")])])
+    assert [(r.max_tokens, r.temperature) for r in judge.requests] == [(128, 0.0)] * 2  # K = 128 (sec. 3)
+    judge = RuleJudge()
+    _scorer(judge, lambda1=0.0, max_tokens=64, temperature=0.7)([Group("g", "p", [_lines("a", "b")])])
+    assert [(r.max_tokens, r.temperature) for r in judge.requests] == [(64, 0.7)] * 2
+
+
+def test_context_shows_the_trace_before_each_slice_only_when_asked():
+    g = Group("g", "p", [_lines("a", "b", "c")])
+    judge = RuleJudge()
+    _scorer(judge, lambda1=0.0, context=True)([g])
+    assert judge.prompts == [
+        "Problem:\np\n\nReasoning to evaluate:\nNext a",  # the first slice has nothing before it
+        "Problem:\np\n\nEarlier reasoning (context only, do not judge it):\nNext a\n\nReasoning to evaluate:\nNext b",
+        "Problem:\np\n\nEarlier reasoning (context only, do not judge it):\nNext a\nNext b\n\n"
+        "Reasoning to evaluate:\nNext c",
+    ]
+    judge = RuleJudge()
+    _scorer(judge, lambda1=0.0)([g])
+    assert judge.prompts == [f"Problem:\np\n\nReasoning to evaluate:\nNext {x}" for x in "abc"]
+
+
+def test_logit_mode_verdicts_and_hard_scores_follow_the_threshold():
+    g = Group("g", "p", [_lines("a", "b ERR")])  # P(YES) = 0.9 and 0.2
+    for threshold, verdicts, reward in [(0.5, ["YES", "NO"], 0.5), (0.9, ["YES", "NO"], 0.5),
+                                        (0.95, ["NO", "NO"], 0.0), (0.2, ["YES", "YES"], 1.0)]:
+        judge = RuleJudge()
+        out = _scorer(judge, mode="logit", lambda1=0.0, threshold=threshold)([g])[0]
+        assert [x["verdict"] for x in out.extra["slices"][0]] == verdicts, threshold
+        assert [x["score"] for x in out.extra["slices"][0]] == [float(v == "YES") for v in verdicts], threshold
+        assert out.rewards.tolist() == [reward], threshold
+    # P(YES) = M_d(x) is read after the assistant turn opens with "**": the next token is YES or NO (App. B)
+    assert all(r.assistant_prefix == "**" and tuple(r.choices) == ("YES", "NO") for r in judge.requests)
+    soft = _scorer(RuleJudge(), mode="logit", lambda1=0.0, threshold=0.95, soft=True)([g])[0]
+    assert soft.rewards[0] == pytest.approx((0.9 + 0.2) / 2)  # soft r^s ignores the threshold
+    assert [x["verdict"] for x in soft.extra["slices"][0]] == ["NO", "NO"]
+
+
+def _failing_probs(prompt, choices):
+    s = _slice(prompt)
+    if "SLOW" in s:
+        return Status.TIMEOUT  # ScriptedJudge: error text "scripted timeout", no tokens
+    if "THREE" in s:
+        return VerdictResult(np.array([0.1, 0.3, 0.6]), prompt_tokens=7)  # ok, but not one P per verdict
+    if "SILENT" in s:
+        return VerdictResult(np.array([]), Status.ERROR)  # a failure without an error text
+    return _rule_probs(prompt, choices)
+
+
+def test_logit_mode_failed_or_malformed_verdicts_are_typed_masked_and_still_cost_a_call():
+    judge = ScriptedJudge(probs=_failing_probs)
+    g = Group("g", "p", [_lines("SLOW a", "fine"), _lines("THREE a", "fine"), _lines("SILENT a"), _lines("SLOW b")])
+    out = _scorer(judge, mode="logit", lambda1=0.0)([g])[0]
+    assert judge.verdict_batches == [6]
+    assert out.statuses == [Status.OK, Status.OK, Status.ERROR, Status.TIMEOUT]
+    assert out.rewards[:2].tolist() == [1.0, 1.0] and np.isnan(out.rewards[2:]).all()  # masked, never a NO
+    assert out.messages == [None, None, "no valid slice verdict out of 1: verdict_probs returned 0 probs",
+                            "no valid slice verdict out of 1: scripted timeout"]
+    assert [[(x["status"], x["message"], x["score"]) for x in r] for r in out.extra["slices"]] == [
+        [("timeout", "scripted timeout", None), ("ok", None, 1.0)],
+        [("error", "verdict_probs returned 3 probs", None), ("ok", None, 1.0)],
+        [("error", "verdict_probs returned 0 probs", None)],
+        [("timeout", "scripted timeout", None)],
+    ]
+    assert out.components["n_valid_slices"] == [1, 1, 0, 0]
+    assert (out.cost.judge_calls, out.cost.prompt_tokens) == (6, 10 + 7 + 10)  # a failed call is still a call
+
+
+def _failing_reply(prompt):
+    s = _slice(prompt)
+    if "BROKEN" in s:
+        return Completion([], Status.ERROR)  # a failure without an error text
+    if "LONG" in s:
+        return Completion([], Status.TIMEOUT, error="x" * 600)
+    if "CUT" in s:  # the K-token cap stopped it right after the verdict
+        return Completion(["Looks right.\n**YES**"], finish_reasons=["length"], prompt_tokens=10, completion_tokens=128)
+    if "CAPPED" in s:  # the cap cut the rationale: the verdict stands (sec. 4.3)
+        return Completion(["Adds.\n**NO** The step adds instead of"], finish_reasons=["length"], prompt_tokens=10,
+                          completion_tokens=128)
+    return _rule_reply(prompt)
+
+
+def test_generate_mode_failures_give_typed_statuses_and_every_reason():
+    judge = ScriptedJudge(_failing_reply, completion_tokens=8)
+    garbled = "no **YES**/**NO** verdict where the prompt asks for one in judge output (ends: 'I cannot tell.')"
+    g = Group("g", "p", [_lines("SLOW a", "GARBLE b"), _lines("BROKEN a", "SLOW b"), _lines("BROKEN a", "GARBLE b"),
+                         _lines("LONG a"), _lines("CUT a"), _lines("CAPPED a"), ""])
+    out = _scorer(judge, lambda1=0.0)([g])[0]
+    assert out.statuses == [Status.TIMEOUT, Status.TIMEOUT, Status.ERROR, Status.TIMEOUT, Status.INVALID,
+                            Status.OK, Status.INVALID]  # a timeout is named first, then an error
+    assert out.rewards[5] == 0.0 and np.isnan(np.delete(out.rewards, 5)).all()
+    assert out.messages == [
+        f"no valid slice verdict out of 2: {garbled}; scripted timeout",
+        "no valid slice verdict out of 2: judge call error; scripted timeout",
+        f"no valid slice verdict out of 2: judge call error; {garbled}",
+        "no valid slice verdict out of 1: " + "x" * 500,  # the reasons are cut at 500 characters
+        "no valid slice verdict out of 1: the judge stopped for length (finish_reason='length') before its "
+        "explanation began: the verdict may not be complete in judge output (ends: 'Looks right. **YES**')",
+        None,
+        "empty response: nothing to slice",
+    ]
+    assert out.extra["slices"][5][0]["verdict"] == "NO" and out.components["n_slices"] == [2, 2, 2, 1, 1, 1, 0]
+    # 9 calls, failed ones included; tokens: two garbled replies (10 + 8 each) and two capped ones (10 + 128)
+    assert (out.cost.judge_calls, out.cost.prompt_tokens, out.cost.completion_tokens) == (9, 40, 2 * 8 + 2 * 128)
+
+
+class _Checker:
+    """An answer checker whose checks are scripted per (reference, answer)."""
+
+    def __init__(self, checks: dict[tuple[str, str], Check]):
+        self.checks = checks
+
+    def check_many(self, pairs):
+        return [self.checks[p] for p in pairs]
+
+
+_TIMED_OUT = Check(None, Status.TIMEOUT, "math-verify exceeded 5s")
+
+
+def test_scorer_uses_the_given_checker_and_a_failed_check_is_that_responses_status():
+    # the scripted checker calls 4 right (a checker the user chose decides R^m) and times out on 7
+    checker = _Checker({("5", "5"): Check(True), ("5", "4"): Check(True), ("5", "7"): _TIMED_OUT})
+    g = Group("g", "2+3?", [_lines("so \\boxed{5}"), _lines("so \\boxed{4}"), _lines("so \\boxed{7}"),
+                            _lines("GARBLE \\boxed{7}")], reference="5")
+    out = _scorer(RuleJudge(), checker=checker)([g])[0]
+    assert out.statuses == [Status.OK, Status.OK, Status.TIMEOUT, Status.INVALID]
+    assert out.rewards[:2].tolist() == [2.0, 2.0] and np.isnan(out.rewards[2:]).all()  # 1 * R^m + 1 * R^s
+    assert out.messages[:3] == [None, None, "math-verify exceeded 5s"]
+    assert out.messages[3].startswith("no valid slice verdict out of 1: no **YES**/**NO**")  # the judge's reason first
+    assert out.components["exact_match"][:2] == [1.0, 1.0] and np.isnan(out.components["exact_match"][2:]).all()
+    assert (out.cost.verifier_calls, out.cost.judge_calls) == (4, 4)  # the verifier's checks are counted too
+
+
+def test_discriminator_objective_fields_and_lambda_weights():
+    judge = RuleJudge()
+    g = Group("g", "2+3?", [_lines("ok \\boxed{5}"), _lines("ERR \\boxed{4}")], reference="5",
+              expert=_lines("x", "y"))
+    obj = _scorer(judge, mode="logit").discriminator_objective([g], lambda3=2.0, lambda4=1.0)
+    r_d = math.log(0.9) + (math.log(0.1) + math.log(0.8)) / 2
+    r_a = (0.9 + (1 - 0.2)) / 2
+    assert set(obj) == {"R_d", "R_a", "R_dis", "p_real", "is_reference", "gan_terms", "statuses", "cost"}
+    assert obj["R_dis"] == pytest.approx(2.0 * r_d + 1.0 * r_a)  # R^dis = lambda3 R^d + lambda4 R^a
+    assert obj["p_real"] == pytest.approx([0.9, 0.9, 0.9, 0.2])
+    assert obj["gan_terms"] == pytest.approx([math.log(0.9), math.log(0.9), math.log(0.1), math.log(0.8)])
+    assert obj["statuses"] == ["ok"] * 4 and obj["cost"] == Cost(judge_calls=4, prompt_tokens=40)
+
+
+def test_discriminator_objective_generate_mode_reads_hard_verdicts():
+    judge = RuleJudge()
+    g = Group("g", "2+3?", [_lines("ok \\boxed{5}"), _lines("ERR \\boxed{4}")], reference="5",
+              expert=_lines("x", "y"))
+    obj = _scorer(judge).discriminator_objective([g])
+    assert judge.generate_batches == [4] and obj["p_real"] == [1.0, 1.0, 1.0, 0.0]  # M_d(x): YES = 1, NO = 0
+    eps = 1e-6  # hard verdicts clipped to [eps, 1 - eps]
+    r_d = math.log(1 - eps) + (math.log(eps) + math.log(1 - eps)) / 2
+    assert obj["R_d"] == pytest.approx(r_d) and obj["R_a"] == 1.0  # both traces' verdicts agree with correctness
+    assert obj["R_dis"] == pytest.approx(r_d + 0.5)
+    assert obj["cost"] == Cost(judge_calls=4, prompt_tokens=40, completion_tokens=32)
+
+
+def test_discriminator_objective_needs_reference_slices():
+    g = Group("g", "p", [_lines("a"), _lines("b ERR")], reference="5")  # no expert solution
+    with pytest.raises(ValueError) as e:
+        _scorer(RuleJudge(), mode="logit").discriminator_objective([g])
+    assert str(e.value) == "gan_reward needs reference and generated slices (0 ref, 2 gen valid)"
+
+
+def test_discriminator_objective_alignment_uses_the_given_checker_and_skips_unchecked_traces():
+    checker = _Checker({("5", "5"): _TIMED_OUT, ("5", "4"): Check(False)})
+    g = Group("g", "2+3?", [_lines("ok \\boxed{5}"), _lines("ERR \\boxed{4}")], reference="5", expert=_lines("x"))
+    obj = _scorer(RuleJudge(), mode="logit", checker=checker).discriminator_objective([g])
+    assert obj["R_a"] == pytest.approx(1 - 0.2)  # only the checked (wrong) trace: its slice's P(YES) = 0.2
+
 
 
 # ------------------------------------------------------------------------------------ real model
