@@ -158,9 +158,12 @@ class DiscriminatorScorer(JudgeScorer):
             )
             for r in vres:
                 c = cost_of([r])
-                if r.status is not Status.OK or len(r.probs) != 2:
-                    out.append(SliceJudgment(Status(r.status) if r.status is not Status.OK else Status.ERROR,
-                                             message=r.error or f"verdict_probs returned {len(r.probs)} probs", cost=c))
+                if r.status is not Status.OK:  # named like a failed generate call when the backend gave no text
+                    out.append(SliceJudgment(Status(r.status), message=r.error or f"judge call {r.status}", cost=c))
+                    continue
+                if len(r.probs) != 2:
+                    out.append(SliceJudgment(Status.ERROR, message=f"verdict_probs returned {len(r.probs)} probs",
+                                             cost=c))
                     continue
                 p = float(r.probs[0])
                 out.append(SliceJudgment(Status.OK, "YES" if p >= o.threshold else "NO", p, cost=c))

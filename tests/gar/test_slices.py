@@ -543,12 +543,13 @@ def test_logit_mode_failed_or_malformed_verdicts_are_typed_masked_and_still_cost
     assert judge.verdict_batches == [6]
     assert out.statuses == [Status.OK, Status.OK, Status.ERROR, Status.TIMEOUT]
     assert out.rewards[:2].tolist() == [1.0, 1.0] and np.isnan(out.rewards[2:]).all()  # masked, never a NO
-    assert out.messages == [None, None, "no valid slice verdict out of 1: verdict_probs returned 0 probs",
+    # a failed call without an error text is named by its status (as in generate mode), not as a count of probs
+    assert out.messages == [None, None, "no valid slice verdict out of 1: judge call error",
                             "no valid slice verdict out of 1: scripted timeout"]
     assert [[(x["status"], x["message"], x["score"]) for x in r] for r in out.extra["slices"]] == [
         [("timeout", "scripted timeout", None), ("ok", None, 1.0)],
         [("error", "verdict_probs returned 3 probs", None), ("ok", None, 1.0)],
-        [("error", "verdict_probs returned 0 probs", None)],
+        [("error", "judge call error", None)],
         [("timeout", "scripted timeout", None)],
     ]
     assert out.components["n_valid_slices"] == [1, 1, 0, 0]
