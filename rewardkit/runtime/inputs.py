@@ -276,8 +276,9 @@ def _reference(path: Path, n: int, field: str, v: Any) -> Reference:
     try:
         return reference_value(v, field)  # type: ignore[return-value]
     except (TypeError, ValueError) as e:
-        where, _, msg = str(e).partition(": ")  # "answer[1]: expected ..."
-        raise InputError(path, n, where, msg) from None
+        text = str(e)  # "answer[1]: expected ...": the field's own name may hold ": " too
+        cut = text.index(": ", len(field))
+        raise InputError(path, n, text[:cut], text[cut + 2:]) from None
 
 
 def _find_reference(path: Path, n: int, obj: dict, names: dict[str, tuple[str, ...]]

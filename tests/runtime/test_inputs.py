@@ -499,3 +499,12 @@ def test_a_group_key_shaped_like_an_internal_key_is_not_merged_with_unkeyed_rows
     got = [(g.id, g.responses) for g in read_groups(write(tmp_path, "f.jsonl", [json.dumps(r) for r in rows]))]
     # sha256("p") = 148de9c5a7a4...: the unkeyed row's group is named by its prompt
     assert got == [('prompt:[null, "p"]', ["a"]), ("148de9c5a7a4", ["b"])]
+
+
+def test_a_column_name_holding_a_colon_is_named_whole_in_errors(tmp_path):
+    # before: "field 'Q': gold[1]: expected ..." (the message was cut at the first ": ", inside the name)
+    p = write(tmp_path, "c.jsonl", [json.dumps({"q": "p", "responses": ["a"], "Q: gold": ["a", {}]})])
+    with pytest.raises(InputError) as e:
+        list(read_groups(p, fields={"reference": "Q: gold", "prompt": "q"}))
+    assert str(e.value) == f"{p}:1: field 'Q: gold[1]': expected a string, a number or a list of them, got a dict"
+    assert (e.value.field, e.value.detail) == ("Q: gold[1]", "expected a string, a number or a list of them, got a dict")
