@@ -141,7 +141,8 @@ def spool_stream(path: str | Path, into: str | Path) -> str:
 
 
 def _starts_with_object(src: Path) -> bool:
-    """True when the file's first non-blank byte opens a JSON object (JSONL whatever its suffix)."""
+    """True when the file's first non-blank byte (within its first 4 KiB) opens a JSON object (JSONL
+    whatever its suffix)."""
     with open(src, "rb") as f:
         head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
     return head.startswith(b"{")
