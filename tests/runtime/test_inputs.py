@@ -495,10 +495,11 @@ def test_rescoring_logs_without_a_reference_says_why_in_one_line(tmp_path):
 def test_a_group_key_shaped_like_an_internal_key_is_not_merged_with_unkeyed_rows(tmp_path):
     # before: rows without a group key were gathered under the text 'prompt:[step, prompt]', so a file's own
     # group id of that spelling silently took their responses into its group
-    rows = [{"group_id": 'prompt:[null, "p"]', "prompt": "p", "response": "a"}, {"prompt": "p", "response": "b"}]
-    got = [(g.id, g.responses) for g in read_groups(write(tmp_path, "f.jsonl", [json.dumps(r) for r in rows]))]
-    # sha256("p") = 148de9c5a7a4...: the unkeyed row's group is named by its prompt
-    assert got == [('prompt:[null, "p"]', ["a"]), ("148de9c5a7a4", ["b"])]
+    for key in ('prompt:[null, "p"]', '[null, "p"]'):
+        rows = [{"group_id": key, "prompt": "p", "response": "a"}, {"prompt": "p", "response": "b"}]
+        got = [(g.id, g.responses) for g in read_groups(write(tmp_path, "f.jsonl", [json.dumps(r) for r in rows]))]
+        # sha256("p") = 148de9c5a7a4...: the unkeyed row's group is named by its prompt
+        assert got == [(key, ["a"]), ("148de9c5a7a4", ["b"])]
 
 
 def test_a_column_name_holding_a_colon_is_named_whole_in_errors(tmp_path):
