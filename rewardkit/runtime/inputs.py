@@ -141,7 +141,8 @@ def spool_stream(path: str | Path, into: str | Path) -> str:
 
 
 def _starts_with_object(src: Path) -> bool:
-    """True when the file's first non-blank byte opens a JSON object (JSONL whatever its suffix)."""
+    """True when the file's first non-blank byte (within its first 4 KiB) opens a JSON object (JSONL
+    whatever its suffix)."""
     with open(src, "rb") as f:
         head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
     return head.startswith(b"{")
@@ -276,8 +277,9 @@ def _reference(path: Path, n: int, field: str, v: Any) -> Reference:
     try:
         return reference_value(v, field)  # type: ignore[return-value]
     except (TypeError, ValueError) as e:
-        where, _, msg = str(e).partition(": ")  # "answer[1]: expected ..."
-        raise InputError(path, n, where, msg) from None
+        text = str(e)  # "answer[1]: expected ...": the field's own name may hold ": " too
+        cut = text.index(": ", len(field))
+        raise InputError(path, n, text[:cut], text[cut + 2:]) from None
 
 
 def _find_reference(path: Path, n: int, obj: dict, names: dict[str, tuple[str, ...]]
@@ -358,7 +360,7 @@ def to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, sk
     (one response each) put together by group key, else by prompt within a step. A group id seen before is
     an error naming both places (``unit`` n: a file's line, a caller's row); with ``skip_bad`` a BadRecord.
     ``rows``, when given, gets each yielded group's record numbers appended (one per response, in order)."""
-    flat: dict[str, dict[str, Any]] = {}  # group key -> accumulated group (flat format)
+    flat: dict[str | tuple[str], dict[str, Any]] = {}  # group key -> accumulated group (flat format)
     seen: dict[str, int | None] = {}  # group id -> where it was first
 
     def once(n: int | None, g: Group, lines: list[int]) -> Group | BadRecord:
@@ -425,7 +427,8 @@ def _raw(obj: Any) -> str:
         return repr(obj)[:500]
 
 
-def _add_flat(path: Path, n: int, obj: dict, acc: dict[str, dict[str, Any]], names: dict[str, tuple[str, ...]]) -> None:
+def _add_flat(path: Path, n: int, obj: dict, acc: dict[str | tuple[str], dict[str, Any]],
+              names: dict[str, tuple[str, ...]]) -> None:
     gkey, gid = first_field(obj, names["group_id"])
     if gkey is None and names["group_id"] != FIELD_NAMES["group_id"]:
         raise InputError(path, n, names["group_id"][0], "missing group key")
@@ -437,9 +440,10 @@ def _add_flat(path: Path, n: int, obj: dict, acc: dict[str, dict[str, Any]], nam
     pkey, prompt = _prompt(path, n, obj, meta, names)
     skey, step = first_field(obj, names["step"])
     # no group key (TRL rows, verl dumps): the completions of one prompt within one logged step form a group,
-    # whose id says which: the step and a digest of the prompt (not a line number: it joins across files)
+    # whose id says which: the step and a digest of the prompt (not a line number: it joins across files);
+    # a tuple key, so that no group key a file gives (a string) can fall into it
     gid = (_group_id(path, n, gkey, gid) if gkey else
-           "prompt:" + json.dumps([step, _get(obj, pkey)], sort_keys=True, default=str))
+           (json.dumps([step, _get(obj, pkey)], sort_keys=True, default=str),))
     lkey, lab = first_field(obj, names["correct"])
     if gid not in acc:
         fkey, ref = _find_reference(path, n, obj, names)

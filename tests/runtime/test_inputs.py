@@ -487,3 +487,509 @@ def test_rescoring_logs_without_a_reference_says_why_in_one_line(tmp_path):
     assert r.exit_code == 0
     why = [x for x in r.stderr.splitlines() if x.startswith("abstain 2:")]  # beside the summary table
     assert len(why) == 1 and "no reference answer" in why[0] and "--field reference=COLUMN" in why[0], r.stderr
+
+
+# ------------------------------------------------------------------ group ids of flat rows
+
+
+def test_a_group_key_shaped_like_an_internal_key_is_not_merged_with_unkeyed_rows(tmp_path):
+    # before: rows without a group key were gathered under the text 'prompt:[step, prompt]', so a file's own
+    # group id of that spelling silently took their responses into its group
+    for key in ('prompt:[null, "p"]', '[null, "p"]'):
+        rows = [{"group_id": key, "prompt": "p", "response": "a"}, {"prompt": "p", "response": "b"}]
+        got = [(g.id, g.responses) for g in read_groups(write(tmp_path, "f.jsonl", [json.dumps(r) for r in rows]))]
+        # sha256("p") = 148de9c5a7a4...: the unkeyed row's group is named by its prompt
+        assert got == [(key, ["a"]), ("148de9c5a7a4", ["b"])]
+
+
+def test_a_column_name_holding_a_colon_is_named_whole_in_errors(tmp_path):
+    # before: "field 'Q': gold[1]: expected ..." (the message was cut at the first ": ", inside the name)
+    p = write(tmp_path, "c.jsonl", [json.dumps({"q": "p", "responses": ["a"], "Q: gold": ["a", {}]})])
+    with pytest.raises(InputError) as e:
+        list(read_groups(p, fields={"reference": "Q: gold", "prompt": "q"}))
+    assert str(e.value) == f"{p}:1: field 'Q: gold[1]': expected a string, a number or a list of them, got a dict"
+    assert (e.value.field, e.value.detail) == ("Q: gold[1]", "expected a string, a number or a list of them, got a dict")
+
+
+# ------------------------------------------------------------------ exact messages, exact groups
+
+
+def whole(g):
+    """Every field of a group, to compare with one written out by hand."""
+    return (g.id, g.prompt, g.responses, g.reference, g.expert, g.labels, g.metadata)
+
+
+MISSING_PROMPT = ("field 'prompt': missing (looked for prompt, problem, question, query; name yours with "
+                  "--field prompt=COLUMN, or fields={'prompt': COLUMN} in Python)")
+
+
+@pytest.mark.parametrize("row, message", [
+    ({"group_id": "q", "prompt": "p", "response": 5},
+     "field 'response': expected a string or a list of chat messages, got int"),
+    ({"group_id": "q", "response": "a"}, MISSING_PROMPT),
+    ({"group_id": True, "prompt": "p", "response": "a"}, "field 'group_id': expected a string or an integer, got boolean"),
+    ({"group_id": "q", "prompt": "p", "response": "a", "answer": True},
+     "field 'answer': expected a string or a number (or a list of them), got boolean: 'answer' is read as the "
+     "reference answer; correctness goes in 'correct'"),
+    ({"group_id": "q", "prompt": "p", "response": "a", "solution": 7}, "field 'solution': expected a string, got int"),
+    ({"group_id": "q", "prompt": "p", "response": "a", "correct": 2},
+     "field 'correct': expected a boolean (is this response correct?), got int"),
+    ({"group_id": "q", "prompt": [{"role": "user", "content": [{"type": "text", "text": 5}]}], "response": "a"},
+     "field 'prompt[0].content[0].text': expected a string, got int"),
+])
+def test_flat_row_errors_are_exact(tmp_path, row, message):
+    p = write(tmp_path, "flat.jsonl", [json.dumps({"group_id": "z", "prompt": "p0", "response": "r0"}), json.dumps(row)])
+    with pytest.raises(InputError) as e:
+        list(read_groups(p))
+    assert str(e.value) == f"{p}:2: {message}"
+    assert (e.value.path, e.value.line) == (str(p), 2)
+
+
+@pytest.mark.parametrize("row, message", [
+    ({"problem": "p", "responses": ["a"], "solution": 7}, "field 'solution': expected a string, got int"),
+    ({"problem": "p", "responses": ["a"], "correct": 1}, "field 'correct': expected a list of booleans"),
+    ({"problem": "p", "responses": ["a", "b"], "correct": [True, 2]}, "field 'correct': expected a list of booleans"),
+    ({"responses": ["a"]}, MISSING_PROMPT),
+])
+def test_grouped_row_errors_are_exact(tmp_path, row, message):
+    p = write(tmp_path, "in.jsonl", [GOOD, json.dumps(row)])
+    with pytest.raises(InputError) as e:
+        list(read_groups(p))
+    assert str(e.value) == f"{p}:2: {message}"
+
+
+def test_flat_rows_make_whole_groups_in_first_seen_order(tmp_path):
+    from rewardkit.runtime.inputs import to_groups
+
+    rows = [{"group_id": "q1", "id": "r-1", "prompt": "P1", "response": "a", "answer": 3, "solution": "S1",
+             "is_correct": True, "model": "m"},
+            {"group_id": 7, "id": "r-2", "prompt": "P2", "response": "b"},
+            {"group_id": "q1", "id": "r-3", "prompt": "P1", "response": "c", "is_correct": 0, "model": "m"}]
+    groups = list(read_groups(write(tmp_path, "f.jsonl", [json.dumps(r) for r in rows])))
+    # a row's own 'id' names the response, not the group: neither group id nor metadata
+    assert [whole(g) for g in groups] == [("q1", "P1", ["a", "c"], "3", "S1", [True, False], {"model": "m"}),
+                                          ("7", "P2", ["b"], None, None, None, {})]
+    where: list[list[int]] = []
+    list(to_groups(Path("f.jsonl"), iter(enumerate(rows, 1)), rows=where))
+    assert where == [[1, 3], [2]]  # each group's record numbers, one per response
+    where = []
+    list(to_groups(Path("g.jsonl"), iter([(4, json.loads(GOOD)), (6, dict(json.loads(GOOD), id="b"))]), rows=where))
+    assert where == [[4, 4], [6, 6]]
+
+
+def test_labels_for_only_some_responses_name_the_labels_column(tmp_path):
+    rows = [{"group_id": "q", "prompt": "p", "response": "a", "is_correct": True},
+            {"group_id": "r", "prompt": "p2", "response": "x"},
+            {"group_id": "q", "prompt": "p", "response": "b"}]
+    p = write(tmp_path, "f.jsonl", [json.dumps(r) for r in rows])
+    with pytest.raises(InputError) as e:
+        list(read_groups(p))
+    assert str(e.value) == f"{p}:1: field 'is_correct': labels given for only some responses of the group"
+    from rewardkit.runtime.inputs import read_numbered
+
+    got = list(read_numbered(p, skip_bad=True))
+    assert got[0] == (1, BadRecord(str(p), 1, "is_correct", "labels given for only some responses of the group"))
+    assert [(n, whole(g)) for n, g in got[1:]] == [(2, ("r", "p2", ["x"], None, None, None, {}))]
+
+
+VERL_BASE = {"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": "What is 6*7?"}],
+             "reward_model": {"style": "rule", "ground_truth": "42"}, "extra_info": {"index": 3}}
+VERL_META = {"data_source": "openai/gsm8k", "extra_info": {"index": 3}, "messages": VERL_BASE["prompt"]}
+
+
+def test_verl_reward_model_is_read_and_left_out_of_metadata(tmp_path):
+    flat = [dict(VERL_BASE, uid="u1", response=r) for r in ("a", "b")]
+    (g,) = read_groups(write(tmp_path, "flat.jsonl", [json.dumps(r) for r in flat]))
+    assert whole(g) == ("u1", "What is 6*7?", ["a", "b"], "42", None, None, VERL_META)
+    (h,) = read_groups(write(tmp_path, "grouped.jsonl", [json.dumps(dict(VERL_BASE, id="v", responses=["a"]))]))
+    assert whole(h) == ("v", "What is 6*7?", ["a"], "42", None, None, VERL_META)
+    # a reference of its own ('answer' comes first): reward_model is then just metadata, kept
+    own = dict(VERL_BASE, answer="41")
+    (f,) = read_groups(write(tmp_path, "own.jsonl", [json.dumps(dict(own, uid="u", response="a"))]))
+    (k,) = read_groups(write(tmp_path, "own2.jsonl", [json.dumps(dict(own, id="v", responses=["a"]))]))
+    for x in (f, k):
+        assert x.reference == "41" and x.metadata == dict(VERL_META, reward_model=VERL_BASE["reward_model"])
+
+
+def test_a_flat_column_named_with_dots_and_a_path_two_deep(tmp_path):
+    # a flattened table (pandas.json_normalize) has the column 'reward_model.ground_truth' itself
+    (g,) = read_groups(write(tmp_path, "f.jsonl", [json.dumps({"prompt": "p", "responses": ["a"],
+                                                                "reward_model.ground_truth": "7"})]))
+    assert g.reference == "7" and g.metadata == {}
+    row = {"prompt": "p", "responses": ["a"], "meta": {"gold": {"value": "8"}, "other": 1}}
+    (h,) = read_groups(write(tmp_path, "h.jsonl", [json.dumps(row)]), fields={"reference": "meta.gold.value"})
+    assert h.reference == "8"
+
+
+# ------------------------------------------------------------------ chat messages
+
+
+def test_chat_prompt_ending_in_an_assistant_turn_reads_the_last_user_turn(tmp_path):
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Q1"},
+            {"role": "assistant", "content": "A1"}, {"role": "user", "content": "Q2"},
+            {"role": "assistant", "content": "Let me"}]  # a prefilled answer
+    (g,) = read_groups(write(tmp_path, "c.jsonl", [json.dumps({"id": "c", "prompt": chat, "responses": ["x"]})]))
+    assert g.prompt == "Q2" and g.metadata == {"messages": chat}
+
+
+def test_a_response_given_as_a_conversation_is_its_last_message(tmp_path):
+    conv = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}]
+    (g,) = read_groups(write(tmp_path, "g.jsonl", [json.dumps({"prompt": "p", "responses": [conv]})]))
+    (f,) = read_groups(write(tmp_path, "f.jsonl", [json.dumps({"prompt": "p", "response": conv})]))
+    assert g.responses == ["A"] and f.responses == ["A"]
+
+
+def test_content_parts_join_their_text_parts_only(tmp_path):
+    parts = [{"text": "A"}, {"type": "image_url", "image_url": {"url": "http://x/i.png"}}, {"type": "text", "text": "B"}]
+    row = {"prompt": [{"role": "user", "content": parts}], "responses": ["x"]}
+    (g,) = read_groups(write(tmp_path, "c.jsonl", [json.dumps(row)]))
+    assert g.prompt == "AB"  # a part with no type is text; an image part is left out
+
+
+# ------------------------------------------------------------------ skip_bad: every reject, and the rest read
+
+
+def test_skip_bad_reports_every_kind_of_bad_line_and_reads_on(tmp_path):
+    pad = "x" * 600
+    bad_utf8 = b'{"problem": "caf\xe9", "responses": ["x"], "pad": "' + pad.encode() + b'"}'
+    bad_json = '{"pad": "' + pad + '", oops}'
+    deep = '{"problem": ' + "[" * 100_000
+    digits = '{"answer": ' + "9" * 5000 + "}"
+    array = "[" + "1, " * 300 + "1]"
+    empty = '{"id": "c", "problem": "p", "responses": []}'
+    lines = [GOOD, bad_utf8, "", bad_json, deep, digits, array, json.dumps(dict(json.loads(GOOD), id="b")),
+             empty, GOOD, json.dumps(dict(json.loads(GOOD), id="d"))]
+    p = write(tmp_path, "in.jsonl", lines)
+    items = list(read_groups(p, skip_bad=True))
+    assert [g.id for g in items if not isinstance(g, BadRecord)] == ["a", "b", "d"]
+    s = str(p)
+    assert [i for i in items if isinstance(i, BadRecord)] == [
+        BadRecord(s, 2, None, "not valid UTF-8 (byte 16 of the line: b'\\xe9')",
+                  ('{"problem": "caf\ufffd", "responses": ["x"], "pad": "' + pad)[:500]),
+        BadRecord(s, 4, None, "malformed JSON (Expecting property name enclosed in double quotes at column 613)",
+                  bad_json[:500]),
+        BadRecord(s, 5, None, "JSON nested too deeply", deep[:500]),
+        BadRecord(s, 6, None, "unreadable JSON value (Exceeds the limit (4300 digits) for integer string "
+                  "conversion: value has 5000 digits)", digits[:500]),
+        BadRecord(s, 7, None, "expected a JSON object, got list", array[:500]),
+        BadRecord(s, 9, "responses", "empty response list", empty),  # the record as it was read
+        BadRecord(s, 10, "id", "duplicate group id 'a' (first at line 1)"),
+    ]
+    assert len(items[1].raw) == 500
+
+
+@pytest.mark.parametrize("first, message", [
+    ("[1, 2 x]", "malformed JSON (Expecting ',' delimiter at column 7)"),
+    ('{"a": 1, oops', "malformed JSON (Expecting property name enclosed in double quotes at column 10)"),
+    (' {"a": 1, x}', "malformed JSON (Expecting property name enclosed in double quotes at column 11)"),
+])
+def test_a_broken_first_line_that_opens_json_is_not_taken_for_csv(tmp_path, first, message):
+    p = write(tmp_path, "in.jsonl", [first, GOOD])
+    items = list(read_groups(p, skip_bad=True))
+    assert items[0] == BadRecord(str(p), 1, None, message, first + "\n") and items[1].id == "a"
+
+
+def test_a_later_line_without_a_brace_is_a_bad_record_not_csv(tmp_path):
+    p = write(tmp_path, "in.jsonl", [GOOD, "oops, no", json.dumps(dict(json.loads(GOOD), id="b"))])
+    items = list(read_groups(p, skip_bad=True))
+    assert items[1] == BadRecord(str(p), 2, None, "malformed JSON (Expecting value at column 1)", "oops, no\n")
+    assert [type(i).__name__ for i in items] == ["Group", "BadRecord", "Group"]
+
+
+def test_blank_lines_between_records_are_skipped(tmp_path):
+    p = write(tmp_path, "in.jsonl", [GOOD, "", "   ", json.dumps(dict(json.loads(GOOD), id="b"))])
+    assert [g.id for g in read_groups(p)] == ["a", "b"]
+
+
+def test_bad_record_row_and_input_error_fields():
+    b = BadRecord("in.jsonl", 3, "responses", "empty response list", '{"responses": []}')
+    assert b.to_row() == {"path": "in.jsonl", "line": 3, "field": "responses", "error": "empty response list",
+                          "raw": '{"responses": []}'}
+    e = InputError(Path("d/in.jsonl"), None, None, "no records")
+    assert (e.path, e.line, e.field, e.detail, str(e)) == ("d/in.jsonl", None, None, "no records", "d/in.jsonl: no records")
+
+
+# ------------------------------------------------------------------ Parquet and saved datasets: rows are numbered from 1
+
+
+def test_parquet_and_dataset_rows_are_numbered_from_one(tmp_path):
+    import datasets
+
+    rows = [{"problem": f"p{i}", "responses": ["a"] if i != 3 else []} for i in (1, 2, 3)]
+    ds = datasets.Dataset.from_list(rows[:2])
+    ds.to_parquet(str(tmp_path / "r.parquet"))
+    ds.save_to_disk(str(tmp_path / "ds"))
+    assert [g.id for g in read_groups(tmp_path / "r.parquet")] == ["r-1", "r-2"]
+    assert [g.id for g in read_groups(tmp_path / "ds")] == ["ds-1", "ds-2"]
+    datasets.Dataset.from_list(rows).to_parquet(str(tmp_path / "bad.parquet"))
+    with pytest.raises(InputError) as e:
+        list(read_groups(tmp_path / "bad.parquet"))
+    assert str(e.value) == f"{tmp_path / 'bad.parquet'}:3: field 'responses': empty response list"
+
+
+def test_a_saved_dataset_dict_is_read_when_it_has_one_split(tmp_path):
+    import datasets
+
+    one = datasets.Dataset.from_list([{"problem": "p", "responses": ["a", "b"]}])
+    datasets.DatasetDict({"train": one}).save_to_disk(str(tmp_path / "one"))
+    assert [whole(g) for g in read_groups(tmp_path / "one")] == [("one-1", "p", ["a", "b"], None, None, None, {})]
+    datasets.DatasetDict({"train": one, "test": one}).save_to_disk(str(tmp_path / "two"))
+    with pytest.raises(InputError) as e:
+        list(read_groups(tmp_path / "two"))
+    assert str(e.value) == f"{tmp_path / 'two'}: dataset has splits ['train', 'test']; pass the folder of one split"
+
+
+def test_parquet_values_json_cannot_hold_are_read(tmp_path):
+    # a chat log with message timestamps: grouping, ids and a reject's raw row take them as text
+    import datetime
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    when = datetime.datetime(2024, 5, 1, 12, 0)
+    msgs = [{"role": "user", "content": "2+2?", "ts": when}]
+    pq.write_table(pa.Table.from_pylist([{"prompt": msgs, "completion": c} for c in ("4", "5")]), tmp_path / "t.parquet")
+    (g,) = read_groups(tmp_path / "t.parquet")
+    assert (g.prompt, g.responses, g.metadata) == ("2+2?", ["4", "5"], {"messages": msgs})
+    # sha256('[{"content": "2+2?", "role": "user", "ts": "2024-05-01 12:00:00"}]') = e69ccc8b1dca...
+    assert g.id == "e69ccc8b1dca"
+    pq.write_table(pa.Table.from_pylist([{"problem": "p", "responses": [], "day": datetime.date(2024, 1, 2)}]),
+                   tmp_path / "d.parquet")
+    (b,) = read_groups(tmp_path / "d.parquet", skip_bad=True)
+    assert b == BadRecord(str(tmp_path / "d.parquet"), 1, "responses", "empty response list",
+                          '{"problem": "p", "responses": [], "day": "2024-01-02"}')
+
+
+# ------------------------------------------------------------------ files named .json/.csv that hold JSONL
+
+
+@pytest.mark.parametrize("head, reads", [
+    (b"\xef\xbb\xbf\n \t\r\n", True),  # a byte-order mark and blank lines before the first object
+    (b"\n" * 4095, True),  # the first object within the first 4 KiB
+    (b"\n" * 4096, False),  # ...and past it: taken for what the suffix says
+    (b"X", False),  # only blanks are looked past
+])
+def test_jsonl_under_another_suffix_is_found_by_its_first_bytes(tmp_path, head, reads):
+    p = tmp_path / "rows.json"
+    p.write_bytes(head + GOOD.encode() + b"\n")
+    if reads:
+        assert [g.id for g in read_groups(p)] == ["a"]
+    else:
+        with pytest.raises(InputError, match=r"rows.json: a JSON document is not an input format rewardkit reads"):
+            list(read_groups(p))
+
+
+# ------------------------------------------------------------------ read_groups / read_numbered options
+
+
+def test_read_options_reach_the_reader(tmp_path):
+    from rewardkit.runtime.inputs import read_numbered
+
+    flat = write(tmp_path, "flat.jsonl", [json.dumps({"qid": k, "prompt": "p" + k, "response": r})
+                                          for k, r in (("1", "a"), ("2", "b"), ("1", "c"))])
+    assert [(g.id, g.responses) for g in read_groups(flat, group_key="qid")] == [("1", ["a", "c"]), ("2", ["b"])]
+    with pytest.raises(InputError) as e:  # told the rows are grouped: each must have a responses list
+        list(read_groups(flat, fmt="grouped", group_key="qid"))
+    assert str(e.value).startswith(f"{flat}:1: field 'responses': missing (looked for responses, completions, generations;")
+    assert [g.id for g in read_groups(flat, fmt="flat", group_key="qid")] == ["1", "2"]
+    grouped = write(tmp_path, "g.jsonl", [GOOD])
+    assert [g.id for g in read_groups(grouped, fmt="grouped")] == ["a"]
+    with pytest.raises(InputError) as e:
+        list(read_groups(grouped, fmt="csv"))
+    assert str(e.value) == f"{grouped}: unknown format 'csv' (expected grouped or flat)"
+    # source: the bytes come from elsewhere (a spooled pipe); the name and default ids are the path's
+    src = write(tmp_path, "spool.bin", ['{"problem": "p", "responses": ["x"]}'])
+    (g,) = read_groups(tmp_path / "named.jsonl", source=src)
+    assert g.id == "named-1"
+    # read_numbered: each group with the line it starts at; a bad line raises unless told to skip
+    p = write(tmp_path, "n.jsonl", [GOOD, "{oops", json.dumps(dict(json.loads(GOOD), id="b"))])
+    with pytest.raises(InputError, match=r"n.jsonl:2: malformed JSON"):
+        list(read_numbered(p))
+    got = [(n, type(x).__name__) for n, x in read_numbered(p, skip_bad=True)]
+    assert got == [(1, "Group"), (2, "BadRecord"), (3, "Group")]
+
+
+def test_field_mapping_errors_are_exact():
+    from rewardkit.runtime.inputs import field_names
+
+    with pytest.raises(ValueError) as e:
+        field_names({"prompt": ""})
+    assert str(e.value) == "field mapping prompt='': expected the name of a column"
+    with pytest.raises(ValueError) as e:
+        field_names({"prompt": 5})
+    assert str(e.value) == "field mapping prompt=5: expected the name of a column"
+    assert field_names({"prompt": "q"}, group_key="k")["prompt"] == ("q",)
+    assert field_names(group_key="k")["group_id"] == ("k",)
+
+
+def test_the_shape_is_taken_from_the_first_record(tmp_path):
+    # a responses list makes a grouped row even beside a 'response' column; an empty response is still flat
+    both = {"id": "b", "prompt": "p", "responses": ["a", "b"], "response": "legacy"}
+    assert [g.responses for g in read_groups(write(tmp_path, "b.jsonl", [json.dumps(both)]))] == [["a", "b"]]
+    empty = dict(both, responses=[])
+    with pytest.raises(InputError, match=r"e.jsonl:1: field 'responses': empty response list"):
+        list(read_groups(write(tmp_path, "e.jsonl", [json.dumps(empty)])))
+    flat = [{"group_id": "q", "prompt": "p", "response": ""}, {"group_id": "q", "prompt": "p", "response": "x"}]
+    assert [g.responses for g in read_groups(write(tmp_path, "f.jsonl", [json.dumps(r) for r in flat]))] == [["", "x"]]
+    # neither: read as grouped, so the message names the responses list
+    p = write(tmp_path, "n.jsonl", ['{"problem": "p"}'])
+    with pytest.raises(InputError) as e:
+        list(read_groups(p))
+    assert str(e.value) == (f"{p}:1: field 'responses': missing (looked for responses, completions, generations; "
+                            "name yours with --field responses=COLUMN, or fields={'responses': COLUMN} in Python)")
+
+
+def test_a_field_mapping_applies_to_grouped_rows_and_to_verl_dump_columns(tmp_path):
+    (g,) = read_groups(write(tmp_path, "g.jsonl", [json.dumps({"q": "2+2?", "outs": ["4"]})]),
+                       fields={"prompt": "q", "responses": "outs"})
+    assert (g.prompt, g.responses) == ("2+2?", ["4"])
+    # a verl dump read with the user's own names for its columns is not converted behind their back
+    p = verl_dump(tmp_path, 3, [("q", "a", "4", 1.0), ("q", "b", "4", 0.0)])
+    (h,) = read_groups(p, fields={"prompt": "input", "response": "output", "reference": "gts"})
+    assert (h.prompt, h.responses, h.reference) == ("q", ["a", "b"], "4")
+    assert h.metadata == {"score": 1.0, "step": 3, "acc": 1.0, "request_id": "r0"}
+
+
+# ------------------------------------------------------------------ ids derived from prompts
+
+
+def test_prompt_ids_are_pinned():
+    from rewardkit.runtime.inputs import prompt_id
+
+    # sha256("What is 2+2?") = 52cb6b5e4a038af1..., sha256 of the messages' sorted-key JSON = 7c9833ca6a9e...
+    assert prompt_id("What is 2+2?") == "52cb6b5e4a03"
+    assert prompt_id("What is 2+2?", 3) == "step3-52cb6b5e4a03"
+    assert prompt_id("What is 2+2?", 0) == "step0-52cb6b5e4a03"
+    assert prompt_id([{"role": "user", "content": "2+2?"}]) == "7c9833ca6a9e"
+    assert prompt_id([{"content": "2+2?", "role": "user"}]) == "7c9833ca6a9e"  # key order is not part of a prompt
+    # a lone surrogate (JSON "\ud800") is hashed as its bytes ed a0 80 (sha256 = 91a681b99855...)
+    assert prompt_id("\ud800") == "91a681b99855"
+
+
+def test_flat_rows_of_one_chat_prompt_join_whatever_their_key_order(tmp_path):
+    a = [{"role": "user", "content": "2+2?"}]
+    b = [{"content": "2+2?", "role": "user"}]
+    rows = [{"prompt": a, "completion": "4"}, {"prompt": b, "completion": "5"}]
+    (g,) = read_groups(write(tmp_path, "f.jsonl", [json.dumps(r) for r in rows]))
+    assert (g.id, g.responses) == ("7c9833ca6a9e", ["4", "5"])
+    (h,) = read_groups(write(tmp_path, "s.jsonl", ['{"prompt": "\\ud800", "completion": "x", "step": 2}']))
+    assert h.id == "step2-91a681b99855"
+
+
+def test_an_unkeyed_group_whose_id_a_later_key_repeats_is_a_duplicate(tmp_path):
+    rows = [{"prompt": "What is 2+2?", "response": "a"}, {"group_id": "52cb6b5e4a03", "prompt": "q", "response": "b"}]
+    p = write(tmp_path, "f.jsonl", [json.dumps(r) for r in rows])
+    with pytest.raises(InputError) as e:
+        list(read_groups(p))
+    assert str(e.value) == f"{p}:2: field 'id': duplicate group id '52cb6b5e4a03' (first at line 1)"
+
+
+# ------------------------------------------------------------------ records from a caller (the Python API's rows)
+
+
+def test_to_groups_on_records_a_caller_gives():
+    from rewardkit.runtime.inputs import to_groups
+
+    rec = {"id": "a", "problem": "p", "responses": ["x"]}
+    bad = BadRecord("rows", 2, None, "unreadable")
+    with pytest.raises(InputError) as e:  # a reader's reject raises unless told to skip
+        list(to_groups(Path("rows"), iter([(1, rec), (2, bad)])))
+    assert str(e.value) == "rows:2: unreadable"
+    # records without a number: a duplicate is still refused, with no "first at" to point to
+    got = [x for _, x in to_groups(Path("rows"), iter([(None, rec), (None, rec)]), skip_bad=True)]
+    assert got[1] == BadRecord("rows", None, "id", "duplicate group id 'a'")
+    # a record JSON cannot write (it refers to itself) is shown as Python writes it
+    loop: dict = {"problem": "p", "responses": []}
+    loop["self"] = loop
+    ((_, b),) = to_groups(Path("rows"), iter([(1, loop)]), skip_bad=True)
+    assert b == BadRecord("rows", 1, "responses", "empty response list", "{'problem': 'p', 'responses': [], 'self': {...}}")
+    loop["pad"] = "y" * 600
+    ((_, b),) = to_groups(Path("rows"), iter([(1, loop)]), skip_bad=True)
+    assert b.raw == ("{'problem': 'p', 'responses': [], 'self': {...}, 'pad': '" + "y" * 600)[:500]
+    long = {"problem": "p", "responses": [], "pad": "z" * 600}
+    ((_, b),) = to_groups(Path("rows"), iter([(1, long)]), skip_bad=True)
+    assert b.raw == ('{"problem": "p", "responses": [], "pad": "' + "z" * 600)[:500]
+
+
+def test_group_from_record():
+    from rewardkit.runtime.inputs import group_from_record
+
+    g = group_from_record({"q": "2+2?", "responses": ["4"], "answer": 4}, fields={"prompt": "q"})
+    assert whole(g) == ("<record>-1", "2+2?", ["4"], "4", None, None, {})
+    assert group_from_record({"problem": "p", "responses": ["x"]}, "batch.jsonl", 7).id == "batch-7"
+    with pytest.raises(InputError) as e:
+        group_from_record({"problem": "p"})
+    assert str(e.value).startswith("<record>:1: field 'responses': missing")
+
+
+def test_one_line_error_text():
+    from rewardkit.runtime.inputs import _one_line
+
+    assert _one_line(OSError("bad\n   footer\tbytes")) == "bad footer bytes"
+    assert _one_line(ValueError()) == "ValueError"  # an exception with no message says what it is
+    assert _one_line(ValueError("w " * 400)) == ("w " * 150)[:300]
+
+
+# ------------------------------------------------------------------ spooling a pipe
+
+
+def test_spool_stream_copies_and_hashes_a_file_and_a_fifo(tmp_path):
+    import io
+    import threading
+
+    from rewardkit.runtime.inputs import spool_stream
+
+    src = tmp_path / "abc.txt"
+    src.write_bytes(b"abc")
+    # the SHA-256 test vector of "abc" (FIPS 180-2)
+    assert spool_stream(src, tmp_path / "copy") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert (tmp_path / "copy").read_bytes() == b"abc"
+    # a FIFO carrying more than one read's worth (1 MiB), written in two parts with the reader waiting between
+    fifo = tmp_path / "rows.fifo"
+    os.mkfifo(fifo)
+    first, second = os.urandom(3 << 20), b"tail"
+    into = tmp_path / "spooled"
+
+    keep = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader that never reads: the write end opens at once
+    wfd = os.open(fifo, os.O_WRONLY)  # the writer is there before the spooler opens the FIFO
+
+    def writer():
+        with open(wfd, "wb") as w:
+            w.write(first)
+            w.flush()
+            for _ in range(6000):  # until the reader has written the first part out (less what it may buffer)
+                if into.exists() and into.stat().st_size >= len(first) - io.DEFAULT_BUFFER_SIZE:
+                    break
+                threading.Event().wait(0.01)
+            w.write(second)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        digest = spool_stream(fifo, into)
+    finally:
+        t.join()
+        os.close(keep)
+    import hashlib
+
+    assert into.read_bytes() == first + second
+    assert digest == hashlib.sha256(first + second).hexdigest()
+
+
+def test_spool_stream_of_a_fifo_without_a_writer_is_empty(tmp_path):
+    import threading
+
+    from rewardkit.runtime.inputs import spool_stream
+
+    fifo = tmp_path / "rows.fifo"
+    os.mkfifo(fifo)
+    out: list[str] = []
+    t = threading.Thread(target=lambda: out.append(spool_stream(fifo, tmp_path / "spooled")), daemon=True)
+    t.start()
+    t.join(60)
+    if t.is_alive():  # blocked in open(): release it with a writer that writes nothing, then fail
+        os.close(os.open(fifo, os.O_WRONLY))
+        t.join()
+        pytest.fail("spool_stream blocked on a FIFO with no writer")
+    assert out == ["e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"]  # SHA-256 of nothing
+    assert (tmp_path / "spooled").read_bytes() == b""
