@@ -89,6 +89,8 @@ def test_redact_masks_each_user_part_in_running_text(text, shown):
     ("http://h/v1?top-logprobs=5&api-key=abc", "http://h/v1?top-logprobs=5&api-key=***"),  # '-' reads as '_'
     ("GET /?key=abc123 HTTP/1.1", "GET /?key=*** HTTP/1.1"),  # a '/' before the '?' makes it a URL's query
     ("is 1+1=2?yes", "is 1+1=2?yes"),  # no '/' or ':' before the '?': a question, not a query
+    ("is it 1/2?x=3/4", "is it 1/2?x=***"),  # the '/' before the '?' counts
+    ("done?half=1/2", "done?half=1/2"),  # ... one after it does not: still a question
     ("http://h/v1#sk-abc123", "http://h/v1#***"),  # a bare #TOKEN: a fragment with no query
     ("http://h/v1#model=judge&key=abc", "http://h/v1#model=judge&key=***"),  # the legacy '#' spelling
     ("see issue #12", "see issue #12"),
