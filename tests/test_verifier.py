@@ -254,3 +254,16 @@ def test_verify_all_makes_one_call_checks_its_count_and_none_for_no_claim():
     assert v.calls == [2]
     with pytest.raises(RuntimeError, match="verifier 'counting' returned 2 results for 3 claims"):
         verify_all(Counting(drop=1), [Claim("p", str(i)) for i in range(3)])
+
+    class Unnamed(Counting):
+        name = ""  # BaseVerifier's default
+
+    class Plain:  # any object with verify_many is a verifier (no name attribute at all)
+        def verify_many(self, claims):
+            return []
+
+    # a verifier without a name is named by its class
+    with pytest.raises(RuntimeError, match="^verifier 'Unnamed' returned 2 results for 3 claims$"):
+        verify_all(Unnamed(drop=1), [Claim("p", str(i)) for i in range(3)])
+    with pytest.raises(RuntimeError, match="^verifier 'Plain' returned 0 results for 1 claims$"):
+        verify_all(Plain(), [Claim("p", "1")])

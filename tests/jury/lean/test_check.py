@@ -458,3 +458,32 @@ def test_proof_terms_that_run_the_submissions_code_are_refused(body, word):
     """Mathlib's ``eval%`` and the testers evaluate code while Lean elaborates; none of them proves a goal."""
     why = refused_at(" by\n" + body)
     assert re.search(rf"line 9, column \d+: {re.escape(word)} \(evaluates code", why), why
+
+
+# ---- LeanRun.from_repl: a REPL command's answer (leanprover-community/repl, also inside a Kimina result)
+
+def test_a_repl_answer_becomes_a_run_with_its_lines_shifted_and_its_sorries_counted():
+    # the REPL's response shape (DESIGN.md section 4): env, messages with pos/endPos/severity/data, sorries
+    resp = {"env": 1,
+            "messages": [{"severity": "warning", "pos": {"line": 2, "column": 8}, "endPos": {"line": 2, "column": 20},
+                          "data": "declaration uses 'sorry'"},
+                         {"severity": "error", "pos": {"line": 3, "column": 2}, "endPos": None,
+                          "data": "unknown identifier 'foo'"}],
+            "sorries": [{"pos": {"line": 2, "column": 30}, "endPos": {"line": 2, "column": 35}, "goal": "⊢ True",
+                         "proofState": 0}]}
+    run = LeanRun.from_repl(resp, 7, 1.5, "REPL")
+    assert run == LeanRun([LeanMessage("warning", "declaration uses 'sorry'", 9, 8, 9, 20),
+                           LeanMessage("error", "unknown identifier 'foo'", 10, 2, None, None)],
+                          "ok", None, 1.5, sorries=1)
+    # no messages and no sorries: a clean command
+    assert LeanRun.from_repl({"env": 0}, 3, 0.25, "REPL") == LeanRun([], "ok", None, 0.25, sorries=0)
+
+
+def test_a_repl_refusal_is_an_error_run_named_by_the_backend():
+    # {"message": ...} without "env" is the REPL's own failure: no messages, the check is inconclusive
+    run = LeanRun.from_repl({"message": "Unknown environment."}, 4, 0.5, "Kimina REPL")
+    assert run == LeanRun([], "error", "Kimina REPL: Unknown environment.", 0.5)
+    # a "message" beside an "env" is not a refusal: the command ran
+    assert LeanRun.from_repl({"env": 2, "message": "x"}, 0, 0.1, "REPL").status == "ok"
+    # nor is an answer without "message": a REPL answer with messages, read as such
+    assert LeanRun.from_repl({"messages": []}, 0, 0.1, "REPL").status == "ok"
