@@ -24,9 +24,9 @@ def load_scorer(spec: str | Scorer, options: dict[str, Any] | None = None, judge
     opts = dict(options or {})
     if ":" in spec and spec not in scorer_names():
         register_scorer(spec, spec, f"custom scorer {spec}")
-    if judge is not None and not takes_judge(spec):
-        raise ValueError(f"scorer {spec!r} takes no judge")
     if judge is not None:
+        if not takes_judge(spec):
+            raise ValueError(f"scorer {spec!r} takes no judge")
         opts["judge"] = judge
     return get_scorer(spec, **opts)
 
