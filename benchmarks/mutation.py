@@ -144,6 +144,15 @@ TARGETS = [
     Target("rewardkit/jury/rollout_judge.py", ("tests/jury/test_rollout_judge.py",)),
     # a saved rollout file's reading: every malformed line a typed InputError naming the file, line and field
     Target("rewardkit/runtime/inputs.py", ("tests/runtime/test_inputs.py",)),
+    # the numbers of the benchmark tables (pass@k, maj@k, best-of-n, verifier precision/recall, AUC); JURY-RL's Lean
+    # prover pipeline (formalise, type-check, select, prove); the row grouping every external trainer's rewards go
+    # through; RARO's binary critic and the critic's replay buffer; a job's output file (finished work kept)
+    Target("evals/metrics.py", ("tests/evals/test_metrics.py",)),
+    Target("rewardkit/jury/lean/pipeline.py", ("tests/jury/lean/test_pipeline.py",)),
+    Target("rewardkit/integrations/common.py", ("tests/integrations/test_common.py",)),
+    Target("rewardkit/raro/binary_critic.py", ("tests/raro/test_binary_critic.py",)),
+    Target("rewardkit/raro/replay.py", ("tests/raro/test_critic.py",)),
+    Target("rewardkit/runtime/output.py", ("tests/runtime/test_output.py",)),
 ]
 
 
@@ -208,10 +217,12 @@ def _fence_other_functions(path: Path, keep: tuple[str, ...]) -> None:
 def _config(t: Target) -> str:
     """mutmut's setup.cfg section for one target (pyproject.toml has no [tool.mutmut], so this one is read)."""
     patterns = list(NOT_MUTATED)
-    lines = ["[mutmut]", "source_paths=rewardkit", f"only_mutate={t.source}",
-             # docs: tests that check the docs say what the code does; benchmarks: tests that share a benchmark's
-             # cases (test_spec.py: the reliability probe's URL forms)
-             "also_copy=\n    conftest.py\n    cli\n    evals\n    README.md\n    docs\n    benchmarks",
+    top = t.source.split("/")[0]  # rewardkit/, or evals/ (installed as rewardkit.evals; conftest.py maps it)
+    # docs: tests that check the docs say what the code does; benchmarks: tests that share a benchmark's cases
+    # (test_spec.py: the reliability probe's URL forms)
+    copied = [p for p in ("conftest.py", "rewardkit", "cli", "evals", "README.md", "docs", "benchmarks") if p != top]
+    lines = ["[mutmut]", f"source_paths={top}", f"only_mutate={t.source}",
+             "also_copy=\n" + "\n".join(f"    {p}" for p in copied),
              "pytest_add_cli_args_test_selection=\n" + "\n".join(f"    {x}" for x in t.tests),
              "pytest_add_cli_args=\n    -p\n    no:cacheprovider\n    --hypothesis-profile=mutation",
              "timeout_constant=3.0",  # seconds added to each mutant's estimated test time: the machine is shared
