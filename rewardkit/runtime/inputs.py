@@ -396,7 +396,7 @@ def to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, sk
                 raise
             yield n, BadRecord(e.path, e.line, e.field, e.detail, _raw(obj))
     for gid, acc in flat.items():
-        labels = acc["labels"]
+        labels = acc["labels"] if acc["lkey"] is not None else None  # no row of the group labelled
         if labels is not None and len(labels) != len(acc["responses"]):
             e = InputError(path, acc["line"], acc["lkey"], "labels given for only some responses of the group")
             if not skip_bad:
@@ -450,14 +450,16 @@ def _add_flat(path: Path, n: int, obj: dict, acc: dict[str | tuple[str], dict[st
         ekey, expert = first_field(obj, names["expert"])
         ikey = first_field(obj, names["id"])[0]
         used = {gkey, rkey, pkey, fkey, ekey, lkey, ikey, "reward_model" if fkey == "reward_model.ground_truth" else None}
-        acc[gid] = {"prompt": prompt, "responses": [], "lines": [], "line": n, "reference": ref, "lkey": lkey or "correct",
-                    "expert": None if ekey is None else _check_str(path, n, ekey, expert),
-                    "labels": [] if lkey is not None else None,
+        acc[gid] = {"prompt": prompt, "responses": [], "lines": [], "line": n, "reference": ref, "lkey": None,
+                    "expert": None if ekey is None else _check_str(path, n, ekey, expert), "labels": [],
                     "meta": {**{k: v for k, v in obj.items() if k not in used}, **meta}}
         if not gkey:
             acc[gid]["id"] = prompt_id(first_field(obj, (pkey,))[1], step)
     g = acc[gid]
-    if g["labels"] is not None and lab is not None:
+    # a label on any row makes the group labelled: a row without one is then an error (at the group's end), whichever
+    # row comes first
+    g["lkey"] = g["lkey"] or lkey
+    if lab is not None:
         if not isinstance(lab, (bool, int)) or lab not in (0, 1):
             raise InputError(path, n, lkey, f"expected a boolean (is this response correct?), got {_kind(lab)}")
         g["labels"].append(bool(lab))

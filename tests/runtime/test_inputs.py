@@ -592,6 +592,17 @@ def test_labels_for_only_some_responses_name_the_labels_column(tmp_path):
     assert [(n, whole(g)) for n, g in got[1:]] == [(2, ("r", "p2", ["x"], None, None, None, {}))]
 
 
+def test_a_label_after_an_unlabelled_first_row_is_not_dropped(tmp_path):
+    # the group's first row has no label, a later one has: the same refusal as the other order, not a group whose
+    # labels were silently dropped (what the reader did while only the first row decided whether labels were read)
+    rows = [{"group_id": "q", "prompt": "p", "response": "a"},
+            {"group_id": "q", "prompt": "p", "response": "b", "correct": False}]
+    p = write(tmp_path, "f.jsonl", [json.dumps(r) for r in rows])
+    with pytest.raises(InputError) as e:
+        list(read_groups(p))
+    assert str(e.value) == f"{p}:1: field 'correct': labels given for only some responses of the group"
+
+
 VERL_BASE = {"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": "What is 6*7?"}],
              "reward_model": {"style": "rule", "ground_truth": "42"}, "extra_info": {"index": 3}}
 VERL_META = {"data_source": "openai/gsm8k", "extra_info": {"index": 3}, "messages": VERL_BASE["prompt"]}
