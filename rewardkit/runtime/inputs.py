@@ -390,7 +390,7 @@ def to_groups(path: Path, records: Iterator[tuple[int, dict | BadRecord]], *, sk
                 g = parse_grouped(path, n, obj, names)
                 yield n, once(n, g, [n] * len(g))
             else:
-                _add_flat(path, n, obj, flat, names)
+                _add_flat(path, n, obj, flat, names, unit)
         except InputError as e:
             if not skip_bad:
                 raise
@@ -428,7 +428,7 @@ def _raw(obj: Any) -> str:
 
 
 def _add_flat(path: Path, n: int, obj: dict, acc: dict[str | tuple[str], dict[str, Any]],
-              names: dict[str, tuple[str, ...]]) -> None:
+              names: dict[str, tuple[str, ...]], unit: str = "line") -> None:
     gkey, gid = first_field(obj, names["group_id"])
     if gkey is None and names["group_id"] != FIELD_NAMES["group_id"]:
         raise InputError(path, n, names["group_id"][0], "missing group key")
@@ -445,8 +445,10 @@ def _add_flat(path: Path, n: int, obj: dict, acc: dict[str | tuple[str], dict[st
     gid = (_group_id(path, n, gkey, gid) if gkey else
            (json.dumps([step, _get(obj, pkey)], sort_keys=True, default=str),))
     lkey, lab = first_field(obj, names["correct"])
-    if gid not in acc:
-        fkey, ref = _find_reference(path, n, obj, names)
+    fkey, ref = _find_reference(path, n, obj, names)
+    if gid in acc:  # rows of one group share its prompt and reference: a row that differs is not silently re-keyed
+        _same_group(path, n, acc[gid], ((pkey, "prompt", prompt), (fkey, "reference", ref)), unit)
+    else:
         ekey, expert = first_field(obj, names["expert"])
         ikey = first_field(obj, names["id"])[0]
         used = {gkey, rkey, pkey, fkey, ekey, lkey, ikey, "reward_model" if fkey == "reward_model.ground_truth" else None}
@@ -465,6 +467,17 @@ def _add_flat(path: Path, n: int, obj: dict, acc: dict[str | tuple[str], dict[st
         g["labels"].append(bool(lab))
     g["responses"].append(resp)
     g["lines"].append(n)
+
+
+def _same_group(path: Path, n: int, g: dict[str, Any], fields: tuple[tuple[str | None, str, Any], ...],
+                unit: str) -> None:
+    """Refuse a flat row whose prompt or reference differs from its group's first row (a reused group id would
+    otherwise score its responses against another problem's reference); a row without a reference is not a
+    difference."""
+    for key, what, v in fields:
+        if key is not None and v is not None and v != g[what]:
+            raise InputError(path, n, key, f"differs from the {what} of its group ({unit} {g['line']}: "
+                             f"{str(g[what])[:60]!r}; here: {str(v)[:60]!r}); one group id is one problem")
 
 
 def prompt_id(prompt: Any, step: Any = None) -> str:

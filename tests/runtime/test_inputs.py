@@ -603,6 +603,39 @@ def test_a_label_after_an_unlabelled_first_row_is_not_dropped(tmp_path):
     assert str(e.value) == f"{p}:1: field 'correct': labels given for only some responses of the group"
 
 
+def test_a_row_whose_prompt_or_reference_differs_from_its_group_is_refused(tmp_path):
+    # a group id reused for another problem: before, the second row's prompt and answer were dropped and its response
+    # was scored against the first problem's answer
+    rows = [{"group_id": "q", "prompt": "What is 2+2?", "answer": "4", "response": "4"},
+            {"group_id": "q", "prompt": "What is 3+4?", "answer": "7", "response": "7"},
+            {"group_id": "q", "prompt": "What is 2+2?", "answer": "5", "response": "5"},
+            {"group_id": "q", "prompt": "What is 2+2?", "response": "four"}]  # no reference: not a difference
+    p = write(tmp_path, "f.jsonl", [json.dumps(r) for r in rows])
+    with pytest.raises(InputError) as e:
+        list(read_groups(p))
+    assert str(e.value) == (f"{p}:2: field 'prompt': differs from the prompt of its group (line 1: 'What is 2+2?'; "
+                            "here: 'What is 3+4?'); one group id is one problem")
+    from rewardkit.runtime.inputs import read_numbered
+
+    got = list(read_numbered(p, skip_bad=True))
+    assert got[:2] == [(2, BadRecord(str(p), 2, "prompt", "differs from the prompt of its group (line 1: "
+                                     "'What is 2+2?'; here: 'What is 3+4?'); one group id is one problem",
+                                     json.dumps(rows[1]))),
+                       (3, BadRecord(str(p), 3, "answer", "differs from the reference of its group (line 1: '4'; "
+                                     "here: '5'); one group id is one problem", json.dumps(rows[2])))]
+    assert [(n, whole(g)) for n, g in got[2:]] == [(1, ("q", "What is 2+2?", ["4", "four"], "4", None, None, {}))]
+
+
+def test_a_row_differing_from_its_group_names_the_row_through_the_python_api():
+    from rewardkit import score
+
+    rows = [{"group_id": "q", "prompt": "p", "answer": "1", "response": "1"},
+            {"group_id": "q", "prompt": "p", "answer": "2", "response": "2"}]
+    with pytest.raises(ValueError, match=r"^row 1: field 'answer': differs from the reference of its group "
+                                         r"\(row 0: '1'; here: '2'\)"):
+        score(rows)
+
+
 VERL_BASE = {"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": "What is 6*7?"}],
              "reward_model": {"style": "rule", "ground_truth": "42"}, "extra_info": {"index": 3}}
 VERL_META = {"data_source": "openai/gsm8k", "extra_info": {"index": 3}, "messages": VERL_BASE["prompt"]}
