@@ -444,17 +444,22 @@ def _add_flat(path: Path, n: int, obj: dict, acc: dict[str | tuple[str], dict[st
     # a tuple key, so that no group key a file gives (a string) can fall into it
     gid = (_group_id(path, n, gkey, gid) if gkey else
            (json.dumps([step, _get(obj, pkey)], sort_keys=True, default=str),))
+    # the whole row is checked before its group is touched: a refused row (skipped with --skip-bad) leaves no trace,
+    # not an empty group or a label-less response
     lkey, lab = first_field(obj, names["correct"])
+    if lab is not None and (not isinstance(lab, (bool, int)) or lab not in (0, 1)):
+        raise InputError(path, n, lkey, f"expected a boolean (is this response correct?), got {_kind(lab)}")
     fkey, ref = _find_reference(path, n, obj, names)
-    if gid in acc:  # rows of one group share its prompt and reference: a row that differs is not silently re-keyed
-        _same_group(path, n, acc[gid], ((pkey, "prompt", prompt), (fkey, "reference", ref)), unit)
+    ekey, expert = first_field(obj, names["expert"])
+    expert = None if ekey is None else _check_str(path, n, ekey, expert)
+    if gid in acc:  # rows of one group share its problem: a row that differs is not silently re-keyed
+        _same_group(path, n, acc[gid], ((pkey, "prompt", prompt), (fkey, "reference", ref), (ekey, "expert", expert)),
+                    unit)
     else:
-        ekey, expert = first_field(obj, names["expert"])
         ikey = first_field(obj, names["id"])[0]
         used = {gkey, rkey, pkey, fkey, ekey, lkey, ikey, "reward_model" if fkey == "reward_model.ground_truth" else None}
         acc[gid] = {"prompt": prompt, "responses": [], "lines": [], "line": n, "reference": ref, "lkey": None,
-                    "expert": None if ekey is None else _check_str(path, n, ekey, expert), "labels": [],
-                    "meta": {**{k: v for k, v in obj.items() if k not in used}, **meta}}
+                    "expert": expert, "labels": [], "meta": {**{k: v for k, v in obj.items() if k not in used}, **meta}}
         if not gkey:
             acc[gid]["id"] = prompt_id(first_field(obj, (pkey,))[1], step)
     g = acc[gid]
@@ -462,8 +467,6 @@ def _add_flat(path: Path, n: int, obj: dict, acc: dict[str | tuple[str], dict[st
     # row comes first
     g["lkey"] = g["lkey"] or lkey
     if lab is not None:
-        if not isinstance(lab, (bool, int)) or lab not in (0, 1):
-            raise InputError(path, n, lkey, f"expected a boolean (is this response correct?), got {_kind(lab)}")
         g["labels"].append(bool(lab))
     g["responses"].append(resp)
     g["lines"].append(n)
@@ -471,8 +474,8 @@ def _add_flat(path: Path, n: int, obj: dict, acc: dict[str | tuple[str], dict[st
 
 def _same_group(path: Path, n: int, g: dict[str, Any], fields: tuple[tuple[str | None, str, Any], ...],
                 unit: str) -> None:
-    """Refuse a flat row whose prompt or reference differs from its group's first row (a reused group id would
-    otherwise score its responses against another problem's reference); a row without a reference is not a
+    """Refuse a flat row whose prompt, reference or expert answer differs from its group's first row (a reused group
+    id would otherwise score its responses against another problem's reference); a row without one is not a
     difference."""
     for key, what, v in fields:
         if key is not None and v is not None and v != g[what]:

@@ -626,6 +626,26 @@ def test_a_row_whose_prompt_or_reference_differs_from_its_group_is_refused(tmp_p
     assert [(n, whole(g)) for n, g in got[2:]] == [(1, ("q", "What is 2+2?", ["4", "four"], "4", None, None, {}))]
 
 
+def test_a_refused_row_leaves_no_trace_in_its_group(tmp_path):
+    # --skip-bad: a group's first row refused for its label (before: an empty group was still yielded, or the group
+    # kept the refused row's prompt and label column) and a later row refused for a different expert answer
+    rows = [{"group_id": "q", "prompt": "p", "answer": "1", "response": "a", "correct": "yes"},
+            {"group_id": "e", "prompt": "p2", "expert": "E", "response": "x"},
+            {"group_id": "e", "prompt": "p2", "expert": "F", "response": "y"},
+            {"group_id": "r", "prompt": "p3", "response": "b", "correct": "no"},
+            {"group_id": "r", "prompt": "p3", "answer": "3", "response": "c", "correct": False}]
+    p = write(tmp_path, "f.jsonl", [json.dumps(r) for r in rows])
+    from rewardkit.runtime.inputs import read_numbered
+
+    got = list(read_numbered(p, skip_bad=True))
+    assert [(n, type(x).__name__, getattr(x, "field", None)) for n, x in got] == [
+        (1, "BadRecord", "correct"), (3, "BadRecord", "expert"), (4, "BadRecord", "correct"), (2, "Group", None),
+        (5, "Group", None)]
+    assert got[1][1].message == "differs from the expert of its group (line 2: 'E'; here: 'F'); one group id is one problem"
+    assert whole(got[3][1]) == ("e", "p2", ["x"], None, "E", None, {})
+    assert whole(got[4][1]) == ("r", "p3", ["c"], "3", None, [False], {})
+
+
 def test_a_row_differing_from_its_group_names_the_row_through_the_python_api():
     from rewardkit import score
 
