@@ -216,6 +216,9 @@ class GroupScore:
         missing = [i for i, s in enumerate(self.statuses) if s is Status.OK and math.isnan(self.rewards[i])]
         if missing:
             raise ValueError(f"group {self.group_id!r}: responses {missing} are ok but have no reward")
+        infinite = [i for i, s in enumerate(self.statuses) if s is Status.OK and math.isinf(self.rewards[i])]
+        if infinite:  # an infinite reward makes every advantage of its group nan (x - mean): refused where made
+            raise ValueError(f"group {self.group_id!r}: responses {infinite} are ok but their reward is infinite")
 
     @property
     def mask(self) -> np.ndarray:

@@ -34,6 +34,16 @@ def test_ok_without_reward_is_rejected():
         GroupScore("g", [np.nan], [Status.OK])
 
 
+def test_ok_with_an_infinite_reward_is_rejected():
+    # a GRPO advantage of a group holding +inf is inf - inf = nan for that response and -inf/nan for the rest
+    with pytest.raises(ValueError, match=r"'g': responses \[1\] are ok but their reward is infinite"):
+        GroupScore("g", [0.5, np.inf, 1.0], [Status.OK] * 3)
+    with pytest.raises(ValueError, match=r"responses \[0\] are ok"):
+        GroupScore("g", [-np.inf], [Status.OK])
+    s = GroupScore("g", [0.5, np.inf], [Status.OK, Status.ERROR])  # not ok: no reward at all, as for any value
+    assert s.rewards[0] == 0.5 and math.isnan(s.rewards[1])
+
+
 def test_group_validates_labels():
     with pytest.raises(ValueError, match="2 labels for 1 responses"):
         Group("g", "p", ["a"], labels=[True, False])
