@@ -78,14 +78,23 @@ def pytest_collection_modifyitems(items):  # benchmarks/mutation.py
 NOT_MUTATED = [r"^\s*raise\b", r"^\s*(log|logger|_log)\.\w+\(", r"^\s*warnings\.warn\("]
 
 
+MAPPED = ("evals/", "cli/")  # folders pyproject.toml installs as rewardkit.evals and rewardkit.cli
+
+
 @dataclass(frozen=True)
 class Target:
     """One module to mutate, the tests of its area, and (optionally) the only functions to mutate."""
 
     source: str
-    tests: tuple[str, ...]
+    tests: tuple[str, ...]  # pytest arguments: the test files (and any --deselect of tests mutmut cannot run)
     functions: tuple[str, ...] = ()
     children: int | None = None  # mutants tested at once, where not --children (tests that mostly wait)
+
+    @property
+    def scratch(self) -> str:
+        """The module's path in the scratch copy: ``evals/`` and ``cli/`` moved under ``rewardkit/``, where the
+        install puts them, so that mutmut's name for a function (from the file's path) is the one tests import."""
+        return "rewardkit/" + self.source if self.source.startswith(MAPPED) else self.source
 
 
 # The issue's table first (the planted bugs' modules), then the rest of its list.
@@ -152,7 +161,10 @@ TARGETS = [
     Target("rewardkit/integrations/common.py", ("tests/integrations/test_common.py",)),
     Target("rewardkit/raro/binary_critic.py", ("tests/raro/test_binary_critic.py",)),
     Target("rewardkit/raro/replay.py", ("tests/raro/test_critic.py",)),
-    Target("rewardkit/runtime/output.py", ("tests/runtime/test_output.py",)),
+    # not its CLI test: the `rewardkit` it starts would run mutmut's trampolines outside mutmut's folder
+    Target("rewardkit/runtime/output.py", ("tests/runtime/test_output.py", "--deselect",
+                                           "tests/runtime/test_output.py::"
+                                           "test_cli_out_with_a_trailing_slash_is_one_error_line_and_exit_2")),
 ]
 
 
@@ -217,11 +229,11 @@ def _fence_other_functions(path: Path, keep: tuple[str, ...]) -> None:
 def _config(t: Target) -> str:
     """mutmut's setup.cfg section for one target (pyproject.toml has no [tool.mutmut], so this one is read)."""
     patterns = list(NOT_MUTATED)
-    top = t.source.split("/")[0]  # rewardkit/, or evals/ (installed as rewardkit.evals; conftest.py maps it)
     # docs: tests that check the docs say what the code does; benchmarks: tests that share a benchmark's cases
-    # (test_spec.py: the reliability probe's URL forms)
-    copied = [p for p in ("conftest.py", "rewardkit", "cli", "evals", "README.md", "docs", "benchmarks") if p != top]
-    lines = ["[mutmut]", f"source_paths={top}", f"only_mutate={t.source}",
+    # (test_spec.py: the reliability probe's URL forms); a folder moved under rewardkit/ (Target.scratch) is not copied
+    copied = [p for p in ("conftest.py", "cli", "evals", "README.md", "docs", "benchmarks")
+              if not t.scratch.startswith(f"rewardkit/{p}/")]
+    lines = ["[mutmut]", "source_paths=rewardkit", f"only_mutate={t.scratch}",
              "also_copy=\n" + "\n".join(f"    {p}" for p in copied),
              "pytest_add_cli_args_test_selection=\n" + "\n".join(f"    {x}" for x in t.tests),
              "pytest_add_cli_args=\n    -p\n    no:cacheprovider\n    --hypothesis-profile=mutation",
@@ -267,7 +279,7 @@ _APPLY = "import sys\nfrom mutmut.mutation.diff_apply import apply_mutant\napply
 def _import_time_functions(t: Target, work: Path, env: dict[str, str]) -> set[str]:
     """The module's functions that run while its tests are imported and collected (mutmut's names, ``x_f`` and
     ``xǁClassǁmethod``): their mutants are re-tested in a fresh process (``_fresh_kill``)."""
-    res = subprocess.run([sys.executable, "-c", _IMPORT_CALLS, str((work / t.source).resolve()), *t.tests], cwd=work,
+    res = subprocess.run([sys.executable, "-c", _IMPORT_CALLS, str((work / t.scratch).resolve()), *t.tests], cwd=work,
                          env={**env, "PYTHONPATH": str(work)}, capture_output=True, text=True, check=True)
     names = set()
     for q in json.loads(res.stdout.strip().splitlines()[-1]):
@@ -284,7 +296,7 @@ def _fresh_kill(t: Target, work: Path, env: dict[str, str], key: str, limit: flo
     """Re-test one survivor whose function ran at import: the mutant written into the scratch copy's source (mutmut's
     ``apply``), the module's tests run in a new process that imports it, the source restored. Returns "killed",
     "timeout" (past ``limit`` seconds: counted as killed, as mutmut counts its timeouts) or "survived"."""
-    src = work / t.source
+    src = work / t.scratch
     clean = src.read_text()
     try:
         subprocess.run([sys.executable, "-c", _APPLY, key], cwd=work, env=env, check=True, capture_output=True)
@@ -333,11 +345,14 @@ def run_target(t: Target, workdir: Path, children: int, resume: bool = False, cu
         out = _record_cut(t, work)
         out.children = children  # the run being recorded was started with this target's children
         return out
-    if not (resume and (work / "mutants" / (t.source + ".meta")).exists()):
+    if not (resume and (work / "mutants" / (t.scratch + ".meta")).exists()):
         _copy_checkout(work)
+        if t.scratch != t.source:
+            top = t.source.split("/")[0]
+            (work / top).rename(work / "rewardkit" / top)
         (work / "setup.cfg").write_text(_config(t))
         if t.functions:
-            _fence_other_functions(work / t.source, t.functions)
+            _fence_other_functions(work / t.scratch, t.functions)
         with open(work / "tests" / "conftest.py", "a") as f:
             f.write(HYPOTHESIS_PROFILE)
     # no PYTHONPATH: mutants/ does not exist yet when mutmut starts, and an import path cached as missing would
@@ -351,7 +366,7 @@ def run_target(t: Target, workdir: Path, children: int, resume: bool = False, cu
         seconds = time.monotonic() - t0
         spent.write_text(f"{seconds:.1f}")
     (work / "mutmut.log").write_text(res.stdout[-20000:] + res.stderr[-20000:])
-    meta = work / "mutants" / (t.source + ".meta")
+    meta = work / "mutants" / (t.scratch + ".meta")
     if res.returncode != 0 or not meta.exists():
         raise RuntimeError(f"mutmut failed on {t.source} (status {res.returncode}); see {work / 'mutmut.log'}:\n"
                            f"{res.stderr[-3000:]}")
@@ -392,7 +407,7 @@ def _record_cut(t: Target, work: Path) -> Outcome:
     mutants without one count as "not checked" and the module is marked partial; survivors that a fresh-process
     re-test killed (the copy's ``fresh.json``) count as such. Its seconds: from the scratch copy's set-up to
     mutmut's last verdict."""
-    meta = work / "mutants" / (t.source + ".meta")
+    meta = work / "mutants" / (t.scratch + ".meta")
     if not meta.exists():
         raise RuntimeError(f"no mutmut run of {t.source} in {work}")
     codes = json.loads(meta.read_text())["exit_code_by_key"]
