@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rewardkit.backends.base import Completion
+from rewardkit.backends.base import Completion, VerdictResult
 from rewardkit.raro.binary_critic import (
     BinaryCriticScorer,
     binary_critic_messages,
@@ -138,12 +138,14 @@ def test_the_default_mode_samples_the_critic():
 
 def test_groups_are_scored_in_order_from_one_call():
     judge = ScriptedJudge(_reply)
-    sizes = ([f"\\boxed{{{4 + i}2}}" for i in range(3)], ["\\boxed{42}", "\\boxed{1}"], ["\\boxed{7}"])
-    out = BinaryCriticScorer(judge=judge).score([_group(r) for r in sizes])
+    answers = (["\\boxed{42}", "\\boxed{1}", "\\boxed{2}"], ["\\boxed{3}", "\\boxed{42}"], ["\\boxed{42}"])
+    groups = [Group(f"g{i}", "What is 6 times 7?", a, reference="42") for i, a in enumerate(answers)]
+    out = BinaryCriticScorer(judge=judge).score(groups)
     assert judge.generate_batches == [6]
-    # only the answers holding 42 pass as the expert's
-    assert [o.rewards.tolist() for o in out] == [[1.0, -1.0, -1.0], [1.0, -1.0], [-1.0]]
-    assert [o.extra["critic_outputs"] for o in out][2] == ["The product is wrong.\nPolicy"]
+    # only the answers holding 42 pass as the expert's, each group reading its own slice of the one call
+    assert [o.group_id for o in out] == ["g0", "g1", "g2"]
+    assert [o.rewards.tolist() for o in out] == [[1.0, -1.0, -1.0], [-1.0, 1.0], [1.0]]
+    assert out[2].extra["critic_outputs"] == ["Checking the product.\nExpert"]
     assert [o.cost.judge_calls for o in out] == [3, 2, 1] and out[0].cost.prompt_tokens == 30
     assert BinaryCriticScorer(judge=judge).score([]) == [] and judge.generate_batches == [6]
 
@@ -177,6 +179,14 @@ def test_logit_mode_scores_the_two_verdicts_after_the_prefix_and_masks_failures(
     assert s.statuses == [Status.OK, Status.OK, Status.TIMEOUT] and s.messages[:2] == [None, None]
     assert s.extra["critic_probs"] == [[0.25, 0.75], [0.9, 0.1], None] and "critic_outputs" not in s.extra
     assert s.stats["fooled_rate"] == 0.5
+
+
+def test_logit_probabilities_are_recorded_as_floats():
+    # a backend may hand back a one-hot distribution as integers; the recorded probabilities are floats all the same
+    judge = ScriptedJudge(probs=lambda prompt, choices: VerdictResult(np.array([1, 0])))
+    (s,) = BinaryCriticScorer(judge=judge, mode="logit").score([_group(["\\boxed{42}"])])
+    assert s.rewards.tolist() == [1.0] and s.components["critic_label"] == ["expert"]
+    assert s.extra["critic_probs"] == [[1.0, 0.0]] and all(type(p) is float for p in s.extra["critic_probs"][0])
 
 
 def test_fooled_rate_is_the_share_of_read_verdicts_saying_expert():
