@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -578,3 +582,101 @@ def test_the_replay_reservoir_follows_the_seed_option(tmp_path, persist):
         return tuple(x.policy for x in scorer.replay.items)
 
     assert len({kept(s) for s in range(1, 6)}) > 1
+
+
+# ------------------------------------------------------------------ replay buffer details the mutation run found
+
+
+def test_replay_defaults_are_the_scorers_and_agree_between_constructor_and_open(tmp_path):
+    # a buffer made with the defaults reopens with open()'s defaults, and both keep the same reservoir as the
+    # critic scorer's defaults (seed 0, 10,000 slots)
+    path = tmp_path / "default.json"
+    ReplayBuffer(path=path).save()
+    assert ReplayBuffer.open(path).capacity == ReplayBuffer().capacity == CriticScorer(judge=ContentJudge()).replay.capacity
+    many = [_ex(i) for i in range(40)]
+    scorer_buf = CriticScorer(judge=ContentJudge(), replay_capacity=3).replay
+    plain, opened = ReplayBuffer(3), ReplayBuffer.open(tmp_path / "fresh.json", 3)
+    for b in (scorer_buf, plain, opened):
+        b.add(many)
+    assert plain.items == scorer_buf.items == opened.items
+
+
+def test_a_loaded_buffer_saves_back_to_its_own_file_and_save_can_write_elsewhere(tmp_path):
+    a = ReplayBuffer(4, path=tmp_path / "a.json")
+    a.add([_ex(0)])
+    a.save()
+    b = ReplayBuffer.load(tmp_path / "a.json")
+    assert b.path == tmp_path / "a.json"
+    b.add([_ex(1)])
+    assert b.save() == tmp_path / "a.json" and len(ReplayBuffer.load(tmp_path / "a.json")) == 2
+    # an explicit path wins over the buffer's own, and missing folders are made
+    other = tmp_path / "deep" / "er" / "b.json"
+    assert b.save(other) == other
+    assert ReplayBuffer.load(other).items == [_ex(0), _ex(1)]
+    assert len(ReplayBuffer.load(tmp_path / "a.json")) == 2  # untouched by the save elsewhere
+    with pytest.raises(ValueError, match="no path"):
+        ReplayBuffer(4).save()
+
+
+def test_a_save_cut_short_leaves_only_a_hidden_tmp_file_beside_the_target(tmp_path, monkeypatch):
+    # what a crash at fsync time would leave: the complete new state in a hidden '.<name>.*.tmp' file in the
+    # target's folder (so os.replace is a same-folder rename), which no '*.json' glob picks up
+    path = tmp_path / "replay.json"
+    buf = ReplayBuffer(4, path=path)
+    buf.add([_ex(0), _ex(1)])
+    real_fsync, seen = os.fsync, []
+
+    def fsync(fd):
+        seen.append({p.name: p.read_text() for p in tmp_path.iterdir()})
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    buf.save()
+    (snapshot,) = seen
+    (tmp_name,) = snapshot
+    assert tmp_name.startswith(".replay.json.") and tmp_name.endswith(".tmp")
+    assert json.loads(snapshot[tmp_name])["items"][1] == {"question": "q1", "expert": "e1", "policy": "p1"}
+    assert [p.name for p in tmp_path.glob("*.json")] == ["replay.json"]
+
+
+def test_an_interrupt_right_after_the_rename_surfaces_as_itself(tmp_path, monkeypatch):
+    # Ctrl-C landing between os.replace and the end of save: the new file is in place, the temp file is gone,
+    # and the clean-up must not turn the KeyboardInterrupt into a FileNotFoundError
+    path = tmp_path / "replay.json"
+    buf = ReplayBuffer(4, path=path)
+    buf.add([_ex(0)])
+    real_replace = os.replace
+
+    def replace_then_interrupt(src, dst):
+        real_replace(src, dst)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", replace_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        buf.save()
+    assert [p.name for p in tmp_path.iterdir()] == ["replay.json"] and len(ReplayBuffer.load(path)) == 1
+
+
+def test_the_buffer_file_declares_its_format(tmp_path):
+    path = ReplayBuffer(2, path=tmp_path / "r.json").save()
+    state = json.loads(path.read_text())
+    assert state["format"] == "rewardkit.raro.replay/1"
+    assert set(state) == {"format", "capacity", "seen", "rng_state", "items"}
+
+
+def test_the_buffer_file_is_read_as_utf8_whatever_the_locale(tmp_path):
+    # JSON files are UTF-8 (RFC 8259): a buffer holding non-ASCII text, written as raw UTF-8 by another tool, loads
+    # the same under an ASCII-only C locale (no UTF-8 mode, no locale coercion)
+    src = ReplayBuffer(2)
+    src.add([CriticExample("Combien font 6×7 ?", "42 — évident", "π")])
+    path = tmp_path / "u.json"
+    path.write_bytes(json.dumps(src.state(), ensure_ascii=False).encode("utf-8"))
+    root = str(Path(__file__).resolve().parents[2])  # this checkout's rewardkit, as the root conftest.py arranges
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0",
+           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    code = ("import sys; from rewardkit.raro.replay import ReplayBuffer; "
+            "print(ascii(ReplayBuffer.load(sys.argv[1]).items[0].expert))")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True, text=True, timeout=60,
+                         cwd=root)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ascii("42 — évident")
