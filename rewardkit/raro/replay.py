@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+FORMAT = "rewardkit.raro.replay/1"  # the saved file's "format" tag
+
 
 @dataclass(frozen=True)
 class CriticExample:
@@ -61,7 +63,7 @@ class ReplayBuffer:
     def state(self) -> dict[str, Any]:
         """A JSON-serialisable snapshot (items, counters and the reservoir's RNG state)."""
         version, internal, gauss = self._rng.getstate()
-        return {"format": "rewardkit.raro.replay/1", "capacity": self.capacity, "seen": self.seen,
+        return {"format": FORMAT, "capacity": self.capacity, "seen": self.seen,
                 "rng_state": [version, list(internal), gauss], "items": [asdict(x) for x in self.items]}
 
     def save(self, path: str | os.PathLike | None = None) -> Path:
@@ -88,6 +90,9 @@ class ReplayBuffer:
         path = Path(path)
         try:
             state = json.loads(path.read_text(encoding="utf-8"))
+            fmt = state.get("format") if isinstance(state, dict) else None
+            if fmt != FORMAT:  # another file, or a later format this version cannot continue exactly
+                raise ValueError(f"its format is {fmt!r}, not {FORMAT!r}")
             buf = cls(state["capacity"], path=path)
             buf.seen = int(state["seen"])
             buf.items = [CriticExample(**x) for x in state["items"]]

@@ -287,6 +287,24 @@ def test_corrupt_buffer_file_names_the_file(tmp_path):
         ReplayBuffer.load(p)
 
 
+def test_a_file_of_another_format_is_not_read_as_a_buffer(tmp_path):
+    # a later format (its fields may mean something else) or another JSON file with the same keys: refused, naming
+    # the file and the tag, not loaded as if it were this version's buffer
+    buf = ReplayBuffer(4, path=tmp_path / "replay.json")
+    buf.add([_ex(1)])
+    state = json.loads(buf.save().read_text())
+    for fmt, shown in (("rewardkit.raro.replay/2", "'rewardkit.raro.replay/2'"), (None, "None")):
+        p = tmp_path / "other.json"
+        p.write_text(json.dumps({**state, "format": fmt} if fmt else {k: v for k, v in state.items() if k != "format"}))
+        with pytest.raises(ValueError) as e:
+            ReplayBuffer.load(p)
+        assert str(e.value) == (f"cannot read RARO replay buffer {str(p)!r}: its format is {shown}, "
+                                "not 'rewardkit.raro.replay/1'")
+    p.write_text("[1, 2]")  # JSON, but not an object
+    with pytest.raises(ValueError, match="its format is None"):
+        ReplayBuffer.load(p)
+
+
 def test_mix_is_half_current_half_replay_and_seeded():
     buf = ReplayBuffer(100)
     buf.add([_ex(i) for i in range(100)])
