@@ -158,7 +158,8 @@ TARGETS = [
     # through; RARO's binary critic and the critic's replay buffer; a job's output file (finished work kept)
     Target("evals/metrics.py", ("tests/evals/test_metrics.py",)),
     Target("rewardkit/jury/lean/pipeline.py", ("tests/jury/lean/test_pipeline.py",)),
-    Target("rewardkit/integrations/common.py", ("tests/integrations/test_common.py",)),
+    # its tests mostly wait: a mutant that stalls the gatherer's thread runs to mutmut's time limit
+    Target("rewardkit/integrations/common.py", ("tests/integrations/test_common.py",), children=4),
     Target("rewardkit/raro/binary_critic.py", ("tests/raro/test_binary_critic.py",)),
     Target("rewardkit/raro/replay.py", ("tests/raro/test_critic.py",)),
     # not its CLI test: the `rewardkit` it starts would run mutmut's trampolines outside mutmut's folder
