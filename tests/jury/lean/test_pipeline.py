@@ -524,3 +524,30 @@ def test_from_specs_builds_the_checker_first(monkeypatch, tmp_path):
         LeanVerifier.from_specs()
     assert len(seen) == 4  # no judge loaded
 
+
+@pytest.mark.parametrize("judge", [
+    roles(Status.TIMEOUT),
+    roles([fence(S3 + " := by\n  simp")], Status.ERROR),
+    roles([fence(S3 + " := by\n  simp")], prove=Status.TIMEOUT),
+], ids=["autoformaliser", "consistency checker", "prover"])
+def test_a_judge_call_that_failed_is_not_cached(judge, tmp_path):
+    """A backend call that failed (timeout, server error) says nothing about the claim: inconclusive, and not
+    stored, so the next batch tries again instead of reading the failure back as the claim's verdict."""
+    cache = VerificationCache(tmp_path / "c.sqlite")
+    (r,) = LeanVerifier(judge, Engine(), k_prove=2, cache=cache).verify_many([Claim(Q, "3")])
+    assert r.outcome == "inconclusive" and "scripted" in r.reason
+    assert len(cache) == 0
+
+
+def test_a_verdict_the_checker_failed_to_give_is_cached_but_a_failed_call_is_not(tmp_path):
+    """An unreadable consistency verdict is the model's answer under these settings (cached); a call that failed
+    before it is not undone by a later unreadable one."""
+    cache = VerificationCache(tmp_path / "c.sqlite")
+    judge = roles([fence(S3 + " := by\n  simp")], "Correct, I think.")
+    (r,) = LeanVerifier(judge, Engine(), cache=cache).verify_many([Claim(Q, "3")])
+    assert r.reason.startswith("none of 1 candidate") and len(cache) == 1
+    judge = roles([fence(S3 + " := by\n  simp"), fence(S3B + " := by\n  simp")],
+                  lambda p: Status.ERROR if "x + 2" in p else "Correct, I think.")
+    (r,) = LeanVerifier(judge, Engine(), cache=cache).verify_many([Claim(Q, "4")])
+    assert r.reason.startswith("none of 2 candidate") and "scripted error" in r.detail["failures"][0]
+    assert len(cache) == 1
