@@ -511,11 +511,12 @@ def test_from_specs_builds_the_checker_first(monkeypatch, tmp_path):
     import rewardkit.backends
     import rewardkit.jury.lean
 
-    seen = []
-    monkeypatch.setattr(rewardkit.backends, "load_backend", lambda spec: seen.append(("backend", spec)) or roles(None))
-    monkeypatch.setattr(rewardkit.jury.lean, "make_checker", lambda spec: seen.append(("lean", spec)) or Engine())
+    seen, judge, lean = [], roles(None), Engine()
+    monkeypatch.setattr(rewardkit.backends, "load_backend", lambda spec: seen.append(("backend", spec)) or judge)
+    monkeypatch.setattr(rewardkit.jury.lean, "make_checker", lambda spec: seen.append(("lean", spec)) or lean)
     ver = LeanVerifier.from_specs()
     assert seen == [("lean", "auto"), ("backend", "smollm2")] and ver.cache is None
+    assert ver.checker is lean and ver.formalizer is ver.consistency is ver.prover is judge
     ver = LeanVerifier.from_specs("scripted-spec", "repl:x", str(tmp_path / "c.sqlite"), k_prove=3)
     assert seen[2:] == [("lean", "repl:x"), ("backend", "scripted-spec")]
     assert isinstance(ver.cache, VerificationCache) and ver.cache.path.endswith("c.sqlite") and ver.k_prove == 3
