@@ -9,6 +9,7 @@ accepted proof. Every stage is one backend call (or one Lean batch) for all open
 
 Outcomes: verified (a proof was accepted) or inconclusive (no formalisation, none consistent, no proof
 found, or the check did not finish). The pipeline never refutes: failing to prove is not a disproof.
+A claim whose Lean check or model call did not finish (timeout, crash, server error) is not cached.
 """
 
 from __future__ import annotations
@@ -151,7 +152,8 @@ class LeanVerifier(BaseVerifier):
             theorem_name=self.theorem, informal_statement_content=self._informal(s.claim))}], self.k_formal))
             for s in states]
         for (s, _), comp in zip(items, self._generate(self.formalizer, items), strict=True):
-            if comp.status is not Status.OK:
+            if comp.status is not Status.OK:  # the call failed (timeout, server error): transient, not cached
+                s.transient = True
                 s.failures.append(f"autoformaliser {comp.status}: {comp.error}")
                 continue
             seen: set[str] = set()
@@ -193,6 +195,7 @@ class LeanVerifier(BaseVerifier):
             if v.label == "Correct":
                 s.formal = f
             elif not v.ok:
+                s.transient |= comp.status is not Status.OK  # the call failed, not the parse of its verdict
                 s.failures.append(f"consistency checker: {v.message}")
 
     def _prove(self, states: list[_State]) -> None:
@@ -206,6 +209,7 @@ class LeanVerifier(BaseVerifier):
             for s, k, comp in zip(open_, n, comps, strict=True):
                 s.attempts += k
                 if comp.status is not Status.OK:
+                    s.transient = True
                     s.failures.append(f"prover {comp.status}: {comp.error}")
                     continue
                 for t in comp.texts:
