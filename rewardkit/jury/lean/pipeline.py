@@ -127,7 +127,8 @@ class LeanVerifier(BaseVerifier):
                                   + self.header).encode()).hexdigest()[:16]
         return {"formalizer": self.formalizer.model_id, "consistency": self.consistency.model_id,
                 "prover": self.prover.model_id, "checker": self.checker.name, "k_formal": self.k_formal,
-                "k_prove": self.k_prove, "temperature": self.temperature, "max_tokens": self.max_tokens,
+                "k_prove": self.k_prove, "attempts_per_round": self.attempts_per_round, "seed": self.seed,
+                "temperature": self.temperature, "max_tokens": self.max_tokens,
                 "typecheck": self.typecheck_statements, "theorem": self.theorem, "prompts": prompts}
 
     # ------------------------------------------------------------------------------------ stages

@@ -444,13 +444,17 @@ def test_each_role_uses_its_own_backend():
 
 def test_settings_name_everything_that_changes_a_verdict():
     base = LeanVerifier(roles(None), Engine())
+    # the seed and the round size too: either changes which proofs are sampled, so a cached verdict made under
+    # another must not answer (before, both were left out of the cache key)
     assert set(base.settings()) == {"formalizer", "consistency", "prover", "checker", "k_formal", "k_prove",
-                                    "temperature", "max_tokens", "typecheck", "theorem", "prompts"}
+                                    "attempts_per_round", "seed", "temperature", "max_tokens", "typecheck", "theorem",
+                                    "prompts"}
     assert (base.settings()["formalizer"], base.settings()["checker"]) == ("scripted", "standin-engine")
     prompts = base.settings()["prompts"]
     assert len(prompts) == 16 and int(prompts, 16) >= 0
+    assert (base.settings()["attempts_per_round"], base.settings()["seed"]) == (4, None)
     changed = {"k_formal": 2, "k_prove": 3, "temperature": 0.1, "max_tokens": 9, "typecheck_statements": False,
-               "theorem": "t"}
+               "theorem": "t", "attempts_per_round": 2, "seed": 7}
     for kw, v in changed.items():
         s = LeanVerifier(roles(None), Engine(), **{kw: v}).settings()
         assert s[{"typecheck_statements": "typecheck"}.get(kw, kw)] == v and s["prompts"] == prompts
