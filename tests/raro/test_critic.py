@@ -698,3 +698,6 @@ def test_the_buffer_file_is_read_as_utf8_whatever_the_locale(tmp_path):
                          cwd=root)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ascii("42 — évident")
+    # and in this process (whatever its locale): besides, the call here is what maps this test to `load` for mutmut,
+    # whose record of which tests reach which function sees no subprocess
+    assert ReplayBuffer.load(path).items[0].expert == "42 — évident"
