@@ -286,7 +286,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def check_not_input(inp: Path, out: Path) -> None:
     """Refuse an output (or one of its side files) that is the input or lies inside an input folder."""
-    for p in (out, manifest_path(out), rejects_path(out), lock_path(out)):
+    for p in (out, *side_files(out), lock_path(out)):  # the retry journal too: a fresh start removes it
         if _same_file(p, inp) or (inp.is_dir() and inp.resolve() in p.resolve().parents):
             raise JobError(f"{out}: --out would write over or into the input {inp}; choose another --out")
 

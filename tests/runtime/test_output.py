@@ -471,7 +471,7 @@ def test_check_not_input_refuses_the_input_its_folder_and_side_files_on_it(tmp_p
     for out in (inp, tmp_path / "alias.jsonl"):
         with pytest.raises(JobError, match="would write over or into the input"):
             check_not_input(inp, out)
-    for side in ("manifest.json", "rejects.jsonl", "lock"):  # the input named like a side file of OUT
+    for side in ("manifest.json", "rejects.jsonl", "retry.jsonl", "lock"):  # the input named like a side file
         s = tmp_path / f"o.jsonl.{side}"
         s.write_text("x")
         with pytest.raises(JobError, match="would write over or into the input"):
@@ -481,6 +481,21 @@ def test_check_not_input_refuses_the_input_its_folder_and_side_files_on_it(tmp_p
     with pytest.raises(JobError, match="would write over or into the input"):
         check_not_input(ds, ds / "sub" / "o.jsonl")
     check_not_input(ds, tmp_path / "o.jsonl")  # beside the folder, not in it
+
+
+def test_an_input_named_like_the_retry_journal_of_out_is_refused_not_deleted(tmp_path):
+    """Before: scoring OUT.retry.jsonl into OUT (a rewardkit output) with --restart deleted the input."""
+    from rewardkit.runtime.jobs import score_file
+
+    out = tmp_path / "o.jsonl"
+    with JobOutput(out, _manifest()).claim().open() as o:
+        o.append([{"id": "a"}])
+    inp = retry_path(out)
+    inp.write_text(json.dumps({"id": "b", "prompt": "p", "responses": ["r"]}) + "\n")
+    before = _listing(tmp_path)
+    with pytest.raises(JobError, match="would write over or into the input"):
+        score_file(inp, _Scripted(), out, restart=True)
+    assert _listing(tmp_path) == before
 
 
 def test_same_file_is_false_unless_both_exist_and_are_one(tmp_path):
