@@ -263,6 +263,36 @@ def test_input_digest_of_a_file_is_its_sha256(tmp_path):
     assert input_digest(str(p)) == hashlib.sha256(big).hexdigest()
 
 
+def test_input_digest_reads_a_large_input_in_bounded_chunks(tmp_path, monkeypatch):
+    """A multi-gigabyte rollouts file is hashed without being read into memory whole."""
+    import builtins
+
+    import rewardkit.runtime.output as output
+    from rewardkit.runtime.output import input_digest
+
+    p = tmp_path / "in.jsonl"
+    p.write_bytes(b"x" * (3 << 20))
+    sizes = []
+
+    class Counting:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def read(self, n=-1):
+            sizes.append(n)
+            return self.f.read(n)
+
+    monkeypatch.setattr(output, "open", lambda *a, **k: Counting(builtins.open(*a, **k)), raising=False)
+    input_digest(p)
+    assert len(sizes) >= 3 and all(isinstance(n, int) and 0 < n < (3 << 20) for n in sizes)
+
+
 def test_input_digest_of_a_folder_covers_every_files_name_and_contents(tmp_path):
     import hashlib
     import os
@@ -361,6 +391,19 @@ def test_job_manifest_records_the_scorer_options_and_input(tmp_path, monkeypatch
                  "input": {"path": str(inp.resolve()),
                            "sha256": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
                  "format": "jsonl", "group_key": "prompt", "fields": {"prompt": "question"}, "with_texts": True}
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Opts:
+        judge: str = "vllm:m"
+        k: int = 4
+
+    class WithOptions:
+        name = "w"
+        options = Opts()
+
+    m = job_manifest(WithOptions(), inp, options={"ignored": 1}, digest="d" * 64)
+    assert (m["scorer"], m["options"], m["judge"]) == ("w", {"judge": "vllm:m", "k": 4}, "vllm:m")
     m = job_manifest(_Scripted(), inp, digest="d" * 64)
     assert (m["scorer"], m["input"]["sha256"], m["judge"], m["format"], m["group_key"], m["fields"],
             m["with_texts"]) == ("scripted", "d" * 64, None, None, None, None, None)
@@ -374,7 +417,10 @@ def test_output_manifest_names_an_existing_input_by_its_resolved_path_and_a_stre
                                                                                        "sha256": "x"}
     assert output_manifest("score", "s", {}, "-", "y")["input"] == {"path": "-", "sha256": "y"}
     assert output_manifest("generate", None, {}, None, None)["input"] == {"path": None, "sha256": None}
-    assert output_manifest("score", "s", {}, tmp_path, None)["input"]["path"] == str(tmp_path.resolve())
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds-link").symlink_to(tmp_path / "ds")  # a dataset folder, given by a link to it
+    assert output_manifest("score", "s", {}, tmp_path / "ds-link", None)["input"]["path"] == \
+        str((tmp_path / "ds").resolve())
 
 
 def test_mismatch_names_every_field_that_differs():
@@ -383,7 +429,7 @@ def test_mismatch_names_every_field_that_differs():
     new = output_manifest("score", "s", {"n": 1}, "-", "abc")
     assert _mismatch(dict(new), new) == []
     old = {k: v for k, v in new.items() if k != "job"}  # a manifest from before the "job" field: score's
-    assert _mismatch(old, new) == []
+    assert _mismatch(old, new) == [] and _mismatch(old, dict(old)) == []
     assert _mismatch(old, {**new, "job": "generate"}) == ['job "score" (now "generate")']
     assert _mismatch({**new, "job": "generate"}, {k: v for k, v in new.items() if k != "job"}) == \
         ['job "generate" (now "score")']
@@ -509,6 +555,8 @@ def test_same_file_is_false_unless_both_exist_and_are_one(tmp_path):
     assert not _same_file(a, tmp_path / "b")
     assert not _same_file(a, tmp_path / "missing") and not _same_file(tmp_path / "missing", a)
     assert not _same_file(tmp_path / "missing", tmp_path / "missing")
+    too_long = tmp_path / ("x" * 300)  # stat fails with ENAMETOOLONG, not "no such file": not the same file
+    assert not _same_file(too_long, a) and not _same_file(a, too_long)
 
 
 @pytest.mark.parametrize("raw, folder", [("x/", True), ("x/.", True), ("x/..", True), (".", True), ("..", True),
