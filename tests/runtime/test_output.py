@@ -4,6 +4,7 @@ is refused creating nothing; rows done, appends, the retry journal and its atomi
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -716,7 +717,7 @@ def test_a_lock_path_that_is_not_a_rewardkit_lock_is_refused_and_left(tmp_path, 
     before = _listing(tmp_path) if what != "fifo" else None
     for attempt in (lambda: OutputLock.check(out), lambda: OutputLock(out).__enter__(),
                     lambda: JobOutput(out, _manifest()).claim()):
-        with pytest.raises(JobError, match="exists and is not a rewardkit lock"):
+        with pytest.raises(JobError, match=f"^{re.escape(str(lp))}: exists and is not a rewardkit lock"):
             attempt()
     if before is not None:
         assert _listing(tmp_path) == before
@@ -778,6 +779,34 @@ def test_a_lock_file_that_vanishes_each_time_it_is_made_is_refused(tmp_path, mon
     with pytest.raises(JobError, match="is not a rewardkit lock \\(file that vanished\\)"):
         OutputLock(tmp_path / "o.jsonl").__enter__()
     assert made == [lock_path(tmp_path / "o.jsonl")] * 2 and list(tmp_path.iterdir()) == []
+
+
+def test_a_lock_file_replaced_at_every_try_is_given_up_after_100_tries(tmp_path, monkeypatch):
+    import rewardkit.runtime.output as output
+    from rewardkit.runtime.output import OutputLock
+
+    monkeypatch.setattr(output, "_names", lambda path, fd: False)  # removed and re-created after each open
+    lock = OutputLock(tmp_path / "o.jsonl")
+    real_open, opened = lock._open, []
+    lock._open = lambda: opened.append(1) or real_open()
+    with pytest.raises(JobError, match="removed and re-created 100 times"):
+        lock.__enter__()
+    assert len(opened) == 100 and lock.fd is None
+
+
+def test_a_lock_that_cannot_be_created_reports_why(tmp_path, monkeypatch):
+    """A read-only file system: the lock's staging file is never made, and the error says so."""
+    import errno
+
+    from rewardkit.runtime.output import OutputLock
+
+    def read_only(self, data):
+        raise OSError(errno.EROFS, "Read-only file system", str(self))
+
+    monkeypatch.setattr(Path, "write_bytes", read_only)
+    with pytest.raises(OSError) as e:
+        OutputLock(tmp_path / "o.jsonl").__enter__()
+    assert e.value.errno == errno.EROFS and list(tmp_path.iterdir()) == []
 
 
 def test_a_lock_in_a_missing_folder_is_an_os_error_not_a_foreign_lock(tmp_path):
