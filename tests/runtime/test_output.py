@@ -54,12 +54,15 @@ def test_a_path_that_names_a_folder_is_refused_and_nothing_is_created(tmp_path, 
 
 @pytest.mark.parametrize("command", [["score", "in.jsonl"], ["eval", "generate", "smollm2", "aime24", "--limit", "1"]])
 def test_cli_out_with_a_trailing_slash_is_one_error_line_and_exit_2(tmp_path, command):
-    """Before: `rewardkit score in.jsonl --out nd1/x/` exited 0 and wrote the file nd1/x."""
+    """Before: `rewardkit score in.jsonl --out nd1/x/` exited 0 and wrote the file nd1/x. (Run from the checkout,
+    with absolute paths: mutmut's mutated code finds its configuration from the working folder.)"""
     (tmp_path / "in.jsonl").write_text(json.dumps({"id": "a", "prompt": "p", "responses": ["r"]}) + "\n")
     before = _listing(tmp_path)
-    r = subprocess.run([*CLI, *command, "--out", "nd1/x/"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    command = [str(tmp_path / c) if c == "in.jsonl" else c for c in command]
+    r = subprocess.run([*CLI, *command, "--out", f"{tmp_path}/nd1/x/"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
-    assert r.stderr.splitlines() == ["error: nd1/x/: names a folder (a path ending in '/', '.' or '..'); "
+    assert r.stderr.splitlines() == [f"error: {tmp_path}/nd1/x/: names a folder (a path ending in '/', '.' or '..'); "
                                      "--out must be a file"]
     assert _listing(tmp_path) == before  # no nd1/, no x
 
