@@ -322,7 +322,9 @@ def check_output(inp: Path, out: Path, manifest: dict, restart: bool) -> bool:
 
 
 LOCK_RECORD = b"rewardkit lock, pid %10d\n"  # fixed width: rewritten in place by one pwrite
-_LOCK_RE = re.compile(rb"rewardkit lock, pid +(\d+)\n|(\d+)")  # the second form: older releases
+# the second form: older releases; both bounded (a record is at most 40 bytes), so a longer file whose first 64 bytes
+# read like one (a user's file of digits) is not taken for a lock
+_LOCK_RE = re.compile(rb"rewardkit lock, pid {1,10}(\d{1,10})\n|(\d{1,10})")
 
 
 class OutputLock:

@@ -695,7 +695,8 @@ def test_a_lock_file_replaced_during_the_job_is_not_removed_by_it(tmp_path):
     assert lock_path(out).read_bytes() == b"rewardkit lock, pid %10d\n" % 1
 
 
-@pytest.mark.parametrize("what", ["empty", "text", "junk after record", "link to a lock", "dangling link", "fifo"])
+@pytest.mark.parametrize("what", ["empty", "text", "junk after record", "64 digits and more", "long record and more",
+                                  "link to a lock", "dangling link", "fifo"])
 def test_a_lock_path_that_is_not_a_rewardkit_lock_is_refused_and_left(tmp_path, what):
     import os
 
@@ -711,6 +712,10 @@ def test_a_lock_path_that_is_not_a_rewardkit_lock_is_refused_and_left(tmp_path, 
         lp.write_bytes(b"my notes\n")
     elif what == "junk after record":
         lp.write_bytes(b"rewardkit lock, pid %10d\nmore" % 1)
+    elif what == "64 digits and more":  # before: read as an older release's lock, overwritten and removed
+        lp.write_bytes(b"1234567890" * 7 + b"\nmy data\n")
+    elif what == "long record and more":
+        lp.write_bytes(b"rewardkit lock, pid" + b" " * 43 + b"1\nmy data\n")
     elif what == "link to a lock":
         lp.symlink_to(real)
     elif what == "dangling link":
