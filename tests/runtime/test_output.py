@@ -572,6 +572,18 @@ def test_names_a_folder_reads_the_path_as_written(raw, folder):
     assert _names_a_folder(raw) is folder
 
 
+def test_names_a_folder_reads_both_separators_where_there_are_two(monkeypatch):
+    """Windows: '\\' is the separator and '/' the other one; a path ending in either names a folder."""
+    import types
+
+    import rewardkit.runtime.output as output
+    from rewardkit.runtime.output import _names_a_folder
+
+    monkeypatch.setattr(output, "os", types.SimpleNamespace(sep="\\", altsep="/"))
+    assert _names_a_folder("out\\") and _names_a_folder("out/") and _names_a_folder("a\\..")
+    assert not _names_a_folder("a\\o.jsonl") and not _names_a_folder("a/o.jsonl")
+
+
 def test_missing_folders_are_listed_topmost_first_below_a_real_folder(tmp_path):
     from rewardkit.runtime.output import _missing_folders
 
@@ -695,9 +707,13 @@ def test_a_lock_file_replaced_during_the_job_is_not_removed_by_it(tmp_path):
     assert lock_path(out).read_bytes() == b"rewardkit lock, pid %10d\n" % 1
 
 
-@pytest.mark.parametrize("what", ["empty", "text", "junk after record", "64 digits and more", "long record and more",
-                                  "link to a lock", "dangling link", "fifo"])
-def test_a_lock_path_that_is_not_a_rewardkit_lock_is_refused_and_left(tmp_path, what):
+@pytest.mark.parametrize("what, why", [("empty", "regular file, 0 bytes"), ("text", "regular file, 9 bytes"),
+                                       ("junk after record", "regular file, 35 bytes"),
+                                       ("64 digits and more", "regular file, 64 bytes"),  # the first 64 bytes read
+                                       ("long record and more", "regular file, 64 bytes"),
+                                       ("link to a lock", "symbolic link"), ("dangling link", "symbolic link"),
+                                       ("fifo", "named pipe (FIFO), 0 bytes")])
+def test_a_lock_path_that_is_not_a_rewardkit_lock_is_refused_and_left(tmp_path, what, why):
     import os
 
     from rewardkit.runtime.output import OutputLock
@@ -725,11 +741,29 @@ def test_a_lock_path_that_is_not_a_rewardkit_lock_is_refused_and_left(tmp_path, 
     before = _listing(tmp_path) if what != "fifo" else None
     for attempt in (lambda: OutputLock.check(out), lambda: OutputLock(out).__enter__(),
                     lambda: JobOutput(out, _manifest()).claim()):
-        with pytest.raises(JobError, match=f"^{re.escape(str(lp))}: exists and is not a rewardkit lock"):
+        with pytest.raises(JobError, match=f"^{re.escape(str(lp))}: exists and is not a rewardkit lock "
+                                           f"{re.escape(f'({why})')}; left as it is"):
             attempt()
     if before is not None:
         assert _listing(tmp_path) == before
     assert os.path.lexists(lp) and real.read_bytes() == b"rewardkit lock, pid %10d\n" % 1
+
+
+def test_a_held_lock_whose_record_cannot_be_read_is_still_another_jobs(tmp_path, monkeypatch):
+    """The holder's record is read again for the message; one that no longer reads as a record names no pid."""
+    import os
+
+    import rewardkit.runtime.output as output
+    from rewardkit.runtime.output import OutputLock
+
+    out = tmp_path / "o.jsonl"
+    fd = _hold(lock_path(out), b"rewritten meanwhile")
+    monkeypatch.setattr(output, "_check_record", lambda path, fd: None)  # it read as a record when checked
+    try:
+        with pytest.raises(JobError, match=r"another rewardkit job \(pid \?\) is writing it"):
+            OutputLock.check(out)
+    finally:
+        os.close(fd)
 
 
 def test_a_lock_file_removed_between_open_and_flock_is_left_and_a_new_one_taken(tmp_path):
