@@ -286,7 +286,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def check_not_input(inp: Path, out: Path) -> None:
     """Refuse an output (or one of its side files) that is the input or lies inside an input folder."""
-    for p in (out, manifest_path(out), rejects_path(out), lock_path(out)):
+    for p in (out, *side_files(out), lock_path(out)):  # the retry journal too: a fresh start removes it
         if _same_file(p, inp) or (inp.is_dir() and inp.resolve() in p.resolve().parents):
             raise JobError(f"{out}: --out would write over or into the input {inp}; choose another --out")
 
@@ -322,7 +322,9 @@ def check_output(inp: Path, out: Path, manifest: dict, restart: bool) -> bool:
 
 
 LOCK_RECORD = b"rewardkit lock, pid %10d\n"  # fixed width: rewritten in place by one pwrite
-_LOCK_RE = re.compile(rb"rewardkit lock, pid +(\d+)\n|(\d+)")  # the second form: older releases
+# the second form: older releases; both bounded (a record is at most 40 bytes), so a longer file whose first 64 bytes
+# read like one (a user's file of digits) is not taken for a lock
+_LOCK_RE = re.compile(rb"rewardkit lock, pid {1,10}(\d{1,10})\n|(\d{1,10})")
 
 
 class OutputLock:
