@@ -86,7 +86,7 @@ class Target:
     """One module to mutate, the tests of its area, and (optionally) the only functions to mutate."""
 
     source: str
-    tests: tuple[str, ...]  # pytest arguments: the test files (and any --deselect of tests mutmut cannot run)
+    tests: tuple[str, ...]  # pytest arguments: the test files
     functions: tuple[str, ...] = ()
     children: int | None = None  # mutants tested at once, where not --children (tests that mostly wait)
 
@@ -162,10 +162,7 @@ TARGETS = [
     Target("rewardkit/integrations/common.py", ("tests/integrations/test_common.py",), children=4),
     Target("rewardkit/raro/binary_critic.py", ("tests/raro/test_binary_critic.py",)),
     Target("rewardkit/raro/replay.py", ("tests/raro/test_critic.py",)),
-    # not its CLI test: the `rewardkit` it starts would run mutmut's trampolines outside mutmut's folder
-    Target("rewardkit/runtime/output.py", ("tests/runtime/test_output.py", "--deselect",
-                                           "tests/runtime/test_output.py::"
-                                           "test_cli_out_with_a_trailing_slash_is_one_error_line_and_exit_2")),
+    Target("rewardkit/runtime/output.py", ("tests/runtime/test_output.py",)),
 ]
 
 
