@@ -428,7 +428,7 @@ def _raw(obj: Any) -> str:
 
 
 def _add_flat(path: Path, n: int, obj: dict, acc: dict[str | tuple[str], dict[str, Any]],
-              names: dict[str, tuple[str, ...]], unit: str = "line") -> None:
+              names: dict[str, tuple[str, ...]], unit: str) -> None:
     gkey, gid = first_field(obj, names["group_id"])
     if gkey is None and names["group_id"] != FIELD_NAMES["group_id"]:
         raise InputError(path, n, names["group_id"][0], "missing group key")
