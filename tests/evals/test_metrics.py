@@ -508,3 +508,28 @@ def test_cost_per_response_every_key_none_and_empty():
     assert len(empty) == 12 and all(math.isnan(v) for v in empty.values())
     z = cost_per_response([{"seconds": 1.0}], 0)
     assert math.isnan(z["seconds_per_response"]) and z["seconds_per_group"] == 1.0
+
+
+def test_undefined_metrics_are_nan_without_warnings():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 0/0 and all-NaN bootstrap rows are expected, not warned about
+        m = verifier_metrics([[0.1, 0.2], [None, 0.3]], [[False, False], [True, False]], n_boot=50)
+        assert all(math.isnan(x.value) for x in (m.precision, m.recall, m.f1))
+        m = verifier_metrics([[None, None]], [[True, False]], n_boot=50)
+        assert math.isnan(m.accuracy.value)
+
+
+def test_masked_responses_are_counted_over_every_group():
+    rewards = [[None, 0.9], [None, None, 0.1], [0.6]]
+    correct = [[True, True], [False, True, False], [False]]
+    m = verifier_metrics(rewards, correct, n_boot=20)
+    assert m.masked == 3 and (m.tp, m.fp, m.fn, m.tn) == (1, 1, 0, 1)
+
+
+def test_a_group_without_answers_or_rewards_does_not_stop_the_others():
+    assert maj_at_k([[None, None], ["1", "1"], ["2", "3"]], [[True, True], [True, True], [True, False]],
+                    2, cluster=False) == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="best-of-N: no groups"):
+        best_of_n([], [])
