@@ -147,6 +147,7 @@ def test_verifier_metrics_undefined_precision_is_nan_not_zero():
     m = verifier_metrics([[0.0, 0.0]], [[True, False]], n_boot=50)
     assert math.isnan(m.precision.value) and str(m.precision) == "undefined"
     assert m.recall.value == 0.0
+    assert m.f1.value == 0.0  # 2TP / (2TP + FP + FN) = 0 / 1: a missed correct response is an F1 of 0
 
 
 def test_auc_and_length_bias():
@@ -307,6 +308,8 @@ def test_maj_at_k_shape_checks():
         maj_at_k([["1"]], [[True], [False]], 1)
     with pytest.raises(ValueError, match="group 0 has 1 answers and 2 labels"):
         maj_at_k([["1"]], [[True, False]], 1)
+    with pytest.raises(ValueError, match=r"maj@k: k=3 is larger than n=2 \(group 0"):
+        maj_at_k([["1", "1"]], [[True, False]], 3)
 
 
 def test_best_of_n_counts_every_empty_group_and_checks_shapes():
@@ -354,7 +357,7 @@ def test_expected_best_of_n_hand_worked_and_checks():
         expected_best_of_n([[1.0]], [[True], [True]], 1)
     with pytest.raises(ValueError, match="a group has 1 rewards and 2 labels"):
         expected_best_of_n([[1.0]], [[True, False]], 1)
-    with pytest.raises(ValueError, match="k=3 is larger than n=2"):
+    with pytest.raises(ValueError, match="best-of-N: k=3 is larger than n=2"):
         expected_best_of_n([[1.0, 0.0]], [[True, True]], 3)
 
 
@@ -533,3 +536,42 @@ def test_a_group_without_answers_or_rewards_does_not_stop_the_others():
                     2, cluster=False) == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="best-of-N: no groups"):
         best_of_n([], [])
+
+
+def test_pass_at_k_is_exactly_one_even_where_the_product_form_would_overflow():
+    # n - c < k: every k-subset holds a correct sample. With c = n = k = 2000 the product's partial values
+    # (1 - k/1)(1 - k/2)... pass 1e308 before its zero factor at i = k, so only the early return gives 1.
+    assert pass_at_k(2000, 2000, 2000) == 1.0
+    assert pass_at_k(2000, 1999, 1500) == 1.0
+
+
+def test_zero_one_integer_labels_count_like_booleans():
+    rewards = [[0.9, 0.2, 0.7], [0.1, None]]
+    m_int = verifier_metrics(rewards, [[1, 1, 0], [0, 1]], n_boot=20)
+    m_bool = verifier_metrics(rewards, [[True, True, False], [False, True]], n_boot=20)
+    assert (m_int.tp, m_int.fp, m_int.fn, m_int.tn, m_int.masked) == (1, 1, 1, 1, 1)
+    assert m_int == m_bool
+    # within correct responses only (0/1 labels): rewards 3, 1, 2 against lengths 30, 10, 20 rise together
+    lb = length_bias([[3, 1, 2, 0]], [[30, 10, 20, 5]], [[1, 1, 1, 0]])
+    assert lb["spearman_correct_only"] == pytest.approx(1.0)
+
+
+def test_undefined_rankings_are_nan_without_warnings():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scikit-learn and scipy warn on one class / constant input: not called
+        assert math.isnan(auc([[0.3, 0.1]], [[True, True]]))
+        assert math.isnan(auc([[0.3, 0.1]], [[False, False]]))
+        val, used = within_group_auc([[0.3, 0.1], [0.5, None]], [[True, True], [True, False]])
+        assert math.isnan(val) and used == 0
+        assert math.isnan(length_bias([[1, 1, 1]], [[1, 2, 3]])["spearman"])  # constant reward
+        assert math.isnan(length_bias([[1, 2, 3]], [[7, 7, 7]])["spearman"])  # constant length
+
+
+def test_length_bias_binary_rewards_and_lengths_one_apart():
+    # rewards ranks (1.5, 1.5, 3) against lengths (1, 2, 3): deviations (-.5, -.5, 1) and (-1, 0, 1),
+    # rho = 1.5 / sqrt(1.5 * 2) = sqrt(3) / 2 (a range of exactly 1 is not constant)
+    for rewards in ([[False, False, True]], [[0, 0, 1]], [[0.0, 0.0, 1.0]]):
+        assert length_bias(rewards, [[1, 2, 3]])["spearman"] == pytest.approx(math.sqrt(3) / 2)
+    assert length_bias([[1.0, 2.0, 3.0]], [[10, 10, 11]])["spearman"] == pytest.approx(math.sqrt(3) / 2)
