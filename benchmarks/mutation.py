@@ -20,8 +20,10 @@ module and its changed lines) is reported as equivalent, with the reason written
 statements and log calls (error wording, not numbers) and, in answers.py and code/execution.py, the functions
 outside the equivalence/clustering and grading parts; in grpo/modes.py, the functions that compute no number
 (option resolution, the CLI's build_mode, checkpoint state, calls passed through to the learner). A survivor in a
-function that runs while the tests are imported (mutmut's fork cannot reach it) is re-tested with the mutant
-written into the source, in a fresh process.
+function that runs while the tests are imported (mutmut's fork cannot reach it), or with no recorded reason to be
+equivalent, is re-tested with the mutant written into the source, in a fresh process: mutmut's switch between
+mutants is an environment variable holding a name with a non-ASCII character, which a test's subprocess started
+under a C locale does not read back, so such a subprocess ran the original code.
 """
 
 from __future__ import annotations
@@ -369,7 +371,9 @@ def run_target(t: Target, workdir: Path, children: int, resume: bool = False, cu
         raise RuntimeError(f"mutmut failed on {t.source} (status {res.returncode}); see {work / 'mutmut.log'}:\n"
                            f"{res.stderr[-3000:]}")
     codes = json.loads(meta.read_text())["exit_code_by_key"]
-    fresh = _fresh_kills(t, work, env, [k for k, c in codes.items() if status_by_exit_code[c] == "survived"])
+    survived = [k for k, c in codes.items() if status_by_exit_code[c] == "survived"]
+    known, diffs = _equivalents(), _diffs(work, survived)
+    fresh = _fresh_kills(t, work, env, survived, {k for k in survived if _reason(t.source, diffs[k], known) is None})
     seconds = time.monotonic() - t0
     spent.write_text(f"{seconds:.1f}")
     out = _outcome(t, work, codes, fresh, seconds)
@@ -415,13 +419,14 @@ def _record_cut(t: Target, work: Path) -> Outcome:
     return _outcome(t, work, codes, fresh, seconds, partial=any(c is None for c in codes.values()))
 
 
-def _fresh_kills(t: Target, work: Path, env: dict[str, str], survivors: list[str]) -> set[str]:
-    """The survivors in functions that ran at import that the module's tests kill in a fresh process (verdicts kept
-    in the scratch copy's ``fresh.json``, so ``--resume`` does not redo them)."""
+def _fresh_kills(t: Target, work: Path, env: dict[str, str], survivors: list[str], unexplained: set[str]) -> set[str]:
+    """The survivors in functions that ran at import, or ``unexplained`` (no recorded reason to be equivalent), that
+    the module's tests kill in a fresh process (verdicts kept in the scratch copy's ``fresh.json``, so ``--resume``
+    does not redo them)."""
     done_path = work / "fresh.json"
     done = json.loads(done_path.read_text()) if done_path.exists() else {}
     at_import = _import_time_functions(t, work, env)
-    todo = [k for k in survivors if _function_of(k) in at_import and k not in done]
+    todo = [k for k in survivors if (_function_of(k) in at_import or k in unexplained) and k not in done]
     if todo:
         t0 = time.monotonic()  # the unmutated tests must pass in a fresh process, and set the time limit
         clean = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
