@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Sequence, Sized
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -86,7 +86,7 @@ def _check_k(groups: list[np.ndarray], k: int, what: str) -> list[np.ndarray]:
 
 def powers_of_two(n: int) -> list[int]:
     """1, 2, 4, ... up to n (the k of the accuracy table)."""
-    return [2 ** i for i in range(int(math.log2(n)) + 1)] if n >= 1 else []
+    return [2 ** i for i in range(int(n).bit_length())] if n >= 1 else []  # exact: no float log2 near 2**k
 
 
 # ------------------------------------------------------------------------------------------ maj@k
@@ -104,12 +104,9 @@ def maj_at_k(answers: Sequence[Sequence[Hashable | None]], correct: Sequence[Seq
     from rewardkit.jury.vote import majority_vote, vote
 
     groups = _check_k(_bool_groups(correct), k, "maj@k")
-    if len(answers) != len(groups):
-        raise ValueError(f"maj@k: {len(answers)} answer lists for {len(groups)} groups")
+    _paired("maj@k", answers, groups, ("answers", "labels"))
     hits = []
-    for i, (ans, ok) in enumerate(zip(answers, groups)):
-        if len(ans) != len(ok):
-            raise ValueError(f"maj@k: group {i} has {len(ans)} answers and {len(ok)} labels")
+    for ans, ok in zip(answers, groups):
         head = list(ans[:k])
         v = majority_vote(head, checker=checker)[0] if cluster else vote(head)
         if v.majority is None:
@@ -122,6 +119,16 @@ def maj_at_k(answers: Sequence[Sequence[Hashable | None]], correct: Sequence[Seq
 # -------------------------------------------------------------------------------------- best-of-N
 
 TieRule = Literal["mean", "first"]
+
+
+def _paired(what: str, a: Sequence[Sized], b: Sequence[Sized], names: tuple[str, str] = ("rewards", "labels")) -> None:
+    """Refuse two per-response tables that do not line up group for group: a shifted pairing would score one
+    response's reward against another's label, silently."""
+    if len(a) != len(b):
+        raise ValueError(f"{what}: {len(a)} {names[0][:-1]} groups for {len(b)} {names[1][:-1]} groups")
+    for i, (x, y) in enumerate(zip(a, b)):
+        if len(x) != len(y):
+            raise ValueError(f"{what}: group {i} has {len(x)} {names[0]} and {len(y)} {names[1]}")
 
 
 def _float_groups(rewards: Sequence[Sequence[float | None]]) -> list[np.ndarray]:
@@ -139,16 +146,13 @@ def best_of_n(rewards: Sequence[Sequence[float | None]], correct: Sequence[Seque
     counts as wrong. Returns ``(accuracy, groups_with_nothing_selectable)``.
     """
     rs, cs = _float_groups(rewards), _bool_groups(correct)
-    if len(rs) != len(cs):
-        raise ValueError(f"best-of-N: {len(rs)} reward groups for {len(cs)} label groups")
+    _paired("best-of-N", rs, cs)
     if ties not in ("mean", "first"):
         raise ValueError(f"best-of-N: ties must be 'mean' or 'first', got {ties!r}")
     k = n if n is not None else min((len(g) for g in cs), default=0)
     _check_k(cs, k, "best-of-N")
     acc, empty = [], 0
-    for i, (r, c) in enumerate(zip(rs, cs)):
-        if len(r) != len(c):
-            raise ValueError(f"best-of-N: group {i} has {len(r)} rewards and {len(c)} labels")
+    for r, c in zip(rs, cs):
         r, c = r[:k], c[:k]
         ok = np.isfinite(r)
         if not ok.any():
@@ -170,13 +174,10 @@ def expected_best_of_n(rewards: Sequence[Sequence[float | None]], correct: Seque
     (C(N - A_j, n) - C(N - A_j - a_j, n)) / C(N, n), and its tied best are then a uniform draw from level j:
     c_j / a_j correct on average. Masked responses are never selected (a subset of only those is wrong)."""
     rs, cs = _float_groups(rewards), _bool_groups(correct)
-    if len(rs) != len(cs):
-        raise ValueError(f"best-of-N: {len(rs)} reward groups for {len(cs)} label groups")
+    _paired("best-of-N", rs, cs)
     _check_k(cs, n, "best-of-N")
     acc = []
     for r, c in zip(rs, cs):
-        if len(r) != len(c):
-            raise ValueError(f"best-of-N: a group has {len(r)} rewards and {len(c)} labels")
         total, above, e = math.comb(len(r), n), 0, 0.0
         for v in sorted(set(r[np.isfinite(r)].tolist()), reverse=True):
             level = r == v
@@ -190,7 +191,7 @@ def expected_best_of_n(rewards: Sequence[Sequence[float | None]], correct: Seque
 def best_of_n_curve(rewards: Sequence[Sequence[float | None]], correct: Sequence[Sequence[bool]]) -> dict[int, float]:
     """Best-of-n accuracy for n = 1..N, expected over random n-subsets (``expected_best_of_n``): at n = N it
     is ``best_of_n``'s value; below N it compares with pass@n and random choice (the mean label)."""
-    n_max = min(len(g) for g in correct)
+    n_max = min((len(g) for g in correct), default=0)  # no groups: no n, an empty curve
     return {n: expected_best_of_n(rewards, correct, n) for n in range(1, n_max + 1)}
 
 
@@ -255,13 +256,10 @@ def verifier_metrics(rewards: Sequence[Sequence[float | None]], correct: Sequenc
     are left out and counted. F1 = 2TP / (2TP + FP + FN).
     """
     rs, cs = _float_groups(rewards), _bool_groups(correct)
-    if len(rs) != len(cs):
-        raise ValueError(f"verifier metrics: {len(rs)} reward groups for {len(cs)} label groups")
+    _paired("verifier metrics", rs, cs)
     counts = np.zeros((len(rs), 4))
     masked = 0
     for i, (r, c) in enumerate(zip(rs, cs)):
-        if len(r) != len(c):
-            raise ValueError(f"verifier metrics: group {i} has {len(r)} rewards and {len(c)} labels")
         ok = np.isfinite(r)
         masked += int((~ok).sum())
         pred, lab = r[ok] >= threshold, c[ok]
@@ -286,6 +284,7 @@ def verifier_metrics(rewards: Sequence[Sequence[float | None]], correct: Sequenc
 
 def _pooled(rewards, correct) -> tuple[np.ndarray, np.ndarray]:
     rs, cs = _float_groups(rewards), _bool_groups(correct)
+    _paired("AUC", rs, cs)
     r = np.concatenate(rs) if rs else np.zeros(0)
     c = np.concatenate(cs) if cs else np.zeros(0, bool)
     ok = np.isfinite(r)
@@ -309,7 +308,9 @@ def within_group_auc(rewards: Sequence[Sequence[float | None]], correct: Sequenc
     from sklearn.metrics import roc_auc_score
 
     vals = []
-    for r, c in zip(_float_groups(rewards), _bool_groups(correct)):
+    rs, cs = _float_groups(rewards), _bool_groups(correct)
+    _paired("within-group AUC", rs, cs)
+    for r, c in zip(rs, cs):
         ok = np.isfinite(r)
         if c[ok].any() and not c[ok].all():
             vals.append(roc_auc_score(c[ok], r[ok]))
@@ -324,7 +325,11 @@ def length_bias(rewards: Sequence[Sequence[float | None]], lengths: Sequence[Seq
 
     rs = _float_groups(rewards)
     ls = [np.asarray(g, dtype=np.float64) for g in lengths]
-    r, ln = np.concatenate(rs), np.concatenate(ls)
+    _paired("length bias", rs, ls, ("rewards", "lengths"))
+    if correct is not None:
+        _paired("length bias", rs, correct)
+    r = np.concatenate(rs) if rs else np.zeros(0)
+    ln = np.concatenate(ls) if ls else np.zeros(0)
     ok = np.isfinite(r)
 
     def rho(mask: np.ndarray) -> float:
@@ -334,7 +339,7 @@ def length_bias(rewards: Sequence[Sequence[float | None]], lengths: Sequence[Seq
 
     out = {"spearman": rho(ok)}
     if correct is not None:
-        c = np.concatenate(_bool_groups(correct))
+        c = np.concatenate(_bool_groups(correct)) if rs else np.zeros(0, bool)
         out["spearman_correct_only"] = rho(ok & c)
     return out
 

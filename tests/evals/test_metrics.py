@@ -274,6 +274,29 @@ def test_powers_of_two_edges():
     assert powers_of_two(0) == [] and powers_of_two(-3) == []
     assert powers_of_two(1) == [1] and powers_of_two(2) == [1, 2] and powers_of_two(3) == [1, 2]
     assert powers_of_two(16) == [1, 2, 4, 8, 16] and powers_of_two(31) == [1, 2, 4, 8, 16]
+    # where a float log2 rounds up: log2(2**53 - 1) is 53.0 in binary64, and 2**53 is not <= n
+    assert powers_of_two(2 ** 53 - 1)[-1] == 2 ** 52 and len(powers_of_two(2 ** 53 - 1)) == 53
+    assert powers_of_two(np.int64(8)) == [1, 2, 4, 8]  # a count numpy computed
+
+
+def test_misaligned_tables_are_refused_not_paired_shifted():
+    # the same number of responses in all, grouped differently: pooled, they would pair each reward with another
+    # response's label (AUC) or length (length bias) without a word
+    rewards, labels = [[0.9, 0.1], [0.8]], [[True], [False, True]]
+    for f, what in ((auc, "AUC"), (within_group_auc, "within-group AUC")):
+        with pytest.raises(ValueError, match=f"^{what}: group 0 has 2 rewards and 1 labels$"):
+            f(rewards, labels)
+    with pytest.raises(ValueError, match="^AUC: 2 reward groups for 1 label groups$"):
+        auc(rewards, [[True, False, True]])
+    with pytest.raises(ValueError, match="^length bias: group 0 has 2 rewards and 1 lengths$"):
+        length_bias(rewards, [[10], [20, 30]])
+    with pytest.raises(ValueError, match="^length bias: group 1 has 1 rewards and 2 labels$"):
+        length_bias(rewards, [[10, 20], [30]], [[True, False], [True, False]])
+
+
+def test_no_groups_give_empty_results_not_numpy_errors():
+    assert best_of_n_curve([], []) == {}
+    assert all(math.isnan(v) for v in length_bias([], [], []).values())
 
 
 class _Everything:
@@ -304,7 +327,7 @@ def test_maj_at_k_passes_the_checker_to_the_vote():
 
 
 def test_maj_at_k_shape_checks():
-    with pytest.raises(ValueError, match="1 answer lists for 2 groups"):
+    with pytest.raises(ValueError, match="maj@k: 1 answer groups for 2 label groups"):
         maj_at_k([["1"]], [[True], [False]], 1)
     with pytest.raises(ValueError, match="group 0 has 1 answers and 2 labels"):
         maj_at_k([["1"]], [[True, False]], 1)
@@ -355,8 +378,8 @@ def test_expected_best_of_n_hand_worked_and_checks():
     assert expected_best_of_n([[None, 0.5, 0.1]], [[True, True, False]], 1) == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="1 reward groups for 2 label groups"):
         expected_best_of_n([[1.0]], [[True], [True]], 1)
-    with pytest.raises(ValueError, match="a group has 1 rewards and 2 labels"):
-        expected_best_of_n([[1.0]], [[True, False]], 1)
+    with pytest.raises(ValueError, match="best-of-N: group 1 has 1 rewards and 2 labels"):  # the group named
+        expected_best_of_n([[1.0, 2.0], [1.0]], [[True, False], [True, False]], 1)
     with pytest.raises(ValueError, match="best-of-N: k=3 is larger than n=2"):
         expected_best_of_n([[1.0, 0.0]], [[True, True]], 3)
 
