@@ -82,7 +82,7 @@ def test_a_cancelled_row_leaves_its_open_group():
         await _until(lambda: g.waiting == 1)
         gone.cancel()
         await asyncio.gather(gone, return_exceptions=True)  # its cancellation has run
-        assert g.waiting == 0
+        assert g.waiting == 0 and gone.cancelled()  # the caller sees its own cancellation, nothing else
         return await asyncio.gather(g.add("k", "p", "x"), g.add("k", "p", "y"))
 
     out = asyncio.run(run())
@@ -284,7 +284,7 @@ def test_a_scorer_answering_fewer_groups_or_rewards_than_asked_is_an_error_not_m
 # ------------------------------------------------------------------------------------------------ GroupGatherer
 
 
-def _run(coro, within: float = 60.0):
+def _run(coro, within: float = 30.0):
     """Run ``coro`` in a fresh loop, failing (not hanging) if it has not finished ``within`` seconds."""
     return asyncio.run(asyncio.wait_for(coro, within))
 
@@ -307,6 +307,23 @@ def test_a_full_group_is_scored_with_its_first_rows_prompt_reference_and_expert(
     assert [i for _, i, _ in second] == [0, 1] and second[0][0].rewards.tolist() == [3.0, 4.0]
     assert [c[0].id for c in sc.calls] == ["g1", "g2"]  # numbered in the order they closed
     assert counts == {"rows": 4, "groups": 2, "partial_groups": 0, "scorer_calls": 2} and waiting == 0
+
+
+def test_a_groups_timer_is_due_timeout_after_its_first_row_60_s_by_default_and_cancelled_when_it_fills():
+    sc = Echo()
+
+    async def run():
+        g = GroupGatherer(sc, group_size=2)
+        t0 = asyncio.get_running_loop().time()
+        first = asyncio.ensure_future(g.add("k", "P", "1"))
+        await _until(lambda: g.waiting == 1)
+        timer = g._open["k"].timer
+        await asyncio.gather(first, g.add("k", "P", "2"))
+        return timer.when() - t0, timer.cancelled()
+
+    due, cancelled = _run(run())
+    assert 60.0 <= due < 61.0  # the first row came a moment after t0
+    assert cancelled  # a full group holds no timer (nor, through it, its rows) for the rest of the minute
 
 
 def test_a_group_of_one_is_scored_at_once_not_as_partial():
