@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -62,8 +63,8 @@ def score_rows(scorer: Scorer, prompts: Sequence[str], responses: Sequence[str],
     groups = []
     for gi, rows in enumerate(idx):
         first = rows[0]
-        for col, what in ((prompts, "prompt"), (references, "reference")):
-            if col is not None and any(col[r] != col[first] for r in rows):
+        for col, what in ((prompts, "prompt"), (references, "reference"), (experts, "expert")):
+            if col is not None and any(_canonical(col[r]) != _canonical(col[first]) for r in rows):
                 raise ValueError(f"rows {rows} share a group key but differ in their {what}")
         groups.append(Group(f"g{gi}", prompts[first], [responses[r] for r in rows],
                             reference=None if references is None else references[first],
@@ -78,6 +79,12 @@ def score_rows(scorer: Scorer, prompts: Sequence[str], responses: Sequence[str],
 
 def _str(x: Any) -> str | None:
     return None if x is None else str(x)
+
+
+def _canonical(x: Any) -> str:
+    """A row's prompt or reference as canonical JSON, to tell whether two rows share it: a missing value (NaN)
+    equals itself, and an array compares by its elements (``!=`` on one is ambiguous)."""
+    return json.dumps(x, sort_keys=True, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
 
 
 @dataclass
@@ -140,7 +147,13 @@ class GroupGatherer:
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         pend = self._open.get(key)
-        if pend is None:
+        if pend is not None:  # the group's rows share its problem: a row that differs is refused, not re-keyed
+            for what, mine, its in (("prompt", prompt, pend.prompt), ("reference", reference, pend.reference),
+                                    ("expert", expert, pend.expert)):
+                if _canonical(mine) != _canonical(its):
+                    raise ValueError(f"a row of group {key!r} differs in its {what} from the group's first row "
+                                     f"({str(its)[:60]!r}; here: {str(mine)[:60]!r})")
+        else:
             pend = self._open[key] = _Pending(key, prompt, reference, expert)
             pend.timer = loop.call_later(self.timeout, self._close, pend, True)
         row = (response, fut)

@@ -223,7 +223,7 @@ def test_rows_are_scored_as_whole_groups_in_one_call_and_answered_in_input_order
     sc = Echo()
     prompts = ["P", "Q", "P", "Q", "R"]
     rewards, scores, idx = score_rows(sc, prompts, ["1", "2", "nan", "4", "5"], references=["r1", "r2", "r1", "r2", 7],
-                                      experts=[None, 7, None, "e", "x"])
+                                      experts=[None, 7, None, 7, "x"])
     assert rewards == [1.0, 2.0, None, 4.0, 5.0] and all(type(r) is float for r in rewards if r is not None)
     assert idx == [[0, 2], [1, 3], [4]]
     assert sc.responses() == [[["1", "nan"], ["2", "4"], ["5"]]]  # one call, every group whole
@@ -294,10 +294,21 @@ def test_a_full_group_is_scored_with_its_first_rows_prompt_reference_and_expert(
 
     async def run():
         g = GroupGatherer(sc, group_size=2, timeout=30)
-        first = await asyncio.gather(g.add("k", "P", "1", reference="R", expert="E"),
-                                     g.add("k", "P2", "2", reference="R2", expert="E2"))
+        head = asyncio.ensure_future(g.add("k", "P", "1", reference="R", expert="E"))
+        await _until(lambda: g.waiting == 1)
+        # a row of the open group with another prompt, reference or expert is refused (before, it was scored against
+        # the first row's); the group stays open for a row that matches
+        for kw, what in (({"prompt": "P2"}, "prompt 'P'; here: 'P2'"), ({"reference": "R2"}, "reference 'R'; here: 'R2'"),
+                         ({"expert": None}, "expert 'E'; here: 'None'")):
+            row = {"prompt": "P", "reference": "R", "expert": "E", **kw}
+            with pytest.raises(ValueError) as e:
+                await g.add("k", row["prompt"], "x", reference=row["reference"], expert=row["expert"])
+            assert str(e.value) == f"a row of group 'k' differs in its {what.split(' ')[0]} from the group's first " \
+                                   f"row ({what.split(' ', 1)[1]})"
+        assert g.waiting == 1
+        first = [await g.add("k", "P", "2", reference="R", expert="E"), await head]
         second = await asyncio.gather(g.add("k", "P", "3"), g.add("k", "P", "4"))  # a new group under the same key
-        return first, second, dict(g.counts), g.waiting
+        return first[::-1], second, dict(g.counts), g.waiting
 
     first, second, counts, waiting = _run(run())
     (s0, i0, p0), (s1, i1, p1) = first
@@ -307,6 +318,21 @@ def test_a_full_group_is_scored_with_its_first_rows_prompt_reference_and_expert(
     assert [i for _, i, _ in second] == [0, 1] and second[0][0].rewards.tolist() == [3.0, 4.0]
     assert [c[0].id for c in sc.calls] == ["g1", "g2"]  # numbered in the order they closed
     assert counts == {"rows": 4, "groups": 2, "partial_groups": 0, "scorer_calls": 2} and waiting == 0
+
+
+def test_rows_whose_reference_is_missing_or_an_array_group_by_value():
+    # a missing reference read by pandas is NaN (NaN != NaN), a verl ground truth may be a numpy array (its != is
+    # elementwise): rows of one group holding the same such value are one group (a NaN reference is then refused by
+    # the Group itself, saying why, not as rows that "differ"), differing ones are refused
+    sc = Echo()
+    with pytest.raises(ValueError, match="reference: expected a string or a finite number, got nan"):
+        score_rows(sc, ["P", "P"], ["1", "2"], references=[float("nan"), float("nan")])
+    score_rows(sc, ["P", "P"], ["1", "2"], references=[np.array(["3", "4"]), np.array(["3", "4"])])
+    assert list(sc.calls[-1][0].reference) == ["3", "4"]  # one group: either reference right
+    with pytest.raises(ValueError, match=r"rows \[0, 1\] share a group key but differ in their reference"):
+        score_rows(sc, ["P", "P"], ["1", "2"], references=[np.array(["3", "4"]), np.array(["3", "5"])])
+    with pytest.raises(ValueError, match="differ in their expert"):
+        score_rows(sc, ["P", "P"], ["1", "2"], experts=["E", "F"])
 
 
 def test_a_groups_timer_is_due_timeout_after_its_first_row_60_s_by_default_and_cancelled_when_it_fills():
