@@ -5,8 +5,10 @@ cancellation, timeouts."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import threading
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 import numpy as np
@@ -284,6 +286,19 @@ def test_a_scorer_answering_fewer_groups_or_rewards_than_asked_is_an_error_not_m
 # ------------------------------------------------------------------------------------------------ GroupGatherer
 
 
+@contextlib.asynccontextmanager
+async def _scorer_busy(sc: Echo, first: Awaitable):
+    """The scorer held inside its first call (``first``, started here) while the body queues more; let go on exit,
+    whatever the body did, so that a failing test does not hang."""
+    sc.hold = threading.Event()
+    held = asyncio.ensure_future(first)
+    try:
+        assert await asyncio.to_thread(sc.entered.wait, 30)
+        yield held
+    finally:
+        sc.hold.set()
+
+
 def _run(coro, within: float = 30.0):
     """Run ``coro`` in a fresh loop, failing (not hanging) if it has not finished ``within`` seconds."""
     return asyncio.run(asyncio.wait_for(coro, within))
@@ -385,19 +400,14 @@ def test_short_groups_are_each_closed_at_their_timeout_and_counted_as_partial():
 
 def test_queued_jobs_are_batched_up_to_max_batch_groups_and_each_gets_its_own_scores():
     sc = Echo()
-    sc.hold = threading.Event()
 
     async def run():
         g = GroupGatherer(sc, group_size=1, timeout=30, max_batch=4)
-        try:
-            held = asyncio.ensure_future(g.score([Group("x", "P", ["0"])]))
-            assert await asyncio.to_thread(sc.entered.wait, 30)
+        async with _scorer_busy(sc, g.score([Group("x", "P", ["0"])])) as held:
             jobs = [asyncio.ensure_future(g.score(gs)) for gs in
                     ([Group("a", "P", ["1"])], [Group("b", "P", ["2"]), Group("c", "P", ["3", "33"])],
                      [Group("d", "P", ["4"])], [Group("e", "P", ["5"])])]
             await _until(lambda: g.counts["groups"] == 6)
-        finally:
-            sc.hold.set()
         return await held, await asyncio.gather(*jobs), dict(g.counts)
 
     held, jobs, counts = _run(run())
@@ -410,17 +420,12 @@ def test_queued_jobs_are_batched_up_to_max_batch_groups_and_each_gets_its_own_sc
 
 def test_a_backlog_is_scored_1024_groups_per_call_by_default():
     sc = Echo()
-    sc.hold = threading.Event()
 
     async def run():
         g = GroupGatherer(sc, group_size=1)
-        try:
-            held = asyncio.ensure_future(g.add("x", "P", "0"))
-            assert await asyncio.to_thread(sc.entered.wait, 30)
+        async with _scorer_busy(sc, g.add("x", "P", "0")) as held:
             rows = [asyncio.ensure_future(g.add(i, "P", str(i))) for i in range(1025)]
             await _until(lambda: g.counts["groups"] == 1026)
-        finally:
-            sc.hold.set()
         await held
         return [s.rewards[0] for s, _, _ in await asyncio.gather(*rows)]
 
@@ -430,18 +435,13 @@ def test_a_backlog_is_scored_1024_groups_per_call_by_default():
 
 def test_a_failure_in_a_batch_of_two_fails_only_its_own_job():
     sc = Echo()
-    sc.hold = threading.Event()
 
     async def run():
         g = GroupGatherer(sc, group_size=1, timeout=30)
-        try:
-            held = asyncio.ensure_future(g.score([Group("x", "P", ["0"])]))
-            assert await asyncio.to_thread(sc.entered.wait, 30)
+        async with _scorer_busy(sc, g.score([Group("x", "P", ["0"])])) as held:
             ok = asyncio.ensure_future(g.score([Group("a", "P", ["1"])]))
             bad = asyncio.ensure_future(g.score([Group("b", "P", ["BOOM"])]))
             await _until(lambda: g.counts["groups"] == 3)
-        finally:
-            sc.hold.set()
         await held
         return await ok, await asyncio.gather(bad, return_exceptions=True)
 
@@ -461,20 +461,15 @@ def test_a_scorer_answering_the_wrong_number_of_groups_fails_the_rows_it_was_ask
 
 def test_cancelled_callers_get_no_answer_and_the_worker_goes_on():
     sc = Echo()
-    sc.hold = threading.Event()
 
     async def run():
         g = GroupGatherer(sc, group_size=1, timeout=30)
-        try:
-            held = asyncio.ensure_future(g.score([Group("x", "P", ["0"])]))
-            assert await asyncio.to_thread(sc.entered.wait, 30)
+        async with _scorer_busy(sc, g.score([Group("x", "P", ["0"])])) as held:
             gone_bad = asyncio.ensure_future(g.score([Group("a", "P", ["BOOM"])]))
             kept = asyncio.ensure_future(g.score([Group("b", "P", ["2"])]))
             await _until(lambda: g.counts["groups"] == 3)
             held.cancel()  # its call is under way: its scores arrive with no one to take them
             gone_bad.cancel()  # queued: scored (and failing) with no one to tell
-        finally:
-            sc.hold.set()
         after = await g.score([Group("c", "P", ["3"])])
         return await kept, after, held.cancelled() and gone_bad.cancelled()
 
@@ -484,18 +479,13 @@ def test_cancelled_callers_get_no_answer_and_the_worker_goes_on():
 
 def test_a_row_cancelled_after_its_group_closed_is_scored_but_not_answered_and_the_others_are():
     sc = Echo()
-    sc.hold = threading.Event()
 
     async def run():
         g = GroupGatherer(sc, group_size=3, timeout=30)
-        try:
-            held = asyncio.ensure_future(g.score([Group("x", "P", ["0"])]))
-            assert await asyncio.to_thread(sc.entered.wait, 30)
+        async with _scorer_busy(sc, g.score([Group("x", "P", ["0"])])) as held:
             rows = [asyncio.ensure_future(g.add("k", "P", r)) for r in ("1", "2", "3")]
             await _until(lambda: g.counts["groups"] == 2)
             rows[1].cancel()
-        finally:
-            sc.hold.set()
         await held
         return await rows[0], await rows[2]
 
