@@ -292,6 +292,9 @@ def test_misaligned_tables_are_refused_not_paired_shifted():
         length_bias(rewards, [[10], [20, 30]])
     with pytest.raises(ValueError, match="^length bias: group 1 has 1 rewards and 2 labels$"):
         length_bias(rewards, [[10, 20], [30]], [[True, False], [True, False]])
+    for f, what in ((best_of_n, "best-of-N"), (verifier_metrics, "verifier metrics")):  # each names itself
+        with pytest.raises(ValueError, match=f"^{what}: group 0 has 2 rewards and 1 labels$"):
+            f(rewards, labels)
 
 
 def test_no_groups_give_empty_results_not_numpy_errors():
