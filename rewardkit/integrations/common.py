@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rewardkit.scoring import Scorer, get_scorer, register_scorer, scorer_names, scorer_options
-from rewardkit.types import Group, GroupScore, Reference
+from rewardkit.types import Group, GroupScore, Reference, reference_value
 
 
 def load_scorer(spec: str | Scorer, options: dict[str, Any] | None = None, judge: str | None = None) -> Scorer:
@@ -63,8 +62,9 @@ def score_rows(scorer: Scorer, prompts: Sequence[str], responses: Sequence[str],
     groups = []
     for gi, rows in enumerate(idx):
         first = rows[0]
-        for col, what in ((prompts, "prompt"), (references, "reference"), (experts, "expert")):
-            if col is not None and any(_canonical(col[r]) != _canonical(col[first]) for r in rows):
+        for col, what, value in ((prompts, "prompt", str), (references, "reference", reference_value),
+                                 (experts, "expert", _str)):
+            if col is not None and any(value(col[r]) != value(col[first]) for r in rows):
                 raise ValueError(f"rows {rows} share a group key but differ in their {what}")
         groups.append(Group(f"g{gi}", prompts[first], [responses[r] for r in rows],
                             reference=None if references is None else references[first],
@@ -79,12 +79,6 @@ def score_rows(scorer: Scorer, prompts: Sequence[str], responses: Sequence[str],
 
 def _str(x: Any) -> str | None:
     return None if x is None else str(x)
-
-
-def _canonical(x: Any) -> str:
-    """A row's prompt or reference as canonical JSON, to tell whether two rows share it: a missing value (NaN)
-    equals itself, and an array compares by its elements (``!=`` on one is ambiguous)."""
-    return json.dumps(x, sort_keys=True, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
 
 
 @dataclass
@@ -148,9 +142,10 @@ class GroupGatherer:
         fut = loop.create_future()
         pend = self._open.get(key)
         if pend is not None:  # the group's rows share its problem: a row that differs is refused, not re-keyed
-            for what, mine, its in (("prompt", prompt, pend.prompt), ("reference", reference, pend.reference),
+            for what, mine, its in (("prompt", prompt, pend.prompt),
+                                    ("reference", reference_value(reference), reference_value(pend.reference)),
                                     ("expert", expert, pend.expert)):
-                if _canonical(mine) != _canonical(its):
+                if mine != its:
                     raise ValueError(f"a row of group {key!r} differs in its {what} from the group's first row "
                                      f"({str(its)[:60]!r}; here: {str(mine)[:60]!r})")
         else:

@@ -335,19 +335,39 @@ def test_a_full_group_is_scored_with_its_first_rows_prompt_reference_and_expert(
     assert counts == {"rows": 4, "groups": 2, "partial_groups": 0, "scorer_calls": 2} and waiting == 0
 
 
-def test_rows_whose_reference_is_missing_or_an_array_group_by_value():
-    # a missing reference read by pandas is NaN (NaN != NaN), a verl ground truth may be a numpy array (its != is
-    # elementwise): rows of one group holding the same such value are one group (a NaN reference is then refused by
-    # the Group itself, saying why, not as rows that "differ"), differing ones are refused
+def test_rows_of_a_group_compare_their_references_as_the_group_keeps_them():
+    # as Group keeps a reference (types.reference_value): 7 and "7", a list and a numpy array of the same answers are
+    # one reference; a NaN (a missing value read by pandas, NaN != NaN) is refused saying why, not as rows that differ
     sc = Echo()
     with pytest.raises(ValueError, match="reference: expected a string or a finite number, got nan"):
         score_rows(sc, ["P", "P"], ["1", "2"], references=[float("nan"), float("nan")])
-    score_rows(sc, ["P", "P"], ["1", "2"], references=[np.array(["3", "4"]), np.array(["3", "4"])])
-    assert list(sc.calls[-1][0].reference) == ["3", "4"]  # one group: either reference right
+    _, _, idx = score_rows(sc, ["P"] * 4, ["1", "2", "3", "4"], references=[7, "7", 7.0, np.int64(7)],
+                           experts=["E", "E", "E", "E"])
+    assert idx == [[0, 1, 2, 3]] and sc.calls[-1][0].reference == "7"
+    score_rows(sc, ["P", "P"], ["1", "2"], references=[np.array(["3", "4"]), ["3", "4"]], experts=[5, "5"])
+    assert (sc.calls[-1][0].reference, sc.calls[-1][0].expert) == (("3", "4"), "5")
     with pytest.raises(ValueError, match=r"rows \[0, 1\] share a group key but differ in their reference"):
         score_rows(sc, ["P", "P"], ["1", "2"], references=[np.array(["3", "4"]), np.array(["3", "5"])])
     with pytest.raises(ValueError, match="differ in their expert"):
         score_rows(sc, ["P", "P"], ["1", "2"], experts=["E", "F"])
+
+    async def run():  # the gatherer: the same rule
+        g = GroupGatherer(sc, group_size=3, timeout=30)
+        return await asyncio.gather(g.add("k", "P", "1", reference=4, expert="5"), g.add("k", "P", "2", reference="4"),
+                                    g.add("k", "P", "3", reference=np.array(["4"]), expert="5"))
+
+    with pytest.raises(ValueError, match=r"^a row of group 'k' differs in its expert from the group's first row "
+                                         r"\('5'; here: 'None'\)$"):
+        _run(run())
+    sc.calls.clear()
+
+    async def run_same():
+        g = GroupGatherer(sc, group_size=3, timeout=30)
+        return await asyncio.gather(g.add("k", "P", "1", reference=4, expert="5"),
+                                    g.add("k", "P", "2", reference="4", expert="5"),
+                                    g.add("k", "P", "3", reference=np.array(["4"]), expert="5"))
+
+    assert [i for _, i, _ in _run(run_same())] == [0, 1, 2] and sc.calls[0][0].reference == "4"
 
 
 def test_a_groups_timer_is_due_timeout_after_its_first_row_60_s_by_default_and_cancelled_when_it_fills():
