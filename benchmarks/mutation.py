@@ -544,7 +544,9 @@ def render() -> str:
              "A timeout (the mutant's tests ran past mutmut's limit) and a crash of the tests' process (mutmut's "
              "segfault) count as killed. mutmut tests every mutant in a "
              "process forked after the tests were imported, so a mutant in a function that runs at import (a verdict "
-             "form's factory) never reaches them: each such survivor is written into the source and the module's tests "
+             "form's factory) never reaches them, and a test's subprocess under a C locale does not read back mutmut's "
+             "switch (an environment variable holding a non-ASCII name): each such survivor, and each survivor with no "
+             "recorded reason, is written into the source and the module's tests "
              "run again in a fresh process, and those they fail on count as killed in a fresh process. A survivor listed in "
              "`benchmarks/mutation_equivalent.json` is shown as equivalent with its reason; the second kill rate "
              "leaves those out. A module missing from the table was not run in the time available.", ""]
