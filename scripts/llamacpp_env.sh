@@ -15,14 +15,18 @@ cd "$(dirname "$0")/.."
 VENV="${LLAMACPP_VENV:-.venv-llamacpp}"
 PY="${PYTHON:-python3}"
 RECIPE="llama-cpp-python[server]==0.3.36"
+# not -march=native: the default native build died with "Illegal instruction" at its first test on a virtual
+# machine of this kind (its CPU flags list AVX-512, AVX512-FP16); GGML_NATIVE=OFF builds the portable x86-64-v3
+# set (AVX, AVX2, FMA, F16C). --no-cache-dir: a wheel pip cached from a native build is not reused
+FLAGS="-DGGML_NATIVE=OFF"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 start=$(date +%s)
 
-if [ "$(cat "$VENV/.recipe" 2>/dev/null)" != "$RECIPE" ]; then
+if [ "$(cat "$VENV/.recipe" 2>/dev/null)" != "$RECIPE $FLAGS" ]; then
   rm -rf "$VENV"
   "$PY" -m venv --system-site-packages "$VENV"
-  CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$VENV/bin/pip" install -q "$RECIPE"
-  echo "$RECIPE" > "$VENV/.recipe"
+  CMAKE_ARGS="$FLAGS" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$VENV/bin/pip" install -q --no-cache-dir "$RECIPE"
+  echo "$RECIPE $FLAGS" > "$VENV/.recipe"
 fi
 "$VENV/bin/python" -c "import llama_cpp, rewardkit; print('llama-cpp-python', llama_cpp.__version__)"
 echo "llama.cpp environment ready in $(( $(date +%s) - start )) s"
