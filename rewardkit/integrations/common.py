@@ -143,13 +143,13 @@ class GroupGatherer:
         pend = self._open.get(key)
         if pend is not None:  # the group's rows share its problem: a row that differs is refused, not re-keyed
             for what, mine, its in (("prompt", prompt, pend.prompt),
-                                    ("reference", reference_value(reference), reference_value(pend.reference)),
+                                    ("reference", reference_value(reference), pend.reference),
                                     ("expert", expert, pend.expert)):
                 if mine != its:
                     raise ValueError(f"a row of group {key!r} differs in its {what} from the group's first row "
                                      f"({str(its)[:60]!r}; here: {str(mine)[:60]!r})")
         else:
-            pend = self._open[key] = _Pending(key, prompt, reference, expert)
+            pend = self._open[key] = _Pending(key, prompt, reference_value(reference), expert)  # as Group keeps it
             pend.timer = loop.call_later(self.timeout, self._close, pend, True)
         row = (response, fut)
         pend.rows.append(row)
