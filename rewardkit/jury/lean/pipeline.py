@@ -9,7 +9,8 @@ accepted proof. Every stage is one backend call (or one Lean batch) for all open
 
 Outcomes: verified (a proof was accepted) or inconclusive (no formalisation, none consistent, no proof
 found, or the check did not finish). The pipeline never refutes: failing to prove is not a disproof.
-A claim whose Lean check or model call did not finish (timeout, crash, server error) is not cached.
+An inconclusive claim whose Lean check or model call did not finish (timeout, crash, server error) is not
+cached (the next batch tries again); a verified one is, whatever else failed: Lean accepted its proof.
 """
 
 from __future__ import annotations
@@ -255,7 +256,7 @@ class LeanVerifier(BaseVerifier):
             self._prove(todo)
         for s in todo:
             s.result = self._finish(s)
-            if self.cache is not None and not s.transient:
+            if self.cache is not None and (s.proof is not None or not s.transient):  # a proof stands on its own
                 self.cache.put(s.key, s.result.outcome, s.result.reason, s.result.detail)  # type: ignore[arg-type]
         return [s.result for s in states]  # type: ignore[misc]
 

@@ -508,7 +508,22 @@ def test_statement_checks_that_did_not_finish_are_not_cached(tmp_path):
     (r,) = LeanVerifier(backend, lean, k_formal=2, k_prove=1, cache=cache).verify_many([Claim(Q, "3")])
     assert r.outcome == "verified" and r.detail["formal_statement"] == formal(S3)  # the other one timed out
     assert r.cost.verifier_calls == 2 + 1
-    assert len(cache) == 0  # a verified claim too: the verdict depended on a check that did not finish
+    # verified is cached although another statement's check did not finish: Lean accepted a proof of a statement
+    # judged consistent, which no re-run can undo; the next batch reads it back without a model call
+    assert len(cache) == 1
+    backend = roles(Status.TIMEOUT)
+    (again,) = LeanVerifier(backend, Engine(), k_formal=2, k_prove=1, cache=cache).verify_many([Claim(Q, "3")])
+    assert again.cached and again.outcome == "verified" and not backend.batches
+
+
+def test_a_proof_accepted_after_a_check_that_did_not_finish_is_cached(tmp_path):
+    """One round of two proofs: the first one's check times out, the second is accepted: verified, and cached."""
+    cache = VerificationCache(tmp_path / "c.sqlite")
+    backend = roles([fence(S3 + " := by\n  simp")], prove=rounds(["  exact bogus", "  omega"]))
+    lean = Engine(timeout=lambda src: "bogus" in src)
+    (r,) = LeanVerifier(backend, lean, k_prove=2, attempts_per_round=2, cache=cache).verify_many([Claim(Q, "3")])
+    assert r.outcome == "verified" and r.detail["attempts"] == 2 and "omega" in r.detail["proof"]
+    assert len(lean.batches[-1]) == 2 and len(cache) == 1
 
 
 def test_from_specs_builds_the_checker_first(monkeypatch, tmp_path):
