@@ -566,7 +566,13 @@ class JobOutput:
         """Append rejected input records to ``OUT.rejects.jsonl``, each (path, line, field) once."""
         rp = rejects_path(self.path)
         known = {(r.get("path"), r.get("line"), r.get("field")) for r in repair_jsonl(rp)}
-        append_lines(rp, [dump_row(r) for r in rows if (r.get("path"), r.get("line"), r.get("field")) not in known])
+        new = []
+        for r in rows:  # once against the file and within this batch
+            key = (r.get("path"), r.get("line"), r.get("field"))
+            if key not in known:
+                known.add(key)
+                new.append(dump_row(r))
+        append_lines(rp, new)
 
     def append(self, rows: list[dict], *, journal: bool = False) -> None:
         """Append rows (flush + fsync). ``journal`` (a retry) or a journal left by a killed retry: into the

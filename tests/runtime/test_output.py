@@ -1033,4 +1033,6 @@ def test_reject_writes_each_bad_record_once_across_runs(tmp_path):
     with JobOutput(out, _manifest()).claim().open() as o:
         o.reject(bad[:1])
         o.reject(iter(bad))  # the first again (a resumed job reads the same input): not written twice
-    assert [json.loads(x) for x in rejects_path(out).read_text().splitlines()] == bad
+        o.reject([bad[1] | {"error": "again"}, {"path": "in.jsonl", "line": 5}, {"path": "in.jsonl", "line": 5}])
+    # and twice in one batch: once
+    assert [json.loads(x) for x in rejects_path(out).read_text().splitlines()] == bad + [{"path": "in.jsonl", "line": 5}]
