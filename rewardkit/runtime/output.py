@@ -291,7 +291,7 @@ def check_not_input(inp: Path, out: Path) -> None:
             raise JobError(f"{out}: --out would write over or into the input {inp}; choose another --out")
 
 
-def check_output(inp: Path, out: Path, manifest: dict, restart: bool) -> bool:
+def check_output(out: Path, manifest: dict, restart: bool) -> bool:
     """Refuse an output that is not ours or another job's; True if it must be started over.
 
     Ours means a regular file (or nothing yet) with a rewardkit manifest beside it. Without a manifest,
@@ -505,7 +505,7 @@ class JobOutput:
     def claim(self) -> JobOutput:
         """Refuse, creating nothing, every ``OUT`` this job may not write (see the class docstring)."""
         self.check_path()
-        check_output(self.inp, self.path, self.manifest, self.restart)  # refuses what is not ours, untouched
+        check_output(self.path, self.manifest, self.restart)  # refuses what is not ours, untouched
         OutputLock.check(self.path)  # a foreign lock, or another job's
         return self
 
@@ -533,7 +533,7 @@ class JobOutput:
         try:
             with OutputLock(self.path):
                 out = self.path
-                fresh = check_output(self.inp, out, self.manifest, self.restart)  # another job may have written
+                fresh = check_output(out, self.manifest, self.restart)  # another job may have written
                 for base in (out, manifest_path(out)):  # staging files of a rewrite killed before its rename
                     for tmp in stale_temp_files(base):
                         tmp.unlink(missing_ok=True)

@@ -472,18 +472,18 @@ def test_check_output_decides_fresh_resume_or_restart(tmp_path):
     from rewardkit.runtime.output import check_output
 
     out = tmp_path / "o.jsonl"
-    assert check_output(None, out, _manifest(), restart=False) is True  # nothing there: fresh
+    assert check_output(out, _manifest(), restart=False) is True  # nothing there: fresh
     manifest_path(out).write_text(json.dumps(_manifest()))
-    assert check_output(None, out, _manifest(), restart=False) is False  # ours, nothing written yet: resume
-    assert check_output(None, out, _manifest(2), restart=False) is True  # another job's, nothing written: start over
+    assert check_output(out, _manifest(), restart=False) is False  # ours, nothing written yet: resume
+    assert check_output(out, _manifest(2), restart=False) is True  # another job's, nothing written: start over
     out.write_bytes(b"")
-    assert check_output(None, out, _manifest(2), restart=False) is True  # an empty OUT: nothing to lose
+    assert check_output(out, _manifest(2), restart=False) is True  # an empty OUT: nothing to lose
     out.write_bytes(b'{"id": "a"}\n')
-    assert check_output(None, out, _manifest(), restart=False) is False
-    assert check_output(None, out, _manifest(), restart=True) is True
-    assert check_output(None, out, _manifest(2), restart=True) is True
+    assert check_output(out, _manifest(), restart=False) is False
+    assert check_output(out, _manifest(), restart=True) is True
+    assert check_output(out, _manifest(2), restart=True) is True
     with pytest.raises(JobError, match=r"written by another job: options \{\"n\": 1\} \(now \{\"n\": 2\}\)"):
-        check_output(None, out, _manifest(2), restart=False)
+        check_output(out, _manifest(2), restart=False)
 
 
 @pytest.mark.parametrize("side", [".rejects.jsonl", ".retry.jsonl"])
@@ -493,7 +493,7 @@ def test_check_output_refuses_side_files_without_a_manifest(tmp_path, side):
     out = tmp_path / "o.jsonl"
     (tmp_path / ("o.jsonl" + side)).write_text("{}\n")
     with pytest.raises(JobError, match="exists but o.jsonl has no rewardkit manifest"):
-        check_output(None, out, _manifest(), restart=True)
+        check_output(out, _manifest(), restart=True)
 
 
 def test_check_output_refuses_a_side_file_that_is_not_a_regular_file(tmp_path):
@@ -505,7 +505,7 @@ def test_check_output_refuses_a_side_file_that_is_not_a_regular_file(tmp_path):
     manifest_path(out).write_text(json.dumps(_manifest()))
     os.mkfifo(rejects_path(out))
     with pytest.raises(JobError, match=r"is a named pipe \(FIFO\), not a regular file"):
-        check_output(None, out, _manifest(), restart=True)
+        check_output(out, _manifest(), restart=True)
 
 
 def test_check_not_input_refuses_the_input_its_folder_and_side_files_on_it(tmp_path):
