@@ -167,7 +167,8 @@ TARGETS = [
     Target("rewardkit/runtime/output.py", ("tests/runtime/test_output.py",)),
     # the core types every scorer returns (a group, its score, the reference's normal form, the one-result-per-item
     # check); the judge backends' shared batching and the OpenAI-compatible client (retries, pacing, typed failures);
-    # the verdict caches (the judges' and the Lean pipeline's) and their sealed SQLite store; the Lean REPL and subprocess checkers (the gate's protocol)
+    # the verdict caches (the judges' and the Lean pipeline's) and their sealed SQLite store; the Lean REPL and
+    # subprocess checkers (the gate's protocol)
     Target("rewardkit/types.py", ("tests/test_types.py",)),
     Target("rewardkit/backends/base.py", ("tests/backends/test_base.py",)),
     # its tests mostly wait on a local HTTP server's replies and retry delays
