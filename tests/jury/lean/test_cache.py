@@ -39,3 +39,48 @@ def test_one_secret_shares_the_cache(tmp_path, monkeypatch):
     a, b = VerificationCache(tmp_path / "v.sqlite"), VerificationCache(tmp_path / "v.sqlite")
     a.put("k", "verified", "ok", {"n": 1})
     assert b.get("k").detail == {"n": 1} and b.rejected == 0
+
+
+def test_a_sealed_entry_moved_to_another_key_is_a_miss(tmp_path):
+    """The seal binds the entry to its key: a genuine 'verified' row copied under another claim's key is refused."""
+    path = tmp_path / "v.sqlite"
+    cache = VerificationCache(path, secret=b"s")
+    proven, other = cache_key("1 + 1 = 2", "2", {}), cache_key("1 + 1 = 3", "3", {})
+    cache.put(proven, "verified", "Lean accepted a proof", {"proof": "rfl"})
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO verify_v2 SELECT ?, outcome, reason, detail, created, mac FROM verify_v2", (other,))
+    assert cache.get(other) is None and cache.rejected == 1
+    assert cache.get(proven).detail == {"proof": "rfl"}
+    with sqlite3.connect(path) as db:  # the reason is sealed too
+        db.execute("UPDATE verify_v2 SET reason = 'x' WHERE key = ?", (proven,))
+    assert cache.get(proven) is None and cache.rejected == 2
+
+
+def test_hits_misses_replacement_and_round_trip(tmp_path):
+    cache = VerificationCache(tmp_path / "v.sqlite", secret=b"s")
+    assert cache.hit_rate == 0.0 and len(cache) == 0
+    assert cache.get("k") is None and (cache.hits, cache.misses, cache.rejected) == (0, 1, 0)
+    cache.put("k", "inconclusive", "no proof accepted in 16 attempt(s)")  # no detail: an empty one
+    got = cache.get("k")
+    assert (got.outcome, got.reason, got.detail) == ("inconclusive", "no proof accepted in 16 attempt(s)", {})
+    cache.put("k", "verified", "Lean accepted a proof after 3 attempt(s)", {"proof": "by simp -- ∀ é", "n": 3})
+    assert len(cache) == 1  # the same key: replaced, not added
+    got = cache.get("k")
+    assert (got.outcome, got.detail) == ("verified", {"proof": "by simp -- ∀ é", "n": 3})
+    assert (cache.hits, cache.misses) == (2, 1) and cache.hit_rate == 2 / 3
+    cache.put("j", "verified", "ok", {"path": tmp_path})  # what JSON cannot hold is stored as its text
+    assert cache.get("j").detail == {"path": str(tmp_path)} and len(cache) == 2
+    assert VerificationCache(tmp_path / "v.sqlite", secret=b"s").get("k").outcome == "verified"  # on disk
+
+
+def test_cache_key_names_the_claim_and_every_setting():
+    base = cache_key("If x + 2 = 5, what is x?", "3", {"k_prove": 16, "seed": None, "checker": "repl"})
+    assert len(base) == 64 and int(base, 16) >= 0  # a sha256 hex digest
+    assert base == cache_key("If x + 2 = 5, what is x?", "3", {"checker": "repl", "seed": None, "k_prove": 16})
+    others = [cache_key("If x + 2 = 5, what is x?", "03", {"k_prove": 16, "seed": None, "checker": "repl"}),
+              cache_key("If x + 2 = 6, what is x?", "3", {"k_prove": 16, "seed": None, "checker": "repl"}),
+              cache_key("If x + 2 = 5, what is x?", "3", {"k_prove": 8, "seed": None, "checker": "repl"}),
+              cache_key("If x + 2 = 5, what is x?", "3", {"k_prove": 16, "seed": 0, "checker": "repl"}),
+              cache_key("If x + 2 = 5, what is x?", "3", {"k_prove": 16, "seed": None}),
+              cache_key("3", "If x + 2 = 5, what is x?", {"k_prove": 16, "seed": None, "checker": "repl"})]
+    assert len({base, *others}) == 7
