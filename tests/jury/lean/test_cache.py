@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import stat
+from pathlib import Path
 
 from rewardkit.jury.lean.cache import VerificationCache, cache_key
 
@@ -70,6 +71,7 @@ def test_hits_misses_replacement_and_round_trip(tmp_path):
     assert (cache.hits, cache.misses) == (2, 1) and cache.hit_rate == 2 / 3
     cache.put("j", "verified", "ok", {"path": tmp_path})  # what JSON cannot hold is stored as its text
     assert cache.get("j").detail == {"path": str(tmp_path)} and len(cache) == 2
+    assert cache.get("other") is None and (cache.hits, cache.misses) == (3, 2)
     assert VerificationCache(tmp_path / "v.sqlite", secret=b"s").get("k").outcome == "verified"  # on disk
 
 
@@ -84,3 +86,5 @@ def test_cache_key_names_the_claim_and_every_setting():
               cache_key("If x + 2 = 5, what is x?", "3", {"k_prove": 16, "seed": None}),
               cache_key("3", "If x + 2 = 5, what is x?", {"k_prove": 16, "seed": None, "checker": "repl"})]
     assert len({base, *others}) == 7
+    # a setting JSON cannot hold (a path) is keyed by its text, not refused
+    assert cache_key("p", "a", {"lean": Path("/opt/lean")}) != cache_key("p", "a", {"lean": Path("/opt/lean4")})
