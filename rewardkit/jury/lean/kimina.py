@@ -93,7 +93,9 @@ class KiminaClient:
             err = str(res["error"])
             status = "timeout" if "time" in err.lower() and "out" in err.lower() else "error"
             return LeanRun(status=status, error=f"Kimina: {err}", seconds=t)
-        resp = res.get("response") or {}
+        resp = res.get("response")
+        if resp is None:  # neither error nor response: not a check Lean ran (read as {}, it was a rejection)
+            raise ValueError("a result with neither 'error' nor 'response'")
         if not isinstance(resp, dict):
             raise TypeError(f"'response' is a {type(resp).__name__}, not an object")
         offset = split_header(source)[0].count("\n") if self.positions == "body" else 0

@@ -351,6 +351,9 @@ def test_kimina_body_positions_are_shifted_to_whole_source_lines(kimina):
     (b'{"results": "none"}', "the reply has no 'results' list"),
     (b'{"results": ["0"]}', "returned no result for snippet 0"),
     (b'{"results": [{"id": "0", "response": "env 0"}]}', "malformed result for snippet 0 (TypeError: 'response' is a str"),
+    # neither an error nor a response used to be read as an empty answer: no axiom report, a cached rejection
+    (b'{"results": [{"id": "0", "time": 0.2}]}', "malformed result for snippet 0 (ValueError: a result with neither"),
+    (b'{"results": [{"id": "0", "error": null, "response": null}]}', "(ValueError: a result with neither 'error' nor"),
     (b'{"results": [{"id": "0", "time": "fast", "response": {"env": 0}}]}', "malformed result for snippet 0 (ValueError"),
     (b'{"results": [{"id": "0", "response": {"env": 0, "messages": ["error"]}}]}', "malformed result for snippet 0 (AttributeError"),
     (b'{"results": [{"id": "0", "response": {"env": 0, "messages": [{"severity": "error", "pos": {"line": "x"}}]}}]}',
