@@ -205,7 +205,8 @@ class GroupScore:
         if len(self.statuses) != len(self.rewards):
             raise ValueError(f"group {self.group_id!r}: {len(self.rewards)} rewards, {len(self.statuses)} statuses")
         for k, v in self.components.items():
-            if isinstance(v, (str, bytes)) or not hasattr(v, "__len__") or len(v) != len(self.rewards):
+            if (isinstance(v, (str, bytes)) or not hasattr(v, "__len__") or getattr(v, "ndim", 1) == 0  # 0-d array
+                    or len(v) != len(self.rewards)):
                 raise ValueError(f"group {self.group_id!r}: component {k!r} must hold one value per response "
                                  f"({len(self.rewards)}); put per-group values in GroupScore.stats")
         bad = [i for i, s in enumerate(self.statuses) if s is not Status.OK and not math.isnan(self.rewards[i])]

@@ -271,6 +271,9 @@ def test_groupscore_refusals_name_the_group():
     for bad in ("ab", b"ab", 1.0, [1.0], [1, 2, 3]):
         with pytest.raises(ValueError, match=msg):
             GroupScore("g", [1.0, 0.0], ["ok", "ok"], components={"k": bad})
+    # before: a 0-d array (np.asarray of a per-group value) raised a bare "len() of unsized object"
+    with pytest.raises(ValueError, match=msg):
+        GroupScore("g", [1.0, 0.0], ["ok", "ok"], components={"k": np.array(2.0)})
     ok = GroupScore("g", [1.0, 0.0], ["ok", "ok"], components={"k": (1, 2), "a": np.zeros(2)})
     assert ok.to_row()["components"] == {"k": [1, 2], "a": [0.0, 0.0]}
 
