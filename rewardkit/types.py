@@ -204,6 +204,11 @@ class GroupScore:
         self.statuses = [Status(s) for s in self.statuses]
         if len(self.statuses) != len(self.rewards):
             raise ValueError(f"group {self.group_id!r}: {len(self.rewards)} rewards, {len(self.statuses)} statuses")
+        if self.messages is not None:  # one per response, or a reader pairs a reason with the wrong response
+            if isinstance(self.messages, (str, bytes)) or len(self.messages) != len(self.rewards):
+                raise ValueError(f"group {self.group_id!r}: messages must hold one entry (or None) per response "
+                                 f"({len(self.rewards)})")
+            self.messages = list(self.messages)
         for k, v in self.components.items():
             if (isinstance(v, (str, bytes)) or not hasattr(v, "__len__") or getattr(v, "ndim", 1) == 0  # 0-d array
                     or len(v) != len(self.rewards)):

@@ -310,6 +310,14 @@ def test_to_row_keeps_messages_only_when_there_is_one():
             GroupScore("g", [1.0], ["ok"], messages=["m"], extra={k: 0}).to_row()
 
 
+def test_messages_are_one_per_response():
+    # before: accepted as given; api rows then read messages[i] past the end, or paired a reason with another response
+    msg = r"^group 'g': messages must hold one entry \(or None\) per response \(2\)$"
+    for bad in (["judge died"], [None, None, "x"], "ab"):
+        with pytest.raises(ValueError, match=msg):
+            GroupScore("g", [1.0, np.nan], ["ok", "error"], messages=bad)
+
+
 def test_failed_group_has_no_reward_and_one_message_per_response():
     s = GroupScore.failed("g", 3, Status.TIMEOUT, "judge timed out", cost=Cost(judge_calls=1), extra={"e": 1})
     assert s.group_id == "g" and np.isnan(s.rewards).all() and len(s.rewards) == 3
