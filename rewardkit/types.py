@@ -201,6 +201,9 @@ class GroupScore:
 
     def __post_init__(self) -> None:
         self.rewards = np.asarray(self.rewards, dtype=np.float64)
+        if self.rewards.ndim != 1:
+            raise ValueError(f"group {self.group_id!r}: rewards must be one value per response, got shape "
+                             f"{self.rewards.shape}")
         self.statuses = [Status(s) for s in self.statuses]
         if len(self.statuses) != len(self.rewards):
             raise ValueError(f"group {self.group_id!r}: {len(self.rewards)} rewards, {len(self.statuses)} statuses")

@@ -310,6 +310,14 @@ def test_to_row_keeps_messages_only_when_there_is_one():
             GroupScore("g", [1.0], ["ok"], messages=["m"], extra={k: 0}).to_row()
 
 
+def test_rewards_are_one_value_per_response():
+    # before: a scalar raised a bare "len() of unsized object"; a [[1.0]] column was kept as a 2-d array
+    with pytest.raises(ValueError, match=r"^group 'g': rewards must be one value per response, got shape \(\)$"):
+        GroupScore("g", 1.0, ["ok"])
+    with pytest.raises(ValueError, match=r"^group 'g': rewards must be one value per response, got shape \(1, 1\)$"):
+        GroupScore("g", [[1.0]], ["ok"])
+
+
 def test_messages_are_one_per_response():
     # before: accepted as given; api rows then read messages[i] past the end, or paired a reason with another response
     msg = r"^group 'g': messages must hold one entry \(or None\) per response \(2\)$"
