@@ -80,10 +80,14 @@ class Group:
         if self.expert is not None and not isinstance(self.expert, str):
             raise TypeError(f"{where}: expert must be a string or None, got {_kind(self.expert)}")
         if self.labels is not None:
-            if isinstance(self.labels, (str, bytes)) or not all(isinstance(x, (bool, np.bool_)) or x in (0, 1)
-                                                                for x in self.labels):
+            try:  # read out once: a generator checked, then listed, would come out empty
+                labels = None if isinstance(self.labels, (str, bytes)) else list(self.labels)
+            except TypeError:
+                labels = None
+            if labels is None or not all(isinstance(x, (bool, np.bool_))
+                                         or (isinstance(x, (int, float, np.number)) and x in (0, 1)) for x in labels):
                 raise TypeError(f"{where}: labels must be a list of booleans (one per response)")
-            self.labels = [bool(x) for x in self.labels]
+            self.labels = [bool(x) for x in labels]
             if len(self.labels) != len(self.responses):
                 raise ValueError(f"{where}: {len(self.labels)} labels for {len(self.responses)} responses")
         if not isinstance(self.metadata, dict):
