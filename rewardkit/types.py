@@ -114,6 +114,8 @@ def reference_value(v: Any, where: str = "reference") -> Reference | None:
     Numbers read as their text (``4`` -> ``"4"``, ``4.0`` -> ``"4"``: the CLI's rule); booleans, NaN and
     infinities are refused; a list (or tuple, or numpy array) of references keeps its distinct entries in order.
     """
+    if isinstance(v, np.ndarray) and v.ndim == 0:  # a 0-d array (a parquet/numpy cell) is its one value
+        v = v.item()
     if v is None or isinstance(v, str):
         return v
     if isinstance(v, (list, tuple, np.ndarray)):

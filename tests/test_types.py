@@ -211,6 +211,10 @@ def test_several_references_keep_distinct_entries_in_order():
     from rewardkit.types import as_references, reference_value
 
     assert reference_value(np.array([1, 2])) == ("1", "2")
+    # before: a 0-d array raised a bare "iteration over a 0-d array"
+    assert reference_value(np.array(4)) == "4" and reference_value(np.array("1/2")) == "1/2"
+    with pytest.raises(TypeError, match=r"^reference: expected a string or a number, got a boolean"):
+        reference_value(np.array(True))
     assert reference_value(("b", "a", "b", 3, 3.0)) == ("b", "a", "3")  # 3 and 3.0 read as the same text
     assert reference_value(["x", "x"]) == "x"  # one distinct entry is that one string
     assert as_references(None) == () and as_references(4) == ("4",) and as_references("a") == ("a",)
