@@ -1,5 +1,6 @@
 import json
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -183,6 +184,11 @@ def test_reference_value_normal_form_of_numbers():
     # a large float is not an exact integer of that many digits: int(1e23) is 99999999999999991611392
     assert reference_value(1e23) == "1e+23"
     assert reference_value(123456.0) == "123456"
+    # digits are kept as an integer up to sys.float_info.dig (15): 16 digits may not be the integer that was meant
+    # (float(9007199254740993) is 9007199254740992.0), so from 10**15 on the float is written as Python writes it
+    assert sys.float_info.dig == 15
+    assert reference_value(float(10**15 - 1)) == "999999999999999" and reference_value(-float(10**15 - 1)) == "-" + "9" * 15
+    assert reference_value(float(10**15)) == "1000000000000000.0" and reference_value(-1e15) == "-1000000000000000.0"
 
 
 def test_reference_value_refusals_say_where_and_what():
@@ -360,12 +366,18 @@ def test_to_tensors_defaults_sizes_and_empty():
     r0, m0 = to_tensors([])
     assert tuple(r0.shape) == (0, 0) and tuple(m0.shape) == (0, 0) and m0.dtype == torch.bool
     assert r0.dtype == torch.float32
+    rm, mm = to_tensors([a], device="meta")  # both tensors where asked (meta: a device with no data, on any machine)
+    assert rm.device.type == "meta" and mm.device.type == "meta" and rm.dtype == torch.float32 and mm.dtype == torch.bool
+    rm, mm = to_tensors([a], device="meta", dtype=torch.float16)
+    assert rm.device.type == "meta" and rm.dtype == torch.float16 and mm.device.type == "meta"
 
 
 def test_one_per_item_checks_the_count_and_reads_out_generators():
     from rewardkit.types import one_per_item
 
     assert one_per_item((x for x in "ab"), [1, 2], "w") == ["a", "b"]
+    answer = ["a", "b"]
+    assert one_per_item(answer, [1, 2], "w") is answer  # a list answer is checked, not copied
     out = one_per_item(("a", "b"), [1, 2], "w")
     assert out == ["a", "b"] and isinstance(out, list)
     assert one_per_item([], [], "w") == []
