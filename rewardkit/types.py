@@ -80,10 +80,14 @@ class Group:
         if self.expert is not None and not isinstance(self.expert, str):
             raise TypeError(f"{where}: expert must be a string or None, got {_kind(self.expert)}")
         if self.labels is not None:
-            if isinstance(self.labels, (str, bytes)) or not all(isinstance(x, (bool, np.bool_)) or x in (0, 1)
-                                                                for x in self.labels):
+            try:  # read out once: a generator checked, then listed, would come out empty
+                labels = None if isinstance(self.labels, (str, bytes)) else list(self.labels)
+            except TypeError:
+                labels = None
+            if labels is None or not all(isinstance(x, (bool, np.bool_))
+                                         or (isinstance(x, (int, float, np.number)) and x in (0, 1)) for x in labels):
                 raise TypeError(f"{where}: labels must be a list of booleans (one per response)")
-            self.labels = [bool(x) for x in self.labels]
+            self.labels = [bool(x) for x in labels]
             if len(self.labels) != len(self.responses):
                 raise ValueError(f"{where}: {len(self.labels)} labels for {len(self.responses)} responses")
         if not isinstance(self.metadata, dict):
@@ -110,6 +114,8 @@ def reference_value(v: Any, where: str = "reference") -> Reference | None:
     Numbers read as their text (``4`` -> ``"4"``, ``4.0`` -> ``"4"``: the CLI's rule); booleans, NaN and
     infinities are refused; a list (or tuple, or numpy array) of references keeps its distinct entries in order.
     """
+    if isinstance(v, np.ndarray) and v.ndim == 0:  # a 0-d array (a parquet/numpy cell) is its one value
+        v = v.item()
     if v is None or isinstance(v, str):
         return v
     if isinstance(v, (list, tuple, np.ndarray)):
@@ -201,11 +207,20 @@ class GroupScore:
 
     def __post_init__(self) -> None:
         self.rewards = np.asarray(self.rewards, dtype=np.float64)
+        if self.rewards.ndim != 1:
+            raise ValueError(f"group {self.group_id!r}: rewards must be one value per response, got shape "
+                             f"{self.rewards.shape}")
         self.statuses = [Status(s) for s in self.statuses]
         if len(self.statuses) != len(self.rewards):
             raise ValueError(f"group {self.group_id!r}: {len(self.rewards)} rewards, {len(self.statuses)} statuses")
+        if self.messages is not None:  # one per response, or a reader pairs a reason with the wrong response
+            if isinstance(self.messages, (str, bytes)) or len(self.messages) != len(self.rewards):
+                raise ValueError(f"group {self.group_id!r}: messages must hold one entry (or None) per response "
+                                 f"({len(self.rewards)})")
+            self.messages = list(self.messages)
         for k, v in self.components.items():
-            if isinstance(v, (str, bytes)) or not hasattr(v, "__len__") or len(v) != len(self.rewards):
+            if (isinstance(v, (str, bytes)) or not hasattr(v, "__len__") or getattr(v, "ndim", 1) == 0  # 0-d array
+                    or len(v) != len(self.rewards)):
                 raise ValueError(f"group {self.group_id!r}: component {k!r} must hold one value per response "
                                  f"({len(self.rewards)}); put per-group values in GroupScore.stats")
         bad = [i for i, s in enumerate(self.statuses) if s is not Status.OK and not math.isnan(self.rewards[i])]
