@@ -128,6 +128,18 @@ def test_distribution_stats_on_hand_worked_rows():
     np.testing.assert_allclose(kl, [5 / 3 * math.log(2) - math.log(3)], rtol=1e-12)
 
 
+def test_distribution_stats_reduce_the_last_axis_whatever_comes_before_it():
+    # one position [V], and a batch of positions [B, T, V]: the rows' own values, in their shape
+    p = np.log([0.5, 0.25, 0.25])
+    h, kl = distribution_stats(p)
+    assert np.shape(h) == () and h == pytest.approx(1.5 * math.log(2)) and kl == pytest.approx(5 / 3 * math.log(2)
+                                                                                               - math.log(3))
+    rows = np.stack([np.stack([p, np.log(np.full(3, 1 / 3))])] * 2)  # [2, 2, 3]
+    h, kl = distribution_stats(rows)
+    np.testing.assert_allclose(h, [[1.5 * math.log(2), math.log(3)]] * 2, rtol=1e-12)
+    np.testing.assert_allclose(kl, [[5 / 3 * math.log(2) - math.log(3), 0.0]] * 2, atol=1e-12)
+
+
 def test_distribution_stats_reduces_a_torch_tensor_where_it_lives_in_float64():
     torch = pytest.importorskip("torch")
     logp = torch.log(torch.tensor([[0.5, 0.25, 0.25], [1 / 3, 1 / 3, 1 / 3]], dtype=torch.float32))
@@ -135,6 +147,11 @@ def test_distribution_stats_reduces_a_torch_tensor_where_it_lives_in_float64():
     assert isinstance(h, torch.Tensor) and h.dtype == torch.float64 and kl.dtype == torch.float64
     np.testing.assert_allclose(h.numpy(), [1.5 * math.log(2), math.log(3)], rtol=1e-6)
     np.testing.assert_allclose(kl.numpy(), [5 / 3 * math.log(2) - math.log(3), 0.0], atol=1e-6)
+    h, kl = distribution_stats(logp[None])  # [1, 2, V]: still per position
+    np.testing.assert_allclose(h.numpy(), [[1.5 * math.log(2), math.log(3)]], rtol=1e-6)
+    np.testing.assert_allclose(kl.numpy(), [[5 / 3 * math.log(2) - math.log(3), 0.0]], atol=1e-6)
+    h, kl = distribution_stats(logp[0])  # one position [V]
+    assert h.shape == () and float(h) == pytest.approx(1.5 * math.log(2), rel=1e-6)
 
 
 def test_choice_probs_renormalise_over_the_choices_without_overflow():
@@ -159,12 +176,22 @@ VOCAB = {"<s>": 0, "<|im_start|>": 1, "<|im_end|>": 2, "<think>": 3,
 ADDED = ("<s>", "<|im_start|>", "<|im_end|>", "<think>")
 
 
+UNK = 99  # a run of characters no token starts with is one unknown token, as WordLevel reads an unknown word
+
+
 def _spans(text: str) -> list[tuple[int, int, int]]:
     """(id, start, end) of every token of ``text``."""
     out, k = [], 0
     while k < len(text):
         added = next((a for a in ADDED if text.startswith(a, k)), None)
-        tok = added or max((t for t in VOCAB if t not in ADDED and text.startswith(t, k)), key=len)
+        tok = added or max((t for t in VOCAB if t not in ADDED and text.startswith(t, k)), key=len, default=None)
+        if tok is None:
+            end = k
+            while end < len(text) and not any(text.startswith(t, end) for t in VOCAB):
+                end += 1
+            out.append((UNK, k, end))
+            k = end
+            continue
         out.append((VOCAB[tok], k, k + len(tok)))
         k += len(tok)
     return out
@@ -190,6 +217,8 @@ class FakeTokenizer:
 
     def __call__(self, text, add_special_tokens=True, return_offsets_mapping=False):
         self.calls += 1
+        if not isinstance(add_special_tokens, bool):  # as tokenizers: "'None' is not an instance of 'bool'"
+            raise TypeError(f"{add_special_tokens!r} is not an instance of 'bool'")
         if isinstance(text, list):
             return _Encoding([self(t, add_special_tokens).input_ids for t in text])
         spans = ([(0, 0, 0)] if add_special_tokens else []) + _spans(text)
@@ -220,6 +249,12 @@ def test_continuation_tokens_are_what_the_choice_adds_or_the_choice_alone_when_i
     assert continuation_tokens(_encode, "x{", p, "TiB") == [16, 17, 14]
     assert _encode("x{A") == [20, 15]  # "{A" is one token: the prompt's "{" merges with the choice
     assert continuation_tokens(_encode, "x{", p, "A") == [13]
+    assert _encode("x{AB") == [20, 15, 14]  # merged, and longer than the prompt: still the choice alone
+    assert continuation_tokens(_encode, "x{", p, "AB") == [13, 14]
+    # the choice vanishes into the prompt's unknown word (x { qq is x { [UNK] as x { q is): the choice alone,
+    # never an empty continuation
+    assert _encode("x{q") == _encode("x{qq") == [20, 12, UNK]
+    assert continuation_tokens(_encode, "x{q", _encode("x{q"), "q") == [UNK]
 
 
 class _Counting:
@@ -245,6 +280,14 @@ def test_continuation_tokens_are_computed_once_per_tail_after_the_last_special_t
     c, d = "x<|im_start|>", "y<s><|im_start|>"
     assert cont(c, _encode(c), "A") == [13] and cont(d, _encode(d), "A") == [13]
     assert enc.texts[3:] == [c + "A"]
+    # the whole tail is the key: another token right after the special token is another tail
+    e = "<|im_start|>y{"
+    assert cont(e, _encode(e), "A") == [13] and enc.texts[4:] == [e + "A", "A"]
+    # an empty prompt (no special token, nothing before the choice): the choice alone
+    assert cont("", [], "B") == [14] and enc.texts[6:] == ["B"]
+    # a one-token tail, after a special token at the start or in the middle: shared
+    f, g = "<|im_start|>x", "y<|im_start|>x"
+    assert cont(f, _encode(f), "B") == [14] and cont(g, _encode(g), "B") == [14] and enc.texts[7:] == [f + "B"]
 
 
 def test_a_prompt_without_a_special_token_is_its_own_key():
@@ -313,6 +356,8 @@ def test_response_offsets_are_the_last_tokens_spans_within_the_response():
     offsets = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 7)]
     got = response_offsets(offsets, 3, 3)
     assert got.dtype == np.int64 and got.tolist() == [[0, 1], [1, 2], [2, 4]]
+    # prompt "Q? x" (4 characters) + response "y{A"
+    assert response_offsets(offsets, 2, 4).tolist() == [[0, 1], [1, 3]]
     # a token merged across the boundary (starting in the prompt) starts at 0
     assert response_offsets([(0, 2), (2, 5)], 1, 3).tolist() == [[0, 2]]
     assert response_offsets(None, 3, 3) is None
