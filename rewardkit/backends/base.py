@@ -327,7 +327,8 @@ def response_offsets(offsets: list[tuple[int, int]] | None, n: int, prompt_chars
     ``score_tokens`` reports these, so answer-token spans are the same whichever backend scored them."""
     if offsets is None:
         return None
-    return np.clip(np.asarray(offsets[-n:], dtype=np.int64).reshape(n, 2) - prompt_chars, 0, None)
+    last = offsets[len(offsets) - n:]  # not offsets[-n:]: n = 0 would take them all
+    return np.clip(np.asarray(last, dtype=np.int64).reshape(n, 2) - prompt_chars, 0, None)
 
 
 def whitespace_tokens(texts: Sequence[str]) -> list[int]:

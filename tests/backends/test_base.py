@@ -361,6 +361,9 @@ def test_response_offsets_are_the_last_tokens_spans_within_the_response():
     # a token merged across the boundary (starting in the prompt) starts at 0
     assert response_offsets([(0, 2), (2, 5)], 1, 3).tolist() == [[0, 2]]
     assert response_offsets(None, 3, 3) is None
+    # no response tokens: no spans (offsets[-0:] would be every token of the prompt)
+    for none in (response_offsets(offsets, 0, 7), response_offsets([], 0, 0)):
+        assert none.shape == (0, 2) and none.dtype == np.int64
 
 
 def test_whitespace_tokens_count_words():
