@@ -144,6 +144,16 @@ def choice_probs(logp: np.ndarray) -> np.ndarray:
     return p / p.sum()
 
 
+def choice_result(logp: np.ndarray, prompt_tokens: int) -> VerdictResult:
+    """``choice_probs`` as every backend's verdict: an ERROR, not NaN probabilities with an OK status, when a
+    choice's log-probability is NaN or +inf or none is finite (a model whose logits overflowed)."""
+    logp = np.asarray(logp, dtype=np.float64)
+    if np.isfinite(logp).any() and not (np.isnan(logp) | np.isposinf(logp)).any():
+        return VerdictResult(choice_probs(logp), Status.OK, prompt_tokens)
+    return VerdictResult(np.array([]), Status.ERROR, prompt_tokens,
+                         error=f"the choices' log-probabilities {logp.tolist()} are not finite")
+
+
 def continuation_tokens(encode, text: str, prompt_ids: list[int], choice: str) -> list[int]:
     """The tokens ``choice`` adds after the prompt ``text`` (token ids ``prompt_ids``), as the model reads it;
     when tokenisation merges across the boundary, the choice tokenised alone."""

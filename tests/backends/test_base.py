@@ -20,6 +20,7 @@ from rewardkit.backends.base import (
     VerdictRequest,
     VerdictResult,
     choice_probs,
+    choice_result,
     continuation_tokens,
     cost_of,
     distribution_stats,
@@ -159,6 +160,19 @@ def test_choice_probs_renormalise_over_the_choices_without_overflow():
     # huge log-probabilities (or scores) keep their ratio: exp(1000) alone would overflow to inf
     np.testing.assert_allclose(choice_probs(np.array([1000.0, 1000.0 + math.log(3)])), [0.25, 0.75], rtol=1e-12)
     np.testing.assert_allclose(choice_probs(np.array([-1000.0, -1000.0 + math.log(4)])), [0.2, 0.8], rtol=1e-12)
+
+
+def test_a_verdict_is_an_error_when_its_log_probabilities_are_not_finite():
+    """Before, a model whose logits overflowed gave NaN probabilities with an OK status (a verdict nobody read)."""
+    ok = choice_result(np.log([0.2, 0.3]), 7)
+    assert ok.status is Status.OK and ok.prompt_tokens == 7 and ok.error is None
+    np.testing.assert_allclose(ok.probs, [0.4, 0.6], rtol=1e-12)
+    masked = choice_result(np.array([-math.inf, 0.0]), 7)  # one impossible choice: probability 0
+    assert masked.status is Status.OK and masked.probs.tolist() == [0.0, 1.0]
+    for bad in ([math.nan, 0.0], [-math.inf, -math.inf], [math.inf, 0.0], [0.0, math.nan]):
+        r = choice_result(np.array(bad), 7)
+        assert r.status is Status.ERROR and r.probs.size == 0 and r.prompt_tokens == 7
+        assert r.error.startswith("the choices' log-probabilities [") and r.error.endswith("are not finite")
 
 
 def test_first_tokens_decide_only_when_every_first_token_differs():
