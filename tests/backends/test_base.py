@@ -455,3 +455,13 @@ def test_every_batched_call_is_checked_and_keeps_its_name_and_arguments():
 
     assert Right().top_logprobs([VerdictRequest(USER, ["A"])], k=3) == [3]  # k reaches the backend
     assert Right().top_logprobs([VerdictRequest(USER, ["A"])]) == [20]
+
+
+def test_a_checked_call_reassigned_in_a_subclass_is_checked_once():
+    class Alias(Minimal):
+        verdict_probs = Minimal.verdict_probs  # already checked: kept as it is, not wrapped a second time
+
+    assert Alias.verdict_probs is Minimal.verdict_probs
+    assert Alias.verdict_probs.__wrapped__ is Minimal.__dict__["verdict_probs"].__wrapped__
+    assert not hasattr(Alias.verdict_probs.__wrapped__, "__wrapped__")  # one check around the backend's own call
+    assert [r.probs.tolist() for r in Alias().verdict_probs([VerdictRequest(USER, ["A"])])] == [[1.0]]
