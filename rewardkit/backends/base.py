@@ -306,7 +306,7 @@ class HFChatTemplateMixin:
             return []
         texts = self.tokenizer.apply_chat_template([list(m) for m in chats], add_generation_prompt=True,
                                                    tokenize=False)
-        return [t + p for t, p in zip(texts, prefixes or [""] * len(texts), strict=True)]
+        return [t + p for t, p in zip(texts, [""] * len(texts) if prefixes is None else prefixes, strict=True)]
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False).input_ids

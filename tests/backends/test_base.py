@@ -327,8 +327,9 @@ def test_hf_mixin_renders_the_chat_template_with_the_generation_prompt_and_prefi
     assert chat.render_many(two) == [RENDERED, rendered2]
     assert chat.render_many(two, ["{", "T"]) == [RENDERED + "{", rendered2 + "T"]
     assert chat.render_many([]) == [] and chat.render_many([], []) == []
-    with pytest.raises(ValueError):  # a prefix per conversation, no fewer
-        chat.render_many(two, ["{"])
+    for short in (["{"], []):  # a prefix per conversation, no fewer (none is None, not [])
+        with pytest.raises(ValueError):
+            chat.render_many(two, short)
 
 
 def test_hf_mixin_encodes_and_counts_without_special_tokens():
