@@ -144,6 +144,16 @@ def choice_probs(logp: np.ndarray) -> np.ndarray:
     return p / p.sum()
 
 
+def choice_result(logp: np.ndarray, prompt_tokens: int) -> VerdictResult:
+    """``choice_probs`` as every backend's verdict: an ERROR, not NaN probabilities with an OK status, when a
+    choice's log-probability is NaN or +inf or none is finite (a model whose logits overflowed)."""
+    logp = np.asarray(logp, dtype=np.float64)
+    if np.isfinite(logp).any() and not (np.isnan(logp) | np.isposinf(logp)).any():
+        return VerdictResult(choice_probs(logp), Status.OK, prompt_tokens)
+    return VerdictResult(np.array([]), Status.ERROR, prompt_tokens,
+                         error=f"the choices' log-probabilities {logp.tolist()} are not finite")
+
+
 def continuation_tokens(encode, text: str, prompt_ids: list[int], choice: str) -> list[int]:
     """The tokens ``choice`` adds after the prompt ``text`` (token ids ``prompt_ids``), as the model reads it;
     when tokenisation merges across the boundary, the choice tokenised alone."""
@@ -296,7 +306,7 @@ class HFChatTemplateMixin:
             return []
         texts = self.tokenizer.apply_chat_template([list(m) for m in chats], add_generation_prompt=True,
                                                    tokenize=False)
-        return [t + p for t, p in zip(texts, prefixes or [""] * len(texts), strict=True)]
+        return [t + p for t, p in zip(texts, [""] * len(texts) if prefixes is None else prefixes, strict=True)]
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False).input_ids
@@ -327,7 +337,8 @@ def response_offsets(offsets: list[tuple[int, int]] | None, n: int, prompt_chars
     ``score_tokens`` reports these, so answer-token spans are the same whichever backend scored them."""
     if offsets is None:
         return None
-    return np.clip(np.asarray(offsets[-n:], dtype=np.int64).reshape(n, 2) - prompt_chars, 0, None)
+    last = offsets[len(offsets) - n:]  # not offsets[-n:]: n = 0 would take them all
+    return np.clip(np.asarray(last, dtype=np.int64).reshape(n, 2) - prompt_chars, 0, None)
 
 
 def whitespace_tokens(texts: Sequence[str]) -> list[int]:

@@ -21,7 +21,7 @@ from rewardkit.backends.base import (
     JudgeBackend,
     VerdictRequest,
     VerdictResult,
-    choice_probs,
+    choice_result,
     continuation_tokens,
     first_tokens_decide,
 )
@@ -161,7 +161,7 @@ class LlamaCppBackend(JudgeBackend):
             else:  # choices share a first token: score each continuation token by token
                 lp = np.array([lp0[c[0]] + sum(self._next_logprobs(p + c[:t])[c[t]] for t in range(1, len(c)))
                                for c in conts])
-            res[i] = VerdictResult(choice_probs(lp), Status.OK, len(p))
+            res[i] = choice_result(lp, len(p))
         return [res[i] for i in range(len(requests))]
 
     def close(self) -> None:

@@ -43,7 +43,7 @@ from rewardkit.backends.base import (
     TopLogprobs,
     VerdictRequest,
     VerdictResult,
-    choice_probs,
+    choice_result,
     distribution_stats,
     first_tokens_decide,
     response_offsets,
@@ -399,7 +399,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
             lp = first[: len(conts[i])].astype(np.float64)
             if tail is not None:
                 lp = lp + np.array(tail)
-            out[i] = VerdictResult(choice_probs(lp), Status.OK, len(prompts[i]))
+            out[i] = choice_result(lp, len(prompts[i]))
 
         pending: list = []
         for valid in self._prepared(requests, prepare):

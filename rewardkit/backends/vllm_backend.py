@@ -37,7 +37,7 @@ from rewardkit.backends.base import (
     TopLogprobs,
     VerdictRequest,
     VerdictResult,
-    choice_probs,
+    choice_result,
     continuation_tokens,
     distribution_stats,
     first_tokens_decide,
@@ -298,7 +298,7 @@ class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
             if i in errors:
                 out[i] = VerdictResult(np.array([]), Status.ERROR, len(prompts[i]), error=errors[i])
             else:
-                out[i] = VerdictResult(choice_probs(scores[i]), Status.OK, len(prompts[i]))
+                out[i] = choice_result(scores[i], len(prompts[i]))
         return out  # type: ignore[return-value]
 
     def top_logprobs(self, requests: Sequence[VerdictRequest], k: int = 20) -> list[TopLogprobs]:
