@@ -165,7 +165,8 @@ def test_group_labels_are_booleans_one_per_response():
     assert Group("a", "q", ["x"], labels=None).labels is None
     # before: a generator was read out by the check, so the labels kept were [] ("0 labels for 2 responses")
     assert Group("a", "q", ["x", "y"], labels=(r == "x" for r in ["x", "y"])).labels == [True, False]
-    for bad in ("10", [2], [0.5], [None], ["True"], 1, [np.array([1, 0])], [[1]]):
+    # bytes are not a list of flags although they iterate as the integers 1 and 0
+    for bad in ("10", b"\x01\x00", [2], [0.5], [None], ["True"], 1, [np.array([1, 0])], [[1]]):
         with pytest.raises(TypeError, match=r"^group 'a': labels must be a list of booleans \(one per response\)$"):
             Group("a", "q", ["x"] * (len(bad) if hasattr(bad, "__len__") else 1), labels=bad)
     with pytest.raises(ValueError, match=r"^group 'a': 1 labels for 2 responses$"):
