@@ -276,6 +276,33 @@ def test_a_repl_that_answers_garbage_leaves_each_proof_inconclusive_naming_it(tm
     assert repl.restarts == 2  # each garbage answer killed that REPL; the next proof got a fresh one
 
 
+def test_the_repls_info_severity_is_leans_information(tmp_path):
+    """The REPL writes Lean's information severity as "info" (REPL/JSON.lean ``Message.of``; its own test
+    def_eval.expected.out: ``{"severity": "info", ...}``), and so does Kimina, which serves it. Before, that
+    message was refused as malformed: the axiom report of every proof a real REPL checked was lost and each
+    proof was inconclusive (the stand-ins wrote "information", so no test saw it)."""
+    src = build_source(FORMAL, GOOD)[0]
+    line = src.count("\n") - 2  # the #print axioms line, counted after the two import lines the header took
+    reply = json.dumps({"sorries": [], "messages": [{"severity": "info", "pos": {"line": line, "column": 0},
+                        "endPos": {"line": line, "column": 6},
+                        "data": "'test_problem' depends on axioms: [propext, Quot.sound]"}], "env": 0})
+    script = tmp_path / "repl.py"
+    script.write_text(FIXED_REPL)
+    repl = LeanRepl([sys.executable, str(script), reply], timeout=20)
+    try:
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert run.status == "ok" and [m.severity for m in run.messages] == ["information"]
+    assert judge_run(run, src).outcome == "accepted" and judge_run(run, src).axioms == ("propext", "Quot.sound")
+    repl = LeanRepl([sys.executable, str(script), reply.replace('"info"', '"trace"')], timeout=20)
+    try:
+        (trace,) = repl.run_many([src])
+    finally:
+        repl.close()
+    assert trace.status == "error" and "severity is 'trace'" in trace.error  # none of Lean's three: refused
+
+
 def test_a_repl_that_cannot_start_leaves_each_proof_inconclusive(tmp_path):
     """Before, the FileNotFoundError of a missing program raised out of ``run_many``."""
     repl = LeanRepl([str(tmp_path / "no-such-repl")], timeout=5)
