@@ -124,13 +124,21 @@ class LeanRepl:
     def _send(self, req: dict[str, Any], timeout: float) -> dict[str, Any] | None:
         """Write one request (JSON + blank line) to the running REPL; read until a blank line; None on timeout."""
         assert self.proc and self.proc.stdin and self.proc.stdout
+        fd = self.proc.stdout.fileno()
+        while select.select([fd], [], [], 0)[0]:  # what came after the last answer would be read as this one's
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            self._buf += chunk
+        if self._buf.strip():
+            raise RuntimeError(f"REPL {shlex.join(self.cmd)} wrote output that answers no request: "
+                               f"{self._buf[:200].decode('utf-8', 'replace')!r}")
         try:
             self.proc.stdin.write((json.dumps(req, ensure_ascii=False) + "\n\n").encode())
             self.proc.stdin.flush()
         except BrokenPipeError as e:
             raise RuntimeError(f"REPL {shlex.join(self.cmd)} exited") from e
         deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
         while True:
             text = self._buf.lstrip(b"\r\n")
             cut = text.find(b"\n\n")

@@ -303,6 +303,49 @@ def test_the_repls_info_severity_is_leans_information(tmp_path):
     assert trace.status == "error" and "severity is 'trace'" in trace.error  # none of Lean's three: refused
 
 
+SCRIPTED_REPL = """import sys
+answers = sys.argv[1:]
+buf, k = "", 0
+for line in sys.stdin:
+    if line.strip():
+        buf += line
+    elif buf:
+        sys.stdout.write(answers[min(k, len(answers) - 1)])
+        sys.stdout.flush()
+        buf, k = "", k + 1
+"""
+
+
+def _scripted(tmp_path, *answers: str) -> LeanRepl:
+    """A REPL that writes ``answers[k]`` (verbatim, in one write) for its k-th request, the last one after that."""
+    script = tmp_path / "scripted_repl.py"
+    script.write_text(SCRIPTED_REPL)
+    return LeanRepl([sys.executable, str(script), *answers], timeout=20)
+
+
+def _accepting(src: str) -> str:
+    """The REPL's answer to ``src``'s body that accepts it: only the axiom report, at its line after the header."""
+    line = src.count("\n") - 2  # the #print axioms line, less the two import lines the header took
+    return json.dumps({"env": 1, "messages": [{"severity": "info", "pos": {"line": line, "column": 0},
+                       "endPos": {"line": line, "column": 6},
+                       "data": "'test_problem' depends on axioms: [propext]"}]}) + "\n\n"
+
+
+def test_output_the_repl_wrote_after_its_answer_is_not_read_as_the_next_answer(tmp_path):
+    """A REPL that wrote a second answer after the header's: before, that stray answer was read as the proof's,
+    so a proof with an error was accepted on an answer Lean never gave it."""
+    src = build_source(FORMAL, BAD)[0]
+    rejecting = json.dumps({"env": 1, "messages": [{"severity": "error", "pos": {"line": 8, "column": 8},
+                            "endPos": {"line": 8, "column": 12}, "data": "Unknown identifier `nope`"}]}) + "\n\n"
+    repl = _scripted(tmp_path, '{"env": 0}\n\n' + _accepting(src), rejecting)
+    try:
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert run.status == "error" and "wrote output that answers no request: '{\"env\": 1" in run.error, run.error
+    assert judge_run(run, src).outcome == "inconclusive" and repl.restarts == 1
+
+
 def test_a_repl_that_cannot_start_leaves_each_proof_inconclusive(tmp_path):
     """Before, the FileNotFoundError of a missing program raised out of ``run_many``."""
     repl = LeanRepl([str(tmp_path / "no-such-repl")], timeout=5)
