@@ -192,6 +192,8 @@ class LeanRepl:
                 return LeanRun(status="timeout", error=f"REPL command exceeded {self.timeout:g}s; REPL restarted",
                                seconds=dt)
             self._commands += 1
+            if "env" not in resp and "message" not in resp:  # the REPL answers a command with one or the other
+                raise ValueError(f"an answer with neither 'env' nor 'message': {json.dumps(resp)[:200]}")
             run = LeanRun.from_repl(resp, header.count("\n"), dt, "REPL")  # lines of the whole source
             if run.status == "error":
                 return run

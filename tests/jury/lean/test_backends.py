@@ -331,6 +331,19 @@ def _accepting(src: str) -> str:
                        "data": "'test_problem' depends on axioms: [propext]"}]}) + "\n\n"
 
 
+def test_a_repl_answer_with_neither_env_nor_message_is_inconclusive(tmp_path):
+    """The REPL answers a command with its new environment or with a refusal; an answer with neither is not its
+    protocol. Before, it was read as Lean saying nothing, so a good proof was rejected (and that verdict cached)."""
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0}\n\n', "{}\n\n")
+    try:
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert run.status == "error" and "an answer with neither 'env' nor 'message': {}" in run.error, run.error
+    assert judge_run(run, src).outcome == "inconclusive" and repl.restarts == 1
+
+
 def test_output_the_repl_wrote_after_its_answer_is_not_read_as_the_next_answer(tmp_path):
     """A REPL that wrote a second answer after the header's: before, that stray answer was read as the proof's,
     so a proof with an error was accepted on an answer Lean never gave it."""
