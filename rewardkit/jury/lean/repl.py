@@ -171,9 +171,9 @@ class LeanRepl:
             return LeanRun(status="timeout", error=f"REPL header took over {self.header_timeout:g}s")
         if "env" not in resp:
             return LeanRun(status="error", error=f"REPL rejected the header: {resp.get('message', resp)}")
-        bad = [m for m in resp.get("messages", []) if m.get("severity") == "error"]
+        bad = [m for m in map(LeanMessage.from_json, resp.get("messages", [])) if m.severity == "error"]
         if bad:
-            return LeanRun([LeanMessage.from_json(m) for m in bad], "error", "header failed: " + bad[0].get("data", ""))
+            return LeanRun(bad, "error", "header failed: " + bad[0].data)
         self._envs[header] = int(resp["env"])
         return self._envs[header]
 

@@ -359,6 +359,20 @@ def test_output_the_repl_wrote_after_its_answer_is_not_read_as_the_next_answer(t
     assert judge_run(run, src).outcome == "inconclusive" and repl.restarts == 1
 
 
+def test_a_header_message_of_the_wrong_shape_is_inconclusive(tmp_path):
+    """Before, the header's messages were read by their "severity" key alone, so an error without one was
+    skipped, the header taken as good and the proof judged in an environment that failed to import."""
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0, "messages": [{"data": "unknown module prefix \'Mathlib\'"}]}\n\n',
+                     _accepting(src))
+    try:
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert run.status == "error" and "severity is None" in run.error, run.error
+    assert judge_run(run, src).outcome == "inconclusive"
+
+
 def test_a_repl_that_cannot_start_leaves_each_proof_inconclusive(tmp_path):
     """Before, the FileNotFoundError of a missing program raised out of ``run_many``."""
     repl = LeanRepl([str(tmp_path / "no-such-repl")], timeout=5)
