@@ -36,7 +36,7 @@ def find_lean(explicit: str | None = None) -> str:
     """The ``lean`` executable: ``explicit``, else ``$LEAN_EXE``, else ``lean`` on PATH, else ``~/.elan/bin/lean``."""
     looked = []
     if explicit:
-        p = shutil.which(explicit) or (explicit if os.access(explicit, os.X_OK) else None)
+        p = shutil.which(explicit) or (explicit if os.path.isfile(explicit) and os.access(explicit, os.X_OK) else None)
         if p:
             return p
         raise LeanToolchainError(f"lean executable {explicit!r} does not exist or is not executable.\n{CONFIGURE_HELP}")
@@ -52,9 +52,9 @@ def find_lean(explicit: str | None = None) -> str:
         return on_path
     looked.append("PATH (no `lean`)")
     elan = Path.home() / ".elan" / "bin" / "lean"
-    if os.access(elan, os.X_OK):
+    if elan.is_file() and os.access(elan, os.X_OK):
         return str(elan)
-    looked.append(f"{elan} (missing)")
+    looked.append(f"{elan} ({'not an executable file' if elan.exists() else 'missing'})")
     raise LeanToolchainError("no Lean 4 toolchain found. Looked in: " + "; ".join(looked) + ".\n" + CONFIGURE_HELP)
 
 

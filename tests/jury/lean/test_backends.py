@@ -74,6 +74,19 @@ def test_lean_exe_path_and_elan_are_found(monkeypatch, tmp_path):
     assert find_lean() == str(tmp_path / ".elan" / "bin" / "lean")
 
 
+def test_a_folder_is_not_a_lean_executable(monkeypatch, tmp_path):
+    """A folder passes ``os.access(X_OK)``; before, ``lean=<a folder>`` and a folder at ``~/.elan/bin/lean`` were
+    taken for Lean, and every check then failed in the sandbox instead of the configuration failing at once."""
+    with pytest.raises(LeanToolchainError, match="does not exist or is not executable"):
+        find_lean(str(tmp_path))
+    monkeypatch.delenv("LEAN_EXE", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".elan" / "bin" / "lean").mkdir(parents=True)
+    with pytest.raises(LeanToolchainError, match=r"\.elan/bin/lean \(not an executable file\)"):
+        find_lean()
+
+
 def test_lean_without_init_says_exactly_that():
     with pytest.raises(LeanToolchainError, match=r"exists at .* but cannot find its core library \(Init\)"):
         LeanSubprocess(LEAN, env={"LEAN_STANDIN_NO_INIT": "1"})
