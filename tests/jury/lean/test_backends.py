@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import shlex
 import shutil
 import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -189,6 +191,62 @@ def test_a_lean_json_line_that_is_not_a_message_leaves_the_proof_inconclusive(ex
     assert plain.outcome == "accepted"  # the same proof, with nothing added to Lean's output
 
 
+LEAN_ERROR = ('{"caption":"","data":"unknown tactic","endPos":{"column":9,"line":9},"fileName":"<stdin>",'
+              '"isSilent":false,"keepFullRange":false,"kind":"[anonymous]","pos":{"column":2,"line":9},"severity":"error"}')
+
+
+def _sandbox_said(monkeypatch, **result):
+    """Make the sandbox report ``result`` (a SandboxResult's fields) for every run; returns the calls it saw."""
+    from rewardkit.code.sandbox import SandboxResult
+
+    calls = []
+    fields = dict(returncode=0, signal=None, stdout=b"", stderr=b"", timed_out=False, cpu_exceeded=False,
+                  output_truncated=False, seconds=0.1, isolation_used="none") | result
+
+    def fake(argv, **kw):
+        calls.append((list(argv), kw))
+        return SandboxResult(**fields)
+    monkeypatch.setattr("rewardkit.jury.lean.subprocess.run_sandboxed", fake)
+    return calls
+
+
+@pytest.mark.parametrize(("result", "status", "error"), [
+    (dict(error="unshare: operation not permitted"), "error", "in the sandbox: unshare: operation not permitted"),
+    (dict(timed_out=True, returncode=None, signal=9), "timeout", "lean exceeded 7s; killed with every process"),
+    (dict(cpu_exceeded=True, returncode=None, signal=24), "timeout", "lean exceeded 7s; killed with every process"),
+    (dict(output_truncated=True, returncode=None, signal=9), "error", "more output than the sandbox keeps"),
+    (dict(stderr=b"unknown module prefix 'Init'\n", returncode=1), "error", "cannot load its core library"),
+    (dict(returncode=None, signal=11), "error", "lean killed by signal 11"),
+    (dict(returncode=134, stderr=b"INTERNAL PANIC: out of memory"), "error", "lean exited 134 without a Lean error"),
+    (dict(returncode=1, stderr=b"uncaught exception: file not found"), "error",
+     "lean exited 1 without a Lean error: uncaught exception: file not found"),
+    (dict(returncode=1, stdout=LEAN_ERROR.encode() + b"\n"), "ok", None),  # Lean's own error: a verdict
+    (dict(returncode=0, stdout=b"not json, ignored\n  " + LEAN_ERROR.encode() + b"  \n"), "ok", None),
+])
+def test_what_the_sandbox_saw_becomes_a_typed_lean_run(monkeypatch, result, status, error):
+    """Every way ``lean`` did not finish is an error or timeout (inconclusive), never a run Lean judged; Lean's own
+    messages (exit 1 with an error, exit 0) are a run to judge."""
+    _sandbox_said(monkeypatch, **result)
+    run = LeanSubprocess(LEAN, timeout=7, probe=False).run(GOOD)
+    assert run.status == status and (error is None and run.error is None or error in run.error), run
+    if status != "ok":
+        assert judge_run(run, GOOD).outcome == "inconclusive"
+    else:
+        assert [(m.severity, m.line, m.column, m.data) for m in run.messages] == [("error", 9, 2, "unknown tactic")]
+
+
+def test_a_signal_under_a_memory_limit_says_so_and_long_output_is_cut(monkeypatch):
+    _sandbox_said(monkeypatch, returncode=None, signal=9)
+    assert LeanSubprocess(LEAN, memory_mb=300, probe=False).run(GOOD).error == "lean killed by signal 9 (memory limit?)"
+    assert LeanSubprocess(LEAN, probe=False).run(GOOD).error == "lean killed by signal 9"
+    _sandbox_said(monkeypatch, returncode=2, stderr=b"x" * 10 + b"y" * 500 + b"\n")
+    assert LeanSubprocess(LEAN, probe=False).run(GOOD).error == "lean exited 2 without a Lean error: " + "y" * 500
+    bad = "{" + "z" * 300
+    _sandbox_said(monkeypatch, stdout=bad.encode())
+    run = LeanSubprocess(LEAN, probe=False).run(GOOD)
+    assert run.error.endswith(f"--json printed 1 line(s) that are not a Lean message, first: {bad[:200]!r}")
+
+
 def test_subprocess_parallel_workers_keep_order():
     lean = LeanSubprocess(LEAN, workers=2)
     res = check_proofs(lean, [(FORMAL, GOOD), (FORMAL, SORRY), (FORMAL, BAD), (FORMAL, GOOD)])
@@ -316,24 +374,44 @@ def test_the_repls_info_severity_is_leans_information(tmp_path):
     assert trace.status == "error" and "severity is 'trace'" in trace.error  # none of Lean's three: refused
 
 
-SCRIPTED_REPL = """import sys
+SCRIPTED_REPL = """import os, sys
 answers = sys.argv[1:]
+log = os.environ.get("RK_LOG")
+if log:
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"cwd": os.getcwd(), "env": dict(os.environ), "pid": os.getpid()}) + "\\x1d")
 buf, k = "", 0
 for line in sys.stdin:
     if line.strip():
         buf += line
     elif buf:
-        sys.stdout.write(answers[min(k, len(answers) - 1)])
+        if log:
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(buf + "\\x1d")
+        answer = answers[min(k, len(answers) - 1)]
+        if answer == "EXIT":  # half an answer, then gone
+            sys.stdout.write('{"env": ')
+            sys.stdout.flush()
+            sys.exit(0)
+        sys.stdout.write(answer)
         sys.stdout.flush()
         buf, k = "", k + 1
-"""
+""".replace("import os, sys", "import json, os, sys")
 
 
-def _scripted(tmp_path, *answers: str) -> LeanRepl:
-    """A REPL that writes ``answers[k]`` (verbatim, in one write) for its k-th request, the last one after that."""
+def _scripted(tmp_path, *answers: str, **kw) -> LeanRepl:
+    """A REPL that writes ``answers[k]`` (verbatim, in one write) for its k-th request, the last one after that
+    ("EXIT": half an answer, then it exits); with ``env={"RK_LOG": path}`` it logs how it was started and each
+    request it read (``_log``)."""
     script = tmp_path / "scripted_repl.py"
     script.write_text(SCRIPTED_REPL)
-    return LeanRepl([sys.executable, str(script), *answers], timeout=20)
+    return LeanRepl([sys.executable, str(script), *answers], **({"timeout": 20} | kw))
+
+
+def _log(path) -> tuple[list[dict], list[dict]]:
+    """(how each REPL was started, the requests they read) from a scripted REPL's log."""
+    items = [json.loads(x) for x in Path(path).read_text(encoding="utf-8").split("\x1d") if x.strip()]
+    return [x for x in items if "pid" in x], [x for x in items if "pid" not in x]
 
 
 def _accepting(src: str) -> str:
@@ -384,6 +462,118 @@ def test_a_header_message_of_the_wrong_shape_is_inconclusive(tmp_path):
         repl.close()
     assert run.status == "error" and "severity is None" in run.error, run.error
     assert judge_run(run, src).outcome == "inconclusive"
+
+
+def test_repl_sends_each_header_once_and_each_body_in_its_headers_environment(tmp_path):
+    log = tmp_path / "log"
+    answers = [f'{{"env": {n}}}\n\n' for n in (7, 8, 9, 10)]
+    repl = _scripted(tmp_path, *answers, env={"RK_LOG": str(log)})
+    one = build_source(FORMAL, GOOD.replace("omega", "simp [𝓝]"))[0]  # 𝓝 (U+1D4DD): beyond the BMP
+    two = one.replace("import Aesop\n", "")
+    try:
+        assert [r.status for r in repl.run_many([one, two, one])] == ["ok", "ok", "ok"]
+    finally:
+        repl.close()
+    head, body = one.split("import Aesop\n", 1)
+    assert _log(log)[1] == [{"cmd": head + "import Aesop\n"}, {"cmd": body, "env": 7},
+                            {"cmd": "import Mathlib\n"}, {"cmd": body, "env": 9}, {"cmd": body, "env": 7}]
+    # written as UTF-8, not as \\u escapes: Lean's JSON reads a surrogate pair as two broken characters
+    assert "𝓝" in log.read_text(encoding="utf-8") and "\\ud835" not in log.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(("answer", "status", "error"), [
+    ('{"message": "Could not parse JSON"}\n\n', "error", "REPL rejected the header: Could not parse JSON"),
+    ('{"env": 0, "messages": [{"severity": "error", "pos": {"line": 1, "column": 0}, "data": "unknown package '
+     '\'Mathlib\'"}]}\n\n', "error", "header failed: unknown package 'Mathlib'"),
+])
+def test_a_header_the_repl_refused_or_failed_is_inconclusive(tmp_path, answer, status, error):
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, answer)
+    try:
+        run = repl.run(src)
+        assert run.status == status and run.error == error and repl._envs == {}  # nothing kept for next time
+    finally:
+        repl.close()
+    assert judge_run(run, src).outcome == "inconclusive"
+
+
+def test_a_header_that_hangs_times_out_and_restarts_the_repl(tmp_path):
+    pidfile = tmp_path / "pids"
+    repl = LeanRepl(REPL, timeout=20, header_timeout=0.5,
+                    env={"LEAN_STANDIN_HANG_ON": "import Aesop", "LEAN_STANDIN_PIDFILE": str(pidfile)})
+    src = build_source(FORMAL, GOOD)[0]
+    try:
+        run = repl.run(src)
+        assert (run.status, run.error, repl.restarts, repl.proc) == ("timeout", "REPL header took over 0.5s", 1, None)
+        assert not _alive(int(pidfile.read_text().split()[0]))
+        assert judge_run(run, src).outcome == "inconclusive"
+    finally:
+        repl.close()
+
+
+def test_a_repl_refusing_a_proof_is_inconclusive_naming_it(tmp_path):
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0}\n\n', '{"message": "Unknown environment."}\n\n')
+    try:
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert (run.status, run.error) == ("error", "REPL: Unknown environment.")
+    assert judge_run(run, src).outcome == "inconclusive"
+
+
+def test_a_repl_that_exits_mid_answer_is_inconclusive(tmp_path):
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0}\n\n', "EXIT")
+    try:
+        run = repl.run(src)
+        assert run.status == "error" and run.error == f"REPL {shlex.join(repl.cmd)} exited" and repl.restarts == 1
+    finally:
+        repl.close()
+    assert judge_run(run, src).outcome == "inconclusive"
+
+
+def test_repl_answers_after_extra_blank_lines_are_read(tmp_path):
+    """Answers followed by more than one blank line (leading newlines of the next answer) are still answers."""
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0}\n\n\n\n', "\r\n\n" + _accepting(src))
+    try:
+        assert judge_run(repl.run(src), src).outcome == "accepted"
+    finally:
+        repl.close()
+
+
+def test_repl_runs_in_cwd_with_a_clean_environment_and_a_command_line_string(monkeypatch, tmp_path):
+    for k in ("PATH", "HOME", "ELAN_HOME", "LEAN_PATH", "LEAN_SYSROOT", "LAKE_HOME", "LANG", "LC_ALL"):
+        monkeypatch.setenv(k, os.environ.get(k, f"/kept/{k}"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-from-the-host")
+    log = tmp_path / "log"
+    (tmp_path / "scripted_repl.py").write_text(SCRIPTED_REPL)
+    repl = LeanRepl(f"{shlex.quote(sys.executable)} scripted_repl.py '{{\"env\": 0}}\n\n'", cwd=str(tmp_path),
+                    env={"RK_LOG": str(log), "LANG": "C.UTF-8"})
+    try:
+        assert repl.cmd == [sys.executable, "scripted_repl.py", '{"env": 0}\n\n']
+        assert repl.run(build_source(FORMAL, GOOD)[0]).status == "ok"
+    finally:
+        repl.close()
+    (started,), _ = _log(log)
+    assert started["cwd"] == str(tmp_path)
+    expect = {k: os.environ[k] for k in ("PATH", "HOME", "ELAN_HOME", "LEAN_PATH", "LEAN_SYSROOT", "LAKE_HOME",
+                                         "LC_ALL")} | {"RK_LOG": str(log), "LANG": "C.UTF-8"}
+    assert {k: v for k, v in started["env"].items() if k != "LC_CTYPE"} == expect  # LC_CTYPE: Python's own
+
+
+def test_repl_close_kills_the_repl_and_forgets_its_environments(tmp_path):
+    pidfile = tmp_path / "pids"
+    repl = LeanRepl(REPL, timeout=20, env={"LEAN_STANDIN_PIDFILE": str(pidfile)})
+    good = build_source(FORMAL, GOOD)[0]
+    t0 = time.perf_counter()
+    run = repl.run(good)
+    assert 0 < run.seconds <= time.perf_counter() - t0
+    assert repl._envs and repl._commands == 1
+    repl.close()
+    assert repl.proc is None and repl._envs == {} and repl._commands == 0 and repl.restarts == 0
+    assert not _alive(int(pidfile.read_text().split()[0]))
 
 
 def test_a_repl_that_cannot_start_leaves_each_proof_inconclusive(tmp_path):
