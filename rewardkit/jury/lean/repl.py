@@ -102,7 +102,10 @@ class LeanRepl:
             self.proc.wait()
             for f in (self.proc.stdin, self.proc.stdout):
                 if f:
-                    f.close()
+                    try:
+                        f.close()
+                    except OSError:  # a request left unwritten in a pipe nobody reads (BrokenPipeError)
+                        pass
             self.proc = None
         self._buf, self._envs, self._commands = b"", {}, 0  # a fresh REPL knows no environment
 

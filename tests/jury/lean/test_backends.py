@@ -533,6 +533,27 @@ def test_a_repl_that_exits_mid_answer_is_inconclusive(tmp_path):
     assert judge_run(run, src).outcome == "inconclusive"
 
 
+def test_a_repl_that_stopped_reading_is_inconclusive(tmp_path):
+    """Our request meets a broken pipe. Before, closing that pipe (with the request still in its buffer) raised
+    BrokenPipeError out of the restart, so ``run_many`` ended the whole batch instead of this proof failing."""
+    closed = tmp_path / "closed"
+    deaf = tmp_path / "deaf.py"  # closes its stdin and lives on
+    deaf.write_text(f"import os, time\nos.close(0)\nopen({str(closed)!r}, 'w').close()\ntime.sleep(60)\n")
+    src = build_source(FORMAL, GOOD)[0]
+    repl = LeanRepl([sys.executable, str(deaf)], timeout=20)
+    try:
+        repl._live()
+        for _ in range(200):
+            if closed.exists():
+                break
+            time.sleep(0.05)
+        (run,) = repl.run_many([src])
+        assert run.status == "error" and run.error == f"REPL {shlex.join(repl.cmd)} exited" and repl.restarts == 1
+    finally:
+        repl.close()
+    assert judge_run(run, src).outcome == "inconclusive"
+
+
 def test_repl_answers_after_extra_blank_lines_are_read(tmp_path):
     """Answers followed by more than one blank line (leading newlines of the next answer) are still answers."""
     src = build_source(FORMAL, GOOD)[0]
