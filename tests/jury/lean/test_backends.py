@@ -21,7 +21,7 @@ from rewardkit.jury.lean.cache import VerificationCache, cache_key
 from rewardkit.jury.lean.check import DEFAULT_HEADER, build_source, check_proofs, judge_run
 from rewardkit.jury.lean.kimina import KiminaClient
 from rewardkit.jury.lean.repl import LeanRepl
-from rewardkit.jury.lean.subprocess import LeanSubprocess, LeanToolchainError, find_lean
+from rewardkit.jury.lean.subprocess import LeanSubprocess, LeanToolchainError, find_lean, lake_lean_path
 
 STANDINS = Path(__file__).resolve().parents[2] / "lean_standins"
 LEAN = str(STANDINS / "lean")
@@ -87,6 +87,120 @@ def test_a_folder_is_not_a_lean_executable(monkeypatch, tmp_path):
     (tmp_path / ".elan" / "bin" / "lean").mkdir(parents=True)
     with pytest.raises(LeanToolchainError, match=r"\.elan/bin/lean \(not an executable file\)"):
         find_lean()
+
+
+def test_a_bare_name_is_found_on_path_and_a_bad_lean_exe_falls_through(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(STANDINS))
+    assert find_lean("lean") == str(STANDINS / "lean")  # the full path, not the bare name
+    for bad in ("/nope/lean", str(tmp_path)):  # missing, a folder
+        monkeypatch.setenv("LEAN_EXE", bad)
+        assert find_lean() == str(STANDINS / "lean")
+
+
+def test_lake_lean_path_of_new_and_old_lake_layouts(tmp_path):
+    for d in (".lake/build/lib/lean", "build/lib", ".lake/packages/mathlib/.lake/build/lib/lean",
+              ".lake/packages/batteries/.lake/build/lib/lean", "lake-packages/std/build/lib",
+              "lake-packages/aesop/build/lib"):
+        (tmp_path / d).mkdir(parents=True)
+    (tmp_path / ".lake/packages/plain/.lake/build/lib").mkdir(parents=True)
+    (tmp_path / ".lake/packages/plain/.lake/build/lib/lean").write_text("a file, not a folder")
+    assert lake_lean_path(tmp_path) == [str(tmp_path / d) for d in (
+        ".lake/build/lib/lean", "build/lib", ".lake/packages/batteries/.lake/build/lib/lean",
+        ".lake/packages/mathlib/.lake/build/lib/lean", "lake-packages/aesop/build/lib", "lake-packages/std/build/lib")]
+    assert lake_lean_path(tmp_path / "missing") == []
+
+
+def _toolchain(tmp_path, answer: str, code: int = 0) -> tuple[Path, Path]:
+    """(an elan-like proxy that answers ``--print-prefix`` with ``answer`` and logs its cwd, a toolchain folder
+    holding bin/lean)."""
+    prefix = tmp_path / "toolchains" / "v4"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "lean").symlink_to(LEAN)
+    proxy = tmp_path / "elan" / "lean"
+    proxy.parent.mkdir()
+    proxy.write_text(f"#!{sys.executable}\nimport os, sys\nopen({str(tmp_path / 'cwd')!r}, 'w').write(os.getcwd())\n"
+                     f"sys.stdout.write({answer.format(prefix=prefix)!r})\nsys.exit({code})\n")
+    proxy.chmod(0o755)
+    return proxy, prefix
+
+
+def test_an_elan_proxy_is_resolved_to_its_toolchains_lean(tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    proxy, prefix = _toolchain(tmp_path, "info: syncing channel updates\n{prefix}\n")
+    lean = LeanSubprocess(str(proxy), cwd=str(project), probe=False)
+    assert (lean.exe, lean.readonly[0]) == (str(prefix / "bin" / "lean"), str(prefix))
+    assert (tmp_path / "cwd").read_text() == str(project)  # asked where the project's lean-toolchain decides
+
+
+@pytest.mark.parametrize(("answer", "code"), [("{prefix}\n", 1), ("", 0), ("/nowhere\n", 0)])
+def test_a_lean_that_names_no_usable_prefix_is_used_as_it_is(tmp_path, answer, code):
+    proxy, _ = _toolchain(tmp_path, answer, code)
+    lean = LeanSubprocess(str(proxy), probe=False)
+    assert (lean.exe, lean.readonly) == (str(proxy), [str(tmp_path)])  # the folder above its bin
+
+
+def test_lean_gets_its_lean_path_and_sees_only_its_folders(monkeypatch, tmp_path):
+    calls = _sandbox_said(monkeypatch)
+    monkeypatch.setenv("LEAN_PATH", "/host/a:/host/b")
+    lean = LeanSubprocess(LEAN, probe=False, env={"LEAN_PATH": "/x::/y", "FOO": "1"}, cwd=str(tmp_path),
+                          isolation="none")
+    lean.run("theorem 𝓝")
+    ((argv, kw),) = calls
+    assert argv == [str(STANDINS / "lean"), "--json", "--stdin"]
+    assert kw["stdin"] == "theorem 𝓝".encode() and kw["network"] is False and kw["isolation"] == "none"
+    assert kw["env"] == {"PATH": f"{STANDINS}:/usr/local/bin:/usr/bin:/bin", "LEAN_PATH": "/x::/y", "FOO": "1"}
+    assert kw["readonly_paths"] == [str(STANDINS.parent), "/x", "/y", str(tmp_path)]
+    assert kw["limits"] == lean.limits()
+    calls.clear()
+    LeanSubprocess(LEAN, probe=False).run("")  # the host's LEAN_PATH, when env has none
+    assert calls[0][1]["env"]["LEAN_PATH"] == "/host/a:/host/b" and calls[0][1]["readonly_paths"][1:] == [
+        "/host/a", "/host/b"]
+    monkeypatch.delenv("LEAN_PATH")
+    calls.clear()
+    LeanSubprocess(LEAN, probe=False, env={"PATH": "/mine"}).run("")  # no LEAN_PATH at all; env has the last word
+    assert calls[0][1]["env"] == {"PATH": "/mine"} and calls[0][1]["readonly_paths"] == [str(STANDINS.parent)]
+
+
+def test_subprocess_command_and_limits():
+    lean = LeanSubprocess(LEAN, timeout=30, probe=False)
+    assert lean.command() == [str(STANDINS / "lean"), "--json", "--stdin"]
+    lim = lean.limits()
+    assert (lim.wall_seconds, lim.cpu_seconds) == (30, 30 * (os.cpu_count() or 1))  # Lean is multi-threaded
+    assert lim.memory_bytes == lim.program_memory_bytes == 64 << 30  # unbounded but for 64 GiB
+    lim = LeanSubprocess(LEAN, memory_mb=300, probe=False).limits()
+    assert lim.memory_bytes == lim.program_memory_bytes == 300 << 20
+
+
+def test_probe_refuses_a_lean_whose_init_is_missing_wherever_it_says_so(monkeypatch):
+    from rewardkit.jury.lean.check import INIT_MISSING, LeanMessage, LeanRun
+
+    lean = LeanSubprocess(LEAN, probe=False)
+    said = LeanRun([LeanMessage("error", INIT_MISSING, 1, 0)], "error", "lean wrote more output than the sandbox keeps")
+    monkeypatch.setattr(lean, "run", lambda source: said)
+    with pytest.raises(LeanToolchainError, match="cannot find its core library"):
+        lean.probe()
+    said = LeanRun([LeanMessage("error", "unknown tactic", 1, 0)], "ok")
+    lean.probe()  # a Lean that answers is usable
+
+
+def test_subprocess_workers_check_at_once_and_one_source_in_the_callers_thread(monkeypatch):
+    import threading
+
+    lean = LeanSubprocess(LEAN, workers=2, probe=False)
+    both = threading.Barrier(2, timeout=10)
+    seen = []
+
+    def run(source):
+        seen.append(threading.get_ident())
+        if len(source) > 1:
+            both.wait()  # returns only when the other source is being checked at the same time
+        return source
+    monkeypatch.setattr(lean, "run", run)
+    assert lean.run_many(["ab", "cd"]) == ["ab", "cd"]
+    assert lean.run_many(["x"]) == ["x"] and seen[-1] == threading.get_ident()
+    lean.workers = 1
+    assert lean.run_many(["y", "z"]) == ["y", "z"] and seen[-2:] == [threading.get_ident()] * 2
 
 
 def test_lean_without_init_says_exactly_that():
