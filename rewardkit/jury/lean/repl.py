@@ -200,7 +200,7 @@ class LeanRepl:
             run = LeanRun.from_repl(resp, header.count("\n"), dt, "REPL")  # lines of the whole source
             if run.status == "error":
                 return run
-        except (TypeError, ValueError, AttributeError) as e:  # a message or field of the wrong shape
+        except (TypeError, ValueError, AttributeError, KeyError) as e:  # a message or field of the wrong shape
             self.restart()
             return LeanRun(status="error", error=f"REPL {shlex.join(self.cmd)} answered a malformed response "
                                                  f"({type(e).__name__}: {e}); REPL restarted",

@@ -445,6 +445,9 @@ for line in sys.stdin:
      "answered a malformed response (ValueError: invalid literal for int()"),
     ('{"env": 0, "messages": [{"severity": "fatal", "data": "unknown tactic"}]}',
      "answered a malformed response (ValueError: a message whose severity is 'fatal'"),
+    # before, the KeyError of an end position without its line escaped run_many
+    ('{"env": 0, "messages": [{"severity": "error", "pos": {"line": 1, "column": 0}, "endPos": {"column": 3}}]}',
+     "answered a malformed response (KeyError: 'line')"),
 ])
 def test_a_repl_that_answers_garbage_leaves_each_proof_inconclusive_naming_it(tmp_path, reply, why):
     """Before, a reply that was not a JSON object (or held a message of another shape) raised out of ``run_many``
