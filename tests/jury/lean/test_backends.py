@@ -9,6 +9,7 @@ import os
 import shlex
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -411,6 +412,36 @@ def test_a_repl_that_died_between_proofs_is_replaced_with_its_header_sent_again(
         assert len(pidfile.read_text().split()) == 2  # a second REPL, started for the second proof
     finally:
         repl.close()
+
+
+HOG = """import os, subprocess, sys, time
+hog = bytearray(int(sys.argv[1]) << 20)
+hog[::4096] = b"\\x01" * len(hog[::4096])  # touched, so resident
+kids = [subprocess.Popen([sys.executable, __file__, a]) for a in sys.argv[2:]]
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_group_rss_counts_every_process_of_the_group_and_only_them(tmp_path):
+    """Checked against ``ps`` (procps reads the same kernel counter, in KiB): the group of a leader holding
+    60 MiB and its child holding 40 MiB, in our session but not our group."""
+    from rewardkit.jury.lean.repl import _group_rss_mb
+
+    script = tmp_path / "hog.py"
+    script.write_text(HOG)
+    lead = subprocess.Popen([sys.executable, str(script), "60", "40"], stdout=subprocess.PIPE, process_group=0)
+    try:
+        assert [lead.stdout.readline(), lead.stdout.readline()] == [b"ready\n"] * 2  # both hold their memory
+        rows = [r.split() for r in subprocess.run(["ps", "-e", "-o", "pgid=,rss="], capture_output=True,
+                                                  text=True).stdout.splitlines()]
+        mine = [int(kb) for pgid, kb in rows if int(pgid) == lead.pid]
+        assert len(mine) == 2 and min(mine) > 40 << 10
+        assert _group_rss_mb(lead.pid) == pytest.approx(sum(mine) / 1024, abs=0.01)
+        assert 100 < _group_rss_mb(lead.pid) < 200
+    finally:
+        os.killpg(lead.pid, signal.SIGKILL)
+        lead.wait()
 
 
 def test_repl_recycles_when_memory_grows():
