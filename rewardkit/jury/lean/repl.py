@@ -50,7 +50,8 @@ def clean_env(extra: dict[str, str] | None) -> dict[str, str]:
 
 
 class LeanRepl:
-    """Checks sources in one long-lived REPL process (``cmd``, e.g. ``["lake", "exe", "repl"]``)."""
+    """Checks sources in one long-lived REPL process (``cmd``, e.g. ``["lake", "exe", "repl"]``): each proof
+    within ``timeout`` seconds (300), a header within ``header_timeout`` (600: importing Mathlib is slow)."""
 
     name = "lean-repl"
 

@@ -88,7 +88,7 @@ class LeanSubprocess:
     The process gets a clean environment (``PATH`` and ``LEAN_PATH`` plus ``env``), a fresh working
     directory, no network, a read-only view of the toolchain and library folders (namespaces where the
     kernel allows them), rlimits, and a wall-clock deadline that kills everything it started (status
-    timeout). ``timeout`` is that deadline in seconds; ``memory_mb`` caps the address space (RLIMIT_AS;
+    timeout). ``timeout`` is that deadline in seconds (300); ``memory_mb`` caps the address space (RLIMIT_AS;
     Mathlib maps several GB of .olean files, so leave room); ``max_heartbeats`` passes
     ``-D maxHeartbeats=N`` (Lean's deterministic elaboration bound); ``workers`` processes run in parallel.
     ``cwd`` is a built Lake project whose libraries Lean may import (its ``LEAN_PATH`` is derived unless
@@ -137,7 +137,9 @@ class LeanSubprocess:
         return cmd
 
     def limits(self) -> Limits:
-        """The sandbox limits of one check: the wall deadline, and generous CPU (Lean is multi-threaded)."""
+        """The sandbox limits of one check: the wall deadline, generous CPU (the deadline on every core: Lean is
+        multi-threaded), the address space (``memory_mb``, else 64 GiB), 64 MiB per file and of output, 512
+        processes, 4096 open files."""
         memory = (self.memory_mb or 64 * 1024) * 2**20  # Lean's threads share one address space
         return Limits(cpu_seconds=self.timeout * max(1, os.cpu_count() or 1), wall_seconds=self.timeout,
                       memory_bytes=memory, program_memory_bytes=memory, file_bytes=64 << 20, processes=512,

@@ -175,7 +175,7 @@ def test_lean_gets_its_lean_path_and_sees_only_its_folders(monkeypatch, tmp_path
     assert calls[0][1]["env"] == {"PATH": "/mine"} and calls[0][1]["readonly_paths"] == [str(STANDINS.parent)]
 
 
-def test_subprocess_command_and_limits():
+def test_subprocess_command_and_limits(monkeypatch):
     lean = LeanSubprocess(LEAN, timeout=30, probe=False)
     assert lean.command() == [str(STANDINS / "lean"), "--json", "--stdin"]
     lim = lean.limits()
@@ -183,6 +183,12 @@ def test_subprocess_command_and_limits():
     assert lim.memory_bytes == lim.program_memory_bytes == 64 << 30  # unbounded but for 64 GiB
     lim = LeanSubprocess(LEAN, memory_mb=300, probe=False).limits()
     assert lim.memory_bytes == lim.program_memory_bytes == 300 << 20
+    assert (lim.file_bytes, lim.output_bytes, lim.processes, lim.open_files) == (64 << 20, 64 << 20, 512, 4096)
+    assert LeanSubprocess(LEAN, probe=False).limits().wall_seconds == 300  # the default deadline
+    monkeypatch.setattr(os, "cpu_count", lambda: None)  # unknown: one core
+    assert LeanSubprocess(LEAN, timeout=30, probe=False).limits().cpu_seconds == 30
+    repl = LeanRepl(REPL)
+    assert (repl.timeout, repl.header_timeout) == (300, 600) and repl.proc is None  # started by the first proof
 
 
 def test_probe_refuses_a_lean_whose_init_is_missing_wherever_it_says_so(monkeypatch):
