@@ -19,7 +19,7 @@ import pytest
 
 from rewardkit.jury.lean import make_checker
 from rewardkit.jury.lean.cache import VerificationCache, cache_key
-from rewardkit.jury.lean.check import DEFAULT_HEADER, build_source, check_proofs, judge_run
+from rewardkit.jury.lean.check import DEFAULT_HEADER, build_source, check_proofs, judge_run, split_header
 from rewardkit.jury.lean.kimina import KiminaClient
 from rewardkit.jury.lean.repl import LeanRepl
 from rewardkit.jury.lean.subprocess import LeanSubprocess, LeanToolchainError, find_lean, lake_lean_path
@@ -561,15 +561,26 @@ for line in sys.stdin:
             sys.stdout.write('{"env": ')
             sys.stdout.flush()
             sys.exit(0)
+        if answer.endswith("QUIT"):  # a whole answer, then gone
+            sys.stdout.write(answer[:-4])
+            sys.stdout.flush()
+            sys.exit(0)
+        if answer.endswith("CLOSE"):  # a whole answer, then no more output, alive
+            sys.stdout.write(answer[:-5])
+            sys.stdout.flush()
+            os.close(1)
+            open(os.environ["RK_CLOSED"], "w").close()
+            time.sleep(60)
         sys.stdout.write(answer)
         sys.stdout.flush()
         buf, k = "", k + 1
-""".replace("import os, sys", "import json, os, sys")
+""".replace("import os, sys", "import json, os, sys, time")
 
 
 def _scripted(tmp_path, *answers: str, **kw) -> LeanRepl:
     """A REPL that writes ``answers[k]`` (verbatim, in one write) for its k-th request, the last one after that
-    ("EXIT": half an answer, then it exits); with ``env={"RK_LOG": path}`` it logs how it was started and each
+    ("EXIT": half an answer, then it exits; an answer ending in "QUIT": that answer, then it exits; in "CLOSE":
+    that answer, then it closes its output, touches ``$RK_CLOSED`` and lives on); with ``env={"RK_LOG": path}`` it logs how it was started and each
     request it read (``_log``)."""
     script = tmp_path / "scripted_repl.py"
     script.write_text(SCRIPTED_REPL)
@@ -701,6 +712,35 @@ def test_a_repl_that_exits_mid_answer_is_inconclusive(tmp_path):
     assert judge_run(run, src).outcome == "inconclusive"
 
 
+def test_a_repl_that_exits_after_answering_the_header_is_inconclusive(tmp_path):
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0}\n\nQUIT')
+    try:
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert run.status == "error" and run.error == f"REPL {shlex.join(repl.cmd)} exited" and repl.restarts == 1
+
+
+def test_a_repl_whose_output_ended_is_inconclusive_not_waited_on(tmp_path):
+    """Its output closed after the header's answer while the process lives on: the next proof reads the end of
+    that output and is inconclusive at once."""
+    closed = tmp_path / "closed"
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0}\n\nCLOSE', env={"RK_CLOSED": str(closed)})
+    try:
+        repl._live()
+        assert repl._env_for(split_header(src)[0]) == 0
+        for _ in range(200):
+            if closed.exists():
+                break
+            time.sleep(0.05)
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert run.status == "error" and run.error == f"REPL {shlex.join(repl.cmd)} exited" and repl.restarts == 1
+
+
 def test_a_repl_that_stopped_reading_is_inconclusive(tmp_path):
     """Our request meets a broken pipe. Before, closing that pipe (with the request still in its buffer) raised
     BrokenPipeError out of the restart, so ``run_many`` ended the whole batch instead of this proof failing."""
@@ -758,7 +798,7 @@ def test_repl_close_kills_the_repl_and_forgets_its_environments(tmp_path):
     good = build_source(FORMAL, GOOD)[0]
     t0 = time.perf_counter()
     run = repl.run(good)
-    assert 0 < run.seconds <= time.perf_counter() - t0
+    assert 0 < run.seconds <= time.perf_counter() - t0 and run.seconds < 2  # no timer waited on (the stand-in is quick)
     assert repl._envs and repl._commands == 1
     repl.close()
     assert repl.proc is None and repl._envs == {} and repl._commands == 0 and repl.restarts == 0
