@@ -491,6 +491,8 @@ for line in sys.stdin:
 @pytest.mark.parametrize(("reply", "why"), [
     ("uncaught exception: out of memory", "answered with something other than a JSON object: 'uncaught exception"),
     ("[0, 1]", "answered with something other than a JSON object: '[0, 1]'"),
+    ("X-Lean: out of memory", "answered with something other than a JSON object: 'X-Lean: out of memory'"),
+    ("Z" * 300, f"answered with something other than a JSON object: {'Z' * 200!r}"),  # its first 200 characters
     ('{"env": 0, "messages": ["error"]}', "answered a malformed response (AttributeError"),
     ('{"env": 0, "messages": [{"severity": "error", "pos": {"line": "x"}}]}',
      "answered a malformed response (ValueError: invalid literal for int()"),
@@ -545,6 +547,8 @@ def test_the_repls_info_severity_is_leans_information(tmp_path):
 SCRIPTED_REPL = """import os, sys
 answers = sys.argv[1:]
 log = os.environ.get("RK_LOG")
+sys.stderr.write("repl chatter on stderr\\n")
+sys.stderr.flush()
 if log:
     with open(log, "a", encoding="utf-8") as f:
         f.write(json.dumps({"cwd": os.getcwd(), "env": dict(os.environ), "pid": os.getpid()}) + "\\x1d")
@@ -611,7 +615,7 @@ def test_a_repl_answer_with_neither_env_nor_message_is_inconclusive(tmp_path):
     finally:
         repl.close()
     assert run.status == "error" and "an answer with neither 'env' nor 'message': {}" in run.error, run.error
-    assert judge_run(run, src).outcome == "inconclusive" and repl.restarts == 1
+    assert judge_run(run, src).outcome == "inconclusive" and repl.restarts == 1 and 0 < run.seconds < 20
 
 
 def test_output_the_repl_wrote_after_its_answer_is_not_read_as_the_next_answer(tmp_path):
@@ -627,6 +631,16 @@ def test_output_the_repl_wrote_after_its_answer_is_not_read_as_the_next_answer(t
         repl.close()
     assert run.status == "error" and "wrote output that answers no request: '{\"env\": 1" in run.error, run.error
     assert judge_run(run, src).outcome == "inconclusive" and repl.restarts == 1
+
+
+def test_stray_output_is_quoted_to_its_first_200_characters(tmp_path):
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0}\n\n' + "W" * 300)
+    try:
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert run.error == f"REPL {shlex.join(repl.cmd)} wrote output that answers no request: {'W' * 200!r}"
 
 
 def test_a_header_message_of_the_wrong_shape_is_inconclusive(tmp_path):
@@ -709,7 +723,7 @@ def test_a_repl_that_exits_mid_answer_is_inconclusive(tmp_path):
         assert run.status == "error" and run.error == f"REPL {shlex.join(repl.cmd)} exited" and repl.restarts == 1
     finally:
         repl.close()
-    assert judge_run(run, src).outcome == "inconclusive"
+    assert judge_run(run, src).outcome == "inconclusive" and 0 < run.seconds < 20
 
 
 def test_a_repl_that_exits_after_answering_the_header_is_inconclusive(tmp_path):
@@ -772,7 +786,7 @@ def test_repl_answers_after_extra_blank_lines_are_read(tmp_path):
         repl.close()
 
 
-def test_repl_runs_in_cwd_with_a_clean_environment_and_a_command_line_string(monkeypatch, tmp_path):
+def test_repl_runs_in_cwd_with_a_clean_environment_and_a_command_line_string(monkeypatch, tmp_path, capfd):
     for k in ("PATH", "HOME", "ELAN_HOME", "LEAN_PATH", "LEAN_SYSROOT", "LAKE_HOME", "LANG", "LC_ALL"):
         monkeypatch.setenv(k, os.environ.get(k, f"/kept/{k}"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-from-the-host")
@@ -787,6 +801,7 @@ def test_repl_runs_in_cwd_with_a_clean_environment_and_a_command_line_string(mon
         repl.close()
     (started,), _ = _log(log)
     assert started["cwd"] == str(tmp_path)
+    assert "repl chatter" not in capfd.readouterr().err  # its stderr is not mixed into ours
     expect = {k: os.environ[k] for k in ("PATH", "HOME", "ELAN_HOME", "LEAN_PATH", "LEAN_SYSROOT", "LAKE_HOME",
                                          "LC_ALL")} | {"RK_LOG": str(log), "LANG": "C.UTF-8"}
     assert {k: v for k, v in started["env"].items() if k != "LC_CTYPE"} == expect  # LC_CTYPE: Python's own
@@ -811,6 +826,50 @@ def test_a_repl_that_cannot_start_leaves_each_proof_inconclusive(tmp_path):
     res = check_proofs(repl, [(FORMAL, GOOD), (FORMAL, GOOD)])
     assert [a.outcome for a in res] == ["inconclusive", "inconclusive"]
     assert f"REPL {tmp_path / 'no-such-repl'} could not start: [Errno 2]" in res[1].reasons[0], res[1].reasons
+
+
+def test_repl_memory_limit_is_the_most_a_repl_may_hold(monkeypatch):
+    import rewardkit.jury.lean.repl as repl_module
+
+    held = []
+    monkeypatch.setattr(repl_module, "_group_rss_mb", lambda pgid: held[-1])
+    repl = LeanRepl(REPL, max_rss_mb=150)
+    good = build_source(FORMAL, GOOD)[0]
+    try:
+        held.append(150.0)
+        assert judge_run(repl.run(good), good).accepted and repl.restarts == 0  # at the limit: kept
+        held.append(150.5)
+        assert judge_run(repl.run(good), good).accepted and repl.restarts == 1  # over it: recycled
+    finally:
+        repl.close()
+
+
+def test_group_rss_skips_processes_it_cannot_read(monkeypatch, tmp_path):
+    """A process that ended while /proc was read, or whose files do not parse, is skipped; the rest are counted."""
+    import rewardkit.jury.lean.repl as repl_module
+
+    proc = tmp_path / "proc"
+    for pid, stat, status in (("7", "7 (lean) S 1 42 42 0", "Name:\tlean\nVmRSS:\t  1024 kB\n"),
+                              ("8", None, None),  # gone: no files
+                              ("9", "9 no parenthesis", "VmRSS:\t 4096 kB\n"),
+                              ("10", "10 (a) b) S 1 42 42", "VmRSS:\t 512 kB\n"),  # a ')' in its name
+                              ("11", "11 (lake) S 1 43 43", "VmRSS:\t 2048 kB\n"),  # another group
+                              ("12", "12 (x) S 1 notanumber", "VmRSS:\t 2048 kB\n"),
+                              ("self", "7 (lean) S 1 42 42", "VmRSS:\t 1024 kB\n")):
+        (proc / pid).mkdir(parents=True)
+        if stat is not None:
+            (proc / pid / "stat").write_text(stat)
+            (proc / pid / "status").write_text(status)
+    order = ["8", "9", "12", "self", "7", "11", "10"]
+
+    class Proc:
+        def __init__(self, path):
+            assert path == "/proc"
+
+        def iterdir(self):
+            return [proc / n for n in order]
+    monkeypatch.setattr(repl_module, "Path", Proc)
+    assert repl_module._group_rss_mb(42) == 1.5 and repl_module._group_rss_mb(43) == 2.0
 
 
 def test_repl_command_count_recycling():
