@@ -199,8 +199,6 @@ class LeanRepl:
             if "env" not in resp and "message" not in resp:  # the REPL answers a command with one or the other
                 raise ValueError(f"an answer with neither 'env' nor 'message': {json.dumps(resp)[:200]}")
             run = LeanRun.from_repl(resp, header.count("\n"), dt, "REPL")  # lines of the whole source
-            if run.status == "error":
-                return run
         except (TypeError, ValueError, AttributeError, KeyError) as e:  # a message or field of the wrong shape
             self.restart()
             return LeanRun(status="error", error=f"REPL {shlex.join(self.cmd)} answered a malformed response "

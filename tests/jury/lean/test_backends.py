@@ -706,13 +706,14 @@ def test_a_header_that_hangs_times_out_and_restarts_the_repl(tmp_path):
 
 def test_a_repl_refusing_a_proof_is_inconclusive_naming_it(tmp_path):
     src = build_source(FORMAL, GOOD)[0]
-    repl = _scripted(tmp_path, '{"env": 0}\n\n', '{"message": "Unknown environment."}\n\n')
+    repl = _scripted(tmp_path, '{"env": 0}\n\n', '{"message": "Unknown environment."}\n\n', max_commands=1)
     try:
         run = repl.run(src)
     finally:
         repl.close()
     assert (run.status, run.error) == ("error", "REPL: Unknown environment.")
     assert judge_run(run, src).outcome == "inconclusive"
+    assert repl.restarts == 1  # a refused command counts toward max_commands as an answered one does
 
 
 def test_a_repl_that_exits_mid_answer_is_inconclusive(tmp_path):
