@@ -153,6 +153,28 @@ def test_a_lean_that_names_no_usable_prefix_is_used_as_it_is(tmp_path, answer, c
     assert (lean.exe, lean.readonly) == (str(proxy), [str(tmp_path)])  # the folder above its bin
 
 
+def test_a_linked_lean_is_run_by_its_real_path(tmp_path):
+    """The sandbox shows the toolchain's folder, not the folder of a link to it: the link is resolved."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "lean").symlink_to(LEAN)
+    lean = LeanSubprocess(str(tmp_path / "bin" / "lean"), probe=False)
+    assert (lean.exe, lean.readonly) == (str(STANDINS / "lean"), [str(STANDINS.parent)])
+
+
+def test_the_prefix_query_is_bounded_and_a_hung_one_ignored(monkeypatch, tmp_path):
+    import subprocess as sp
+
+    asked = []
+
+    def hang(argv, **kw):
+        asked.append(kw)
+        raise sp.TimeoutExpired(argv, kw["timeout"])
+    monkeypatch.setattr(sp, "run", hang)
+    lean = LeanSubprocess(LEAN, probe=False, cwd=str(tmp_path))
+    assert (lean.exe, lean.readonly[0]) == (str(STANDINS / "lean"), str(STANDINS.parent))
+    assert asked[0]["timeout"] == 60 and asked[0]["cwd"] == str(tmp_path)
+
+
 def test_lean_gets_its_lean_path_and_sees_only_its_folders(monkeypatch, tmp_path):
     calls = _sandbox_said(monkeypatch)
     monkeypatch.setenv("LEAN_PATH", "/host/a:/host/b")
