@@ -718,7 +718,9 @@ def test_a_header_that_hangs_times_out_and_restarts_the_repl(tmp_path):
                     env={"LEAN_STANDIN_HANG_ON": "import Aesop", "LEAN_STANDIN_PIDFILE": str(pidfile)})
     src = build_source(FORMAL, GOOD)[0]
     try:
+        t0 = time.perf_counter()
         run = repl.run(src)
+        assert time.perf_counter() - t0 < 10  # the header's own deadline, not the proof's
         assert (run.status, run.error, repl.restarts, repl.proc) == ("timeout", "REPL header took over 0.5s", 1, None)
         assert not _alive(int(pidfile.read_text().split()[0]))
         assert judge_run(run, src).outcome == "inconclusive"
@@ -812,6 +814,7 @@ def test_repl_answers_after_extra_blank_lines_are_read(tmp_path):
 def test_repl_runs_in_cwd_with_a_clean_environment_and_a_command_line_string(monkeypatch, tmp_path, capfd):
     for k in ("PATH", "HOME", "ELAN_HOME", "LEAN_PATH", "LEAN_SYSROOT", "LAKE_HOME", "LANG", "LC_ALL"):
         monkeypatch.setenv(k, os.environ.get(k, f"/kept/{k}"))
+    monkeypatch.setenv("LANG", "host-lang")  # ``env`` has the last word
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-from-the-host")
     log = tmp_path / "log"
     (tmp_path / "scripted_repl.py").write_text(SCRIPTED_REPL)
