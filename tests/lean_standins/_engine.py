@@ -189,3 +189,10 @@ def _flat(obj) -> str:
     if isinstance(obj, list):
         return "[" + ", ".join(_flat(v) for v in obj) + "]"
     return json.dumps(obj, ensure_ascii=False)
+
+
+def repl_message(m: dict) -> dict:
+    """A message as the REPL writes it (REPL/JSON.lean ``Message.of``): severity ``info`` for Lean's
+    ``information`` (``trace``/``info``/``warning``/``error`` is the REPL's own enum), keys pos, endPos, data."""
+    sev = {"information": "info"}.get(m["severity"], m["severity"])
+    return {"severity": sev, "pos": m["pos"], "endPos": m["endPos"], "data": m["data"]}

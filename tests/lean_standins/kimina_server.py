@@ -2,7 +2,8 @@
 
 POST /api/check {"snippets": [{"id", "code"}], "timeout": s, "debug": bool, "reuse": bool}
   -> {"results": [{"id", "time", "error", "response"}]} where "response" is the REPL response
-     ({"env", "messages"?}) of `_engine.elaborate`, and "error" is null or a string.
+     ({"env", "messages"?}, severity "info" for Lean's information, as the REPL writes it) of
+     `_engine.elaborate`, and "error" is null or a string.
 GET /health -> {"status": "ok"}. With api_key set, requests need "Authorization: Bearer <key>" (else 401).
 A snippet containing HANG_MARKER takes longer than its timeout and comes back with an error string.
 ``start(reply=BYTES)`` answers every check with those bytes instead (a server that misbehaves).
@@ -17,7 +18,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _engine import elaborate  # noqa: E402
+from _engine import elaborate, repl_message  # noqa: E402
 
 HANG_MARKER = "-- standin: hang"
 
@@ -27,7 +28,7 @@ def _check(code: str, timeout: float) -> dict:
     if HANG_MARKER in code:
         time.sleep(min(timeout, 2.0))
         return {"time": time.perf_counter() - t0, "error": "Lean REPL command timed out.", "response": None}
-    msgs = [{k: m[k] for k in ("severity", "pos", "endPos", "data")} for m in elaborate(code)]
+    msgs = [repl_message(m) for m in elaborate(code)]
     resp: dict = {"env": 0}
     if msgs:
         resp["messages"] = msgs

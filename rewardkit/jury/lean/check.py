@@ -53,6 +53,7 @@ DEFAULT_HEADER = (
 
 
 SEVERITIES = ("information", "warning", "error")  # Lean's MessageSeverity as its JSON writes it
+REPL_SEVERITIES = {"info": "information"}  # the REPL's own spelling (REPL/JSON.lean Severity), also Kimina's
 
 
 @dataclass(frozen=True)
@@ -68,14 +69,17 @@ class LeanMessage:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any], line_offset: int = 0) -> LeanMessage:
-        """From a ``lean --json`` line or a REPL/Kimina message (same pos/endPos/severity/data keys). A message
-        without one of Lean's three severities is refused (ValueError): read as none, an error would be lost."""
-        if obj.get("severity") not in SEVERITIES:
+        """From a ``lean --json`` line or a REPL/Kimina message (same pos/endPos/severity/data keys; the REPL
+        writes Lean's ``information`` as ``info``). A message without one of Lean's three severities is refused
+        (ValueError): read as none, an error would be lost."""
+        severity = obj.get("severity")
+        severity = REPL_SEVERITIES.get(severity, severity) if isinstance(severity, str) else severity
+        if severity not in SEVERITIES:
             raise ValueError(f"a message whose severity is {obj.get('severity')!r}, not one of {', '.join(SEVERITIES)}")
         pos = obj.get("pos") or {}
         end = obj.get("endPos") or None
         return cls(
-            obj["severity"], str(obj.get("data", "")),
+            severity, str(obj.get("data", "")),
             int(pos.get("line", 0)) + line_offset, int(pos.get("column", 0)),
             int(end["line"]) + line_offset if end else None, int(end["column"]) if end else None,
         )

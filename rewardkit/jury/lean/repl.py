@@ -50,7 +50,8 @@ def clean_env(extra: dict[str, str] | None) -> dict[str, str]:
 
 
 class LeanRepl:
-    """Checks sources in one long-lived REPL process (``cmd``, e.g. ``["lake", "exe", "repl"]``)."""
+    """Checks sources in one long-lived REPL process (``cmd``, e.g. ``["lake", "exe", "repl"]``): each proof
+    within ``timeout`` seconds (300), a header within ``header_timeout`` (600: importing Mathlib is slow)."""
 
     name = "lean-repl"
 
@@ -102,7 +103,10 @@ class LeanRepl:
             self.proc.wait()
             for f in (self.proc.stdin, self.proc.stdout):
                 if f:
-                    f.close()
+                    try:
+                        f.close()
+                    except OSError:  # a request left unwritten in a pipe nobody reads (BrokenPipeError)
+                        pass
             self.proc = None
         self._buf, self._envs, self._commands = b"", {}, 0  # a fresh REPL knows no environment
 
@@ -124,13 +128,21 @@ class LeanRepl:
     def _send(self, req: dict[str, Any], timeout: float) -> dict[str, Any] | None:
         """Write one request (JSON + blank line) to the running REPL; read until a blank line; None on timeout."""
         assert self.proc and self.proc.stdin and self.proc.stdout
+        fd = self.proc.stdout.fileno()
+        while select.select([fd], [], [], 0)[0]:  # what came after the last answer would be read as this one's
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            self._buf += chunk
+        if self._buf.strip():
+            raise RuntimeError(f"REPL {shlex.join(self.cmd)} wrote output that answers no request: "
+                               f"{self._buf[:200].decode('utf-8', 'replace')!r}")
         try:
             self.proc.stdin.write((json.dumps(req, ensure_ascii=False) + "\n\n").encode())
             self.proc.stdin.flush()
         except BrokenPipeError as e:
             raise RuntimeError(f"REPL {shlex.join(self.cmd)} exited") from e
         deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
         while True:
             text = self._buf.lstrip(b"\r\n")
             cut = text.find(b"\n\n")
@@ -163,9 +175,9 @@ class LeanRepl:
             return LeanRun(status="timeout", error=f"REPL header took over {self.header_timeout:g}s")
         if "env" not in resp:
             return LeanRun(status="error", error=f"REPL rejected the header: {resp.get('message', resp)}")
-        bad = [m for m in resp.get("messages", []) if m.get("severity") == "error"]
+        bad = [m for m in map(LeanMessage.from_json, resp.get("messages", [])) if m.severity == "error"]
         if bad:
-            return LeanRun([LeanMessage.from_json(m) for m in bad], "error", "header failed: " + bad[0].get("data", ""))
+            return LeanRun(bad, "error", "header failed: " + bad[0].data)
         self._envs[header] = int(resp["env"])
         return self._envs[header]
 
@@ -184,10 +196,10 @@ class LeanRepl:
                 return LeanRun(status="timeout", error=f"REPL command exceeded {self.timeout:g}s; REPL restarted",
                                seconds=dt)
             self._commands += 1
+            if "env" not in resp and "message" not in resp:  # the REPL answers a command with one or the other
+                raise ValueError(f"an answer with neither 'env' nor 'message': {json.dumps(resp)[:200]}")
             run = LeanRun.from_repl(resp, header.count("\n"), dt, "REPL")  # lines of the whole source
-            if run.status == "error":
-                return run
-        except (TypeError, ValueError, AttributeError) as e:  # a message or field of the wrong shape
+        except (TypeError, ValueError, AttributeError, KeyError) as e:  # a message or field of the wrong shape
             self.restart()
             return LeanRun(status="error", error=f"REPL {shlex.join(self.cmd)} answered a malformed response "
                                                  f"({type(e).__name__}: {e}); REPL restarted",

@@ -36,7 +36,7 @@ def find_lean(explicit: str | None = None) -> str:
     """The ``lean`` executable: ``explicit``, else ``$LEAN_EXE``, else ``lean`` on PATH, else ``~/.elan/bin/lean``."""
     looked = []
     if explicit:
-        p = shutil.which(explicit) or (explicit if os.access(explicit, os.X_OK) else None)
+        p = shutil.which(explicit) or (explicit if os.path.isfile(explicit) and os.access(explicit, os.X_OK) else None)
         if p:
             return p
         raise LeanToolchainError(f"lean executable {explicit!r} does not exist or is not executable.\n{CONFIGURE_HELP}")
@@ -52,9 +52,9 @@ def find_lean(explicit: str | None = None) -> str:
         return on_path
     looked.append("PATH (no `lean`)")
     elan = Path.home() / ".elan" / "bin" / "lean"
-    if os.access(elan, os.X_OK):
+    if elan.is_file() and os.access(elan, os.X_OK):
         return str(elan)
-    looked.append(f"{elan} (missing)")
+    looked.append(f"{elan} ({'not an executable file' if elan.exists() else 'missing'})")
     raise LeanToolchainError("no Lean 4 toolchain found. Looked in: " + "; ".join(looked) + ".\n" + CONFIGURE_HELP)
 
 
@@ -88,7 +88,7 @@ class LeanSubprocess:
     The process gets a clean environment (``PATH`` and ``LEAN_PATH`` plus ``env``), a fresh working
     directory, no network, a read-only view of the toolchain and library folders (namespaces where the
     kernel allows them), rlimits, and a wall-clock deadline that kills everything it started (status
-    timeout). ``timeout`` is that deadline in seconds; ``memory_mb`` caps the address space (RLIMIT_AS;
+    timeout). ``timeout`` is that deadline in seconds (300); ``memory_mb`` caps the address space (RLIMIT_AS;
     Mathlib maps several GB of .olean files, so leave room); ``max_heartbeats`` passes
     ``-D maxHeartbeats=N`` (Lean's deterministic elaboration bound); ``workers`` processes run in parallel.
     ``cwd`` is a built Lake project whose libraries Lean may import (its ``LEAN_PATH`` is derived unless
@@ -137,7 +137,9 @@ class LeanSubprocess:
         return cmd
 
     def limits(self) -> Limits:
-        """The sandbox limits of one check: the wall deadline, and generous CPU (Lean is multi-threaded)."""
+        """The sandbox limits of one check: the wall deadline, generous CPU (the deadline on every core: Lean is
+        multi-threaded), the address space (``memory_mb``, else 64 GiB), 64 MiB per file and of output, 512
+        processes, 4096 open files."""
         memory = (self.memory_mb or 64 * 1024) * 2**20  # Lean's threads share one address space
         return Limits(cpu_seconds=self.timeout * max(1, os.cpu_count() or 1), wall_seconds=self.timeout,
                       memory_bytes=memory, program_memory_bytes=memory, file_bytes=64 << 20, processes=512,

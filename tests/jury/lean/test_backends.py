@@ -6,20 +6,23 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import shlex
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from rewardkit.jury.lean import make_checker
 from rewardkit.jury.lean.cache import VerificationCache, cache_key
-from rewardkit.jury.lean.check import DEFAULT_HEADER, build_source, check_proofs, judge_run
+from rewardkit.jury.lean.check import DEFAULT_HEADER, build_source, check_proofs, judge_run, split_header
 from rewardkit.jury.lean.kimina import KiminaClient
 from rewardkit.jury.lean.repl import LeanRepl
-from rewardkit.jury.lean.subprocess import LeanSubprocess, LeanToolchainError, find_lean
+from rewardkit.jury.lean.subprocess import LeanSubprocess, LeanToolchainError, find_lean, lake_lean_path
 
 STANDINS = Path(__file__).resolve().parents[2] / "lean_standins"
 LEAN = str(STANDINS / "lean")
@@ -56,6 +59,18 @@ def test_nothing_configured_names_where_it_looked(monkeypatch, tmp_path):
     msg = str(e.value)
     for needle in ("LEAN_EXE (unset)", "PATH (no `lean`)", ".elan/bin/lean (missing)", "elan", "repl:", "Kimina"):
         assert needle in msg
+    assert msg.startswith(f"no Lean 4 toolchain found. Looked in: LEAN_EXE (unset); PATH (no `lean`); "
+                          f"{tmp_path}/.elan/bin/lean (missing).\nConfigure one of:\n")
+    for line in (  # each way to configure a checker, whole
+        "  - a toolchain: install elan (https://github.com/leanprover/elan), make a Lake project that depends on",
+        "    Mathlib and build it, then set LEAN_EXE=/path/to/lean (or pass lean=...) and run from that project",
+        "    (cwd=...) so `import Mathlib` resolves (LEAN_PATH, or `lake env`);",
+        "  - a REPL: leanprover-community/repl built in that project: LeanRepl(['lake', 'exe', 'repl'], cwd=project)",
+        "    or lean='repl:lake exe repl';",
+        "  - a Kimina Lean Server: KiminaClient('http://host:8000') or lean='http://host:8000' (KIMINA_URL,",
+        "    KIMINA_API_KEY).",
+    ):
+        assert f"\n{line}\n" in msg + "\n", line
     with pytest.raises(LeanToolchainError, match="LEAN_EXE='/nope/lean' \\(not an executable file\\)"):
         monkeypatch.setenv("LEAN_EXE", "/nope/lean")
         find_lean()
@@ -72,6 +87,161 @@ def test_lean_exe_path_and_elan_are_found(monkeypatch, tmp_path):
     (tmp_path / ".elan" / "bin" / "lean").symlink_to(LEAN)
     monkeypatch.setenv("HOME", str(tmp_path))
     assert find_lean() == str(tmp_path / ".elan" / "bin" / "lean")
+
+
+def test_a_folder_is_not_a_lean_executable(monkeypatch, tmp_path):
+    """A folder passes ``os.access(X_OK)``; before, ``lean=<a folder>`` and a folder at ``~/.elan/bin/lean`` were
+    taken for Lean, and every check then failed in the sandbox instead of the configuration failing at once."""
+    with pytest.raises(LeanToolchainError, match="does not exist or is not executable"):
+        find_lean(str(tmp_path))
+    monkeypatch.delenv("LEAN_EXE", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".elan" / "bin" / "lean").mkdir(parents=True)
+    with pytest.raises(LeanToolchainError, match=r"\.elan/bin/lean \(not an executable file\)"):
+        find_lean()
+
+
+def test_a_bare_name_is_found_on_path_and_a_bad_lean_exe_falls_through(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(STANDINS))
+    assert find_lean("lean") == str(STANDINS / "lean")  # the full path, not the bare name
+    for bad in ("/nope/lean", str(tmp_path)):  # missing, a folder
+        monkeypatch.setenv("LEAN_EXE", bad)
+        assert find_lean() == str(STANDINS / "lean")
+
+
+def test_lake_lean_path_of_new_and_old_lake_layouts(tmp_path):
+    for d in (".lake/build/lib/lean", "build/lib", ".lake/packages/mathlib/.lake/build/lib/lean",
+              ".lake/packages/batteries/.lake/build/lib/lean", "lake-packages/std/build/lib",
+              "lake-packages/aesop/build/lib"):
+        (tmp_path / d).mkdir(parents=True)
+    (tmp_path / ".lake/packages/plain/.lake/build/lib").mkdir(parents=True)
+    (tmp_path / ".lake/packages/plain/.lake/build/lib/lean").write_text("a file, not a folder")
+    assert lake_lean_path(tmp_path) == [str(tmp_path / d) for d in (
+        ".lake/build/lib/lean", "build/lib", ".lake/packages/batteries/.lake/build/lib/lean",
+        ".lake/packages/mathlib/.lake/build/lib/lean", "lake-packages/aesop/build/lib", "lake-packages/std/build/lib")]
+    assert lake_lean_path(tmp_path / "missing") == []
+
+
+def _toolchain(tmp_path, answer: str, code: int = 0) -> tuple[Path, Path]:
+    """(an elan-like proxy that answers ``--print-prefix`` with ``answer`` and logs its cwd, a toolchain folder
+    holding bin/lean)."""
+    prefix = tmp_path / "toolchains" / "v4"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "lean").symlink_to(LEAN)
+    proxy = tmp_path / "elan" / "lean"
+    proxy.parent.mkdir()
+    proxy.write_text(f"#!{sys.executable}\nimport os, sys\nopen({str(tmp_path / 'cwd')!r}, 'w').write(os.getcwd())\n"
+                     f"sys.stdout.write({answer.format(prefix=prefix)!r})\nsys.exit({code})\n")
+    proxy.chmod(0o755)
+    return proxy, prefix
+
+
+def test_an_elan_proxy_is_resolved_to_its_toolchains_lean(tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    proxy, prefix = _toolchain(tmp_path, "info: syncing channel updates\n{prefix}\n")
+    lean = LeanSubprocess(str(proxy), cwd=str(project), probe=False)
+    assert (lean.exe, lean.readonly[0]) == (str(prefix / "bin" / "lean"), str(prefix))
+    assert (tmp_path / "cwd").read_text() == str(project)  # asked where the project's lean-toolchain decides
+
+
+@pytest.mark.parametrize(("answer", "code"), [("{prefix}\n", 1), ("", 0), ("/nowhere\n", 0)])
+def test_a_lean_that_names_no_usable_prefix_is_used_as_it_is(tmp_path, answer, code):
+    proxy, _ = _toolchain(tmp_path, answer, code)
+    lean = LeanSubprocess(str(proxy), probe=False)
+    assert (lean.exe, lean.readonly) == (str(proxy), [str(tmp_path)])  # the folder above its bin
+
+
+def test_a_linked_lean_is_run_by_its_real_path(tmp_path):
+    """The sandbox shows the toolchain's folder, not the folder of a link to it: the link is resolved."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "lean").symlink_to(LEAN)
+    lean = LeanSubprocess(str(tmp_path / "bin" / "lean"), probe=False)
+    assert (lean.exe, lean.readonly) == (str(STANDINS / "lean"), [str(STANDINS.parent)])
+
+
+def test_the_prefix_query_is_bounded_and_a_hung_one_ignored(monkeypatch, tmp_path):
+    import subprocess as sp
+
+    asked = []
+
+    def hang(argv, **kw):
+        asked.append(kw)
+        raise sp.TimeoutExpired(argv, kw["timeout"])
+    monkeypatch.setattr(sp, "run", hang)
+    lean = LeanSubprocess(LEAN, probe=False, cwd=str(tmp_path))
+    assert (lean.exe, lean.readonly[0]) == (str(STANDINS / "lean"), str(STANDINS.parent))
+    assert asked[0]["timeout"] == 60 and asked[0]["cwd"] == str(tmp_path)
+
+
+def test_lean_gets_its_lean_path_and_sees_only_its_folders(monkeypatch, tmp_path):
+    calls = _sandbox_said(monkeypatch)
+    monkeypatch.setenv("LEAN_PATH", "/host/a:/host/b")
+    lean = LeanSubprocess(LEAN, probe=False, env={"LEAN_PATH": "/x::/y", "FOO": "1"}, cwd=str(tmp_path),
+                          isolation="none")
+    lean.run("theorem 𝓝")
+    ((argv, kw),) = calls
+    assert argv == [str(STANDINS / "lean"), "--json", "--stdin"]
+    assert kw["stdin"] == "theorem 𝓝".encode() and kw["network"] is False and kw["isolation"] == "none"
+    assert kw["env"] == {"PATH": f"{STANDINS}:/usr/local/bin:/usr/bin:/bin", "LEAN_PATH": "/x::/y", "FOO": "1"}
+    assert kw["readonly_paths"] == [str(STANDINS.parent), "/x", "/y", str(tmp_path)]
+    assert kw["limits"] == lean.limits()
+    calls.clear()
+    LeanSubprocess(LEAN, probe=False).run("")  # the host's LEAN_PATH, when env has none
+    assert calls[0][1]["env"]["LEAN_PATH"] == "/host/a:/host/b" and calls[0][1]["readonly_paths"][1:] == [
+        "/host/a", "/host/b"]
+    monkeypatch.delenv("LEAN_PATH")
+    calls.clear()
+    LeanSubprocess(LEAN, probe=False, env={"PATH": "/mine"}).run("")  # no LEAN_PATH at all; env has the last word
+    assert calls[0][1]["env"] == {"PATH": "/mine"} and calls[0][1]["readonly_paths"] == [str(STANDINS.parent)]
+
+
+def test_subprocess_command_and_limits(monkeypatch):
+    lean = LeanSubprocess(LEAN, timeout=30, probe=False)
+    assert lean.command() == [str(STANDINS / "lean"), "--json", "--stdin"]
+    lim = lean.limits()
+    assert (lim.wall_seconds, lim.cpu_seconds) == (30, 30 * (os.cpu_count() or 1))  # Lean is multi-threaded
+    assert lim.memory_bytes == lim.program_memory_bytes == 64 << 30  # unbounded but for 64 GiB
+    lim = LeanSubprocess(LEAN, memory_mb=300, probe=False).limits()
+    assert lim.memory_bytes == lim.program_memory_bytes == 300 << 20
+    assert (lim.file_bytes, lim.output_bytes, lim.processes, lim.open_files) == (64 << 20, 64 << 20, 512, 4096)
+    assert LeanSubprocess(LEAN, probe=False).limits().wall_seconds == 300  # the default deadline
+    monkeypatch.setattr(os, "cpu_count", lambda: None)  # unknown: one core
+    assert LeanSubprocess(LEAN, timeout=30, probe=False).limits().cpu_seconds == 30
+    repl = LeanRepl(REPL)
+    assert (repl.timeout, repl.header_timeout) == (300, 600) and repl.proc is None  # started by the first proof
+
+
+def test_probe_refuses_a_lean_whose_init_is_missing_wherever_it_says_so(monkeypatch):
+    from rewardkit.jury.lean.check import INIT_MISSING, LeanMessage, LeanRun
+
+    lean = LeanSubprocess(LEAN, probe=False)
+    said = LeanRun([LeanMessage("error", INIT_MISSING, 1, 0)], "error", "lean wrote more output than the sandbox keeps")
+    monkeypatch.setattr(lean, "run", lambda source: said)
+    with pytest.raises(LeanToolchainError, match="cannot find its core library"):
+        lean.probe()
+    said = LeanRun([LeanMessage("error", "unknown tactic", 1, 0)], "ok")
+    lean.probe()  # a Lean that answers is usable
+
+
+def test_subprocess_workers_check_at_once_and_one_source_in_the_callers_thread(monkeypatch):
+    import threading
+
+    lean = LeanSubprocess(LEAN, workers=2, probe=False)
+    both = threading.Barrier(2, timeout=10)
+    seen = []
+
+    def run(source):
+        seen.append(threading.get_ident())
+        if len(source) > 1:
+            both.wait()  # returns only when the other source is being checked at the same time
+        return source
+    monkeypatch.setattr(lean, "run", run)
+    assert lean.run_many(["ab", "cd"]) == ["ab", "cd"]
+    assert lean.run_many(["x"]) == ["x"] and seen[-1] == threading.get_ident()
+    lean.workers = 1
+    assert lean.run_many(["y", "z"]) == ["y", "z"] and seen[-2:] == [threading.get_ident()] * 2
 
 
 def test_lean_without_init_says_exactly_that():
@@ -176,6 +346,62 @@ def test_a_lean_json_line_that_is_not_a_message_leaves_the_proof_inconclusive(ex
     assert plain.outcome == "accepted"  # the same proof, with nothing added to Lean's output
 
 
+LEAN_ERROR = ('{"caption":"","data":"unknown tactic","endPos":{"column":9,"line":9},"fileName":"<stdin>",'
+              '"isSilent":false,"keepFullRange":false,"kind":"[anonymous]","pos":{"column":2,"line":9},"severity":"error"}')
+
+
+def _sandbox_said(monkeypatch, **result):
+    """Make the sandbox report ``result`` (a SandboxResult's fields) for every run; returns the calls it saw."""
+    from rewardkit.code.sandbox import SandboxResult
+
+    calls = []
+    fields = dict(returncode=0, signal=None, stdout=b"", stderr=b"", timed_out=False, cpu_exceeded=False,
+                  output_truncated=False, seconds=0.1, isolation_used="none") | result
+
+    def fake(argv, **kw):
+        calls.append((list(argv), kw))
+        return SandboxResult(**fields)
+    monkeypatch.setattr("rewardkit.jury.lean.subprocess.run_sandboxed", fake)
+    return calls
+
+
+@pytest.mark.parametrize(("result", "status", "error"), [
+    (dict(error="unshare: operation not permitted"), "error", "in the sandbox: unshare: operation not permitted"),
+    (dict(timed_out=True, returncode=None, signal=9), "timeout", "lean exceeded 7s; killed with every process"),
+    (dict(cpu_exceeded=True, returncode=None, signal=24), "timeout", "lean exceeded 7s; killed with every process"),
+    (dict(output_truncated=True, returncode=None, signal=9), "error", "more output than the sandbox keeps"),
+    (dict(stderr=b"unknown module prefix 'Init'\n", returncode=1), "error", "cannot load its core library"),
+    (dict(returncode=None, signal=11), "error", "lean killed by signal 11"),
+    (dict(returncode=134, stderr=b"INTERNAL PANIC: out of memory"), "error", "lean exited 134 without a Lean error"),
+    (dict(returncode=1, stderr=b"uncaught exception: file not found"), "error",
+     "lean exited 1 without a Lean error: uncaught exception: file not found"),
+    (dict(returncode=1, stdout=LEAN_ERROR.encode() + b"\n"), "ok", None),  # Lean's own error: a verdict
+    (dict(returncode=0, stdout=b"not json, ignored\n  " + LEAN_ERROR.encode() + b"  \n"), "ok", None),
+])
+def test_what_the_sandbox_saw_becomes_a_typed_lean_run(monkeypatch, result, status, error):
+    """Every way ``lean`` did not finish is an error or timeout (inconclusive), never a run Lean judged; Lean's own
+    messages (exit 1 with an error, exit 0) are a run to judge."""
+    _sandbox_said(monkeypatch, **result)
+    run = LeanSubprocess(LEAN, timeout=7, probe=False).run(GOOD)
+    assert run.status == status and (error is None and run.error is None or error in run.error), run
+    if status != "ok":
+        assert judge_run(run, GOOD).outcome == "inconclusive"
+    else:
+        assert [(m.severity, m.line, m.column, m.data) for m in run.messages] == [("error", 9, 2, "unknown tactic")]
+
+
+def test_a_signal_under_a_memory_limit_says_so_and_long_output_is_cut(monkeypatch):
+    _sandbox_said(monkeypatch, returncode=None, signal=9)
+    assert LeanSubprocess(LEAN, memory_mb=300, probe=False).run(GOOD).error == "lean killed by signal 9 (memory limit?)"
+    assert LeanSubprocess(LEAN, probe=False).run(GOOD).error == "lean killed by signal 9"
+    _sandbox_said(monkeypatch, returncode=2, stderr=b"x" * 10 + b"y" * 500 + b"\n")
+    assert LeanSubprocess(LEAN, probe=False).run(GOOD).error == "lean exited 2 without a Lean error: " + "y" * 500
+    bad = "{" + "z" * 300
+    _sandbox_said(monkeypatch, stdout=bad.encode())
+    run = LeanSubprocess(LEAN, probe=False).run(GOOD)
+    assert run.error.endswith(f"--json printed 1 line(s) that are not a Lean message, first: {bad[:200]!r}")
+
+
 def test_subprocess_parallel_workers_keep_order():
     lean = LeanSubprocess(LEAN, workers=2)
     res = check_proofs(lean, [(FORMAL, GOOD), (FORMAL, SORRY), (FORMAL, BAD), (FORMAL, GOOD)])
@@ -203,8 +429,10 @@ def test_repl_restarts_after_a_timeout(tmp_path):
     repl = LeanRepl(REPL, timeout=1.0, env={"LEAN_STANDIN_HANG_ON": "HANG", "LEAN_STANDIN_PIDFILE": str(pidfile)})
     try:
         hang = build_source(FORMAL, GOOD.replace("omega", "omega -- HANG"))[0]
+        t0 = time.perf_counter()
         run = repl.run(hang)
-        assert run.status == "timeout" and repl.restarts == 1
+        assert (run.status, run.error, repl.restarts) == ("timeout", "REPL command exceeded 1s; REPL restarted", 1)
+        assert 1.0 <= run.seconds <= time.perf_counter() - t0
         first = int(pidfile.read_text().split()[0])
         assert not _alive(first)
         good = build_source(FORMAL, GOOD)[0]
@@ -226,6 +454,36 @@ def test_a_repl_that_died_between_proofs_is_replaced_with_its_header_sent_again(
         assert len(pidfile.read_text().split()) == 2  # a second REPL, started for the second proof
     finally:
         repl.close()
+
+
+HOG = """import os, subprocess, sys, time
+hog = bytearray(int(sys.argv[1]) << 20)
+hog[::4096] = b"\\x01" * len(hog[::4096])  # touched, so resident
+kids = [subprocess.Popen([sys.executable, __file__, a]) for a in sys.argv[2:]]
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_group_rss_counts_every_process_of_the_group_and_only_them(tmp_path):
+    """Checked against ``ps`` (procps reads the same kernel counter, in KiB): the group of a leader holding
+    60 MiB and its child holding 40 MiB, in our session but not our group."""
+    from rewardkit.jury.lean.repl import _group_rss_mb
+
+    script = tmp_path / "hog.py"
+    script.write_text(HOG)
+    lead = subprocess.Popen([sys.executable, str(script), "60", "40"], stdout=subprocess.PIPE, process_group=0)
+    try:
+        assert [lead.stdout.readline(), lead.stdout.readline()] == [b"ready\n"] * 2  # both hold their memory
+        rows = [r.split() for r in subprocess.run(["ps", "-e", "-o", "pgid=,rss="], capture_output=True,
+                                                  text=True).stdout.splitlines()]
+        mine = [int(kb) for pgid, kb in rows if int(pgid) == lead.pid]
+        assert len(mine) == 2 and min(mine) > 40 << 10
+        assert _group_rss_mb(lead.pid) == pytest.approx(sum(mine) / 1024, abs=0.01)
+        assert 100 < _group_rss_mb(lead.pid) < 200
+    finally:
+        os.killpg(lead.pid, signal.SIGKILL)
+        lead.wait()
 
 
 def test_repl_recycles_when_memory_grows():
@@ -255,11 +513,16 @@ for line in sys.stdin:
 @pytest.mark.parametrize(("reply", "why"), [
     ("uncaught exception: out of memory", "answered with something other than a JSON object: 'uncaught exception"),
     ("[0, 1]", "answered with something other than a JSON object: '[0, 1]'"),
+    ("X-Lean: out of memory", "answered with something other than a JSON object: 'X-Lean: out of memory'"),
+    ("Z" * 300, f"answered with something other than a JSON object: {'Z' * 200!r}"),  # its first 200 characters
     ('{"env": 0, "messages": ["error"]}', "answered a malformed response (AttributeError"),
     ('{"env": 0, "messages": [{"severity": "error", "pos": {"line": "x"}}]}',
      "answered a malformed response (ValueError: invalid literal for int()"),
     ('{"env": 0, "messages": [{"severity": "fatal", "data": "unknown tactic"}]}',
      "answered a malformed response (ValueError: a message whose severity is 'fatal'"),
+    # before, the KeyError of an end position without its line escaped run_many
+    ('{"env": 0, "messages": [{"severity": "error", "pos": {"line": 1, "column": 0}, "endPos": {"column": 3}}]}',
+     "answered a malformed response (KeyError: 'line')"),
 ])
 def test_a_repl_that_answers_garbage_leaves_each_proof_inconclusive_naming_it(tmp_path, reply, why):
     """Before, a reply that was not a JSON object (or held a message of another shape) raised out of ``run_many``
@@ -276,12 +539,363 @@ def test_a_repl_that_answers_garbage_leaves_each_proof_inconclusive_naming_it(tm
     assert repl.restarts == 2  # each garbage answer killed that REPL; the next proof got a fresh one
 
 
+def test_the_repls_info_severity_is_leans_information(tmp_path):
+    """The REPL writes Lean's information severity as "info" (REPL/JSON.lean ``Message.of``; its own test
+    def_eval.expected.out: ``{"severity": "info", ...}``), and so does Kimina, which serves it. Before, that
+    message was refused as malformed: the axiom report of every proof a real REPL checked was lost and each
+    proof was inconclusive (the stand-ins wrote "information", so no test saw it)."""
+    src = build_source(FORMAL, GOOD)[0]
+    line = src.count("\n") - 2  # the #print axioms line, counted after the two import lines the header took
+    reply = json.dumps({"sorries": [], "messages": [{"severity": "info", "pos": {"line": line, "column": 0},
+                        "endPos": {"line": line, "column": 6},
+                        "data": "'test_problem' depends on axioms: [propext, Quot.sound]"}], "env": 0})
+    script = tmp_path / "repl.py"
+    script.write_text(FIXED_REPL)
+    repl = LeanRepl([sys.executable, str(script), reply], timeout=20)
+    try:
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert run.status == "ok" and [m.severity for m in run.messages] == ["information"]
+    assert judge_run(run, src).outcome == "accepted" and judge_run(run, src).axioms == ("propext", "Quot.sound")
+    repl = LeanRepl([sys.executable, str(script), reply.replace('"info"', '"trace"')], timeout=20)
+    try:
+        (trace,) = repl.run_many([src])
+    finally:
+        repl.close()
+    assert trace.status == "error" and "severity is 'trace'" in trace.error  # none of Lean's three: refused
+
+
+SCRIPTED_REPL = """import os, sys
+answers = sys.argv[1:]
+log = os.environ.get("RK_LOG")
+sys.stderr.write("repl chatter on stderr\\n")
+sys.stderr.flush()
+if log:
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"cwd": os.getcwd(), "env": dict(os.environ), "pid": os.getpid()}) + "\\x1d")
+buf, k = "", 0
+for line in sys.stdin:
+    if line.strip():
+        buf += line
+    elif buf:
+        if log:
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(buf + "\\x1d")
+        answer = answers[min(k, len(answers) - 1)]
+        if answer == "EXIT":  # half an answer, then gone
+            sys.stdout.write('{"env": ')
+            sys.stdout.flush()
+            sys.exit(0)
+        if answer.endswith("QUIT"):  # a whole answer, then gone
+            sys.stdout.write(answer[:-4])
+            sys.stdout.flush()
+            sys.exit(0)
+        if answer.endswith("CLOSE"):  # a whole answer, then no more output, alive
+            sys.stdout.write(answer[:-5])
+            sys.stdout.flush()
+            os.close(1)
+            open(os.environ["RK_CLOSED"], "w").close()
+            time.sleep(60)
+        sys.stdout.write(answer)
+        sys.stdout.flush()
+        buf, k = "", k + 1
+""".replace("import os, sys", "import json, os, sys, time")
+
+
+def _scripted(tmp_path, *answers: str, **kw) -> LeanRepl:
+    """A REPL that writes ``answers[k]`` (verbatim, in one write) for its k-th request, the last one after that
+    ("EXIT": half an answer, then it exits; an answer ending in "QUIT": that answer, then it exits; in "CLOSE":
+    that answer, then it closes its output, touches ``$RK_CLOSED`` and lives on); with ``env={"RK_LOG": path}`` it logs how it was started and each
+    request it read (``_log``)."""
+    script = tmp_path / "scripted_repl.py"
+    script.write_text(SCRIPTED_REPL)
+    return LeanRepl([sys.executable, str(script), *answers], **({"timeout": 20} | kw))
+
+
+def _log(path) -> tuple[list[dict], list[dict]]:
+    """(how each REPL was started, the requests they read) from a scripted REPL's log."""
+    items = [json.loads(x) for x in Path(path).read_text(encoding="utf-8").split("\x1d") if x.strip()]
+    return [x for x in items if "pid" in x], [x for x in items if "pid" not in x]
+
+
+def _accepting(src: str) -> str:
+    """The REPL's answer to ``src``'s body that accepts it: only the axiom report, at its line after the header."""
+    line = src.count("\n") - 2  # the #print axioms line, less the two import lines the header took
+    return json.dumps({"env": 1, "messages": [{"severity": "info", "pos": {"line": line, "column": 0},
+                       "endPos": {"line": line, "column": 6},
+                       "data": "'test_problem' depends on axioms: [propext]"}]}) + "\n\n"
+
+
+def test_a_repl_answer_with_neither_env_nor_message_is_inconclusive(tmp_path):
+    """The REPL answers a command with its new environment or with a refusal; an answer with neither is not its
+    protocol. Before, it was read as Lean saying nothing, so a good proof was rejected (and that verdict cached)."""
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0}\n\n', "{}\n\n")
+    try:
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert run.status == "error" and "an answer with neither 'env' nor 'message': {}" in run.error, run.error
+    assert judge_run(run, src).outcome == "inconclusive" and repl.restarts == 1 and 0 < run.seconds < 20
+
+
+def test_output_the_repl_wrote_after_its_answer_is_not_read_as_the_next_answer(tmp_path):
+    """A REPL that wrote a second answer after the header's: before, that stray answer was read as the proof's,
+    so a proof with an error was accepted on an answer Lean never gave it."""
+    src = build_source(FORMAL, BAD)[0]
+    rejecting = json.dumps({"env": 1, "messages": [{"severity": "error", "pos": {"line": 8, "column": 8},
+                            "endPos": {"line": 8, "column": 12}, "data": "Unknown identifier `nope`"}]}) + "\n\n"
+    repl = _scripted(tmp_path, '{"env": 0}\n\n' + _accepting(src), rejecting)
+    try:
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert run.status == "error" and "wrote output that answers no request: '{\"env\": 1" in run.error, run.error
+    assert judge_run(run, src).outcome == "inconclusive" and repl.restarts == 1
+
+
+def test_stray_output_is_quoted_to_its_first_200_characters(tmp_path):
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0}\n\n' + "W" * 300)
+    try:
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert run.error == f"REPL {shlex.join(repl.cmd)} wrote output that answers no request: {'W' * 200!r}"
+
+
+def test_a_header_message_of_the_wrong_shape_is_inconclusive(tmp_path):
+    """Before, the header's messages were read by their "severity" key alone, so an error without one was
+    skipped, the header taken as good and the proof judged in an environment that failed to import."""
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0, "messages": [{"data": "unknown module prefix \'Mathlib\'"}]}\n\n',
+                     _accepting(src))
+    try:
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert run.status == "error" and "severity is None" in run.error, run.error
+    assert judge_run(run, src).outcome == "inconclusive"
+
+
+def test_repl_sends_each_header_once_and_each_body_in_its_headers_environment(tmp_path):
+    log = tmp_path / "log"
+    answers = [f'{{"env": {n}}}\n\n' for n in (7, 8, 9, 10)]
+    repl = _scripted(tmp_path, *answers, env={"RK_LOG": str(log)})
+    one = build_source(FORMAL, GOOD.replace("omega", "simp [𝓝]"))[0]  # 𝓝 (U+1D4DD): beyond the BMP
+    two = one.replace("import Aesop\n", "")
+    try:
+        assert [r.status for r in repl.run_many([one, two, one])] == ["ok", "ok", "ok"]
+    finally:
+        repl.close()
+    head, body = one.split("import Aesop\n", 1)
+    assert _log(log)[1] == [{"cmd": head + "import Aesop\n"}, {"cmd": body, "env": 7},
+                            {"cmd": "import Mathlib\n"}, {"cmd": body, "env": 9}, {"cmd": body, "env": 7}]
+    # written as UTF-8, not as \\u escapes: Lean's JSON reads a surrogate pair as two broken characters
+    assert "𝓝" in log.read_text(encoding="utf-8") and "\\ud835" not in log.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(("answer", "status", "error"), [
+    ('{"message": "Could not parse JSON"}\n\n', "error", "REPL rejected the header: Could not parse JSON"),
+    ('{"env": 0, "messages": [{"severity": "error", "pos": {"line": 1, "column": 0}, "data": "unknown package '
+     '\'Mathlib\'"}]}\n\n', "error", "header failed: unknown package 'Mathlib'"),
+])
+def test_a_header_the_repl_refused_or_failed_is_inconclusive(tmp_path, answer, status, error):
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, answer)
+    try:
+        run = repl.run(src)
+        assert run.status == status and run.error == error and repl._envs == {}  # nothing kept for next time
+    finally:
+        repl.close()
+    assert judge_run(run, src).outcome == "inconclusive"
+
+
+def test_a_header_that_hangs_times_out_and_restarts_the_repl(tmp_path):
+    pidfile = tmp_path / "pids"
+    repl = LeanRepl(REPL, timeout=20, header_timeout=0.5,
+                    env={"LEAN_STANDIN_HANG_ON": "import Aesop", "LEAN_STANDIN_PIDFILE": str(pidfile)})
+    src = build_source(FORMAL, GOOD)[0]
+    try:
+        t0 = time.perf_counter()
+        run = repl.run(src)
+        assert time.perf_counter() - t0 < 10  # the header's own deadline, not the proof's
+        assert (run.status, run.error, repl.restarts, repl.proc) == ("timeout", "REPL header took over 0.5s", 1, None)
+        assert not _alive(int(pidfile.read_text().split()[0]))
+        assert judge_run(run, src).outcome == "inconclusive"
+    finally:
+        repl.close()
+
+
+def test_a_repl_refusing_a_proof_is_inconclusive_naming_it(tmp_path):
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0}\n\n', '{"message": "Unknown environment."}\n\n', max_commands=1)
+    try:
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert (run.status, run.error) == ("error", "REPL: Unknown environment.")
+    assert judge_run(run, src).outcome == "inconclusive"
+    assert repl.restarts == 1  # a refused command counts toward max_commands as an answered one does
+
+
+def test_a_repl_that_exits_mid_answer_is_inconclusive(tmp_path):
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0}\n\n', "EXIT")
+    try:
+        run = repl.run(src)
+        assert run.status == "error" and run.error == f"REPL {shlex.join(repl.cmd)} exited" and repl.restarts == 1
+    finally:
+        repl.close()
+    assert judge_run(run, src).outcome == "inconclusive" and 0 < run.seconds < 20
+
+
+def test_a_repl_that_exits_after_answering_the_header_is_inconclusive(tmp_path):
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0}\n\nQUIT')
+    try:
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert run.status == "error" and run.error == f"REPL {shlex.join(repl.cmd)} exited" and repl.restarts == 1
+
+
+def test_a_repl_whose_output_ended_is_inconclusive_not_waited_on(tmp_path):
+    """Its output closed after the header's answer while the process lives on: the next proof reads the end of
+    that output and is inconclusive at once."""
+    closed = tmp_path / "closed"
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0}\n\nCLOSE', env={"RK_CLOSED": str(closed)})
+    try:
+        repl._live()
+        assert repl._env_for(split_header(src)[0]) == 0
+        for _ in range(200):
+            if closed.exists():
+                break
+            time.sleep(0.05)
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert run.status == "error" and run.error == f"REPL {shlex.join(repl.cmd)} exited" and repl.restarts == 1
+
+
+def test_a_repl_that_stopped_reading_is_inconclusive(tmp_path):
+    """Our request meets a broken pipe. Before, closing that pipe (with the request still in its buffer) raised
+    BrokenPipeError out of the restart, so ``run_many`` ended the whole batch instead of this proof failing."""
+    closed = tmp_path / "closed"
+    deaf = tmp_path / "deaf.py"  # closes its stdin and lives on
+    deaf.write_text(f"import os, time\nos.close(0)\nopen({str(closed)!r}, 'w').close()\ntime.sleep(60)\n")
+    src = build_source(FORMAL, GOOD)[0]
+    repl = LeanRepl([sys.executable, str(deaf)], timeout=20)
+    try:
+        repl._live()
+        for _ in range(200):
+            if closed.exists():
+                break
+            time.sleep(0.05)
+        (run,) = repl.run_many([src])
+        assert run.status == "error" and run.error == f"REPL {shlex.join(repl.cmd)} exited" and repl.restarts == 1
+    finally:
+        repl.close()
+    assert judge_run(run, src).outcome == "inconclusive"
+
+
+def test_repl_answers_after_extra_blank_lines_are_read(tmp_path):
+    """Answers followed by more than one blank line (leading newlines of the next answer) are still answers."""
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0}\n\n\n\n', "\r\n\n" + _accepting(src))
+    try:
+        assert judge_run(repl.run(src), src).outcome == "accepted"
+    finally:
+        repl.close()
+
+
+def test_repl_runs_in_cwd_with_a_clean_environment_and_a_command_line_string(monkeypatch, tmp_path, capfd):
+    for k in ("PATH", "HOME", "ELAN_HOME", "LEAN_PATH", "LEAN_SYSROOT", "LAKE_HOME", "LANG", "LC_ALL"):
+        monkeypatch.setenv(k, os.environ.get(k, f"/kept/{k}"))
+    monkeypatch.setenv("LANG", "host-lang")  # ``env`` has the last word
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-from-the-host")
+    log = tmp_path / "log"
+    (tmp_path / "scripted_repl.py").write_text(SCRIPTED_REPL)
+    repl = LeanRepl(f"{shlex.quote(sys.executable)} scripted_repl.py '{{\"env\": 0}}\n\n'", cwd=str(tmp_path),
+                    env={"RK_LOG": str(log), "LANG": "C.UTF-8"})
+    try:
+        assert repl.cmd == [sys.executable, "scripted_repl.py", '{"env": 0}\n\n']
+        assert repl.run(build_source(FORMAL, GOOD)[0]).status == "ok"
+    finally:
+        repl.close()
+    (started,), _ = _log(log)
+    assert started["cwd"] == str(tmp_path)
+    assert "repl chatter" not in capfd.readouterr().err  # its stderr is not mixed into ours
+    expect = {k: os.environ[k] for k in ("PATH", "HOME", "ELAN_HOME", "LEAN_PATH", "LEAN_SYSROOT", "LAKE_HOME",
+                                         "LC_ALL")} | {"RK_LOG": str(log), "LANG": "C.UTF-8"}
+    assert {k: v for k, v in started["env"].items() if k != "LC_CTYPE"} == expect  # LC_CTYPE: Python's own
+
+
+def test_repl_close_kills_the_repl_and_forgets_its_environments(tmp_path):
+    pidfile = tmp_path / "pids"
+    repl = LeanRepl(REPL, timeout=20, env={"LEAN_STANDIN_PIDFILE": str(pidfile)})
+    good = build_source(FORMAL, GOOD)[0]
+    t0 = time.perf_counter()
+    run = repl.run(good)
+    assert 0 < run.seconds <= time.perf_counter() - t0 and run.seconds < 2  # no timer waited on (the stand-in is quick)
+    assert repl._envs and repl._commands == 1
+    repl.close()
+    assert repl.proc is None and repl._envs == {} and repl._commands == 0 and repl.restarts == 0
+    assert not _alive(int(pidfile.read_text().split()[0]))
+
+
 def test_a_repl_that_cannot_start_leaves_each_proof_inconclusive(tmp_path):
     """Before, the FileNotFoundError of a missing program raised out of ``run_many``."""
     repl = LeanRepl([str(tmp_path / "no-such-repl")], timeout=5)
     res = check_proofs(repl, [(FORMAL, GOOD), (FORMAL, GOOD)])
     assert [a.outcome for a in res] == ["inconclusive", "inconclusive"]
     assert f"REPL {tmp_path / 'no-such-repl'} could not start: [Errno 2]" in res[1].reasons[0], res[1].reasons
+
+
+def test_repl_memory_limit_is_the_most_a_repl_may_hold(monkeypatch):
+    import rewardkit.jury.lean.repl as repl_module
+
+    held = []
+    monkeypatch.setattr(repl_module, "_group_rss_mb", lambda pgid: held[-1])
+    repl = LeanRepl(REPL, max_rss_mb=150)
+    good = build_source(FORMAL, GOOD)[0]
+    try:
+        held.append(150.0)
+        assert judge_run(repl.run(good), good).accepted and repl.restarts == 0  # at the limit: kept
+        held.append(150.5)
+        assert judge_run(repl.run(good), good).accepted and repl.restarts == 1  # over it: recycled
+    finally:
+        repl.close()
+
+
+def test_group_rss_skips_processes_it_cannot_read(monkeypatch, tmp_path):
+    """A process that ended while /proc was read, or whose files do not parse, is skipped; the rest are counted."""
+    import rewardkit.jury.lean.repl as repl_module
+
+    proc = tmp_path / "proc"
+    for pid, stat, status in (("7", "7 (lean) S 1 42 42 0", "Name:\tlean\nVmRSS:\t  1024 kB\n"),
+                              ("8", None, None),  # gone: no files
+                              ("9", "9 no parenthesis", "VmRSS:\t 4096 kB\n"),
+                              ("10", "10 (a) b) S 1 42 42", "VmRSS:\t 512 kB\n"),  # a ')' in its name
+                              ("11", "11 (lake) S 1 43 43", "VmRSS:\t 2048 kB\n"),  # another group
+                              ("12", "12 (x) S 1 notanumber", "VmRSS:\t 2048 kB\n"),
+                              ("self", "7 (lean) S 1 42 42", "VmRSS:\t 1024 kB\n")):
+        (proc / pid).mkdir(parents=True)
+        if stat is not None:
+            (proc / pid / "stat").write_text(stat)
+            (proc / pid / "status").write_text(status)
+    order = ["8", "9", "12", "self", "7", "11", "10"]
+
+    class Proc:
+        def __init__(self, path):
+            assert path == "/proc"
+
+        def iterdir(self):
+            return [proc / n for n in order]
+    monkeypatch.setattr(repl_module, "Path", Proc)
+    assert repl_module._group_rss_mb(42) == 1.5 and repl_module._group_rss_mb(43) == 2.0
 
 
 def test_repl_command_count_recycling():
