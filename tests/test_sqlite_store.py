@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from rewardkit.sqlite_store import cache_secret, connect, private_path, seal, unsealed
+from rewardkit.sqlite_store import cache_secret, connect, private_dir, private_path, seal, unsealed, write
 
 
 def _secret(q) -> None:
@@ -84,3 +84,59 @@ def test_a_database_locked_past_the_timeout_is_an_error(tmp_path):
     finally:
         other.execute("COMMIT")
         other.close()
+
+
+def test_connect_waits_its_timeout_commits_each_statement_and_closes(tmp_path):
+    path = tmp_path / "c.sqlite3"
+    with connect(path, 2.5) as conn:
+        assert conn.execute("PRAGMA busy_timeout").fetchone() == (2500,)  # milliseconds
+        conn.execute("CREATE TABLE t (a)")
+        conn.execute("INSERT INTO t VALUES (1)")  # autocommit: no transaction left open
+        assert not conn.in_transaction
+        assert sqlite3.connect(path).execute("SELECT a FROM t").fetchall() == [(1,)]  # seen by another reader
+    with pytest.raises(sqlite3.ProgrammingError):  # one connection per operation: closed after the block
+        conn.execute("SELECT 1")
+    with pytest.raises(KeyError), connect(path, 1.0) as failing:
+        raise KeyError("body")
+    with pytest.raises(sqlite3.ProgrammingError):  # closed when the body raises, too
+        failing.execute("SELECT 1")
+
+
+def test_write_is_all_or_nothing(tmp_path):
+    with connect(tmp_path / "c.sqlite3", 1.0) as conn:
+        conn.execute("CREATE TABLE t (a TEXT NOT NULL)")
+        with pytest.raises(sqlite3.IntegrityError):
+            write(conn, "INSERT INTO t VALUES (?)", [("x",), (None,)])  # the second row breaks NOT NULL
+        assert not conn.in_transaction and conn.execute("SELECT COUNT(*) FROM t").fetchone() == (0,)
+        write(conn, "INSERT INTO t VALUES (?)", [("y",), ("z",)])  # the connection is usable again
+        assert not conn.in_transaction
+    assert sqlite3.connect(tmp_path / "c.sqlite3").execute("SELECT a FROM t ORDER BY a").fetchall() == [("y",), ("z",)]
+
+
+def test_private_dir_creates_each_missing_folder_0700(tmp_path):
+    d = private_dir(str(tmp_path / "a" / "b" / "c"))
+    assert d == tmp_path / "a" / "b" / "c" and d.is_dir()
+    assert [stat.S_IMODE(p.stat().st_mode) for p in (d, d.parent, d.parent.parent)] == [0o700] * 3
+    assert private_dir(d) == d  # existing: nothing to do, no error
+    assert private_path(str(tmp_path / "f.db")) == tmp_path / "f.db"
+
+
+def test_a_key_file_written_by_hand_and_the_variable_agree(tmp_path, monkeypatch):
+    """``echo s3cret > cache_secret.key`` and ``REWARDKIT_CACHE_SECRET=s3cret`` must seal alike (the newline is
+    not part of the key); an existing key file is used as it is, never replaced; an empty variable is unset."""
+    monkeypatch.setenv("REWARDKIT_CACHE", str(tmp_path))
+    (tmp_path / "cache_secret.key").write_text("s3cret\n")
+    monkeypatch.setenv("REWARDKIT_CACHE_SECRET", "")
+    assert cache_secret() == b"s3cret"
+    assert (tmp_path / "cache_secret.key").read_text() == "s3cret\n"
+    monkeypatch.setenv("REWARDKIT_CACHE_SECRET", "s3cret")
+    assert cache_secret() == b"s3cret"
+
+
+def test_seal_is_a_hex_sha256_mac_and_anything_else_fails():
+    mac = seal(b"s", "k", "v")
+    assert len(mac) == 64 and set(mac) <= set("0123456789abcdef")
+    assert seal(b"s", "k", "v") == mac and seal(b"s", "k", "w") != mac  # deterministic, binds the value
+    assert unsealed(b"s", "k", "v", mac[:-1]) and unsealed(b"s", "k", "v", mac + "0")
+    assert unsealed(b"s", "k", "v", mac.upper()) and unsealed(b"s", "k", "v", "")
+    assert seal(b"s", "ké", "vé") != seal(b"s", "ke", "ve") and not unsealed(b"s", "ké", "vé", seal(b"s", "ké", "vé"))
