@@ -110,12 +110,14 @@ def cache_secret() -> bytes:
     return path.read_text().strip().encode()
 
 
-def seal(secret: bytes, key: str, value: str) -> str:
+def seal(secret: bytes, key: str, value: str | bytes) -> str:
     """HMAC-SHA256 of one entry's key and value: only a holder of the secret can write a valid entry."""
-    k = key.encode()
-    return hmac.new(secret, b"%d:" % len(k) + k + value.encode(), hashlib.sha256).hexdigest()  # length-prefixed
+    k, v = key.encode(), value if isinstance(value, bytes) else value.encode()
+    return hmac.new(secret, b"%d:" % len(k) + k + v, hashlib.sha256).hexdigest()  # length-prefixed
 
 
-def unsealed(secret: bytes, key: str, value: str, mac: str) -> bool:
-    """True when ``mac`` does NOT match the entry (altered, or written without the secret)."""
-    return not hmac.compare_digest(seal(secret, key, value), str(mac))
+def unsealed(secret: bytes, key: str, value: str | bytes, mac: Any) -> bool:
+    """True when ``mac`` does NOT match the entry (altered, or written without the secret). Compared as bytes:
+    a planted mac that is not ASCII text (or not text) fails like any other, it does not raise."""
+    m = mac.encode() if isinstance(mac, str) else mac
+    return not isinstance(m, bytes) or not hmac.compare_digest(seal(secret, key, value).encode(), m)

@@ -139,4 +139,5 @@ def test_seal_is_a_hex_sha256_mac_and_anything_else_fails():
     assert seal(b"s", "k", "v") == mac and seal(b"s", "k", "w") != mac  # deterministic, binds the value
     assert unsealed(b"s", "k", "v", mac[:-1]) and unsealed(b"s", "k", "v", mac + "0")
     assert unsealed(b"s", "k", "v", mac.upper()) and unsealed(b"s", "k", "v", "")
+    assert unsealed(b"s", "k", "v", "é" * 64) and unsealed(b"s", "k", "v", None)  # a planted mac fails, never raises
     assert seal(b"s", "ké", "vé") != seal(b"s", "ke", "ve") and not unsealed(b"s", "ké", "vé", seal(b"s", "ké", "vé"))

@@ -454,3 +454,19 @@ def test_the_wrapper_passes_through_and_pickles(tmp_path):
         b.no_such_thing  # noqa: B018
     b.close()
     assert b.inner.closed
+
+
+def test_malformed_rows_are_rejected_not_raised(tmp_path):
+    """A planted row need not hold text, nor ASCII, nor UTF-8: each is an entry that fails its check (ignored,
+    counted, then replaced), not an exception in every later batch that asks for its key."""
+    from rewardkit.sqlite_store import seal
+
+    path = tmp_path / "c.sqlite3"
+    c = JudgeCache(path, secret=b"mine")
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO judge_v2 VALUES ('blob', CAST('1' AS BLOB), ?)", (seal(b"mine", "blob", "2"),))
+        db.execute("INSERT INTO judge_v2 VALUES ('accent', '1', ?)", ("é" * 64,))
+        db.execute("INSERT INTO judge_v2 VALUES ('latin1', CAST(X'22E922' AS TEXT), ?)", ("0" * 64,))
+    assert c.get_many(["blob", "accent", "latin1"]) == {} and c.rejected == 3
+    c.put_many({"blob": 2, "accent": 3, "latin1": "é"})
+    assert c.get_many(["blob", "accent", "latin1"]) == {"blob": 2, "accent": 3, "latin1": "é"}
