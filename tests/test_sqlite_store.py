@@ -141,3 +141,17 @@ def test_seal_is_a_hex_sha256_mac_and_anything_else_fails():
     assert unsealed(b"s", "k", "v", mac.upper()) and unsealed(b"s", "k", "v", "")
     assert unsealed(b"s", "k", "v", "é" * 64) and unsealed(b"s", "k", "v", None)  # a planted mac fails, never raises
     assert seal(b"s", "ké", "vé") != seal(b"s", "ke", "ve") and not unsealed(b"s", "ké", "vé", seal(b"s", "ké", "vé"))
+
+
+def test_an_error_other_than_busy_is_raised_at_once(tmp_path):
+    """Only SQLITE_BUSY is waited out: a database whose WAL file cannot be created fails now, not after the
+    timeout (here the ``-wal`` path is taken by a folder)."""
+    import time
+
+    path = tmp_path / "c.sqlite3"
+    sqlite3.connect(path).execute("CREATE TABLE t (a)").connection.close()
+    (tmp_path / "c.sqlite3-wal").mkdir()
+    t0 = time.monotonic()
+    with pytest.raises(sqlite3.OperationalError) as err, connect(path, 30.0):
+        pass
+    assert err.value.sqlite_errorcode != sqlite3.SQLITE_BUSY and time.monotonic() - t0 < 5
