@@ -402,6 +402,7 @@ def test_default_place_and_secret(tmp_path, monkeypatch):
     assert JudgeCache(tmp_path / "rk" / "judge_cache.sqlite3", secret=b"team").get_many(["k"]) == {"k": 1}
     monkeypatch.setenv("REWARDKIT_CACHE_SECRET", "other")
     assert JudgeCache().get_many(["k"]) == {}
+    assert CachedBackend(Counting()).cache.path == c.path  # a wrapper without a cache given uses the default
 
 
 def test_a_cache_locked_past_its_timeout_is_an_error(tmp_path):
@@ -423,6 +424,10 @@ class Extra(Counting):
     """A backend with an extra method and its own identity (module level: it pickles)."""
 
     closed = checked = False
+    default_mode = "verdict"
+
+    def score_tokens(self, requests):
+        return [f"scores of {r}" for r in requests]
 
     def prefix_scores(self, x):
         return f"scored {x}"
@@ -446,6 +451,7 @@ def test_the_wrapper_passes_through_and_pickles(tmp_path):
     b = CachedBackend(Extra(), JudgeCache(tmp_path / "c.sqlite3", secret=b"s"))
     assert b.prefix_scores(1) == "scored 1" and b.served_name() == "judge" and b.cache_identity() == "double@v1 sha:abc"
     assert b.describe() == "double@v1 (behind the judge cache)" and b.model_id == "double@v1"
+    assert b.default_mode == "verdict" and b.score_tokens(["r"]) == ["scores of r"] and len(b.cache) == 0
     b.check()
     assert b.inner.checked
     copy = pickle.loads(pickle.dumps(b))  # shipped to a worker: rebuilt without recursing through __getattr__
