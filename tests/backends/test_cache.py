@@ -368,7 +368,9 @@ def test_an_unidentifiable_model_is_never_served_from_the_cache(tmp_path, caplog
     with caplog.at_level("WARNING", logger="rewardkit.cache"):
         [c] = b.generate([ChatRequest(MSG)])
     assert not c.cached and len(inner.seen) == 2 and b.bypassed == 1
-    assert "bypassed" in caplog.text and "ConnectionError" in caplog.text
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("rewardkit.cache", "WARNING", "judge cache bypassed for double@v1: cannot identify the served model "
+                                       "(ConnectionError: no /v1/models)")]
     b.generate([ChatRequest([{"role": "user", "content": "new"}])])
     inner.known = True
     assert len(b.cache) == 1 and not b.generate([ChatRequest([{"role": "user", "content": "new"}])])[0].cached
@@ -377,13 +379,15 @@ def test_an_unidentifiable_model_is_never_served_from_the_cache(tmp_path, caplog
 def test_a_rejected_entry_counts_each_read_logs_once_and_is_replaced_once(tmp_path, caplog):
     path = tmp_path / "c.sqlite3"
     c = JudgeCache(path, secret=b"mine")
-    _plant(path, "k", {"x": "planted"})
+    k = "0123456789abcdef" + "9" * 48  # the log names the file and the key's first 16 characters
+    _plant(path, k, {"x": "planted"})
     with caplog.at_level("WARNING", logger="rewardkit.cache"):
-        assert c.get_many(["k"]) == {} and c.get_many(["k", "k"]) == {}
-    assert c.rejected == 2 and caplog.text.count("integrity") == 1
-    c.put_many({"k": {"x": 1}})  # replaces the planted entry
-    c.put_many({"k": {"x": 2}})  # a verified entry keeps its first value again
-    assert c.get_many(["k"]) == {"k": {"x": 1}} and c.rejected == 2
+        assert c.get_many([k]) == {} and c.get_many([k, k]) == {}
+    assert c.rejected == 2 and [(r.name, r.levelname) for r in caplog.records] == [("rewardkit.cache", "WARNING")]
+    assert caplog.records[0].getMessage().startswith(f"judge cache {path}: entry 0123456789abcdef fails its integrity")
+    c.put_many({k: {"x": 1}})  # replaces the planted entry
+    c.put_many({k: {"x": 2}})  # a verified entry keeps its first value again
+    assert c.get_many([k]) == {k: {"x": 1}} and c.rejected == 2
 
 
 def test_many_keys_in_one_read(tmp_path):
