@@ -155,3 +155,24 @@ def test_an_error_other_than_busy_is_raised_at_once(tmp_path):
     with pytest.raises(sqlite3.OperationalError) as err, connect(path, 30.0):
         pass
     assert err.value.sqlite_errorcode != sqlite3.SQLITE_BUSY and time.monotonic() - t0 < 5
+
+
+def test_the_wait_for_a_busy_database_ends_soon_after_the_write(tmp_path):
+    """Retries start within milliseconds and are at most 50 ms apart: a writer that holds a new database for 0.7 s
+    delays the next connection by about that, not by a backoff step grown past the wait (1 s or more)."""
+    import time
+
+    other = _writing(tmp_path / "c.sqlite3")
+    released: list[float] = []
+
+    def commit_later() -> None:
+        time.sleep(0.7)
+        released.append(time.monotonic())
+        other.execute("COMMIT")
+
+    threading.Thread(target=commit_later).start()
+    with connect(tmp_path / "c.sqlite3", 60.0) as conn:
+        late = time.monotonic() - released[0]
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    other.close()
+    assert late < 0.2, late
