@@ -480,3 +480,31 @@ def test_malformed_rows_are_rejected_not_raised(tmp_path):
     assert c.get_many(["blob", "accent", "latin1"]) == {} and c.rejected == 3
     c.put_many({"blob": 2, "accent": 3, "latin1": "é"})
     assert c.get_many(["blob", "accent", "latin1"]) == {"blob": 2, "accent": 3, "latin1": "é"}
+
+
+def test_a_rejected_entry_at_a_chunk_boundary_is_read_once(tmp_path):
+    c = JudgeCache(tmp_path / "c.sqlite3", secret=b"s")
+    keys = [f"k{i:04d}" for i in range(1001)]
+    c.put_many({k: 1 for k in keys if k != "k0500"})
+    _plant(tmp_path / "c.sqlite3", "k0500", 1)  # the first key of the second chunk of 500
+    assert len(c.get_many(keys)) == 1000 and c.rejected == 1
+
+
+def test_a_judge_that_answers_the_wrong_number_of_requests_is_an_error(tmp_path):
+    """A short answer list must not leave a request without a result (a ``None`` where a completion should be),
+    even from a call the backend base class does not check (set on the instance, as test doubles do)."""
+    inner = Counting()
+    inner.generate = lambda requests: [Completion(["only one"], Status.OK)]
+    b = CachedBackend(inner, JudgeCache(tmp_path / "c.sqlite3", secret=b"s"))
+    with pytest.raises((ValueError, RuntimeError)):
+        b.generate([ChatRequest(MSG), ChatRequest([{"role": "user", "content": "other"}])])
+    assert len(b.cache) == 0
+
+
+def test_the_cache_given_is_the_cache_used(tmp_path):
+    path = tmp_path / "mine.sqlite3"
+    assert CachedBackend(Counting(), path).cache.path == path
+    assert CachedBackend(Counting(), str(path)).cache.path == path
+    c = JudgeCache(path, secret=b"s")
+    assert CachedBackend(Counting(), c).cache is c
+    assert c.timeout == 60.0  # a busy shared cache is waited for up to a minute (the documented default)
