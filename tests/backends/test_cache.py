@@ -508,3 +508,20 @@ def test_the_cache_given_is_the_cache_used(tmp_path):
     c = JudgeCache(path, secret=b"s")
     assert CachedBackend(Counting(), c).cache is c
     assert c.timeout == 60.0  # a busy shared cache is waited for up to a minute (the documented default)
+
+
+def test_top_logprobs_without_k_asks_what_the_judge_would_be_asked(tmp_path):
+    """No ``k`` given: the wrapper asks its judge for as many alternatives as the judge's own default (20, the
+    OpenAI maximum serve-judge computes), so a cached and an uncached call answer alike."""
+    class Top(Counting):
+        def top_logprobs(self, requests, k=20):
+            self.seen += [k] * len(requests)
+            return [TopLogprobs([("A", -0.1)], Status.OK, 4) for _ in requests]
+
+    inner = Top()
+    b = CachedBackend(inner, JudgeCache(tmp_path / "c.sqlite3", secret=b"s"))
+    req = VerdictRequest(MSG, (), "\\boxed{")
+    inner.top_logprobs([req])
+    b.top_logprobs([req])
+    assert inner.seen == [20, 20]
+    assert b.top_logprobs([req], 20)[0].tokens == [("A", -0.1)] and inner.seen == [20, 20]  # the same entry
