@@ -42,10 +42,18 @@ def _wal(conn: sqlite3.Connection, timeout: float) -> None:
                 conn.execute("PRAGMA journal_mode=WAL")
             return
         except sqlite3.OperationalError as e:
-            if getattr(e, "sqlite_errorcode", None) != sqlite3.SQLITE_BUSY or time.monotonic() + delay > deadline:
+            if not _busy(e) or time.monotonic() + delay > deadline:
                 raise
             time.sleep(delay)
             delay = min(2 * delay, 0.05)
+
+
+def _busy(e: sqlite3.OperationalError) -> bool:
+    """Whether ``e`` is SQLITE_BUSY, or one of its extended codes (same low byte, e.g. SQLITE_BUSY_RECOVERY).
+    Python 3.10's errors carry no code (``sqlite_errorcode`` and ``sqlite3.SQLITE_BUSY`` are 3.11's): there the
+    message says it."""
+    code = getattr(e, "sqlite_errorcode", None)
+    return code & 0xFF == 5 if isinstance(code, int) else str(e).startswith("database is locked")
 
 
 def write(conn: sqlite3.Connection, sql: str, rows: list[tuple]) -> None:
