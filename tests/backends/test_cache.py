@@ -372,6 +372,7 @@ def test_an_unidentifiable_model_is_never_served_from_the_cache(tmp_path, caplog
         ("rewardkit.cache", "WARNING", "judge cache bypassed for double@v1: cannot identify the served model "
                                        "(ConnectionError: no /v1/models)")]
     b.generate([ChatRequest([{"role": "user", "content": "new"}])])
+    assert b.bypassed == 2  # counted per call
     inner.known = True
     assert len(b.cache) == 1 and not b.generate([ChatRequest([{"role": "user", "content": "new"}])])[0].cached
 
