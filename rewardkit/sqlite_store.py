@@ -42,10 +42,18 @@ def _wal(conn: sqlite3.Connection, timeout: float) -> None:
                 conn.execute("PRAGMA journal_mode=WAL")
             return
         except sqlite3.OperationalError as e:
-            if getattr(e, "sqlite_errorcode", None) != sqlite3.SQLITE_BUSY or time.monotonic() + delay > deadline:
+            if not _busy(e) or time.monotonic() + delay > deadline:
                 raise
             time.sleep(delay)
             delay = min(2 * delay, 0.05)
+
+
+def _busy(e: sqlite3.OperationalError) -> bool:
+    """Whether ``e`` is SQLITE_BUSY, or one of its extended codes (same low byte, e.g. SQLITE_BUSY_RECOVERY).
+    Python 3.10's errors carry no code (``sqlite_errorcode`` and ``sqlite3.SQLITE_BUSY`` are 3.11's): there the
+    message says it."""
+    code = getattr(e, "sqlite_errorcode", None)
+    return code & 0xFF == 5 if isinstance(code, int) else str(e).startswith("database is locked")
 
 
 def write(conn: sqlite3.Connection, sql: str, rows: list[tuple]) -> None:
@@ -110,12 +118,14 @@ def cache_secret() -> bytes:
     return path.read_text().strip().encode()
 
 
-def seal(secret: bytes, key: str, value: str) -> str:
+def seal(secret: bytes, key: str, value: str | bytes) -> str:
     """HMAC-SHA256 of one entry's key and value: only a holder of the secret can write a valid entry."""
-    k = key.encode()
-    return hmac.new(secret, b"%d:" % len(k) + k + value.encode(), hashlib.sha256).hexdigest()  # length-prefixed
+    k, v = key.encode(), value if isinstance(value, bytes) else value.encode()
+    return hmac.new(secret, b"%d:" % len(k) + k + v, hashlib.sha256).hexdigest()  # length-prefixed
 
 
-def unsealed(secret: bytes, key: str, value: str, mac: str) -> bool:
-    """True when ``mac`` does NOT match the entry (altered, or written without the secret)."""
-    return not hmac.compare_digest(seal(secret, key, value), str(mac))
+def unsealed(secret: bytes, key: str, value: str | bytes, mac: Any) -> bool:
+    """True when ``mac`` does NOT match the entry (altered, or written without the secret). Compared as bytes:
+    a planted mac that is not ASCII text (or not text) fails like any other, it does not raise."""
+    m = mac.encode() if isinstance(mac, str) else mac
+    return not isinstance(m, bytes) or not hmac.compare_digest(seal(secret, key, value).encode(), m)

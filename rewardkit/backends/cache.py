@@ -94,7 +94,8 @@ class JudgeCache:
         with connect(self.path, self.timeout) as c:
             for i in range(0, len(keys), 500):  # stay under sqlite's bound-parameter limit
                 chunk = keys[i:i + 500]
-                q = f"SELECT key, value, mac FROM judge_v2 WHERE key IN ({','.join('?' * len(chunk))})"
+                q = (f"SELECT key, CAST(value AS BLOB), CAST(mac AS BLOB) FROM judge_v2 "  # bytes: a planted
+                     f"WHERE key IN ({','.join('?' * len(chunk))})")  # row that is not UTF-8 fails its check
                 for k, v, mac in c.execute(q, chunk):
                     if unsealed(self.secret, k, v, mac):
                         self._reject(k)

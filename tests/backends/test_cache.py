@@ -270,3 +270,259 @@ def test_the_cache_counts_tokens_and_knows_the_context_as_its_judge_does(tmp_pat
     inner.context_length = lambda: 1234
     b = CachedBackend(inner, tmp_path / "c.sqlite3")
     assert b.count_tokens(["two words"]) == [9] and b.context_length() == 1234
+
+
+# ------------------------------------------------------------------------------ keys, round trips, the wrapper
+def test_key_ignores_form_and_separates_every_setting():
+    """Same request written differently: one key (a JSON object's field order, 0 vs 0.0, no stop list vs an empty
+    one, a tuple of choices). Anything that can change the answer: another key."""
+    msg = [{"role": "user", "content": "Is 2+2=4?"}]
+    k = request_key("m", ChatRequest(msg, temperature=0.0, top_p=1.0))
+    assert len(k) == 64 and set(k) <= set("0123456789abcdef")  # a sha256 digest
+    assert k == request_key("m", ChatRequest([{"content": "Is 2+2=4?", "role": "user"}], temperature=0, top_p=1))
+    assert k == request_key("m", ChatRequest(msg, stop=[]))
+    v = request_key("m", VerdictRequest(msg, ["YES", "NO"], "**"))
+    assert v == request_key("m", VerdictRequest([dict(reversed(msg[0].items()))], ("YES", "NO"), "**"))
+    t = request_key("m", VerdictRequest(msg, ["YES", "NO"], "**"), top_k=5)
+    assert t == request_key("m", VerdictRequest(msg, ["A"], "**"), top_k=5)  # next-token alternatives: no choices
+    others = [
+        request_key("m", ChatRequest(msg, n=2)),
+        request_key("m", ChatRequest(msg, temperature=0.7, seed=1)),
+        request_key("m", ChatRequest(msg, temperature=0.7, seed=2)),
+        request_key("m", ChatRequest(msg, stop=["\n"])),
+        request_key("m", ChatRequest(msg, stop=["\n\n"])),
+        request_key("m", ChatRequest([{"role": "system", "content": "Is 2+2=4?"}])),
+        request_key("m2", ChatRequest(msg)),
+        request_key("m", VerdictRequest(msg, ["YES", "NO"])),
+        request_key("m", VerdictRequest(msg, ["YES", "NO", "Tie"], "**")),
+        request_key("m2", VerdictRequest(msg, ["YES", "NO"], "**")),
+        request_key("m", VerdictRequest(msg, ["YES", "NO"], "**"), top_k=20),
+        request_key("m", VerdictRequest(msg, ["YES", "NO"], ""), top_k=5),
+        request_key("m2", VerdictRequest(msg, ["YES", "NO"], "**"), top_k=5),
+        request_key("m", VerdictRequest(msg, ())),  # a verdict on the prompt of the top_logprobs call above
+    ]
+    assert len({k, v, t, *others}) == len(others) + 3
+
+
+def test_cached_results_come_back_as_they_were_computed(tmp_path):
+    class Full(Counting):
+        def generate(self, requests):
+            self.seen += requests
+            return [Completion([f"{r.messages[-1]['content']}-1", "two"], Status.OK, 11, 7, ["stop", "length"])
+                    for r in requests]
+
+        def verdict_probs(self, requests):
+            self.seen += requests
+            return [VerdictResult(np.array([0.125, 0.875]), Status.OK, 9) for _ in requests]
+
+        def top_logprobs(self, requests, k=20):
+            self.seen += requests
+            return [TopLogprobs([("A", -0.5), ("B", -1.5)], Status.OK, 3) for _ in requests]
+
+    inner = Full()
+    b = CachedBackend(inner, JudgeCache(tmp_path / "c.sqlite3", secret=b"s"))
+    q = [ChatRequest([{"role": "user", "content": f"q{i}"}], n=2, temperature=0.5, seed=3) for i in range(4)]
+    b.generate([q[1], q[3]])
+    mixed = b.generate(q)  # hits and misses interleaved keep their places
+    assert [c.cached for c in mixed] == [False, True, False, True] and len(inner.seen) == 4
+    assert [c.texts for c in mixed] == [[f"q{i}-1", "two"] for i in range(4)]
+    assert all((c.status, c.prompt_tokens, c.completion_tokens, c.finish_reasons) == (Status.OK, 11, 7, ["stop", "length"])
+               for c in mixed)
+    vr = VerdictRequest(MSG, ["A", "B"])
+    b.verdict_probs([vr])
+    [v] = b.verdict_probs([vr])
+    assert v.cached and v.status is Status.OK and v.prompt_tokens == 9 and v.best() == 1
+    np.testing.assert_array_equal(v.probs, [0.125, 0.875])
+    b.top_logprobs([vr], 2)
+    [t] = b.top_logprobs([vr], 2)
+    assert (t.tokens, t.status, t.prompt_tokens, len(inner.seen)) == ([("A", -0.5), ("B", -1.5)], Status.OK, 3, 6)
+
+
+def test_failed_verdicts_are_not_cached(tmp_path):
+    class Flaky(Counting):
+        def verdict_probs(self, requests):
+            self.seen += requests
+            return [VerdictResult(np.array([]), Status.ERROR, error="down") for _ in requests]
+
+    inner = Flaky()
+    b = CachedBackend(inner, JudgeCache(tmp_path / "c.sqlite3", secret=b"s"))
+    req = VerdictRequest(MSG, ["A", "B"])
+    assert [r.status for r in b.verdict_probs([req]) + b.verdict_probs([req])] == [Status.ERROR] * 2
+    assert len(inner.seen) == 2 and len(b.cache) == 0
+
+
+def test_an_unidentifiable_model_is_never_served_from_the_cache(tmp_path, caplog):
+    class Anonymous(Counting):
+        known = True
+
+        def cache_identity(self):
+            if not self.known:
+                raise ConnectionError("no /v1/models")
+            return self.model_id
+
+    inner = Anonymous()
+    b = CachedBackend(inner, JudgeCache(tmp_path / "c.sqlite3", secret=b"s"))
+    b.generate([ChatRequest(MSG)])
+    inner.known = False
+    assert b.generate([]) == [] and b.bypassed == 0  # nothing to do: the model is not asked who it is
+    with caplog.at_level("WARNING", logger="rewardkit.cache"):
+        [c] = b.generate([ChatRequest(MSG)])
+    assert not c.cached and len(inner.seen) == 2 and b.bypassed == 1
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("rewardkit.cache", "WARNING", "judge cache bypassed for double@v1: cannot identify the served model "
+                                       "(ConnectionError: no /v1/models)")]
+    b.generate([ChatRequest([{"role": "user", "content": "new"}])])
+    assert b.bypassed == 2  # counted per call
+    inner.known = True
+    assert len(b.cache) == 1 and not b.generate([ChatRequest([{"role": "user", "content": "new"}])])[0].cached
+
+
+def test_a_rejected_entry_counts_each_read_logs_once_and_is_replaced_once(tmp_path, caplog):
+    path = tmp_path / "c.sqlite3"
+    c = JudgeCache(path, secret=b"mine")
+    k = "0123456789abcdef" + "9" * 48  # the log names the file and the key's first 16 characters
+    _plant(path, k, {"x": "planted"})
+    with caplog.at_level("WARNING", logger="rewardkit.cache"):
+        assert c.get_many([k]) == {} and c.get_many([k, k]) == {}
+    assert c.rejected == 2 and [(r.name, r.levelname) for r in caplog.records] == [("rewardkit.cache", "WARNING")]
+    assert caplog.records[0].getMessage().startswith(f"judge cache {path}: entry 0123456789abcdef fails its integrity")
+    c.put_many({k: {"x": 1}})  # replaces the planted entry
+    c.put_many({k: {"x": 2}})  # a verified entry keeps its first value again
+    assert c.get_many([k]) == {k: {"x": 1}} and c.rejected == 2
+
+
+def test_many_keys_in_one_read(tmp_path):
+    c = JudgeCache(tmp_path / "c.sqlite3", secret=b"s")
+    c.put_many({f"k{i}": i for i in range(1201)})
+    got = c.get_many([f"k{i}" for i in range(1201)] + ["absent"])
+    assert got == {f"k{i}": i for i in range(1201)}
+
+
+def test_default_place_and_secret(tmp_path, monkeypatch):
+    monkeypatch.setenv("REWARDKIT_CACHE", str(tmp_path / "rk"))
+    monkeypatch.setenv("REWARDKIT_CACHE_SECRET", "team")
+    c = JudgeCache()
+    assert c.path == tmp_path / "rk" / "judge_cache.sqlite3" and c.path.exists() and c.secret == b"team"
+    c.put_many({"k": 1})
+    assert JudgeCache(tmp_path / "rk" / "judge_cache.sqlite3", secret=b"team").get_many(["k"]) == {"k": 1}
+    monkeypatch.setenv("REWARDKIT_CACHE_SECRET", "other")
+    assert JudgeCache().get_many(["k"]) == {}
+    assert CachedBackend(Counting()).cache.path == c.path  # a wrapper without a cache given uses the default
+
+
+def test_a_cache_locked_past_its_timeout_is_an_error(tmp_path):
+    path = tmp_path / "c.sqlite3"
+    c = JudgeCache(path, timeout=0.3, secret=b"s")
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            c.put_many({"k": 1})
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    c.put_many({"k": 1})
+    assert c.get_many(["k"]) == {"k": 1}
+
+
+class Extra(Counting):
+    """A backend with an extra method and its own identity (module level: it pickles)."""
+
+    closed = checked = False
+    default_mode = "verdict"
+
+    def score_tokens(self, requests):
+        return [f"scores of {r}" for r in requests]
+
+    def prefix_scores(self, x):
+        return f"scored {x}"
+
+    def check(self):
+        self.checked = True
+
+    def close(self):
+        self.closed = True
+
+    def served_name(self):
+        return "judge"
+
+    def cache_identity(self):
+        return "double@v1 sha:abc"
+
+
+def test_the_wrapper_passes_through_and_pickles(tmp_path):
+    import pickle
+
+    b = CachedBackend(Extra(), JudgeCache(tmp_path / "c.sqlite3", secret=b"s"))
+    assert b.prefix_scores(1) == "scored 1" and b.served_name() == "judge" and b.cache_identity() == "double@v1 sha:abc"
+    assert b.describe() == "double@v1 (behind the judge cache)" and b.model_id == "double@v1"
+    assert b.default_mode == "verdict" and b.score_tokens(["r"]) == ["scores of r"] and len(b.cache) == 0
+    b.check()
+    assert b.inner.checked
+    copy = pickle.loads(pickle.dumps(b))  # shipped to a worker: rebuilt without recursing through __getattr__
+    assert copy.cache.path == b.cache.path and copy.prefix_scores(2) == "scored 2"
+    with pytest.raises(AttributeError):
+        b.no_such_thing  # noqa: B018
+    b.close()
+    assert b.inner.closed
+
+
+def test_malformed_rows_are_rejected_not_raised(tmp_path):
+    """A planted row need not hold text, nor ASCII, nor UTF-8: each is an entry that fails its check (ignored,
+    counted, then replaced), not an exception in every later batch that asks for its key."""
+    from rewardkit.sqlite_store import seal
+
+    path = tmp_path / "c.sqlite3"
+    c = JudgeCache(path, secret=b"mine")
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO judge_v2 VALUES ('blob', CAST('1' AS BLOB), ?)", (seal(b"mine", "blob", "2"),))
+        db.execute("INSERT INTO judge_v2 VALUES ('accent', '1', ?)", ("é" * 64,))
+        db.execute("INSERT INTO judge_v2 VALUES ('latin1', CAST(X'22E922' AS TEXT), ?)", ("0" * 64,))
+    assert c.get_many(["blob", "accent", "latin1"]) == {} and c.rejected == 3
+    c.put_many({"blob": 2, "accent": 3, "latin1": "é"})
+    assert c.get_many(["blob", "accent", "latin1"]) == {"blob": 2, "accent": 3, "latin1": "é"}
+
+
+def test_a_rejected_entry_at_a_chunk_boundary_is_read_once(tmp_path):
+    c = JudgeCache(tmp_path / "c.sqlite3", secret=b"s")
+    keys = [f"k{i:04d}" for i in range(1001)]
+    c.put_many({k: 1 for k in keys if k != "k0500"})
+    _plant(tmp_path / "c.sqlite3", "k0500", 1)  # the first key of the second chunk of 500
+    assert len(c.get_many(keys)) == 1000 and c.rejected == 1
+
+
+def test_a_judge_that_answers_the_wrong_number_of_requests_is_an_error(tmp_path):
+    """A short answer list must not leave a request without a result (a ``None`` where a completion should be),
+    even from a call the backend base class does not check (set on the instance, as test doubles do)."""
+    inner = Counting()
+    inner.generate = lambda requests: [Completion(["only one"], Status.OK)]
+    b = CachedBackend(inner, JudgeCache(tmp_path / "c.sqlite3", secret=b"s"))
+    with pytest.raises((ValueError, RuntimeError)):
+        b.generate([ChatRequest(MSG), ChatRequest([{"role": "user", "content": "other"}])])
+    assert len(b.cache) == 0
+
+
+def test_the_cache_given_is_the_cache_used(tmp_path):
+    path = tmp_path / "mine.sqlite3"
+    assert CachedBackend(Counting(), path).cache.path == path
+    assert CachedBackend(Counting(), str(path)).cache.path == path
+    c = JudgeCache(path, secret=b"s")
+    assert CachedBackend(Counting(), c).cache is c
+    assert c.timeout == 60.0  # a busy shared cache is waited for up to a minute (the documented default)
+
+
+def test_top_logprobs_without_k_asks_what_the_judge_would_be_asked(tmp_path):
+    """No ``k`` given: the wrapper asks its judge for as many alternatives as the judge's own default (20, the
+    OpenAI maximum serve-judge computes), so a cached and an uncached call answer alike."""
+    class Top(Counting):
+        def top_logprobs(self, requests, k=20):
+            self.seen += [k] * len(requests)
+            return [TopLogprobs([("A", -0.1)], Status.OK, 4) for _ in requests]
+
+    inner = Top()
+    b = CachedBackend(inner, JudgeCache(tmp_path / "c.sqlite3", secret=b"s"))
+    req = VerdictRequest(MSG, (), "\\boxed{")
+    inner.top_logprobs([req])
+    b.top_logprobs([req])
+    assert inner.seen == [20, 20]
+    assert b.top_logprobs([req], 20)[0].tokens == [("A", -0.1)] and inner.seen == [20, 20]  # the same entry
