@@ -52,10 +52,15 @@ class VerificationCache:
         return json.dumps([outcome, reason, detail], ensure_ascii=False)
 
     def get(self, key: str) -> CacheEntry | None:
-        with connect(self.path, self.timeout) as conn:
-            row = conn.execute("SELECT outcome, reason, detail, mac FROM verify_v2 WHERE key = ?",
-                               (key,)).fetchone()
-        if row is not None and unsealed(self.secret, key, self._sealed_text(*row[:3]), row[3]):
+        with connect(self.path, self.timeout) as conn:  # bytes: a planted row that is not UTF-8 text fails its check
+            row = conn.execute("SELECT CAST(outcome AS BLOB), CAST(reason AS BLOB), CAST(detail AS BLOB), "
+                               "CAST(mac AS BLOB) FROM verify_v2 WHERE key = ?", (key,)).fetchone()
+        if row is not None:
+            try:
+                row = (*(b.decode("utf-8") for b in row[:3]), row[3])
+            except UnicodeDecodeError:
+                row = (None, None, None, None)
+        if row is not None and (row[0] is None or unsealed(self.secret, key, self._sealed_text(*row[:3]), row[3])):
             self.rejected += 1
             log.warning("verification cache %s: entry %s fails its integrity check (altered, or written "
                         "without this cache's secret); ignored", self.path, key[:16])

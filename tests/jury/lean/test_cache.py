@@ -88,3 +88,20 @@ def test_cache_key_names_the_claim_and_every_setting():
     assert len({base, *others}) == 7
     # a setting JSON cannot hold (a path) is keyed by its text, not refused
     assert cache_key("p", "a", {"lean": Path("/opt/lean")}) != cache_key("p", "a", {"lean": Path("/opt/lean4")})
+
+
+def test_a_planted_row_that_is_not_text_is_a_miss_not_a_crash(tmp_path, caplog):
+    """A row whose fields are bytes, or text that is not UTF-8, fails its integrity check like any other planted
+    row; before, json.dumps raised TypeError (bytes) and sqlite3 OperationalError (not UTF-8) in every batch."""
+    path = tmp_path / "v.sqlite"
+    cache = VerificationCache(path, secret=b"s")
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO verify_v2 VALUES ('a', ?, 'r', '{}', 0, 'x')", (b"verified",))
+        db.execute("INSERT INTO verify_v2 VALUES ('b', CAST(X'ff76' AS TEXT), 'r', '{}', 0, 'x')")
+        db.execute("INSERT INTO verify_v2 VALUES ('c', 'verified', 'r', '{}', 0, ?)", (b"\xff\x00",))
+        db.execute("INSERT INTO verify_v2 VALUES ('d', 'verified', 'r', '{}', 0, 'é')")
+    with caplog.at_level("WARNING", logger="rewardkit.cache"):
+        assert [cache.get(k) for k in "abcd"] == [None] * 4
+    assert (cache.rejected, cache.misses, cache.hits) == (4, 4, 0) and caplog.text.count("integrity") == 4
+    cache.put("b", "verified", "ok", {"proof": "rfl"})  # and the key is usable again
+    assert cache.get("b").detail == {"proof": "rfl"}
