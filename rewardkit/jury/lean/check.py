@@ -383,6 +383,9 @@ def judge_run(run: LeanRun, source: str) -> Acceptance:
         return Acceptance("rejected", ("the checked text does not end with the checker's own '#print axioms' "
                                        "(build it with build_source)",), lean_ran=True)
     name, line = cmd
+    if not run.messages and not run.sorries:  # Lean prints at least the report: what ran was not Lean checking it
+        return Acceptance("inconclusive", ("lean printed no message, not even the '#print axioms' report (a lean "
+                                           "that exits without checking?)",), lean_ran=True)
     reasons = [f"error {m.line}:{m.column}: {m.data[:300]}" for m in run.messages if m.severity == "error"]
     if run.sorries or any(m.data.strip() in SORRY_WARNINGS for m in run.messages):
         reasons.append("uses sorry")

@@ -487,3 +487,18 @@ def test_a_repl_refusal_is_an_error_run_named_by_the_backend():
     assert LeanRun.from_repl({"env": 2, "message": "x"}, 0, 0.1, "REPL").status == "ok"
     # nor is an answer without "message": a REPL answer with messages, read as such
     assert LeanRun.from_repl({"messages": []}, 0, 0.1, "REPL").status == "ok"
+
+
+def test_a_lean_that_prints_nothing_leaves_the_proof_inconclusive():
+    """A real Lean prints at least the appended report; a ``lean`` that exits 0 with no output (``/bin/true``, a
+    broken wrapper) checked nothing. Before, each proof was rejected for want of its report, and the claim's
+    'no proof accepted' cached as if Lean had judged it."""
+    src = build_source(FORMAL, proof("  omega\n"))[0]
+    run = LeanSubprocess("/bin/true", timeout=10, probe=False).run(src)
+    assert run.status == "ok" and run.messages == [] and run.sorries == 0
+    a = judge_run(run, src)
+    assert a.outcome == "inconclusive" and "lean printed no message" in a.reasons[0] and a.lean_ran
+    # one message, even without the report, is Lean having spoken: judged as before
+    said = LeanRun([LeanMessage("warning", "unused variable `h`", 4, 0)])
+    assert judge_run(said, src).outcome == "rejected"
+    assert judge_run(LeanRun([], sorries=1), src).outcome == "rejected"
