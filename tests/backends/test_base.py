@@ -166,6 +166,10 @@ def test_a_verdict_is_an_error_when_its_log_probabilities_are_not_finite():
     ok = choice_result(np.log([0.2, 0.3]), 7)
     assert ok.status is Status.OK and ok.prompt_tokens == 7 and ok.error is None
     np.testing.assert_allclose(ok.probs, [0.4, 0.6], rtol=1e-12)
+    # half-precision log-probabilities (exact in float16) are renormalised in float64: 1 / (1 + e^-2) = 0.8807970779...
+    half = choice_result(np.array([0.0, -2.0], dtype=np.float16), 7)
+    assert half.probs.dtype == np.float64
+    np.testing.assert_allclose(half.probs, [0.8807970779778823, 0.11920292202211755], rtol=1e-12)
     masked = choice_result(np.array([-math.inf, 0.0]), 7)  # one impossible choice: probability 0
     assert masked.status is Status.OK and masked.probs.tolist() == [0.0, 1.0]
     for bad in ([math.nan, 0.0], [-math.inf, -math.inf], [math.inf, 0.0], [0.0, math.nan]):
