@@ -370,7 +370,7 @@ class HTTPBackend(JudgeBackend):
                 call = client.post(url, json=body) if body is not None else client.get(url)
                 resp = await asyncio.wait_for(call, limit)
                 if resp.status_code == 200:
-                    parsed = (_parse_completion(resp.content) if body is not None
+                    parsed = (_parse_completion(resp.content, body["n"]) if body is not None
                               else {"data": _model_entries(resp.content)})
                     return _Outcome(parsed, Status.OK)
                 detail = resp.text[:200].replace("\n", " ")
@@ -468,11 +468,14 @@ def _is_count(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
-def _parse_completion(raw: bytes) -> dict[str, Any]:
-    """The JSON body of a chat completion, checked for every field we read; _Garbage otherwise."""
+def _parse_completion(raw: bytes, n: int) -> dict[str, Any]:
+    """The JSON body of a chat completion with the ``n`` choices asked for, checked for every field we read;
+    _Garbage otherwise (a server that ignores ``n`` would leave a majority vote silently short of samples)."""
     body = _parse_json(raw)
     if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
         raise _Garbage(f"no 'choices' list: {raw[:80]!r}")
+    if len(body["choices"]) != n:
+        raise _Garbage(f"{len(body['choices'])} choice(s) for n={n}")
     for c in body["choices"]:
         if not isinstance(c, dict) or not isinstance(c.get("message"), dict):
             raise _Garbage(f"a choice without a 'message': {raw[:80]!r}")

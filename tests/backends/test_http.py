@@ -629,3 +629,20 @@ def test_a_quota_that_cannot_be_met_before_the_deadline_is_a_timeout_status():
     assert [c.status for c in out].count(Status.OK) == 1 and s.calls == 1
     (late,) = [c for c in out if c.status is not Status.OK]
     assert late.status is Status.TIMEOUT and "rate limits" in late.error
+
+
+# ----------------------------------------------------------------------------------- partial replies
+@pytest.mark.parametrize("got,asked", [(1, 3), (3, 2)])
+def test_a_reply_with_another_number_of_choices_than_n_is_an_error_status(got, asked):
+    """A server (or proxy) that ignores ``n`` answers one choice for n=3: that is not the n judgments asked for
+    (an MV@n judge would silently vote with fewer), so it is a malformed reply, retried like other garbage."""
+    def reply(h, n):
+        body = ok_body("A")
+        body["choices"] = [dict(body["choices"][0], index=i) for i in range(got)]
+        h.reply(200, json.dumps(body).encode())
+
+    with FakeServer(reply) as s:
+        [c] = fast(s.url, retries=1).generate([ChatRequest(MSG, n=asked)])
+    assert c.status is Status.ERROR and c.texts == [] and "malformed response" in c.error
+    assert f"{got} choice(s) for n={asked}" in c.error and s.calls == 2
+
