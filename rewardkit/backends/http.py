@@ -358,7 +358,8 @@ class HTTPBackend(JudgeBackend):
         last = _Outcome(None, Status.ERROR, "no attempt made")
         wait: float | None = None
         for attempt in range(self.options.retries + 1):
-            if body is not None and not await self._paced(tokens, end):
+            # a deadline already passed is said as such below, not as a rate limit that cannot be met
+            if body is not None and time.monotonic() < end and not await self._paced(tokens, end):
                 return _Outcome(None, Status.TIMEOUT, f"{url}: overall deadline of {self.options.deadline}s comes "
                                 f"before the request-rate limits let this request start; last: {last.error}")
             left = end - time.monotonic()

@@ -646,3 +646,19 @@ def test_a_reply_with_another_number_of_choices_than_n_is_an_error_status(got, a
     assert c.status is Status.ERROR and c.texts == [] and "malformed response" in c.error
     assert f"{got} choice(s) for n={asked}" in c.error and s.calls == 2
 
+
+
+def test_a_deadline_passed_between_attempts_says_so_without_rate_limits():
+    """No quota is set: the request is refused by the deadline, and the message says that, not a rate limit."""
+    def slow_500(h, n):
+        time.sleep(0.6)
+        try:
+            h.reply(500, b"{}")
+        except OSError:
+            pass
+
+    with FakeServer(slow_500) as s:
+        [c] = fast(s.url, timeout=5.0, retries=3, deadline=0.3).generate([ChatRequest(MSG)])
+    assert c.status is Status.TIMEOUT and "rate limits" not in c.error, c.error
+    assert re.search(r"overall deadline of 0.3s exceeded after \d attempt\(s\); last: .*deadline of 0.3s reached",
+                     c.error), c.error
