@@ -46,8 +46,10 @@ def ok_body(text: str = "hi", logprobs: list | None = None) -> dict:
 class FakeServer:
     """A tiny server whose POST behaviour is a function of the call number; counts calls and concurrency."""
 
-    def __init__(self, behave):
+    def __init__(self, behave, models=None):
         self.behave, self.calls, self.inflight, self.max_inflight = behave, 0, 0, 0
+        self.models = models  # GET behaviour (a function of the GET number); default: one model, fake-model
+        self.gets = 0
         self.bodies: list[dict] = []
         self.auth: list[str | None] = []  # the Authorization header of every request
         self.lock = threading.Lock()
@@ -61,6 +63,14 @@ class FakeServer:
 
             def do_GET(self):
                 fake.auth.append(self.headers.get("Authorization"))
+                with fake.lock:
+                    fake.gets += 1
+                    n = fake.gets
+                if fake.models is not None:
+                    try:
+                        return fake.models(self, n)
+                    except (BrokenPipeError, ConnectionResetError):
+                        return
                 data = json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}).encode()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(data)))
@@ -648,6 +658,19 @@ def test_a_reply_with_another_number_of_choices_than_n_is_an_error_status(got, a
 
 
 
+def test_n_choices_are_returned_in_index_order():
+    def reply(h, n):
+        body = ok_body()
+        body["choices"] = [{"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": f}
+                           for i, t, f in ((2, "c", "length"), (0, "a", "stop"), (1, None, None))]
+        h.reply(200, json.dumps(body).encode())
+
+    with FakeServer(reply) as s:
+        [c] = fast(s.url).generate([ChatRequest(MSG, n=3)])
+    assert c.status is Status.OK and c.texts == ["a", "", "c"] and c.finish_reasons == ["stop", "", "length"]
+    assert c.finish_reason(1) is None and c.finish_reason(2) == "length"
+
+
 def test_a_deadline_passed_between_attempts_says_so_without_rate_limits():
     """No quota is set: the request is refused by the deadline, and the message says that, not a rate limit."""
     def slow_500(h, n):
@@ -662,3 +685,349 @@ def test_a_deadline_passed_between_attempts_says_so_without_rate_limits():
     assert c.status is Status.TIMEOUT and "rate limits" not in c.error, c.error
     assert re.search(r"overall deadline of 0.3s exceeded after \d attempt\(s\); last: .*deadline of 0.3s reached",
                      c.error), c.error
+
+
+# ----------------------------------------------------------------------------------- Retry-After and backoff
+def test_retry_after_reads_seconds_and_http_dates():
+    from rewardkit.backends.http import retry_after
+
+    assert [retry_after(v) for v in (None, "", "0", "1.5", "-1", "inf", "nan", "1e400", "soon")] == \
+        [None, None, 0.0, 1.5, None, None, None, None, None]
+    date = "Wed, 21 Oct 2015 07:28:10 GMT"  # 1445412490 s after the epoch (RFC 9110's example date)
+    assert retry_after(date, now=1445412480.0) == 10.0
+    assert retry_after(date, now=1445412500.0) == 0.0  # a date already past: retry now
+    assert retry_after("Wed, 32 Foo 2015 07:28:10 GMT") is None
+    assert retry_after("Fri, 01 Jan 2100 00:00:00 GMT") > 1e9  # against the clock: decades ahead
+
+
+def _retry_after(h, code: int, seconds: str):
+    h.send_response(code)
+    h.send_header("Retry-After", seconds)
+    h.send_header("Content-Length", "2")
+    h.end_headers()
+    h.wfile.write(b"{}")
+
+
+def test_a_503_retry_after_is_waited_out_and_a_500_one_is_not():
+    def busy(h, n):
+        if n == 1:
+            _retry_after(h, 503, "0.6")
+        else:
+            h.reply(200, json.dumps(ok_body("after")).encode())
+
+    with Stamped(busy) as s:
+        [c] = fast(s.url, retries=2).generate([ChatRequest(MSG)])
+    assert c.status is Status.OK and s.arrivals[1] - s.arrivals[0] >= 0.6
+
+    with Stamped(lambda h, n: _retry_after(h, 500, "30")) as s:  # a 500's Retry-After is not the protocol's
+        t0 = time.monotonic()
+        [c] = fast(s.url, retries=1).generate([ChatRequest(MSG)])
+    assert time.monotonic() - t0 < 5 and s.calls == 2
+    assert c.status is Status.ERROR and "HTTP 500" in c.error and "Retry-After" not in c.error
+
+
+def test_a_429_that_persists_names_its_retry_after():
+    with Stamped(lambda h, n: _retry_after(h, 429, "0.2")) as s:
+        [c] = fast(s.url, retries=1).generate([ChatRequest(MSG)])
+    assert c.status is Status.ERROR and s.calls == 2 and s.arrivals[1] - s.arrivals[0] >= 0.2
+    assert "HTTP 429" in c.error and "(Retry-After 0.2s)" in c.error and "after 2 attempts" in c.error
+
+
+def test_a_retry_after_holds_the_other_requests_of_the_backend():
+    """Request a meets a 429 (Retry-After 1 s); request b's 500 (no Retry-After) would be retried after a
+    short backoff, but the server said it is out of quota for everyone: b's retry also waits the second out."""
+    seen: dict[str, list[float]] = {"a": [], "b": []}
+
+    def behave(h, n):
+        who = s.bodies[n - 1]["messages"][0]["content"]
+        seen[who].append(time.monotonic())
+        if who == "a" and len(seen["a"]) == 1:
+            _retry_after(h, 429, "1")
+        elif who == "b" and len(seen["b"]) == 1:
+            time.sleep(0.2)  # the 429 reaches the client first
+            h.reply(500, b"{}")
+        else:
+            h.reply(200, json.dumps(ok_body(who)).encode())
+
+    with FakeServer(behave) as s:
+        out = fast(s.url, concurrency=2, retries=2).generate(
+            [ChatRequest([{"role": "user", "content": w}]) for w in "ab"])
+    assert [c.text for c in out] == ["a", "b"]
+    assert len(seen["b"]) == 2 and seen["b"][1] - seen["a"][0] >= 1.0
+
+
+def test_a_retry_after_beyond_the_deadline_is_a_timeout_not_a_wait():
+    with Stamped(lambda h, n: _retry_after(h, 429, "10")) as s:
+        t0 = time.monotonic()
+        [c] = fast(s.url, retries=2, deadline=0.5).generate([ChatRequest(MSG)])
+    assert time.monotonic() - t0 < 3 and s.calls == 1
+    assert c.status is Status.TIMEOUT and "(Retry-After 10s)" in c.error
+
+
+def test_a_retry_after_is_not_reused_for_a_later_failure():
+    """After a 429's Retry-After the next failure (a dropped connection) backs off briefly again."""
+    def behave(h, n):
+        if n == 1:
+            _retry_after(h, 429, "0.5")
+        elif n == 2:
+            h.connection.shutdown(socket.SHUT_RDWR)
+            h.close_connection = True
+        else:
+            h.reply(200, json.dumps(ok_body("third")).encode())
+
+    with Stamped(behave) as s:
+        [c] = fast(s.url, retries=3).generate([ChatRequest(MSG)])
+    assert c.status is Status.OK and c.text == "third" and s.calls == 3
+    assert s.arrivals[1] - s.arrivals[0] >= 0.5 and s.arrivals[2] - s.arrivals[1] < 0.4
+
+
+def test_backoff_sleeps_are_capped_by_max_backoff_and_by_the_deadline():
+    # base 5 s: the seeded jitter's first draw is 4.2 s (uniform in [0, 5]); the caps keep the call short
+    with FakeServer(lambda h, n: h.reply(500, b"{}")) as s:
+        t0 = time.monotonic()
+        [c] = fast(s.url, retries=2, backoff=5.0, max_backoff=0.05).generate([ChatRequest(MSG)])
+        capped = time.monotonic() - t0
+        [d] = fast(s.url, retries=1, backoff=5.0, max_backoff=5.0, deadline=0.5).generate([ChatRequest(MSG)])
+        bounded = time.monotonic() - t0 - capped
+    assert c.status is Status.ERROR and "after 3 attempts" in c.error and capped < 1.5
+    assert d.status is Status.TIMEOUT and "exceeded after 1 attempt(s)" in d.error and bounded < 2.0
+
+
+# ----------------------------------------------------------------------------------- model discovery and check
+def _models_reply(entries):
+    def get(h, n):
+        h.reply(200, json.dumps({"object": "list", "data": entries}).encode())
+    return get
+
+
+def test_model_discovery_failures_keep_their_status():
+    never = lambda h, n: h.reply(200, json.dumps(ok_body()).encode())  # noqa: E731
+    with FakeServer(never, models=lambda h, n: h.reply(404, b"no such route")) as s:
+        out = HTTPBackend(s.url, timeout=2.0, retries=2, backoff=0.01).generate([ChatRequest(MSG)] * 2)
+    assert [c.status for c in out] == [Status.ERROR] * 2 and s.gets == 1 and s.calls == 0  # a 404 stays a 404
+    assert all("cannot discover the model name" in c.error and "HTTP 404" in c.error for c in out)
+
+    with FakeServer(never, models=_models_reply([])) as s:  # an empty model list is garbage, retried
+        [c] = HTTPBackend(s.url, timeout=2.0, retries=1, backoff=0.01).generate([ChatRequest(MSG)])
+    assert c.status is Status.ERROR and "not a model list" in c.error and s.gets == 2 and s.calls == 0
+
+    def slow(h, n):
+        time.sleep(2)
+        try:
+            _models_reply([{"id": "late"}])(h, n)
+        except OSError:
+            pass
+
+    with FakeServer(never, models=slow) as s:
+        [c] = HTTPBackend(s.url, timeout=0.3, retries=0).generate([ChatRequest(MSG)])
+    assert c.status is Status.TIMEOUT and "cannot discover the model name" in c.error and s.calls == 0
+
+
+def test_no_requests_no_traffic():
+    with FakeServer(lambda h, n: h.reply(200, json.dumps(ok_body()).encode())) as s:
+        b = HTTPBackend(s.url, timeout=2.0)
+        assert b.generate([]) == [] and b.verdict_probs([]) == []
+    assert s.gets == 0 and s.calls == 0 and b.model is None and b.served_name() == "judge"
+
+
+def test_check_finds_the_model_or_says_what_is_wrong():
+    ok = lambda h, n: h.reply(200, json.dumps(ok_body()).encode())  # noqa: E731
+    with FakeServer(ok, models=_models_reply([{"id": "first"}, {"id": "second"}])) as s:
+        b = HTTPBackend(s.url, timeout=2.0)
+        b.check()
+        assert b.model == "first" and b.model_id == f"http:first@{s.url}" and b.served_name() == "first"
+        fast(s.url, model="second").check()
+        with pytest.raises(ValueError, match=r"does not list 'third' \(it lists 'first', 'second'\)"):
+            fast(s.url, model="third").check()
+        assert b.models() == ["first", "second"]
+    with FakeServer(ok, models=lambda h, n: h.reply(503, b"starting")) as s:
+        with pytest.raises(ValueError, match=r"GET .*/models failed \(HTTP 503\); is an OpenAI-compatible"):
+            fast(s.url, retries=3).check()
+    assert s.gets == 1  # no retries: a stopped server is found at once
+    with FakeServer(ok, models=lambda h, n: h.reply(200, b'{"data": [{"name": "m"}]}')) as s:
+        with pytest.raises(ValueError, match="not a model list"):
+            fast(s.url).check()
+    url = s.url  # the server is gone: nothing listens there any more
+    with pytest.raises(ValueError, match="ConnectError"):
+        fast(url).check()
+
+
+def test_cache_identity_keys_on_the_served_entry_without_volatile_fields():
+    entries = [{"id": "a", "object": "model", "created": 1, "permission": [{"x": 1}], "root": "/w/a"},
+               {"id": "b", "object": "model", "created": 2, "root": "/w/b", "max_model_len": 4096}]
+    with FakeServer(lambda h, n: None, models=_models_reply(entries)) as s:
+        b = HTTPBackend(s.url, timeout=2.0)
+        assert json.loads(b.cache_identity()) == {"url": s.url, "model": "a", "served": {"id": "a", "root": "/w/a"}}
+        assert b.model == "a"  # discovered as the first listed
+        assert json.loads(fast(s.url, model="b").cache_identity())["served"] == \
+            {"id": "b", "root": "/w/b", "max_model_len": 4096}
+        with pytest.raises(RuntimeError, match=r"does not list 'c' \(it lists \['a', 'b'\]\)"):
+            fast(s.url, model="c").cache_identity()
+        first = fast(s.url, model="b").cache_identity()
+        entries[1]["root"] = "/w/other"  # another model behind the same name: another key
+        assert fast(s.url, model="b").cache_identity() != first
+        entries[1]["created"] = 3  # stamped per request: the same key
+        assert fast(s.url, model="b").cache_identity() == fast(s.url, model="b").cache_identity()
+
+
+# ----------------------------------------------------------------------------------- requests as sent
+def test_request_bodies_carry_what_was_asked_and_nothing_unset():
+    with FakeServer(lambda h, n: h.reply(200, json.dumps(ok_body("A", [("A", -0.1)])).encode())) as s:
+        b = fast(s.url, top_logprobs=5)
+        b.generate([ChatRequest(MSG, max_tokens=7, temperature=0.5, top_p=0.9, min_tokens=3)])
+        b.generate([ChatRequest(MSG, stop=[])])
+        b.verdict_probs([VerdictRequest(MSG, ["A", "B"])])
+    full, bare, verdict = s.bodies
+    assert {k: full[k] for k in ("model", "max_tokens", "temperature", "top_p", "n", "min_tokens")} == \
+        {"model": "m", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "n": 1, "min_tokens": 3}
+    assert "seed" not in full and "stop" not in full
+    assert not {"seed", "stop", "min_tokens"} & set(bare)
+    assert verdict == {"model": "m", "messages": MSG, "max_tokens": 1, "temperature": 0.0, "n": 1,
+                       "logprobs": True, "top_logprobs": 5}  # no prefix: a new assistant turn
+    prefixed = fast("http://127.0.0.1:9/v1")._verdict_body(VerdictRequest(MSG, ["A"], "\\boxed{"))
+    assert prefixed["continue_final_message"] is True and prefixed["add_generation_prompt"] is False
+    assert MSG == [{"role": "user", "content": "Say hi."}]  # the caller's list is not appended to
+
+
+def test_a_reply_without_usage_counts_no_tokens():
+    body = ok_body("hi")
+    del body["usage"]
+    with FakeServer(lambda h, n: h.reply(200, json.dumps(body).encode())) as s:
+        [c] = fast(s.url).generate([ChatRequest(MSG)])
+    assert (c.status, c.text, c.prompt_tokens, c.completion_tokens) == (Status.OK, "hi", 0, 0)
+
+
+def test_estimated_tokens_books_text_and_completion_budget():
+    from rewardkit.backends.http import estimated_tokens
+
+    two = [{"role": "system", "content": "ab"}, {"role": "user", "content": "cdefghi"}]  # 9 characters
+    assert estimated_tokens({"messages": two, "max_tokens": 10, "n": 3}) == 3 + 30  # ceil(9 / 4) + 10 x 3
+    assert estimated_tokens({"messages": two[:1]}) == 1  # no max_tokens, no n: the text alone
+    assert estimated_tokens({"messages": [], "max_tokens": 5, "n": None}) == 5
+    parts = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]  # as JSON: 32 characters
+    assert estimated_tokens({"messages": parts, "max_tokens": 1}) == 8 + 1
+
+
+def test_options_are_checked():
+    for bad, why in [(dict(top_logprobs=21), "<= 20"), (dict(top_logprobs=0), "top_logprobs"),
+                     (dict(concurrency=0), "concurrency"), (dict(timeout=0), "timeout"), (dict(retries=-1), "retries"),
+                     (dict(deadline=0), "deadline"), (dict(requests_per_minute=0), "requests_per_minute"),
+                     (dict(tokens_per_minute=-5), "tokens_per_minute"), (dict(backoff=-1), "backoff")]:
+        with pytest.raises(ValueError, match=why):
+            HTTPBackend("http://127.0.0.1:9/v1", **bad)
+    assert HTTPBackend("http://127.0.0.1:9/v1", top_logprobs=20, retries=0, backoff=0).options.top_logprobs == 20
+    for url in ("127.0.0.1:9/v1", "ftp://127.0.0.1/v1", "unix:///tmp/judge.sock"):
+        with pytest.raises(ValueError, match="expected http"):
+            HTTPBackend(url)
+    b = HTTPBackend("HTTPS://judge.example/v1/", model="m")
+    assert b.base_url == "HTTPS://judge.example/v1" and b.model_id == "http:m@HTTPS://judge.example/v1"
+
+
+def test_credentials_in_the_url_become_basic_auth_and_leave_the_url(monkeypatch):
+    import base64
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeServer(lambda h, n: h.reply(200, json.dumps(ok_body()).encode())) as s:
+        url = s.url.replace("http://", "http://me:p%40ss@")
+        b = fast(url)
+        assert b.base_url == s.url and "p%40ss" not in b.model_id
+        assert b.generate([ChatRequest(MSG)])[0].status is Status.OK
+    assert s.auth == ["Basic " + base64.b64encode(b"me:p@ss").decode()]
+
+
+def test_an_empty_api_key_sends_none(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    with FakeServer(lambda h, n: h.reply(200, json.dumps(ok_body()).encode())) as s:
+        monkeypatch.setenv("REWARDKIT_API_KEY_HOSTS", f" , http://127.0.0.1:{s.httpd.server_address[1]},")
+        fast(s.url).generate([ChatRequest(MSG)])
+        fast(s.url, api_key="").generate([ChatRequest(MSG)])  # explicitly none, not $OPENAI_API_KEY
+    assert s.auth == ["Bearer sk-secret", None]
+    monkeypatch.setenv("EMPTY_KEY", "")
+    with pytest.raises(ValueError, match="EMPTY_KEY is not set"):
+        HTTPBackend("http://127.0.0.1:9/v1", api_key_env="EMPTY_KEY")
+
+
+def test_key_host_allow_list_ports_and_schemes(monkeypatch):
+    monkeypatch.setenv("REWARDKIT_API_KEY_HOSTS", "http://judge.internal, HTTPS://Secure.Internal")
+    assert key_host_allowed("http://judge.internal/v1") and key_host_allowed("http://judge.internal:80/v1")
+    assert not key_host_allowed("http://judge.internal:8080/v1") and not key_host_allowed("https://judge.internal/v1")
+    assert key_host_allowed("https://secure.internal:443/v1") and key_host_allowed("https://SECURE.internal/v1")
+    for url in ("ftp://api.openai.com/v1", "http:///v1", "judge.internal"):
+        assert not key_host_allowed(url), url
+
+
+def test_a_request_that_cannot_be_encoded_is_an_error_status_not_a_crash():
+    with FakeServer(lambda h, n: h.reply(200, json.dumps(ok_body()).encode())) as s:
+        out = fast(s.url).generate([ChatRequest([{"role": "user", "content": {1, 2}}]), ChatRequest(MSG)])
+    assert out[0].status is Status.ERROR and "not JSON serializable" in out[0].error and s.url in out[0].error
+    assert out[1].status is Status.OK and s.calls == 1
+
+
+def test_errors_of_a_call_made_inside_an_event_loop_reach_the_caller():
+    import asyncio
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+
+    async def main():
+        return fast(f"http://127.0.0.1:{port}/v1").models()
+
+    with pytest.raises(httpx.ConnectError):
+        asyncio.run(main())
+
+
+# ----------------------------------------------------------------------------------- odd log-probabilities
+def _verdict_with_top(top) -> VerdictResult:
+    body = ok_body("A", [("A", -0.1)])
+    body["choices"][0]["logprobs"]["content"][0]["top_logprobs"] = top
+    with FakeServer(lambda h, n: h.reply(200, json.dumps(body).encode())) as s:
+        [v] = fast(s.url).verdict_probs([VerdictRequest(MSG, ["A", "B"])])
+    return v
+
+
+def test_log_probabilities_of_minus_infinity_and_rounding_above_zero_are_read():
+    v = _verdict_with_top([{"token": "A", "logprob": float("-inf")}, {"token": "B", "logprob": -1.0}])
+    assert v.status is Status.OK and v.probs.tolist() == [0.0, 1.0]
+    v = _verdict_with_top([{"token": "A", "logprob": 0.0005}, {"token": "B", "logprob": -1.0}])
+    e = np.exp([0.0005, -1.0])
+    assert v.status is Status.OK
+    np.testing.assert_allclose(v.probs, e / e.sum())
+
+
+@pytest.mark.parametrize("top,why", [
+    (["A"], "has no token string"), ([{"token": None, "logprob": -1}], "has no token string"),
+    ([{"token": "A", "logprob": None}], "None of token 'A'"), ([{"token": "A", "logprob": float("nan")}], "nan"),
+    ([{"token": "A", "logprob": float("inf")}], "inf"), ([{"token": "A", "logprob": 0.002}], "0.002"),
+])
+def test_malformed_top_logprobs_entries_are_an_error_status(top, why):
+    v = _verdict_with_top(top)
+    assert v.status is Status.ERROR and "malformed top_logprobs" in v.error and why in v.error and v.probs.size == 0
+    assert v.prompt_tokens == 7
+
+
+@pytest.mark.parametrize("logprobs,why", [
+    ({"content": []}, "no top_logprobs"), ({"content": [{"token": "A"}]}, "no top_logprobs"),
+    ({"content": [{"token": "A", "top_logprobs": {"A": -0.1}}]}, "no top_logprobs"),
+    ({"content": "A"}, "no top_logprobs"), ({"content": [{"token": "A", "top_logprobs": []}]}, "none of the choices"),
+])
+def test_missing_or_empty_top_lists_are_an_error_status(logprobs, why):
+    body = ok_body("A")
+    body["choices"][0]["logprobs"] = logprobs
+    with FakeServer(lambda h, n: h.reply(200, json.dumps(body).encode())) as s:
+        [v] = fast(s.url).verdict_probs([VerdictRequest(MSG, ["A", "B"])])
+    assert v.status is Status.ERROR and why in v.error and v.probs.size == 0 and v.prompt_tokens == 7
+
+
+def test_choice_logprobs_counts_only_unambiguous_nonblank_finite_prefixes():
+    lp, err = choice_logprobs(["Tie", "True"], [("T", -0.1), ("Ti", -1.0), (" Tr", -2.0)])
+    assert err is None and lp.tolist() == [-1.0, -2.0]  # "T" starts both choices: it counts for neither
+    lp, err = choice_logprobs(["A"], [(" \n", -0.1), ("A", -2.0)])
+    assert err is None and lp.tolist() == [-2.0]  # a blank token is a prefix of nothing
+    lp, err = choice_logprobs(["A", "B"], [("A", float("nan")), ("B", -1.0), ("x", float("-inf"))])
+    assert err is None and lp.tolist() == [-np.inf, -1.0]
+    lp, err = choice_logprobs(["A", "B"], [("A", float("-inf"))])
+    assert err and "none of the choices ['A', 'B']" in err and "top 1 next tokens" in err
+    lp, err = choice_logprobs(["A", "B"], [("A", -1.0), (" A", -2.0), ("B", -3.0)])
+    np.testing.assert_allclose(lp, [np.log(np.exp(-1.0) + np.exp(-2.0)), -3.0])
