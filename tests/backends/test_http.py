@@ -572,6 +572,7 @@ def test_pace_books_requests_and_tokens_per_minute_and_holds_for_retry_after():
     late = Pace(1)  # one request a minute
     assert late.reserve(1, now=0.0) == 0.0 and late.reserve(1, now=0.0, latest=30.0) == 60.0  # too late: not booked
     assert late.reserve(1, now=0.0) == 60.0
+    assert late.reserve(1, now=0.0, latest=120.0) == 120.0 and late.reserve(1, now=0.0) == 180.0  # at latest: booked
     free = Pace(None)
     free.hold(7.0)
     assert [free.reserve(1, now=5.0), free.reserve(1, now=5.0), free.reserve(1, now=8.0)] == [7.0, 7.0, 8.0]
@@ -638,7 +639,7 @@ def test_a_quota_that_cannot_be_met_before_the_deadline_is_a_timeout_status():
         out = fast(s.url, requests_per_minute=1, deadline=5.0).generate([ChatRequest(MSG)] * 2)  # next start: 60 s
     assert [c.status for c in out].count(Status.OK) == 1 and s.calls == 1
     (late,) = [c for c in out if c.status is not Status.OK]
-    assert late.status is Status.TIMEOUT and "rate limits" in late.error
+    assert late.status is Status.TIMEOUT and "rate limits" in late.error and late.error.endswith("last: no attempt made")
 
 
 # ----------------------------------------------------------------------------------- partial replies
@@ -836,7 +837,9 @@ def test_check_finds_the_model_or_says_what_is_wrong():
         b = HTTPBackend(s.url, timeout=2.0)
         b.check()
         assert b.model == "first" and b.model_id == f"http:first@{s.url}" and b.served_name() == "first"
-        fast(s.url, model="second").check()
+        explicit = fast(s.url, model="second")
+        explicit.check()
+        assert explicit.model == "second"
         with pytest.raises(ValueError, match=r"does not list 'third' \(it lists 'first', 'second'\)"):
             fast(s.url, model="third").check()
         assert b.models() == ["first", "second"]
@@ -904,6 +907,7 @@ def test_estimated_tokens_books_text_and_completion_budget():
     assert estimated_tokens({"messages": two, "max_tokens": 10, "n": 3}) == 3 + 30  # ceil(9 / 4) + 10 x 3
     assert estimated_tokens({"messages": two[:1]}) == 1  # no max_tokens, no n: the text alone
     assert estimated_tokens({"messages": [], "max_tokens": 5, "n": None}) == 5
+    assert estimated_tokens({"messages": [{"role": "user", "content": ""}], "max_tokens": 0}) == 0
     parts = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]  # as JSON: 32 characters
     assert estimated_tokens({"messages": parts, "max_tokens": 1}) == 8 + 1
 
@@ -1031,3 +1035,138 @@ def test_choice_logprobs_counts_only_unambiguous_nonblank_finite_prefixes():
     assert err and "none of the choices ['A', 'B']" in err and "top 1 next tokens" in err
     lp, err = choice_logprobs(["A", "B"], [("A", -1.0), (" A", -2.0), ("B", -3.0)])
     np.testing.assert_allclose(lp, [np.log(np.exp(-1.0) + np.exp(-2.0)), -3.0])
+
+
+# ----------------------------------------------------------------------------------- what is retried
+@pytest.mark.parametrize("code", [408, 409, 425, 429, 500, 502, 503, 504])
+def test_transient_statuses_are_retried(code):
+    with FakeServer(lambda h, n: h.reply(code, b"{}") if n == 1 else h.reply(200, json.dumps(ok_body()).encode())) as s:
+        [c] = fast(s.url, retries=1).generate([ChatRequest(MSG)])
+    assert c.status is Status.OK and s.calls == 2
+
+
+@pytest.mark.parametrize("code", [201, 401, 403, 404, 422, 501])
+def test_other_statuses_are_not_retried(code):
+    with FakeServer(lambda h, n: h.reply(code, b"{}")) as s:
+        [c] = fast(s.url, retries=2).generate([ChatRequest(MSG)])
+    assert c.status is Status.ERROR and f"HTTP {code}" in c.error and "attempts" not in c.error and s.calls == 1
+
+
+def test_an_error_reply_is_quoted_on_one_line_and_cut_at_200_characters():
+    with FakeServer(lambda h, n: h.reply(400, b"x" * 198 + b"\ny" + b"z" * 100)) as s:
+        [c] = fast(s.url).generate([ChatRequest(MSG)])
+    assert c.error == f"{s.url}/chat/completions: HTTP 400: {'x' * 198} y"
+
+
+def test_the_last_attempt_is_not_followed_by_a_backoff_sleep():
+    with FakeServer(lambda h, n: h.reply(500, b"{}")) as s:
+        t0 = time.monotonic()
+        [c] = fast(s.url, retries=0, backoff=5.0, max_backoff=5.0).generate([ChatRequest(MSG)])  # a draw: 4.2 s
+    assert c.status is Status.ERROR and "after 1 attempts" in c.error and time.monotonic() - t0 < 2.0
+
+
+def test_httpx_timeouts_are_timeout_statuses_and_other_transport_errors_are_errors(monkeypatch):
+    raised = iter([httpx.ReadTimeout("slow read"), httpx.RemoteProtocolError("peer closed")])
+
+    async def post(self, url, **kw):
+        raise next(raised)
+
+    monkeypatch.setattr(httpx.AsyncClient, "post", post)
+    b = fast("http://127.0.0.1:9/v1", retries=0)
+    [t] = b.generate([ChatRequest(MSG)])
+    [e] = b.generate([ChatRequest(MSG)])
+    assert t.status is Status.TIMEOUT and "ReadTimeout: slow read" in t.error
+    assert e.status is Status.ERROR and "RemoteProtocolError: peer closed" in e.error
+
+
+def test_a_request_stuck_past_the_deadline_is_cancelled_as_a_timeout(monkeypatch):
+    """Belt and braces: should a request outlive its per-attempt bounds, the batch still ends at the deadline
+    (plus a second of grace) with a timeout status, and a request that raised is an error status."""
+    async def stuck(self, client, body, end, tokens=0):
+        if body["messages"][0]["content"] == "raise":
+            raise RuntimeError("boom")
+        await __import__("asyncio").sleep(30)
+
+    monkeypatch.setattr(HTTPBackend, "_with_retries", stuck)
+    b = fast("http://127.0.0.1:9/v1", deadline=0.2)
+    t0 = time.monotonic()
+    out = b.generate([ChatRequest(MSG), ChatRequest([{"role": "user", "content": "raise"}])])
+    assert time.monotonic() - t0 < 5
+    assert out[0].status is Status.TIMEOUT and out[0].error == "http://127.0.0.1:9/v1: overall deadline of 0.2s exceeded"
+    assert out[1].status is Status.ERROR and out[1].error == "http://127.0.0.1:9/v1: RuntimeError: boom"
+
+
+def test_listing_models_waits_at_most_30_seconds(monkeypatch):
+    import asyncio
+
+    limits, real = [], asyncio.wait_for
+
+    def spy(aw, timeout):
+        limits.append(timeout)
+        return real(aw, timeout)
+
+    monkeypatch.setattr(asyncio, "wait_for", spy)
+    with FakeServer(lambda h, n: None) as s:
+        HTTPBackend(s.url).models()  # the default timeout, 120 s
+        HTTPBackend(s.url, timeout=2.0).models()
+    assert limits == [30.0, 2.0]
+
+
+# ----------------------------------------------------------------------------------- odd replies, continued
+@pytest.mark.parametrize("payload", [b'{"choices": [{"text": "hi"}]}', b'{"choices": ["hi"]}',
+                                     b'{"choices": {"0": {"message": {"content": "hi"}}}}', b"[1, 2]"])
+def test_a_reply_that_is_not_a_chat_completion_is_an_error_status(payload):
+    with FakeServer(lambda h, n: h.reply(200, payload)) as s:
+        [c] = fast(s.url, retries=0).generate([ChatRequest(MSG)])
+    assert c.status is Status.ERROR and "malformed response" in c.error and "choice" in c.error
+
+
+def test_a_boolean_token_count_is_malformed():
+    def mutate(b):
+        b["usage"]["prompt_tokens"] = True
+
+    with FakeServer(lambda h, n: h.reply(200, json.dumps(_odd(mutate)).encode())) as s:
+        [c] = fast(s.url, retries=0).generate([ChatRequest(MSG)])
+    assert c.status is Status.ERROR and "usage.prompt_tokens is True, not a token count" in c.error
+
+
+def test_a_choice_without_an_index_counts_as_the_first():
+    def reply(h, n):
+        body = ok_body()
+        body["choices"] = [{"index": 1, "message": {"content": "second"}}, {"message": {"content": "first"}}]
+        h.reply(200, json.dumps(body).encode())
+
+    with FakeServer(reply) as s:
+        [c] = fast(s.url).generate([ChatRequest(MSG, n=2)])
+    assert c.texts == ["first", "second"]
+
+
+def test_verdict_probabilities_survive_very_unlikely_choices():
+    """Every choice at about -400 nats: normalised over the choices, not lost to underflow (exp(-800) = 0)."""
+    v = _verdict_with_top([{"token": "A", "logprob": -400.0}, {"token": "B", "logprob": -401.0}])
+    assert v.status is Status.OK
+    np.testing.assert_allclose(v.probs, [1 / (1 + np.exp(-1.0)), np.exp(-1.0) / (1 + np.exp(-1.0))])
+
+
+def test_the_documented_defaults_and_smallest_options():
+    """docs/backends.md: 16 in flight, 3 retries, 0.5 s backoff base capped at 8 s, top_logprobs 20, no quotas."""
+    o = HTTPBackend("http://127.0.0.1:9/v1").options
+    assert (o.concurrency, o.retries, o.backoff, o.max_backoff, o.top_logprobs) == (16, 3, 0.5, 8.0, 20)
+    assert (o.model, o.deadline, o.requests_per_minute, o.tokens_per_minute, o.seed) == (None, None, None, None, None)
+    assert HTTPBackend("http://127.0.0.1:9/v1").model_id == "http:?@http://127.0.0.1:9/v1"  # model not known yet
+    small = HTTPBackend("http://127.0.0.1:9/v1", concurrency=1, top_logprobs=1, retries=0, backoff=0,
+                        max_backoff=0).options
+    assert (small.concurrency, small.top_logprobs, small.retries) == (1, 1, 0)
+
+
+def test_a_url_httpx_refuses_is_a_value_error_that_hides_the_password():
+    with pytest.raises(ValueError, match="is not a URL httpx accepts") as e:
+        HTTPBackend("http://me:hunter2@[::1/v1")
+    assert "hunter2" not in str(e.value)
+
+
+def test_cache_identity_does_not_depend_on_the_order_of_the_entry_fields():
+    orders = iter([{"id": "m", "root": "/w", "max_model_len": 8}, {"max_model_len": 8, "root": "/w", "id": "m"}])
+    with FakeServer(lambda h, n: None, models=lambda h, n: _models_reply([next(orders)])(h, n)) as s:
+        b = fast(s.url)
+        assert b.cache_identity() == b.cache_identity()
