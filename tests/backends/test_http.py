@@ -103,7 +103,8 @@ class FakeServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # a short poll: shutdown() waits one poll interval (0.5 s by default) at the end of every test
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     @property
     def url(self) -> str:
@@ -161,7 +162,7 @@ def test_model_discovery_waits_for_a_server_that_is_still_starting():
         httpd.server_activate()  # listen() on the held socket
         httpd.daemon_threads = True
         s.httpd = httpd
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
 
     starter = threading.Thread(target=start_later)
     starter.start()
