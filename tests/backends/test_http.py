@@ -52,6 +52,7 @@ class FakeServer:
         self.gets = 0
         self.bodies: list[dict] = []
         self.auth: list[str | None] = []  # the Authorization header of every request
+        self.content_types: list[str | None] = []  # the Content-Type header of every POST
         self.lock = threading.Lock()
         fake = self
 
@@ -84,6 +85,7 @@ class FakeServer:
                     n = fake.calls
                     fake.bodies.append(body)
                     fake.auth.append(self.headers.get("Authorization"))
+                    fake.content_types.append(self.headers.get("Content-Type"))
                     fake.inflight += 1
                     fake.max_inflight = max(fake.max_inflight, fake.inflight)
                 try:
@@ -882,6 +884,7 @@ def test_request_bodies_carry_what_was_asked_and_nothing_unset():
         b.generate([ChatRequest(MSG, stop=[])])
         b.verdict_probs([VerdictRequest(MSG, ["A", "B"])])
     full, bare, verdict = s.bodies
+    assert s.content_types == ["application/json"] * 3
     assert {k: full[k] for k in ("model", "max_tokens", "temperature", "top_p", "n", "min_tokens")} == \
         {"model": "m", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "n": 1, "min_tokens": 3}
     assert "seed" not in full and "stop" not in full
@@ -894,11 +897,15 @@ def test_request_bodies_carry_what_was_asked_and_nothing_unset():
 
 
 def test_a_reply_without_usage_counts_no_tokens():
-    body = ok_body("hi")
+    body = ok_body("hi", [("hi", -0.1)])
     del body["usage"]
     with FakeServer(lambda h, n: h.reply(200, json.dumps(body).encode())) as s:
         [c] = fast(s.url).generate([ChatRequest(MSG)])
+        [v] = fast(s.url).verdict_probs([VerdictRequest(MSG, ["hi", "no"])])
+        [w] = fast(s.url).verdict_probs([VerdictRequest(MSG, ["yes", "no"])])
     assert (c.status, c.text, c.prompt_tokens, c.completion_tokens) == (Status.OK, "hi", 0, 0)
+    assert (v.status, v.probs.tolist(), v.prompt_tokens) == (Status.OK, [1.0, 0.0], 0)
+    assert (w.status, w.prompt_tokens) == (Status.ERROR, 0)
 
 
 def test_estimated_tokens_books_text_and_completion_budget():
@@ -926,6 +933,7 @@ def test_options_are_checked():
             HTTPBackend(url)
     b = HTTPBackend("HTTPS://judge.example/v1/", model="m")
     assert b.base_url == "HTTPS://judge.example/v1" and b.model_id == "http:m@HTTPS://judge.example/v1"
+    assert HTTPBackend("http://127.0.0.1:9/XX//").base_url == "http://127.0.0.1:9/XX"  # slashes only
 
 
 def test_credentials_in_the_url_become_basic_auth_and_leave_the_url(monkeypatch):
@@ -1083,16 +1091,18 @@ def test_httpx_timeouts_are_timeout_statuses_and_other_transport_errors_are_erro
 def test_a_request_stuck_past_the_deadline_is_cancelled_as_a_timeout(monkeypatch):
     """Belt and braces: should a request outlive its per-attempt bounds, the batch still ends at the deadline
     (plus a second of grace) with a timeout status, and a request that raised is an error status."""
+    import asyncio
+
     async def stuck(self, client, body, end, tokens=0):
         if body["messages"][0]["content"] == "raise":
             raise RuntimeError("boom")
-        await __import__("asyncio").sleep(30)
+        await asyncio.sleep(30)
 
     monkeypatch.setattr(HTTPBackend, "_with_retries", stuck)
     b = fast("http://127.0.0.1:9/v1", deadline=0.2)
     t0 = time.monotonic()
     out = b.generate([ChatRequest(MSG), ChatRequest([{"role": "user", "content": "raise"}])])
-    assert time.monotonic() - t0 < 5
+    assert 1.1 <= time.monotonic() - t0 < 1.9  # the deadline's 0.2 s and the one second of grace
     assert out[0].status is Status.TIMEOUT and out[0].error == "http://127.0.0.1:9/v1: overall deadline of 0.2s exceeded"
     assert out[1].status is Status.ERROR and out[1].error == "http://127.0.0.1:9/v1: RuntimeError: boom"
 
@@ -1153,6 +1163,7 @@ def test_the_documented_defaults_and_smallest_options():
     """docs/backends.md: 16 in flight, 3 retries, 0.5 s backoff base capped at 8 s, top_logprobs 20, no quotas."""
     o = HTTPBackend("http://127.0.0.1:9/v1").options
     assert (o.concurrency, o.retries, o.backoff, o.max_backoff, o.top_logprobs) == (16, 3, 0.5, 8.0, 20)
+    assert o.timeout == 120.0  # per attempt: a long judgment at a slow server's pace fits
     assert (o.model, o.deadline, o.requests_per_minute, o.tokens_per_minute, o.seed) == (None, None, None, None, None)
     assert HTTPBackend("http://127.0.0.1:9/v1").model_id == "http:?@http://127.0.0.1:9/v1"  # model not known yet
     small = HTTPBackend("http://127.0.0.1:9/v1", concurrency=1, top_logprobs=1, retries=0, backoff=0,
@@ -1171,3 +1182,96 @@ def test_cache_identity_does_not_depend_on_the_order_of_the_entry_fields():
     with FakeServer(lambda h, n: None, models=lambda h, n: _models_reply([next(orders)])(h, n)) as s:
         b = fast(s.url)
         assert b.cache_identity() == b.cache_identity()
+
+
+# ----------------------------------------------------------------------------------- messages, word for word
+LONG = b'{"foo": "' + b"x" * 100 + b'"}'  # longer than the 80 bytes a message quotes
+
+
+@pytest.mark.parametrize("payload,says", [
+    (LONG, f"no 'choices' list: {LONG[:80]!r}"),
+    (b'{"choices": [{"text": "' + b"y" * 100 + b'"}]}',
+     f"""a choice without a 'message': {(b'{"choices": [{"text": "' + b"y" * 100)[:80]!r}"""),
+    (b'{"choices": [{"message": {"content": 5}}]}', "message content is not a string"),
+    (b'{"choices": [{"index": -1, "message": {"content": "a"}}]}', "choice index -1 is not a non-negative integer"),
+    (b'{"choices": [{"message": {"content": "a"}, "finish_reason": 1}]}', "finish_reason 1 is not a string"),
+    (b'{"choices": [{"message": {"content": "a"}}], "usage": 3}', "'usage' is int, not an object"),
+    (b'{"choices": [{"message": {"content": "a"}}], "usage": {"completion_tokens": 1.5}}',
+     "usage.completion_tokens is 1.5, not a token count"),
+    (b"z" * 100, f"not JSON (Expecting value: line 1 column 1 (char 0)): {b'z' * 80!r}"),
+])
+def test_malformed_replies_say_what_is_wrong(payload, says):
+    with FakeServer(lambda h, n: h.reply(200, payload)) as s:
+        [c] = fast(s.url, retries=0).generate([ChatRequest(MSG)])
+    assert c.status is Status.ERROR
+    assert c.error == f"{s.url}/chat/completions: malformed response: {says} (after 1 attempts)"
+
+
+def test_verdict_errors_say_what_is_wrong():
+    top = [{"token": t, "logprob": -1.0 - i} for i, t in enumerate("cdefgh")]
+    for v, says in [
+        (_verdict_with_top([]), "none of the choices ['A', 'B'] is among the top 0 next tokens ([]...)"),
+        (_verdict_with_top(top), "none of the choices ['A', 'B'] is among the top 6 next tokens "
+                                 "(['c', 'd', 'e', 'f', 'g']...)"),
+        (_verdict_with_top([{"token": "A", "logprob": "-0.5"}]),
+         "malformed top_logprobs: log-probability '-0.5' of token 'A' is not a number <= 0"),
+        (_verdict_with_top(["A" * 100]), f"malformed top_logprobs: entry {'A' * 60} has no token string"),
+    ]:
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1: " + re.escape(says), v.error), v.error
+    body = ok_body("A")
+    with FakeServer(lambda h, n: h.reply(200, json.dumps(body).encode())) as s:
+        [v] = fast(s.url).verdict_probs([VerdictRequest(MSG, ["A", "B"])])
+    assert v.error == (f"{s.url}: the server returned no top_logprobs; verdict_probs over HTTP needs a server that "
+                       "supports logprobs=true/top_logprobs (vLLM, SGLang, OpenAI, rewardkit serve-judge); use "
+                       "generate + verdict parsing instead")
+
+
+def test_only_five_listed_models_are_named():
+    many = [{"id": f"m{i}"} for i in range(7)]
+    with FakeServer(lambda h, n: None, models=_models_reply(many)) as s:
+        with pytest.raises(ValueError, match=r"\(it lists 'm0', 'm1', 'm2', 'm3', 'm4'\)$"):
+            fast(s.url, model="zz").check()
+        with pytest.raises(RuntimeError, match=r"\(it lists \['m0', 'm1', 'm2', 'm3', 'm4'\]\)$"):
+            fast(s.url, model="zz").cache_identity()
+
+
+def test_backoff_jitter_is_seeded(monkeypatch):
+    """The same seed sleeps the same backoffs; each within [0, min(max_backoff, backoff x 2^attempt)]."""
+    import asyncio
+
+    real, slept = asyncio.sleep, []
+
+    async def sleep(delay, *a, **kw):
+        slept.append(delay)
+        await real(0)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    runs = []
+    with FakeServer(lambda h, n: h.reply(500, b"{}")) as s:
+        for seed in (1, 1, 2):
+            slept.clear()
+            fast(s.url, retries=3, backoff=1.0, max_backoff=3.0, seed=seed).generate([ChatRequest(MSG)])
+            runs.append(list(slept))
+    assert runs[0] == runs[1] != runs[2] and all(len(r) == 3 for r in runs)
+    assert all(0 <= r[0] <= 1.0 and 0 <= r[1] <= 2.0 and 0 <= r[2] <= 3.0 for r in runs)
+
+
+def test_calls_from_inside_an_event_loop_run_on_a_named_thread(monkeypatch):
+    import asyncio
+
+    names = []
+
+    from rewardkit.backends.http import _Outcome
+
+    async def record(self, client, body, end, tokens=0):
+        names.append(threading.current_thread().name)
+        return _Outcome(None, Status.ERROR, "x")
+
+    monkeypatch.setattr(HTTPBackend, "_with_retries", record)
+
+    async def main():
+        return fast("http://127.0.0.1:9/v1").generate([ChatRequest(MSG)])
+
+    asyncio.run(main())
+    fast("http://127.0.0.1:9/v1").generate([ChatRequest(MSG)])
+    assert names == ["rewardkit-http", threading.current_thread().name]
