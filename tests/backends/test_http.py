@@ -243,6 +243,7 @@ def test_slow_server_times_out():
         [c] = fast(s.url, timeout=0.3, retries=1).generate([ChatRequest(MSG)])
         calls = s.calls
     assert c.status is Status.TIMEOUT and "0.3s" in c.error and "after 2 attempts" in c.error
+    assert c.error == f"{s.url}/chat/completions: no complete response within 0.3s (after 2 attempts)"
     assert calls == 2
 
 
@@ -642,7 +643,9 @@ def test_a_quota_that_cannot_be_met_before_the_deadline_is_a_timeout_status():
         out = fast(s.url, requests_per_minute=1, deadline=5.0).generate([ChatRequest(MSG)] * 2)  # next start: 60 s
     assert [c.status for c in out].count(Status.OK) == 1 and s.calls == 1
     (late,) = [c for c in out if c.status is not Status.OK]
-    assert late.status is Status.TIMEOUT and "rate limits" in late.error and late.error.endswith("last: no attempt made")
+    assert late.status is Status.TIMEOUT and late.error == (
+        f"{s.url}/chat/completions: overall deadline of 5.0s comes before the request-rate limits let this request "
+        "start; last: no attempt made")
 
 
 # ----------------------------------------------------------------------------------- partial replies
@@ -658,7 +661,7 @@ def test_a_reply_with_another_number_of_choices_than_n_is_an_error_status(got, a
     with FakeServer(reply) as s:
         [c] = fast(s.url, retries=1).generate([ChatRequest(MSG, n=asked)])
     assert c.status is Status.ERROR and c.texts == [] and "malformed response" in c.error
-    assert f"{got} choice(s) for n={asked}" in c.error and s.calls == 2
+    assert c.error.endswith(f": malformed response: {got} choice(s) for n={asked} (after 2 attempts)") and s.calls == 2
 
 
 
@@ -734,7 +737,7 @@ def test_a_429_that_persists_names_its_retry_after():
     with Stamped(lambda h, n: _retry_after(h, 429, "0.2")) as s:
         [c] = fast(s.url, retries=1).generate([ChatRequest(MSG)])
     assert c.status is Status.ERROR and s.calls == 2 and s.arrivals[1] - s.arrivals[0] >= 0.2
-    assert "HTTP 429" in c.error and "(Retry-After 0.2s)" in c.error and "after 2 attempts" in c.error
+    assert c.error == f"{s.url}/chat/completions: HTTP 429: {{}} (Retry-After 0.2s) (after 2 attempts)"
 
 
 def test_a_retry_after_holds_the_other_requests_of_the_backend():
@@ -809,11 +812,15 @@ def test_model_discovery_failures_keep_their_status():
     with FakeServer(never, models=lambda h, n: h.reply(404, b"no such route")) as s:
         out = HTTPBackend(s.url, timeout=2.0, retries=2, backoff=0.01).generate([ChatRequest(MSG)] * 2)
     assert [c.status for c in out] == [Status.ERROR] * 2 and s.gets == 1 and s.calls == 0  # a 404 stays a 404
-    assert all("cannot discover the model name" in c.error and "HTTP 404" in c.error for c in out)
+    assert all(c.error == f"{s.url}/models: cannot discover the model name (RuntimeError: {s.url}/models: HTTP 404: "
+               "no such route); pass model=" for c in out)
 
     with FakeServer(never, models=_models_reply([])) as s:  # an empty model list is garbage, retried
         [c] = HTTPBackend(s.url, timeout=2.0, retries=1, backoff=0.01).generate([ChatRequest(MSG)])
-    assert c.status is Status.ERROR and "not a model list" in c.error and s.gets == 2 and s.calls == 0
+    assert c.status is Status.ERROR and s.gets == 2 and s.calls == 0
+    assert c.error == (f"{s.url}/models: cannot discover the model name (RuntimeError: {s.url}/models: malformed "
+                       f"""response: not a model list: {b'{"object": "list", "data": []}'!r} (after 2 attempts)); """
+                       "pass model=")
 
     def slow(h, n):
         time.sleep(2)
@@ -843,16 +850,20 @@ def test_check_finds_the_model_or_says_what_is_wrong():
         explicit = fast(s.url, model="second")
         explicit.check()
         assert explicit.model == "second"
-        with pytest.raises(ValueError, match=r"does not list 'third' \(it lists 'first', 'second'\)"):
+        with pytest.raises(ValueError, match=rf"^judge {s.url}: its /models does not list 'third' \(it lists 'first', "
+                           "'second'\\)$"):
             fast(s.url, model="third").check()
         assert b.models() == ["first", "second"]
     with FakeServer(ok, models=lambda h, n: h.reply(503, b"starting")) as s:
-        with pytest.raises(ValueError, match=r"GET .*/models failed \(HTTP 503\); is an OpenAI-compatible"):
+        with pytest.raises(ValueError, match=rf"^judge {s.url}: GET {s.url}/models failed \(HTTP 503\); is an "
+                           "OpenAI-compatible judge server running at that URL\\?$"):
             fast(s.url, retries=3).check()
     assert s.gets == 1  # no retries: a stopped server is found at once
-    with FakeServer(ok, models=lambda h, n: h.reply(200, b'{"data": [{"name": "m"}]}')) as s:
-        with pytest.raises(ValueError, match="not a model list"):
+    unnamed = b'{"data": [{"name": "' + b"n" * 100 + b'"}]}'  # entries without an id; quoted to 80 bytes
+    with FakeServer(ok, models=lambda h, n: h.reply(200, unnamed)) as s:
+        with pytest.raises(ValueError) as e:
             fast(s.url).check()
+    assert f"/models failed (_Garbage: not a model list: {unnamed[:80]!r}); is an" in str(e.value)
     url = s.url  # the server is gone: nothing listens there any more
     with pytest.raises(ValueError, match="ConnectError"):
         fast(url).check()
@@ -867,7 +878,7 @@ def test_cache_identity_keys_on_the_served_entry_without_volatile_fields():
         assert b.model == "a"  # discovered as the first listed
         assert json.loads(fast(s.url, model="b").cache_identity())["served"] == \
             {"id": "b", "root": "/w/b", "max_model_len": 4096}
-        with pytest.raises(RuntimeError, match=r"does not list 'c' \(it lists \['a', 'b'\]\)"):
+        with pytest.raises(RuntimeError, match=rf"^{s.url}/models does not list 'c' \(it lists \['a', 'b'\]\)$"):
             fast(s.url, model="c").cache_identity()
         first = fast(s.url, model="b").cache_identity()
         entries[1]["root"] = "/w/other"  # another model behind the same name: another key
@@ -921,7 +932,7 @@ def test_estimated_tokens_books_text_and_completion_budget():
 
 
 def test_options_are_checked():
-    for bad, why in [(dict(top_logprobs=21), "<= 20"), (dict(top_logprobs=0), "top_logprobs"),
+    for bad, why in [(dict(top_logprobs=21), r"^option 'top_logprobs': must be <= 20 \(the OpenAI API's limit\), got 21$"), (dict(top_logprobs=0), "top_logprobs"),
                      (dict(concurrency=0), "concurrency"), (dict(timeout=0), "timeout"), (dict(retries=-1), "retries"),
                      (dict(deadline=0), "deadline"), (dict(requests_per_minute=0), "requests_per_minute"),
                      (dict(tokens_per_minute=-5), "tokens_per_minute"), (dict(backoff=-1), "backoff")]:
@@ -929,7 +940,7 @@ def test_options_are_checked():
             HTTPBackend("http://127.0.0.1:9/v1", **bad)
     assert HTTPBackend("http://127.0.0.1:9/v1", top_logprobs=20, retries=0, backoff=0).options.top_logprobs == 20
     for url in ("127.0.0.1:9/v1", "ftp://127.0.0.1/v1", "unix:///tmp/judge.sock"):
-        with pytest.raises(ValueError, match="expected http"):
+        with pytest.raises(ValueError, match=rf"^option 'base_url': expected http\(s\)://HOST\[:PORT\]/v1, got '{url}'$"):
             HTTPBackend(url)
     b = HTTPBackend("HTTPS://judge.example/v1/", model="m")
     assert b.base_url == "HTTPS://judge.example/v1" and b.model_id == "http:m@HTTPS://judge.example/v1"
@@ -956,7 +967,7 @@ def test_an_empty_api_key_sends_none(monkeypatch):
         fast(s.url, api_key="").generate([ChatRequest(MSG)])  # explicitly none, not $OPENAI_API_KEY
     assert s.auth == ["Bearer sk-secret", None]
     monkeypatch.setenv("EMPTY_KEY", "")
-    with pytest.raises(ValueError, match="EMPTY_KEY is not set"):
+    with pytest.raises(ValueError, match="^option 'api_key_env': the environment variable EMPTY_KEY is not set$"):
         HTTPBackend("http://127.0.0.1:9/v1", api_key_env="EMPTY_KEY")
 
 
@@ -1084,8 +1095,9 @@ def test_httpx_timeouts_are_timeout_statuses_and_other_transport_errors_are_erro
     b = fast("http://127.0.0.1:9/v1", retries=0)
     [t] = b.generate([ChatRequest(MSG)])
     [e] = b.generate([ChatRequest(MSG)])
-    assert t.status is Status.TIMEOUT and "ReadTimeout: slow read" in t.error
-    assert e.status is Status.ERROR and "RemoteProtocolError: peer closed" in e.error
+    url = "http://127.0.0.1:9/v1/chat/completions"
+    assert t.status is Status.TIMEOUT and t.error == f"{url}: ReadTimeout: slow read (after 1 attempts)"
+    assert e.status is Status.ERROR and e.error == f"{url}: RemoteProtocolError: peer closed (after 1 attempts)"
 
 
 def test_a_request_stuck_past_the_deadline_is_cancelled_as_a_timeout(monkeypatch):
@@ -1172,7 +1184,8 @@ def test_the_documented_defaults_and_smallest_options():
 
 
 def test_a_url_httpx_refuses_is_a_value_error_that_hides_the_password():
-    with pytest.raises(ValueError, match="is not a URL httpx accepts") as e:
+    with pytest.raises(ValueError, match=r"^option 'base_url': '.*' is not a URL httpx accepts \(write '/', '\?', '#' "
+                       r"and control characters in a user name or password percent-encoded: %2F %3F %23\)$") as e:
         HTTPBackend("http://me:hunter2@[::1/v1")
     assert "hunter2" not in str(e.value)
 
@@ -1275,3 +1288,23 @@ def test_calls_from_inside_an_event_loop_run_on_a_named_thread(monkeypatch):
     asyncio.run(main())
     fast("http://127.0.0.1:9/v1").generate([ChatRequest(MSG)])
     assert names == ["rewardkit-http", threading.current_thread().name]
+
+
+def test_an_attempt_cut_by_the_deadline_says_so():
+    def slow(h, n):
+        time.sleep(2)
+        try:
+            h.reply(200, json.dumps(ok_body()).encode())
+        except OSError:
+            pass
+
+    with FakeServer(slow) as s:
+        [c] = fast(s.url, timeout=5.0, retries=0, deadline=0.3).generate([ChatRequest(MSG)])
+    assert c.status is Status.TIMEOUT
+    assert c.error == f"{s.url}/chat/completions: overall deadline of 0.3s reached (after 1 attempts)"
+
+
+def test_without_an_allow_list_the_openai_key_goes_to_api_openai_com_only(monkeypatch):
+    monkeypatch.delenv("REWARDKIT_API_KEY_HOSTS", raising=False)
+    for url in ("https://xxxx/v1", "https://localhost/v1", "https://openai.com/v1", "https://x/v1"):
+        assert not key_host_allowed(url), url
