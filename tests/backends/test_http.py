@@ -1129,10 +1129,18 @@ def test_listing_models_waits_at_most_30_seconds(monkeypatch):
         return real(aw, timeout)
 
     monkeypatch.setattr(asyncio, "wait_for", spy)
+    clients, Client = [], httpx.AsyncClient
+
+    class Recording(Client):
+        def __init__(self, **kw):
+            clients.append(kw.get("timeout"))
+            super().__init__(**kw)
+
+    monkeypatch.setattr(httpx, "AsyncClient", Recording)
     with FakeServer(lambda h, n: None) as s:
         HTTPBackend(s.url).models()  # the default timeout, 120 s
         HTTPBackend(s.url, timeout=2.0).models()
-    assert limits == [30.0, 2.0]
+    assert limits == [30.0, 2.0] and clients == [30.0, 2.0]  # the whole call and httpx's own timeouts
 
 
 # ----------------------------------------------------------------------------------- odd replies, continued
@@ -1308,3 +1316,38 @@ def test_without_an_allow_list_the_openai_key_goes_to_api_openai_com_only(monkey
     monkeypatch.delenv("REWARDKIT_API_KEY_HOSTS", raising=False)
     for url in ("https://xxxx/v1", "https://localhost/v1", "https://openai.com/v1", "https://x/v1"):
         assert not key_host_allowed(url), url
+
+
+def test_listing_models_sends_the_credentials(monkeypatch):
+    import base64
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeServer(lambda h, n: None) as s:
+        fast(s.url, model="fake-model", api_key="k").check()
+        HTTPBackend(s.url.replace("http://", "http://me:pw@"), model="fake-model").check()
+    assert s.auth == ["Bearer k", "Basic " + base64.b64encode(b"me:pw").decode()]
+
+
+def test_a_model_list_that_is_a_json_list_is_malformed():
+    with FakeServer(lambda h, n: None, models=lambda h, n: h.reply(200, b'["m"]')) as s:
+        with pytest.raises(ValueError) as e:
+            fast(s.url).check()
+    assert """(_Garbage: not a model list: b'["m"]')""" in str(e.value)
+
+
+def test_a_failed_verdict_request_has_no_probabilities():
+    with FakeServer(lambda h, n: h.reply(400, b"bad")) as s:
+        [v] = fast(s.url).verdict_probs([VerdictRequest(MSG, ["A", "B"])])
+    assert v.status is Status.ERROR and v.probs.shape == (0,) and v.prompt_tokens == 0
+    assert v.error == f"{s.url}/chat/completions: HTTP 400: bad"
+
+
+def test_a_log_probability_rounded_up_to_a_thousandth_is_tolerated_and_no_warning_for_missing_choices():
+    import warnings
+
+    v = _verdict_with_top([{"token": "A", "logprob": 1e-3}, {"token": "B", "logprob": -1.0}])
+    assert v.status is Status.OK
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # log(0) for the choice missing from the top list: -inf, silently
+        lp, err = choice_logprobs(["A", "B"], [("A", -0.5)])
+    assert err is None and lp[1] == -np.inf
