@@ -358,7 +358,8 @@ class HTTPBackend(JudgeBackend):
         last = _Outcome(None, Status.ERROR, "no attempt made")
         wait: float | None = None
         for attempt in range(self.options.retries + 1):
-            if body is not None and not await self._paced(tokens, end):
+            # a deadline already passed is said as such below, not as a rate limit that cannot be met
+            if body is not None and time.monotonic() < end and not await self._paced(tokens, end):
                 return _Outcome(None, Status.TIMEOUT, f"{url}: overall deadline of {self.options.deadline}s comes "
                                 f"before the request-rate limits let this request start; last: {last.error}")
             left = end - time.monotonic()
@@ -370,7 +371,7 @@ class HTTPBackend(JudgeBackend):
                 call = client.post(url, json=body) if body is not None else client.get(url)
                 resp = await asyncio.wait_for(call, limit)
                 if resp.status_code == 200:
-                    parsed = (_parse_completion(resp.content) if body is not None
+                    parsed = (_parse_completion(resp.content, body["n"]) if body is not None
                               else {"data": _model_entries(resp.content)})
                     return _Outcome(parsed, Status.OK)
                 detail = resp.text[:200].replace("\n", " ")
@@ -468,11 +469,14 @@ def _is_count(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
-def _parse_completion(raw: bytes) -> dict[str, Any]:
-    """The JSON body of a chat completion, checked for every field we read; _Garbage otherwise."""
+def _parse_completion(raw: bytes, n: int) -> dict[str, Any]:
+    """The JSON body of a chat completion with the ``n`` choices asked for, checked for every field we read;
+    _Garbage otherwise (a server that ignores ``n`` would leave a majority vote silently short of samples)."""
     body = _parse_json(raw)
     if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
         raise _Garbage(f"no 'choices' list: {raw[:80]!r}")
+    if len(body["choices"]) != n:
+        raise _Garbage(f"{len(body['choices'])} choice(s) for n={n}")
     for c in body["choices"]:
         if not isinstance(c, dict) or not isinstance(c.get("message"), dict):
             raise _Garbage(f"a choice without a 'message': {raw[:80]!r}")
