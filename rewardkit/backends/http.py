@@ -3,7 +3,7 @@
 Async (httpx) with bounded concurrency, optional requests-per-minute and tokens-per-minute limits (a hosted
 API's quotas: requests are paced, never sent to be refused), a wall-clock timeout per attempt (a server that
 trickles bytes cannot hold a request open), retries with exponential backoff and full jitter on connection
-errors, timeouts, 429/5xx and garbage bodies (a 429's or 503's ``Retry-After`` is waited out instead, by every
+errors, timeouts, 408/409/425/429/500/502/503/504 and garbage bodies (a 429's or 503's ``Retry-After`` is waited out instead, by every
 request of the backend), and an overall deadline per batch. Every request ends in a status:
 a dropped, slow, 500-ing or garbage-returning server yields ``timeout`` / ``error`` results, never an
 exception or a hang.
