@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -143,7 +144,7 @@ class CachedBackend(JudgeBackend):
         self.cache = cache if isinstance(cache, JudgeCache) else JudgeCache(cache)
         self.model_id = inner.model_id
         self.default_mode = inner.default_mode
-        self.bypassed = 0  # calls run without the cache because the served model could not be identified
+        self.bypassed = 0  # calls run without the cache: the served model unidentified, or the cache unreadable or unwritable
 
     def __getattr__(self, name: str) -> Any:  # backend-specific extras (e.g. prefix scoring) pass through
         if name == "inner":
@@ -177,7 +178,7 @@ class CachedBackend(JudgeBackend):
     def _run(self, requests, call, to_json, from_json, top_k=None):
         ident = self._identity() if requests else None
         keys = [request_key(ident, r, top_k) if ident is not None and cacheable(r) else None for r in requests]
-        hits = self.cache.get_many([k for k in keys if k]) if ident is not None else {}
+        hits = self._cached(keys) if ident is not None else {}
         out: list[Any] = [None] * len(requests)
         todo = []
         for i, k in enumerate(keys):
@@ -192,8 +193,23 @@ class CachedBackend(JudgeBackend):
                 out[i] = res
                 if keys[i] and res.status is Status.OK:
                     new[keys[i]] = to_json(res)
-            self.cache.put_many(new)
+            try:
+                self.cache.put_many(new)
+            except sqlite3.Error as e:  # the calls are done: their results are returned, only the cache misses them
+                self.bypassed += 1
+                log.warning("judge cache %s: %d result(s) not stored (%s: %s); returned uncached",
+                            self.cache.path, len(new), type(e).__name__, e)
         return out
+
+    def _cached(self, keys: list[str | None]) -> dict[str, Any]:
+        """The cache's hits among ``keys``; none (every request to the judge) when the cache cannot be read."""
+        try:
+            return self.cache.get_many([k for k in keys if k])
+        except sqlite3.Error as e:
+            self.bypassed += 1
+            log.warning("judge cache %s cannot be read (%s: %s); these requests go to the judge",
+                        self.cache.path, type(e).__name__, e)
+            return {}
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         return self._run(

@@ -526,3 +526,42 @@ def test_top_logprobs_without_k_asks_what_the_judge_would_be_asked(tmp_path):
     b.top_logprobs([req])
     assert inner.seen == [20, 20]
     assert b.top_logprobs([req], 20)[0].tokens == [("A", -0.1)] and inner.seen == [20, 20]  # the same entry
+
+
+def test_a_locked_cache_neither_loses_finished_calls_nor_stops_the_batch(tmp_path, caplog):
+    """Another process holds the database's write lock past the cache's timeout: the judge's results are returned
+    (before, put_many's 'database is locked' raised after the calls had run, throwing them away), and while the
+    lock also blocks reading, the requests simply go to the judge; each time a warning names the cache."""
+    import sqlite3
+
+    path = tmp_path / "c.sqlite3"
+    inner = Counting()
+    b = CachedBackend(inner, JudgeCache(path, timeout=0.1, secret=b"s"))
+    reqs = [ChatRequest([{"role": "user", "content": f"q{i}"}]) for i in range(2)]
+    holder = sqlite3.connect(path, timeout=0.1, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # in WAL mode this blocks writers; readers still read
+    try:
+        with caplog.at_level("WARNING", logger="rewardkit.cache"):
+            out = b.generate(reqs)
+        assert [c.texts for c in out] == [["Q0"], ["Q1"]] and [c.status for c in out] == [Status.OK] * 2
+        assert not any(c.cached for c in out) and b.bypassed == 1
+        assert f"judge cache {path}: 2 result(s) not stored (OperationalError: database is locked)" in caplog.text
+    finally:
+        holder.rollback()
+        holder.close()
+    again = b.generate(reqs)  # nothing was stored: the judge is asked again, and now the results are kept
+    assert len(inner.seen) == 4 and not any(c.cached for c in again)
+    assert all(c.cached for c in b.generate(reqs)) and len(inner.seen) == 4
+
+
+def test_a_cache_file_that_is_no_longer_a_database_sends_requests_to_the_judge(tmp_path, caplog):
+    path = tmp_path / "c.sqlite3"
+    inner = Counting()
+    b = CachedBackend(inner, JudgeCache(path, timeout=0.1, secret=b"s"))
+    for p in tmp_path.glob("c.sqlite3*"):
+        p.write_bytes(b"not a database, " * 512)  # overwritten under the running job
+    with caplog.at_level("WARNING", logger="rewardkit.cache"):
+        out = b.generate([ChatRequest([{"role": "user", "content": "q"}])])
+    assert out[0].texts == ["Q"] and out[0].status is Status.OK and not out[0].cached and len(inner.seen) == 1
+    assert f"judge cache {path} cannot be read (DatabaseError: file is not a database)" in caplog.text
+    assert f"judge cache {path}: 1 result(s) not stored (DatabaseError" in caplog.text and b.bypassed == 2
