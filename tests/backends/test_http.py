@@ -43,6 +43,18 @@ def ok_body(text: str = "hi", logprobs: list | None = None) -> dict:
             "usage": {"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8}}
 
 
+def late_ok(seconds: float):
+    """A POST behaviour: wait ``seconds``, then reply 200 with ``ok_body()`` (unless the client has gone)."""
+    def behave(h, n):
+        time.sleep(seconds)
+        try:
+            h.reply(200, json.dumps(ok_body()).encode())
+        except OSError:
+            pass
+
+    return behave
+
+
 class FakeServer:
     """A tiny server whose POST behaviour is a function of the call number; counts calls and concurrency."""
 
@@ -283,14 +295,7 @@ def test_nothing_listening_is_an_error():
 
 
 def test_overall_deadline_bounds_a_batch():
-    def slow(h, n):
-        time.sleep(1.0)
-        try:
-            h.reply(200, json.dumps(ok_body()).encode())
-        except OSError:
-            pass
-
-    with FakeServer(slow) as s:
+    with FakeServer(late_ok(1.0)) as s:
         out = fast(s.url, timeout=5.0, concurrency=2, deadline=1.5, retries=0).generate([ChatRequest(MSG)] * 8)
     statuses = [c.status for c in out]
     assert statuses.count(Status.OK) == 2  # the first two finish within the deadline
@@ -1299,14 +1304,7 @@ def test_calls_from_inside_an_event_loop_run_on_a_named_thread(monkeypatch):
 
 
 def test_an_attempt_cut_by_the_deadline_says_so():
-    def slow(h, n):
-        time.sleep(2)
-        try:
-            h.reply(200, json.dumps(ok_body()).encode())
-        except OSError:
-            pass
-
-    with FakeServer(slow) as s:
+    with FakeServer(late_ok(2)) as s:
         [c] = fast(s.url, timeout=5.0, retries=0, deadline=0.3).generate([ChatRequest(MSG)])
     assert c.status is Status.TIMEOUT
     assert c.error == f"{s.url}/chat/completions: overall deadline of 0.3s reached (after 1 attempts)"
