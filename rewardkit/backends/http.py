@@ -164,6 +164,8 @@ class HTTPOptions(Options):
     backoff: float = option(0.5, "base seconds of the exponential backoff (with full jitter)")
     max_backoff: float = option(8.0, "cap on one backoff sleep")
     deadline: float | None = option(None, "overall seconds for one generate/verdict_probs call (None: no limit)")
+    max_retry_after: float | None = option(300.0, "longest Retry-After waited out; a server asking for more ends "
+                                                  "the request at once as an error (None: no cap)")
     top_logprobs: int = option(20, "how many next-token alternatives verdict_probs asks for (OpenAI allows <= 20)")
     seed: int | None = option(None, "seed of the backoff jitter")
 
@@ -171,7 +173,8 @@ class HTTPOptions(Options):
         super().__post_init__()
         self._at_least(1, "concurrency", "top_logprobs")
         self._at_least(0, "retries", "backoff", "max_backoff")
-        self._at_least(0, "timeout", "deadline", "requests_per_minute", "tokens_per_minute", strict=True)
+        self._at_least(0, "timeout", "deadline", "requests_per_minute", "tokens_per_minute", "max_retry_after",
+                       strict=True)
         if self.top_logprobs > 20:
             raise ValueError(f"option 'top_logprobs': must be <= 20 (the OpenAI API's limit), got {self.top_logprobs}")
 
@@ -381,6 +384,10 @@ class HTTPBackend(JudgeBackend):
                 wait = retry_after(resp.headers.get("Retry-After")) if resp.status_code in (429, 503) else None
                 if wait is not None:
                     last.error += f" (Retry-After {wait:g}s)"
+                    cap = self.options.max_retry_after
+                    if cap is not None and wait > cap:  # a day's wait is a stalled job, not a retry
+                        last.error += f": more than max_retry_after={cap:g}s, not waited out"
+                        return last
                     self._requests.hold(time.monotonic() + wait)  # the server is out of quota for everyone
             except (asyncio.TimeoutError, TimeoutError):
                 why = (f"overall deadline of {self.options.deadline}s reached" if limit < self.options.timeout

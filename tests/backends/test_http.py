@@ -776,6 +776,25 @@ def test_a_retry_after_beyond_the_deadline_is_a_timeout_not_a_wait():
     assert c.status is Status.TIMEOUT and "(Retry-After 10s)" in c.error
 
 
+def test_a_retry_after_longer_than_max_retry_after_ends_the_request_at_once():
+    """With no deadline (the default), a 429 asking for a day's wait was waited out in full before each retry:
+    a job stalled without a word. Beyond max_retry_after (300 s by default) the request ends now, saying why."""
+    assert HTTPBackend("http://127.0.0.1:9/v1").options.max_retry_after == 300.0
+    with Stamped(lambda h, n: _retry_after(h, 429, "86400")) as s:
+        [c] = fast(s.url, retries=3).generate([ChatRequest(MSG)])
+    assert s.calls == 1 and c.status is Status.ERROR
+    assert c.error == (f"{s.url}/chat/completions: HTTP 429: {{}} (Retry-After 86400s): more than "
+                       "max_retry_after=300s, not waited out")
+    with Stamped(lambda h, n: _retry_after(h, 503, "0.4") if n == 1 else h.reply(200, json.dumps(ok_body()).encode())) as s:
+        [c] = fast(s.url, retries=1, max_retry_after=0.5).generate([ChatRequest(MSG)])  # within the cap: waited
+    assert c.status is Status.OK and s.calls == 2 and s.arrivals[1] - s.arrivals[0] >= 0.4
+    with Stamped(lambda h, n: _retry_after(h, 503, "0.4")) as s:
+        [c] = fast(s.url, retries=1, max_retry_after=0.3).generate([ChatRequest(MSG)])
+    assert s.calls == 1 and c.error.endswith("(Retry-After 0.4s): more than max_retry_after=0.3s, not waited out")
+    with pytest.raises(ValueError, match="max_retry_after"):
+        HTTPBackend("http://127.0.0.1:9/v1", max_retry_after=0)
+
+
 def test_a_retry_after_is_not_reused_for_a_later_failure():
     """After a 429's Retry-After the next failure (a dropped connection) backs off briefly again."""
     def behave(h, n):

@@ -417,7 +417,7 @@ def test_a_model_label_in_running_text_is_not_taken_for_a_user_part():
 from rewardkit.backends.llamacpp_backend import LlamaCppBackend  # noqa: E402
 from rewardkit.backends.spec import backend_options  # noqa: E402
 
-HTTP_OPTIONS = ("api_key_env, backoff, concurrency, deadline, max_backoff, model, requests_per_minute, retries, seed, "
+HTTP_OPTIONS = ("api_key_env, backoff, concurrency, deadline, max_backoff, max_retry_after, model, requests_per_minute, retries, seed, "
                 "timeout, tokens_per_minute, top_logprobs")  # HTTPOptions' fields, sorted
 
 
