@@ -565,3 +565,12 @@ def test_a_cache_file_that_is_no_longer_a_database_sends_requests_to_the_judge(t
     assert out[0].texts == ["Q"] and out[0].status is Status.OK and not out[0].cached and len(inner.seen) == 1
     assert f"judge cache {path} cannot be read (DatabaseError: file is not a database)" in caplog.text
     assert f"judge cache {path}: 1 result(s) not stored (DatabaseError" in caplog.text and b.bypassed == 2
+    b.generate([ChatRequest([{"role": "user", "content": "q"}])])
+    assert b.bypassed == 4 and len(inner.seen) == 2  # counted per call
+    # a model it cannot identify: the cache is not touched at all (no read, no write, one bypass)
+    inner.cache_identity = lambda: (_ for _ in ()).throw(ConnectionError("no /v1/models"))
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="rewardkit.cache"):
+        b.generate([ChatRequest([{"role": "user", "content": "q"}])])
+    assert b.bypassed == 5 and [r.getMessage()[:40] for r in caplog.records] == [
+        "judge cache bypassed for double@v1: cann"]
