@@ -265,6 +265,19 @@ def _processes_with(marker: str) -> list[int]:
     return pids
 
 
+def test_a_source_lean_cannot_be_given_fails_alone_not_the_batch():
+    """A statement or proof holding a lone surrogate (a model's broken output) cannot be written as UTF-8; before,
+    its UnicodeEncodeError raised out of run_many and ended the batch's scoring."""
+    src = build_source(FORMAL, GOOD)[0]
+    bad = src.replace("omega", "omega -- \ud800")
+    good, broken = LeanSubprocess(LEAN, probe=False).run_many([src, bad])
+    assert good.status == "ok" and judge_run(good, src).outcome == "accepted"
+    assert broken.status == "error" and broken.error == (
+        f"the source holds a lone surrogate at character {bad.index(chr(0xD800))}, which no UTF-8 text (what lean "
+        "reads) can hold")
+    assert judge_run(broken, bad).outcome == "inconclusive"
+
+
 def test_subprocess_timeout_kills_everything_it_started():
     marker = f"rk-test-{os.getpid()}-{id(object())}"
     lean = LeanSubprocess(LEAN, timeout=1.0, probe=False, env={"LEAN_STANDIN_SLEEP": "60", "RK_MARK": marker})
