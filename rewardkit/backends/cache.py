@@ -144,7 +144,7 @@ class CachedBackend(JudgeBackend):
         self.cache = cache if isinstance(cache, JudgeCache) else JudgeCache(cache)
         self.model_id = inner.model_id
         self.default_mode = inner.default_mode
-        self.bypassed = 0  # calls run without the cache: the served model unidentified, or the cache unreadable or unwritable
+        self.bypassed = 0  # calls run without the cache (model unidentified, cache unreadable or unwritable)
 
     def __getattr__(self, name: str) -> Any:  # backend-specific extras (e.g. prefix scoring) pass through
         if name == "inner":

@@ -3,10 +3,10 @@
 Async (httpx) with bounded concurrency, optional requests-per-minute and tokens-per-minute limits (a hosted
 API's quotas: requests are paced, never sent to be refused), a wall-clock timeout per attempt (a server that
 trickles bytes cannot hold a request open), retries with exponential backoff and full jitter on connection
-errors, timeouts, 408/409/425/429/500/502/503/504 and garbage bodies (a 429's or 503's ``Retry-After`` is waited out instead, by every
-request of the backend), and an overall deadline per batch. Every request ends in a status:
-a dropped, slow, 500-ing or garbage-returning server yields ``timeout`` / ``error`` results, never an
-exception or a hang.
+errors, timeouts, 408/409/425/429/500/502/503/504 and garbage bodies (a 429's or 503's ``Retry-After`` is waited
+out instead, by every request of the backend, up to ``max_retry_after``), and an overall deadline per batch.
+Every request ends in a status: a dropped, slow, 500-ing or garbage-returning server yields ``timeout`` /
+``error`` results, never an exception or a hang.
 
 ``verdict_probs`` asks for one token with ``logprobs``/``top_logprobs`` and reads the choices' first
 tokens from the top list (vLLM's ``continue_final_message`` carries the assistant prefix). A server that
