@@ -27,7 +27,10 @@ GPU_MAX_BATCH_TOKENS = 65_536  # measured on an H200: 262,144 ran 0.6x and 131,0
 GPU_MIN_BATCH_TOKENS = 8_192
 GPU_MAX_GENERATION_ROWS = 1_024  # rows decoded together; past this a decode step is compute-bound anyway
 GPU_MIN_ROW_BUCKET = 8  # a compiled decode step per power of two from 8 rows: at most 8 shapes up to 1,024 rows
-GPU_WIDTH_BUCKET = 64  # prompts left-padded to a multiple of 64 tokens (the static cache's length follows)
+# prompts left-padded to a multiple of 8 tokens (the static cache's length follows): on an H200, 512 sampled rows of
+# 42-409 tokens ran 1.009x and 1.006x model.generate at 8, 0.992x twice at 64, alternated in one lease
+# (benchmarks/results/engine_speed_width.md); a finer bucket can compile more widths while the longest grows
+GPU_WIDTH_BUCKET = 8
 
 
 @cache

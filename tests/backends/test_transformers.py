@@ -257,30 +257,31 @@ def test_verdicts_prepared_ahead_in_chunks_equal_the_plain_path(judge_backend, g
 def test_static_cache_with_bucketed_rows_decodes_the_same_tokens(judge_backend, gpu_choices, monkeypatch):
     b = gpu_choices
     rows = b.encode_many(b.render_many([[{"role": "user", "content": q}] for q in
-                                        ("Hi.", "List three primes above ten.", "What is 6*7? Answer briefly.")]))
+                                        ("Hi.", "List three primes above ten.", "What is 6*7? Answer briefly, please.")]))
     seen = []
     generate = b.sampler.generate
     monkeypatch.setattr(b.sampler, "generate", lambda **kw: seen.append(kw) or generate(**kw))
     got = b.sample_tokens(rows, max_new_tokens=8)
     assert got == judge_backend.sample_tokens(rows, max_new_tokens=8)  # greedy: the dynamic cache's tokens
     [kw] = seen
-    assert kw["cache_implementation"] == "static" and tuple(kw["input_ids"].shape) == (8, 64)  # 3 rows -> 8, width 64
+    # 3 rows -> 8; prompts of 32, 37 and 42 tokens -> 48, the next multiple of 8
+    assert kw["cache_implementation"] == "static" and tuple(kw["input_ids"].shape) == (8, 48)
 
 
 @pytest.mark.model
 def test_a_split_decode_batch_runs_as_full_row_buckets(judge_backend, monkeypatch):
-    """The GPU's static cache injected with a budget of 1,360 tokens: 20 rows of 64 (padded) + 4 tokens fit
-    unpadded in one batch but not padded to 32 rows; they decode as 16 + 8 rows, not as one 20-row shape
+    """The GPU's static cache injected with a budget of 340 tokens: 20 rows of 8 (5-6 tokens padded) + 4 tokens
+    fit unpadded in one batch (240) but not padded to 32 rows (384); they decode as 16 + 8 rows, not as one 20-row shape
     (which has no compiled step: a fresh compile on a GPU), and give the dynamic cache's greedy tokens."""
-    b = TransformersBackend("smollm2", dtype="float32", static_cache=True, batch_tokens=340)
-    assert b.placement.generation_tokens == 1360
+    b = TransformersBackend("smollm2", dtype="float32", static_cache=True, batch_tokens=85)
+    assert b.placement.generation_tokens == 340
     rows = [b.encode(f"Count to {k}:") for k in range(20)]
     shapes = []
     generate = b.sampler.generate
     monkeypatch.setattr(b.sampler, "generate", lambda **kw: shapes.append(tuple(kw["input_ids"].shape))
                         or generate(**kw))
     got = b.sample_tokens(rows, max_new_tokens=4)
-    assert shapes == [(16, 64), (8, 64)]
+    assert shapes == [(16, 8), (8, 8)]
     assert got == judge_backend.sample_tokens(rows, max_new_tokens=4)
 
 @pytest.mark.model
