@@ -381,6 +381,12 @@ def headline(row: dict) -> dict:
                                g.get("ratio_vs_dynamic")), strict=True))
 
 
+def _placements(section: dict) -> list[str]:
+    """Every placement line a device section records (per architecture and per generation part)."""
+    return [p for r in section.get("models", {}).values()
+            for p in [r.get("placement")] + [r.get(k, {}).get("placement") for k in ("greedy", "sampled")] if p]
+
+
 def missing(section: dict | None) -> list[str]:
     """What a device section still lacks: per architecture each headline key and the GRPO step times."""
     models = (section or {}).get("models", {})
@@ -657,6 +663,8 @@ def to_markdown(data: dict) -> str:
                         md.append(f"| {name} | {w} | {g['tokens_per_s']['rewardkit']} | {label_a} | "
                                   f"{g['tokens_per_s'][key]} | {_ratio(ratio)} | {run_no(g)} |")
                 notes.append(f"{arch} {part}: first call at this shape (compile on a GPU) {g['first_call_s']} s")
+                if g.get("placement") and g["placement"] != r.get("placement"):  # merged from another run
+                    notes.append(f"{arch} {part} placement (run {run_no(g)}): {g['placement']}")
             t = r.get("topk50", {})
             if t:
                 notes.append(f"{arch} sampled rows with top_k=50 (run {run_no(t)}): " + (
@@ -673,7 +681,10 @@ def to_markdown(data: dict) -> str:
                     + " (the first steps pay the compiles)"))
         for arch, r in s["models"].items():
             if "placement" in r:
-                notes.append(f"{arch} placement: {r['placement']}")
+                notes.append(f"{arch} placement (the last run merged): {r['placement']}")
+        if any("static KV cache" in str(x) and "prompts to multiples" not in str(x) for x in _placements(s)):
+            notes.append("a placement that names no prompt width padded prompts to multiples of 64 tokens (the "
+                         "default until 2026-11-28, when 8 became it; `benchmarks/results/engine_speed_width.md`)")
         ba = s.get("judge_throughput_before_after")
         if ba:
             notes.append(f"`benchmarks/judge_throughput.py` at {ba['ref']} (before) and here (after), alternated "

@@ -87,3 +87,21 @@ def test_the_check_fails_while_a_headline_key_or_grpo_step_is_missing(tmp_path):
     assert "every headline key and the GRPO steps present" in res.stdout
     models = json.loads(out.read_text())["cuda"]["models"]
     assert all(models[a]["verdict_ratio_vs_plain_ids"] is not None for a in engine_speed.ARCHS)  # kept
+
+
+def test_a_part_merged_from_another_run_names_its_own_placement(tmp_path):
+    # the model's placement line is the last run's: a part measured under another placement says so in its
+    # own note, and a placement from before the width was named is read as 64 tokens
+    out = tmp_path / "engine_speed.json"
+    old = "cuda, bfloat16, static KV cache (rows padded to powers of two from 8)"
+    new = "cuda, bfloat16, static KV cache (rows padded to powers of two from 8, prompts to multiples of 8 tokens)"
+    greedy = {**generation(64, False, 6_600.0, 6_500.0, 2_500.0), "placement": old}
+    write(out, {"models": {"llama-1.4b": {"placement": old, "greedy": greedy}}})
+    sampled = {**generation(512, True, 30_000.0, 29_000.0), "placement": new}
+    engine_speed.merge([str(write(tmp_path / "w8.json", {"models": {"llama-1.4b": {
+        "placement": new, "sampled": sampled}}}))], out)
+    md = out.with_suffix(".md").read_text()
+    assert f"- llama-1.4b placement (the last run merged): {new}" in md
+    assert f"- llama-1.4b greedy placement (run 1): {old}" in md  # the earlier run's own placement
+    assert "llama-1.4b sampled placement" not in md  # the same as the model's line: not repeated
+    assert "names no prompt width padded prompts to multiples of 64 tokens" in md
