@@ -163,6 +163,19 @@ def continuation_tokens(encode, text: str, prompt_ids: list[int], choice: str) -
     return encode(choice)
 
 
+def check_choices(requests: Sequence[VerdictRequest]) -> None:
+    """ValueError naming the request when a verdict request has no choices, an empty choice or one choice twice:
+    no probability can be read for those (a caller's bug, refused before any model call, not a judge failure)."""
+    for i, r in enumerate(requests):
+        choices = list(r.choices)
+        if not choices:
+            raise ValueError(f"verdict request {i}: no choices to score")
+        if any(not isinstance(c, str) or not c for c in choices):
+            raise ValueError(f"verdict request {i}: every choice must be a non-empty string, got {choices!r}")
+        if len(set(choices)) != len(choices):
+            raise ValueError(f"verdict request {i}: a choice given twice in {choices!r}")
+
+
 def first_tokens_decide(conts: Sequence[Sequence[int]]) -> bool:
     """Whether the choices' first tokens all differ, so P(choice) is read from the first token alone (A/B/Tie,
     YES/NO); otherwise (1 / 0.5 / 0) each choice's later tokens are scored too. Every backend's verdict_probs

@@ -30,7 +30,14 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
+from rewardkit.backends.base import (
+    ChatRequest,
+    Completion,
+    JudgeBackend,
+    VerdictRequest,
+    VerdictResult,
+    check_choices,
+)
 from rewardkit.backends.spec import redact, remember, user_part
 from rewardkit.options import Options, option
 from rewardkit.types import Status
@@ -212,6 +219,7 @@ class HTTPBackend(JudgeBackend):
         return [self._completion(r, o) for r, o in zip(requests, outs, strict=True)]
 
     def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
+        check_choices(requests)
         bodies = [self._verdict_body(r) for r in requests]
         outs = run_sync(self._run_all(bodies))
         return [self._verdict(r, o) for r, o in zip(requests, outs, strict=True)]
@@ -403,7 +411,8 @@ class HTTPBackend(JudgeBackend):
                          backoff_delay(attempt, self.options.backoff, self.options.max_backoff, self._rng))
                 wait = None
                 await asyncio.sleep(max(0.0, min(delay, end - time.monotonic())))
-        last.error = f"{last.error} (after {self.options.retries + 1} attempts)"
+        tries = self.options.retries + 1
+        last.error = f"{last.error} (after {tries} attempt{'s' if tries > 1 else ''})"
         return last
 
     # ------------------------------------------------------------------------------ results
@@ -494,6 +503,9 @@ def _parse_completion(raw: bytes, n: int) -> dict[str, Any]:
             raise _Garbage(f"choice index {c['index']!r} is not a non-negative integer")
         if c.get("finish_reason") is not None and not isinstance(c["finish_reason"], str):
             raise _Garbage(f"finish_reason {c['finish_reason']!r} is not a string")
+    index = [c.get("index", 0) for c in body["choices"]]  # no index: the first, as the sort below reads it
+    if sorted(index) != list(range(n)):  # [0, 0]: one sample counted twice, another lost
+        raise _Garbage(f"choice indices {index} for n={n}, not each of 0..{n - 1} once")
     usage = body.get("usage")
     if usage is not None and not isinstance(usage, dict):
         raise _Garbage(f"'usage' is {type(usage).__name__}, not an object")

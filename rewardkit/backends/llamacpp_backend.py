@@ -21,6 +21,7 @@ from rewardkit.backends.base import (
     JudgeBackend,
     VerdictRequest,
     VerdictResult,
+    check_choices,
     choice_result,
     continuation_tokens,
     first_tokens_decide,
@@ -144,6 +145,7 @@ class LlamaCppBackend(JudgeBackend):
         return logits - np.log(np.exp(logits).sum())
 
     def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
+        check_choices(requests)
         order = sorted(range(len(requests)), key=lambda i: self.encode(self.render(requests[i].messages)))
         res: dict[int, VerdictResult] = {}
         for i in order:  # sorted token lists put shared prefixes next to each other

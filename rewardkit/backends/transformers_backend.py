@@ -43,6 +43,7 @@ from rewardkit.backends.base import (
     TopLogprobs,
     VerdictRequest,
     VerdictResult,
+    check_choices,
     choice_result,
     distribution_stats,
     first_tokens_decide,
@@ -359,6 +360,7 @@ class TransformersBackend(HFChatTemplateMixin, JudgeBackend):
     # ------------------------------------------------------------------------------ verdict_probs
     def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
         """P(choice | prompt) renormalised over the choices (see ``_verdict_probs``)."""
+        check_choices(requests)
         with self.lock:
             return self._verdict_probs(requests)
 

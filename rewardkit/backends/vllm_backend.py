@@ -37,6 +37,7 @@ from rewardkit.backends.base import (
     TopLogprobs,
     VerdictRequest,
     VerdictResult,
+    check_choices,
     choice_result,
     continuation_tokens,
     distribution_stats,
@@ -258,6 +259,7 @@ class VLLMBackend(HFChatTemplateMixin, JudgeBackend):
         """P(choice | prompt) renormalised over the choices, every request in one engine call: first-token
         log-probabilities (``logprob_token_ids``) where the choices' first tokens differ, else each choice's
         summed ``prompt_logprobs`` over prompt + continuation."""
+        check_choices(requests)
         out: list[VerdictResult | None] = [None] * len(requests)
         prompts, conts = [], []
         jobs: list[tuple[int, int | None]] = []  # (request, None: first-token step | choice index)

@@ -19,6 +19,7 @@ from rewardkit.backends.base import (
     TokenScoreRequest,
     VerdictRequest,
     VerdictResult,
+    check_choices,
     choice_probs,
     choice_result,
     continuation_tokens,
@@ -469,3 +470,13 @@ def test_a_checked_call_reassigned_in_a_subclass_is_checked_once():
     assert Alias.verdict_probs.__wrapped__ is Minimal.__dict__["verdict_probs"].__wrapped__
     assert not hasattr(Alias.verdict_probs.__wrapped__, "__wrapped__")  # one check around the backend's own call
     assert [r.probs.tolist() for r in Alias().verdict_probs([VerdictRequest(USER, ["A"])])] == [[1.0]]
+
+
+def test_check_choices_refuses_requests_no_probability_can_be_read_for():
+    msg = [{"role": "user", "content": "Which is better?"}]
+    check_choices([VerdictRequest(msg, ("A", "B", "Tie")), VerdictRequest(msg, ["YES"])])  # fine: nothing raised
+    bad = {(): "no choices to score", ("A", ""): "every choice must be a non-empty string",
+           ("A", None): "every choice must be a non-empty string", ("A", "B", "A"): "a choice given twice"}
+    for choices, says in bad.items():
+        with pytest.raises(ValueError, match=f"^verdict request 1: {says}"):
+            check_choices([VerdictRequest(msg, ("A", "B")), VerdictRequest(msg, choices)])

@@ -669,6 +669,34 @@ def test_a_reply_with_another_number_of_choices_than_n_is_an_error_status(got, a
     assert c.error.endswith(f": malformed response: {got} choice(s) for n={asked} (after 2 attempts)") and s.calls == 2
 
 
+@pytest.mark.parametrize("index", [[0, 0], [1, 2], [0, None]])
+def test_choice_indices_that_are_not_each_sample_once_are_an_error_status(index):
+    """n=2 answered as two choices both numbered 0 passes the count check, but one sample stands twice and the
+    other is lost: a malformed reply. So are indices past n-1, and a second choice without an index (read as
+    0, the first, like any choice without one)."""
+    def reply(h, n):
+        body = ok_body("A")
+        first = {k: v for k, v in body["choices"][0].items() if k != "index"}
+        body["choices"] = [first if i is None else dict(first, index=i) for i in index]
+        h.reply(200, json.dumps(body).encode())
+
+    with FakeServer(reply) as s:
+        [c] = fast(s.url, retries=0).generate([ChatRequest(MSG, n=2)])
+    assert c.status is Status.ERROR and c.texts == [] and s.calls == 1
+    shown = [0 if i is None else i for i in index]
+    assert c.error.endswith(f": malformed response: choice indices {shown} for n=2, not each of 0..1 once "
+                            "(after 1 attempt)")
+
+
+def test_a_verdict_request_with_no_score_to_read_is_refused_before_any_call():
+    with FakeServer(lambda h, n: h.reply(200, json.dumps(ok_body("A")).encode())) as s:
+        judge = fast(s.url)
+        for choices in [(), ("A", ""), ("A", "A")]:
+            with pytest.raises(ValueError, match="verdict request 1: "):
+                judge.verdict_probs([VerdictRequest(MSG, ("A", "B")), VerdictRequest(MSG, choices)])
+    assert s.calls == 0
+
+
 
 def test_n_choices_are_returned_in_index_order():
     def reply(h, n):
@@ -1106,7 +1134,7 @@ def test_the_last_attempt_is_not_followed_by_a_backoff_sleep():
     with FakeServer(lambda h, n: h.reply(500, b"{}")) as s:
         t0 = time.monotonic()
         [c] = fast(s.url, retries=0, backoff=5.0, max_backoff=5.0).generate([ChatRequest(MSG)])  # a draw: 4.2 s
-    assert c.status is Status.ERROR and "after 1 attempts" in c.error and time.monotonic() - t0 < 2.0
+    assert c.status is Status.ERROR and "after 1 attempt)" in c.error and time.monotonic() - t0 < 2.0
 
 
 def test_httpx_timeouts_are_timeout_statuses_and_other_transport_errors_are_errors(monkeypatch):
@@ -1120,8 +1148,8 @@ def test_httpx_timeouts_are_timeout_statuses_and_other_transport_errors_are_erro
     [t] = b.generate([ChatRequest(MSG)])
     [e] = b.generate([ChatRequest(MSG)])
     url = "http://127.0.0.1:9/v1/chat/completions"
-    assert t.status is Status.TIMEOUT and t.error == f"{url}: ReadTimeout: slow read (after 1 attempts)"
-    assert e.status is Status.ERROR and e.error == f"{url}: RemoteProtocolError: peer closed (after 1 attempts)"
+    assert t.status is Status.TIMEOUT and t.error == f"{url}: ReadTimeout: slow read (after 1 attempt)"
+    assert e.status is Status.ERROR and e.error == f"{url}: RemoteProtocolError: peer closed (after 1 attempt)"
 
 
 def test_a_request_stuck_past_the_deadline_is_cancelled_as_a_timeout(monkeypatch):
@@ -1249,7 +1277,7 @@ def test_malformed_replies_say_what_is_wrong(payload, says):
     with FakeServer(lambda h, n: h.reply(200, payload)) as s:
         [c] = fast(s.url, retries=0).generate([ChatRequest(MSG)])
     assert c.status is Status.ERROR
-    assert c.error == f"{s.url}/chat/completions: malformed response: {says} (after 1 attempts)"
+    assert c.error == f"{s.url}/chat/completions: malformed response: {says} (after 1 attempt)"
 
 
 def test_verdict_errors_say_what_is_wrong():
@@ -1326,7 +1354,7 @@ def test_an_attempt_cut_by_the_deadline_says_so():
     with FakeServer(late_ok(2)) as s:
         [c] = fast(s.url, timeout=5.0, retries=0, deadline=0.3).generate([ChatRequest(MSG)])
     assert c.status is Status.TIMEOUT
-    assert c.error == f"{s.url}/chat/completions: overall deadline of 0.3s reached (after 1 attempts)"
+    assert c.error == f"{s.url}/chat/completions: overall deadline of 0.3s reached (after 1 attempt)"
 
 
 def test_without_an_allow_list_the_openai_key_goes_to_api_openai_com_only(monkeypatch):

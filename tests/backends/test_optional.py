@@ -55,6 +55,8 @@ def test_llamacpp_agrees_with_transformers(judge_backend):
     # (measured here: 0.074 apart on this prompt), so the probabilities agree only to about 0.1
     assert v.best() == t.best()
     np.testing.assert_allclose(v.probs, t.probs, atol=0.1)
+    with pytest.raises(ValueError, match="verdict request 1: every choice must be a non-empty string"):
+        b.verdict_probs(req + [VerdictRequest(req[0].messages, ["YES", ""], "**")])  # was an IndexError
     [c] = b.generate([ChatRequest([{"role": "user", "content": "Say hi."}], max_tokens=8)])
     assert c.status is Status.OK and 0 < c.completion_tokens <= 8
     # min_tokens holds back end-of-sequence: SmolLM2 ends "Say hi." well before 48 tokens on its own

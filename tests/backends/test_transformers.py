@@ -254,6 +254,17 @@ def test_verdicts_prepared_ahead_in_chunks_equal_the_plain_path(judge_backend, g
 
 
 @pytest.mark.model
+def test_a_verdict_request_with_an_empty_choice_is_refused_before_the_model_runs(judge_backend, monkeypatch):
+    ran = []
+    monkeypatch.setattr(judge_backend, "encode_many", lambda texts: ran.append(texts))
+    msg = [{"role": "user", "content": "Is 7 prime?"}]
+    for choices in [(), ("YES", ""), ("YES", "YES")]:  # an IndexError, a ValueError of numpy's, a silent answer
+        with pytest.raises(ValueError, match="verdict request 1: "):
+            judge_backend.verdict_probs([VerdictRequest(msg, ("YES", "NO")), VerdictRequest(msg, choices)])
+    assert ran == []
+
+
+@pytest.mark.model
 def test_static_cache_with_bucketed_rows_decodes_the_same_tokens(judge_backend, gpu_choices, monkeypatch):
     b = gpu_choices
     rows = b.encode_many(b.render_many([[{"role": "user", "content": q}] for q in

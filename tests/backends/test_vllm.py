@@ -100,6 +100,8 @@ def test_bad_requests_are_statuses_and_the_engine_keeps_working(vllm_backend):
     assert fine.status is Status.OK and fine.texts == res[0].texts
     [v] = b.verdict_probs([VerdictRequest([{"role": "user", "content": "word " * 2100}], ["A", "B"])])
     assert v.status is Status.ERROR and "max_model_len" in v.error
+    with pytest.raises(ValueError, match="verdict request 0: every choice must be a non-empty string"):
+        b.verdict_probs([VerdictRequest(ASK, ["A", ""])])  # was an IndexError out of the engine's batch
 
 
 def test_calls_from_several_threads_get_their_own_answers(vllm_backend):
