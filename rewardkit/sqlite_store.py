@@ -115,7 +115,11 @@ def cache_secret() -> bytes:
             pass
         finally:
             os.unlink(tmp)
-    return path.read_text().strip().encode()
+    key = path.read_text().strip().encode()
+    if not key:  # an empty HMAC key: anyone could write entries the caches would trust
+        raise ValueError(f"{path} is empty, so cache entries could not be sealed: delete it to make a new key "
+                         "(or set REWARDKIT_CACHE_SECRET)")
+    return key
 
 
 def seal(secret: bytes, key: str, value: str | bytes) -> str:

@@ -44,6 +44,21 @@ def test_cache_secret_is_private_stable_and_race_free(tmp_path, monkeypatch):
     assert cache_secret() == b"shared"
 
 
+def test_an_empty_secret_file_is_refused_not_used_as_an_empty_key(tmp_path, monkeypatch):
+    # HMAC under b"" is a key anyone has: entries planted by anyone would verify
+    monkeypatch.delenv("REWARDKIT_CACHE_SECRET", raising=False)
+    monkeypatch.setenv("REWARDKIT_CACHE", str(tmp_path))
+    key = tmp_path / "cache_secret.key"
+    key.write_text(" \n")
+    with pytest.raises(ValueError, match=f"^{key} is empty, so cache entries could not be sealed: delete it"):
+        cache_secret()
+    monkeypatch.setenv("REWARDKIT_CACHE_SECRET", "")  # an empty variable is unset: the file decides
+    with pytest.raises(ValueError, match="is empty"):
+        cache_secret()
+    key.unlink()
+    assert len(cache_secret()) == 64  # deleted: a new key is made
+
+
 def test_private_path_leaves_existing_modes_alone(tmp_path):
     (tmp_path / "open").mkdir(mode=0o755)
     p = private_path(tmp_path / "open" / "a" / "x.db")

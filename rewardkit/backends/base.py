@@ -95,6 +95,7 @@ class TopLogprobs:
     status: Status = Status.OK
     prompt_tokens: int = 0
     error: str | None = None
+    cached: bool = False  # from the judge cache: no model call (``cost_of`` counts it as a hit)
 
 
 @dataclass
@@ -360,7 +361,7 @@ def whitespace_tokens(texts: Sequence[str]) -> list[int]:
 
 
 
-def cost_of(results: Sequence[Completion | VerdictResult]) -> Cost:
+def cost_of(results: Sequence[Completion | VerdictResult | TopLogprobs]) -> Cost:
     """Aggregate the cost of a batch of backend results; a cache hit costs no call and no tokens."""
     c = Cost()
     for r in results:

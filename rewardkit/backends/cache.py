@@ -237,7 +237,8 @@ class CachedBackend(JudgeBackend):
         return self._run(
             requests, lambda reqs: self.inner.top_logprobs(reqs, k),
             lambda r: {"tokens": [[t, float(v)] for t, v in r.tokens], "prompt_tokens": r.prompt_tokens},
-            lambda d: TopLogprobs([(str(t), float(v)) for t, v in d["tokens"]], Status.OK, d["prompt_tokens"]),
+            lambda d: TopLogprobs([(str(t), float(v)) for t, v in d["tokens"]], Status.OK, d["prompt_tokens"],
+                                  cached=True),
             top_k=k,
         )
 

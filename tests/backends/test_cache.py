@@ -229,6 +229,8 @@ def test_top_logprobs_are_cached(tmp_path):
     req = VerdictRequest(MSG, (), "\\boxed{")
     first, second = b.top_logprobs([req], 20), b.top_logprobs([req], 20)
     assert first[0].tokens == second[0].tokens == [("A", -0.1), ("B", -2.4)] and len(inner.seen) == 1
+    assert (first[0].cached, second[0].cached) == (False, True)  # a hit says so: cost_of counts no call for it
+    assert (cost_of(first).judge_calls, cost_of(second).judge_calls, cost_of(second).cache_hits) == (1, 0, 1)
     assert b.top_logprobs([req], 1)[0].tokens == [("A", -0.1)] and len(inner.seen) == 2  # k is in the key
 
 
