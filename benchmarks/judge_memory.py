@@ -39,14 +39,12 @@ def legacy_backend(**kw):
     """The pre-issue-12 backend: a separate full-logits forward per (prompt, choice) for multi-token choices."""
     import numpy as np
 
-    from rewardkit.backends.base import choice_probs
+    from rewardkit.backends.base import choice_result
     from rewardkit.backends.transformers_backend import TransformersBackend
-    from rewardkit.types import Status
-
     class Legacy(TransformersBackend):
         def _verdict_probs(self, requests):
             torch = self.torch
-            from rewardkit.backends.base import VerdictResult, continuation_tokens
+            from rewardkit.backends.base import continuation_tokens
 
             out = [None] * len(requests)
             prompts, conts = [], []
@@ -71,7 +69,7 @@ def legacy_backend(**kw):
                     scores[(i, j)] = float(sum(logp[k, start + t - 1, tok].item() for t, tok in enumerate(c)))
             for i in range(len(requests)):
                 lp = np.array([scores[(i, j)] for j in range(len(conts[i]))])
-                out[i] = VerdictResult(choice_probs(lp), Status.OK, len(prompts[i]))
+                out[i] = choice_result(lp, len(prompts[i]))  # non-finite log-probabilities: an ERROR, as today
             return out
 
     return Legacy("smollm2", **kw)
