@@ -280,6 +280,8 @@ def lone_surrogate(s: Any) -> int | None:
 
 
 def _jsonable(x: Any) -> Any:
+    """``x`` as plain JSON values: numpy scalars and arrays as Python ones, enums as their values, and a float
+    JSON cannot hold (NaN, +-inf: a log-probability of a zero probability) as null, so the row stays JSON."""
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
@@ -288,7 +290,7 @@ def _jsonable(x: Any) -> Any:
         return _jsonable(x.tolist())
     if isinstance(x, (np.floating, float)):
         f = float(x)
-        return None if math.isnan(f) else f
+        return f if math.isfinite(f) else None
     if isinstance(x, np.integer):
         return int(x)
     if isinstance(x, np.bool_):

@@ -313,6 +313,17 @@ def test_to_row_is_plain_json():
     assert set(row) == {"id", "rewards", "statuses", "components", "stats", "cost", "verdicts", "route"}
 
 
+def test_a_logged_infinity_is_null_and_the_row_stays_json():
+    # before: -inf stayed a float, so json.dumps wrote `-Infinity` (not JSON) or, with allow_nan=False as
+    # `rewardkit score` and the HTTP server write, raised: the whole group became an error over a logged value
+    s = GroupScore("g", [1.0, 0.0], ["ok", "ok"], components={"logp": np.array([-np.inf, -0.5])},
+                   stats={"max": float("inf"), "lo": np.float32(-np.inf)}, extra={"v": [np.inf, 1.5]})
+    row = s.to_row()
+    assert json.loads(json.dumps(row, allow_nan=False)) == row
+    assert row["components"] == {"logp": [None, -0.5]} and row["stats"] == {"max": None, "lo": None}
+    assert row["v"] == [None, 1.5] and row["rewards"] == [1.0, 0.0]
+
+
 def test_to_row_keeps_messages_only_when_there_is_one():
     assert "messages" not in GroupScore("g", [1.0, 0.0], ["ok"] * 2, messages=[None, None]).to_row()
     assert "messages" not in GroupScore("g", [1.0], ["ok"], messages=[""]).to_row()

@@ -305,6 +305,15 @@ def test_one_raising_group_gets_error_with_the_exception_and_the_rest_goes_on(tm
     assert s.exceptions == 5 and "ZeroDivisionError" in s.first_exception or "TypeError" in s.first_exception
 
 
+def test_an_infinite_logged_value_keeps_the_group_s_rewards(tmp_path):
+    inp = write_groups(tmp_path / "in.jsonl", "ab")
+    out = tmp_path / "out.jsonl"
+    s = score_file(inp, Scripted(extra={"logp": [float("-inf"), -1.0]}), out, batch_size=2)
+    got = {r["id"]: r for r in rows(out)}
+    assert s.exceptions == 0 and [got[i]["statuses"] for i in "ab"] == [["ok", "ok"]] * 2  # was: all error
+    assert got["a"]["logp"] == [None, -1.0]
+
+
 def test_one_raising_group_does_not_touch_the_others(tmp_path):
     inp = write_groups(tmp_path / "in.jsonl", "abcde")
     out = tmp_path / "out.jsonl"
