@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from rewardkit.jury.lean.lexer import ID_REST_CLASS, lex, place
-from rewardkit.types import batch_call
+from rewardkit.types import batch_call, lone_surrogate
 
 ALLOWED_AXIOMS = frozenset({"propext", "Classical.choice", "Quot.sound"})
 SORRY_WARNINGS = ("declaration uses 'sorry'", "declaration uses `sorry`")  # older / Lean >= 4.2x spelling
@@ -106,6 +106,16 @@ class LeanRun:
             return cls(status="error", error=f"{who}: {resp['message']}", seconds=seconds)
         msgs = [LeanMessage.from_json(m, line_offset) for m in resp.get("messages", [])]
         return cls(msgs, "ok", None, seconds, sorries=len(resp.get("sorries", [])))
+
+
+def unwritable(source: str) -> LeanRun | None:
+    """An error run for a source no UTF-8 text can hold (a lone surrogate: a model's broken output), which every
+    checker refuses before sending it, so that one check fails and not its batch; None for any other source."""
+    at = lone_surrogate(source)
+    if at is None:
+        return None
+    return LeanRun(status="error", error=f"the source holds a lone surrogate at character {at}, which no UTF-8 "
+                                         "text (what lean reads) can hold")
 
 
 @runtime_checkable

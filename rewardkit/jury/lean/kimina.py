@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import httpx
 
 from rewardkit.backends.spec import redact
-from rewardkit.jury.lean.check import LeanRun, split_header
+from rewardkit.jury.lean.check import LeanRun, split_header, unwritable
 
 
 class KiminaClient:
@@ -59,7 +59,11 @@ class KiminaClient:
         return out
 
     def _batch(self, sources: list[str]) -> list[LeanRun]:
-        body = {"snippets": [{"id": str(i), "code": s} for i, s in enumerate(sources)],
+        out: list[LeanRun | None] = [unwritable(s) for s in sources]  # one broken source must not fail the request
+        send = [i for i, run in enumerate(out) if run is None]
+        if not send:
+            return out  # type: ignore[return-value]
+        body = {"snippets": [{"id": str(i), "code": sources[i]} for i in send],
                 "timeout": self.timeout, "debug": False, "reuse": self.reuse}
         where = f"Kimina server {redact(self.url)}"
         try:
@@ -67,24 +71,27 @@ class KiminaClient:
             r.raise_for_status()
             reply = r.json()
         except (httpx.HTTPError, ValueError) as e:
-            return [LeanRun(status="error", error=f"{where}: {redact(str(e))}") for _ in sources]
-        results = reply.get("results") if isinstance(reply, dict) else None
-        if not isinstance(results, list):
-            why = f"{where}: the reply has no 'results' list ({redact(r.text[:200])!r})"
-            return [LeanRun(status="error", error=why) for _ in sources]
+            reply, failed = None, LeanRun(status="error", error=f"{where}: {redact(str(e))}")
+        else:
+            results = reply.get("results") if isinstance(reply, dict) else None
+            failed = None if isinstance(results, list) else LeanRun(
+                status="error", error=f"{where}: the reply has no 'results' list ({redact(r.text[:200])!r})")
+        if failed is not None:
+            for i in send:
+                out[i] = failed
+            return out  # type: ignore[return-value]
         by_id = {str(res.get("id")): res for res in results if isinstance(res, dict)}
-        out = []
-        for i in range(len(sources)):
+        for i in send:
             res = by_id.get(str(i))
             if res is None:
-                out.append(LeanRun(status="error", error=f"{where} returned no result for snippet {i}"))
+                out[i] = LeanRun(status="error", error=f"{where} returned no result for snippet {i}")
                 continue
             try:
-                out.append(self._run(res, sources[i]))
+                out[i] = self._run(res, sources[i])
             except (TypeError, ValueError, AttributeError, KeyError) as e:  # a field of the wrong shape
-                out.append(LeanRun(status="error", error=f"{where}: malformed result for snippet {i} "
-                                                          f"({type(e).__name__}: {e}): {redact(str(res)[:200])!r}"))
-        return out
+                out[i] = LeanRun(status="error", error=f"{where}: malformed result for snippet {i} "
+                                                       f"({type(e).__name__}: {e}): {redact(str(res)[:200])!r}")
+        return out  # type: ignore[return-value]
 
     def _run(self, res: dict, source: str) -> LeanRun:
         """One snippet's result (``{"id", "time", "error"?, "response"?}``) as a LeanRun."""

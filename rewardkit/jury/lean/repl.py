@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardkit.jury.lean.check import LeanMessage, LeanRun, split_header
+from rewardkit.jury.lean.check import LeanMessage, LeanRun, split_header, unwritable
 
 
 def _group_rss_mb(pgid: int) -> float:
@@ -182,6 +182,9 @@ class LeanRepl:
         return self._envs[header]
 
     def run(self, source: str) -> LeanRun:
+        refused = unwritable(source)
+        if refused is not None:  # refused before writing: the REPL is fine and keeps its environments
+            return refused
         t0 = time.perf_counter()
         header, body = split_header(source)
         try:

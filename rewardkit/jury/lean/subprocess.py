@@ -14,8 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rewardkit.code.sandbox import MINIMAL_PATH, Limits, run_sandboxed
-from rewardkit.jury.lean.check import INIT_MISSING, LeanMessage, LeanRun
-from rewardkit.types import lone_surrogate
+from rewardkit.jury.lean.check import INIT_MISSING, LeanMessage, LeanRun, unwritable
 
 CONFIGURE_HELP = (
     "Configure one of:\n"
@@ -147,10 +146,9 @@ class LeanSubprocess:
                       open_files=4096, output_bytes=64 << 20)
 
     def run(self, source: str) -> LeanRun:
-        at = lone_surrogate(source)
-        if at is not None:  # no UTF-8 text to give lean: this source's check fails, not the whole batch
-            return LeanRun(status="error", error=f"the source holds a lone surrogate at character {at}, which no "
-                                                 "UTF-8 text (what lean reads) can hold")
+        refused = unwritable(source)
+        if refused is not None:  # no UTF-8 text to give lean: this source's check fails, not the whole batch
+            return refused
         t0 = time.perf_counter()
         env = {"PATH": f"{os.path.dirname(self.exe)}:{MINIMAL_PATH}", **(self.env or {})}
         if self.lean_path:

@@ -278,6 +278,37 @@ def test_a_source_lean_cannot_be_given_fails_alone_not_the_batch():
     assert judge_run(broken, bad).outcome == "inconclusive"
 
 
+def test_the_repl_refuses_a_lone_surrogate_without_a_restart():
+    """Before: json + UTF-8 encoding raised inside the send, read as a malformed answer, and the REPL was restarted
+    (its header environments lost) for a source it was never given."""
+    src = build_source(FORMAL, GOOD)[0]
+    bad = src.replace("omega", "omega -- \ud800")
+    repl = LeanRepl(REPL, timeout=20)
+    try:
+        good, broken, again = repl.run_many([src, bad, src])
+        assert good.status == again.status == "ok" and judge_run(again, src).outcome == "accepted"
+        assert broken.status == "error" and broken.error.startswith(
+            f"the source holds a lone surrogate at character {bad.index(chr(0xD800))}")
+        assert repl.restarts == 0 and repl._commands == 2  # never written, the same REPL goes on
+    finally:
+        repl.close()
+
+
+def test_kimina_sends_the_rest_of_a_batch_when_one_source_cannot_be_sent(kimina):
+    """Before: httpx's UTF-8 encoding of the body raised for one broken source, so every proof of the request
+    (a batch of up to batch_size) was an error."""
+    url, log = kimina
+    src = build_source(FORMAL, GOOD)[0]
+    bad = src.replace("omega", "omega -- \ud800")
+    client = KiminaClient(url, api_key="sekret", timeout=5)
+    first, broken, last = client.run_many([src, bad, src])
+    assert judge_run(first, src).outcome == judge_run(last, src).outcome == "accepted"
+    assert broken.status == "error" and "lone surrogate" in broken.error
+    (path, req), = log
+    assert [snip["id"] for snip in req["snippets"]] == ["0", "2"]  # ids keep each source's place
+    assert [r.status for r in client.run_many([bad, bad])] == ["error", "error"] and len(log) == 1  # no request
+
+
 def test_subprocess_timeout_kills_everything_it_started():
     marker = f"rk-test-{os.getpid()}-{id(object())}"
     lean = LeanSubprocess(LEAN, timeout=1.0, probe=False, env={"LEAN_STANDIN_SLEEP": "60", "RK_MARK": marker})
