@@ -36,6 +36,10 @@ class KiminaClient:
     ):
         if positions not in ("source", "body"):
             raise ValueError(f"KiminaClient: positions={positions!r}: expected 'source' or 'body'")
+        if not (isinstance(batch_size, int) and batch_size >= 1):
+            raise ValueError(f"KiminaClient: batch_size={batch_size!r}: expected a whole number of snippets >= 1")
+        if not timeout > 0:
+            raise ValueError(f"KiminaClient: timeout={timeout!r}: expected seconds > 0")
         self.positions = positions
         url = url or os.environ.get("KIMINA_URL")
         if not url:
@@ -80,12 +84,17 @@ class KiminaClient:
             for i in send:
                 out[i] = failed
             return out  # type: ignore[return-value]
-        by_id = {str(res.get("id")): res for res in results if isinstance(res, dict)}
+        by_id: dict[str, list[dict]] = {}
+        for res in results:
+            if isinstance(res, dict):
+                by_id.setdefault(str(res.get("id")), []).append(res)
         for i in send:
-            res = by_id.get(str(i))
-            if res is None:
-                out[i] = LeanRun(status="error", error=f"{where} returned no result for snippet {i}")
+            got = by_id.get(str(i), [])
+            if len(got) != 1:  # two answers for one snippet: which is Lean's cannot be told
+                out[i] = LeanRun(status="error", error=f"{where} returned {len(got) or 'no'} result"
+                                                       f"{'s' if len(got) > 1 else ''} for snippet {i}")
                 continue
+            res = got[0]
             try:
                 out[i] = self._run(res, sources[i])
             except (TypeError, ValueError, AttributeError, KeyError) as e:  # a field of the wrong shape

@@ -1008,6 +1008,9 @@ def test_kimina_body_positions_are_shifted_to_whole_source_lines(kimina):
     (b'{"detail": "busy"}', "the reply has no 'results' list"),
     (b'{"results": "none"}', "the reply has no 'results' list"),
     (b'{"results": ["0"]}', "returned no result for snippet 0"),
+    # two answers for one snippet: the last one used to win, whichever it was
+    (b'{"results": [{"id": "0", "error": "unknown tactic"}, {"id": 0, "response": {"env": 0}}]}',
+     "returned 2 results for snippet 0"),
     (b'{"results": [{"id": "0", "response": "env 0"}]}', "malformed result for snippet 0 (TypeError: 'response' is a str"),
     # neither an error nor a response used to be read as an empty answer: no axiom report, a cached rejection
     (b'{"results": [{"id": "0", "time": 0.2}]}', "malformed result for snippet 0 (ValueError: a result with neither"),
@@ -1034,6 +1037,13 @@ def test_a_kimina_reply_of_the_wrong_shape_is_an_error_per_snippet_naming_the_se
         srv.server_close()
     assert run.status == "error" and run.error.startswith(f"Kimina server {url}") and why in run.error, run.error
     assert judge_run(run, GOOD).outcome == "inconclusive"
+
+
+def test_kimina_settings_that_cannot_work_are_refused_at_construction():
+    for kw, says in [({"batch_size": 0}, "batch_size=0"), ({"batch_size": 2.5}, "batch_size=2.5"),
+                     ({"timeout": 0}, "timeout=0"), ({"timeout": float("nan")}, "timeout=nan")]:
+        with pytest.raises(ValueError, match=f"^KiminaClient: {says}: expected"):
+            KiminaClient("http://127.0.0.1:9", **kw)
 
 
 def test_kimina_unreachable_is_an_error():
