@@ -55,21 +55,22 @@ class VerificationCache:
         with connect(self.path, self.timeout) as conn:  # bytes: a planted row that is not UTF-8 text fails its check
             row = conn.execute("SELECT CAST(outcome AS BLOB), CAST(reason AS BLOB), CAST(detail AS BLOB), "
                                "CAST(mac AS BLOB) FROM verify_v2 WHERE key = ?", (key,)).fetchone()
-        if row is not None:
-            try:
-                row = (*(b.decode("utf-8") for b in row[:3]), row[3])
-            except UnicodeDecodeError:
-                row = (None, None, None, None)
-        if row is not None and (row[0] is None or unsealed(self.secret, key, self._sealed_text(*row[:3]), row[3])):
-            self.rejected += 1
-            log.warning("verification cache %s: entry %s fails its integrity check (altered, or written "
-                        "without this cache's secret); ignored", self.path, key[:16])
-            row = None
         if row is None:
             self.misses += 1
             return None
+        try:
+            outcome, reason, detail = (b.decode("utf-8") for b in row[:3])
+            intact = not unsealed(self.secret, key, self._sealed_text(outcome, reason, detail), row[3])
+        except (AttributeError, UnicodeDecodeError):  # NULL (a table made without NOT NULL) or not UTF-8: planted
+            intact = False
+        if not intact:
+            self.rejected += 1
+            self.misses += 1
+            log.warning("verification cache %s: entry %s fails its integrity check (altered, or written "
+                        "without this cache's secret); ignored", self.path, key[:16])
+            return None
         self.hits += 1
-        return CacheEntry(row[0], row[1], json.loads(row[2]))
+        return CacheEntry(outcome, reason, json.loads(detail))
 
     def put(self, key: str, outcome: str, reason: str, detail: dict[str, Any] | None = None) -> None:
         text = json.dumps(detail or {}, ensure_ascii=False, default=str)

@@ -105,3 +105,16 @@ def test_a_planted_row_that_is_not_text_is_a_miss_not_a_crash(tmp_path, caplog):
     assert (cache.rejected, cache.misses, cache.hits) == (4, 4, 0) and caplog.text.count("integrity") == 4
     cache.put("b", "verified", "ok", {"proof": "rfl"})  # and the key is usable again
     assert cache.get("b").detail == {"proof": "rfl"}
+
+
+def test_a_planted_table_without_not_null_gives_misses_not_crashes(tmp_path):
+    # CREATE TABLE IF NOT EXISTS keeps a table someone made first: its NULL fields raised AttributeError
+    path = tmp_path / "v.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE verify_v2 (key TEXT PRIMARY KEY, outcome TEXT, reason TEXT, detail TEXT, "
+                   "created REAL, mac TEXT)")
+        db.executemany("INSERT INTO verify_v2 VALUES (?, ?, ?, ?, 0, ?)",
+                       [("a", None, "r", "{}", "x"), ("b", "verified", "r", None, "x"), ("c", "verified", "r", "{}", None)])
+    cache = VerificationCache(path, secret=b"s")
+    assert [cache.get(k) for k in "abc"] == [None] * 3
+    assert (cache.rejected, cache.misses, cache.hits) == (3, 3, 0)
