@@ -130,6 +130,9 @@ def seal(secret: bytes, key: str, value: str | bytes) -> str:
 
 def unsealed(secret: bytes, key: str, value: str | bytes, mac: Any) -> bool:
     """True when ``mac`` does NOT match the entry (altered, or written without the secret). Compared as bytes:
-    a planted mac that is not ASCII text (or not text) fails like any other, it does not raise."""
+    a planted mac or value that is not ASCII text (or not text: NULL in a table made without NOT NULL) fails
+    like any other, it does not raise."""
     m = mac.encode() if isinstance(mac, str) else mac
-    return not isinstance(m, bytes) or not hmac.compare_digest(seal(secret, key, value).encode(), m)
+    if not isinstance(m, bytes) or not isinstance(value, (str, bytes)):
+        return True
+    return not hmac.compare_digest(seal(secret, key, value).encode(), m)

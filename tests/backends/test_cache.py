@@ -218,6 +218,17 @@ def test_planted_or_altered_entries_are_ignored_and_replaced(tmp_path, caplog):
     assert JudgeCache(path, secret=b"mine").get_many(["raw"]) == {}
 
 
+def test_a_planted_table_without_not_null_gives_misses_not_crashes(tmp_path):
+    # CREATE TABLE IF NOT EXISTS keeps a table someone made first: a NULL value raised AttributeError (the
+    # read path bypasses the cache only on sqlite errors), a NULL mac was already refused
+    path = tmp_path / "planted.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE judge_v2 (key TEXT PRIMARY KEY, value TEXT, mac TEXT)")
+        db.executemany("INSERT INTO judge_v2 VALUES (?, ?, ?)", [("a", None, "x"), ("b", "{}", None)])
+    cache = JudgeCache(path, secret=b"mine")
+    assert cache.get_many(["a", "b"]) == {} and cache.rejected == 2
+
+
 def test_top_logprobs_are_cached(tmp_path):
     class Top(Counting):
         def top_logprobs(self, requests, k=20):
