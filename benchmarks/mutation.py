@@ -178,6 +178,8 @@ TARGETS = [
     Target("rewardkit/jury/lean/cache.py", ("tests/jury/lean/test_cache.py",)),
     Target("rewardkit/jury/lean/repl.py", ("tests/jury/lean/test_backends.py",), children=4),
     Target("rewardkit/jury/lean/subprocess.py", ("tests/jury/lean/test_backends.py",), children=4),
+    # the Kimina Lean Server client (one request per batch, one result per snippet, a broken source sent alone)
+    Target("rewardkit/jury/lean/kimina.py", ("tests/jury/lean/test_backends.py",), children=4),
 ]
 
 
