@@ -19,6 +19,8 @@ class KiminaClient:
     ``positions``: ``source`` when the server reports lines of the whole snippet (Kimina Lean Server with its
     header-offset fix), ``body`` when it reports lines after the import header (older servers); the client
     then adds the header's lines, so the axiom report is matched to the checker's own command line.
+    ``timeout`` is each snippet's limit on the server; the HTTP request waits ``http_timeout`` (default
+    ``2 * timeout + 30`` s: a batch queued behind another one on the server, plus the transfer).
     """
 
     name = "kimina"

@@ -1046,6 +1046,59 @@ def test_kimina_settings_that_cannot_work_are_refused_at_construction():
             KiminaClient("http://127.0.0.1:9", **kw)
 
 
+def _kimina_replying(reply: bytes, sources: list[str]) -> list:
+    import kimina_server
+
+    srv, url, _ = kimina_server.start(reply=reply)
+    try:
+        return KiminaClient(url, timeout=5).run_many(sources)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_kimina_reads_errors_times_and_missing_results_per_snippet():
+    # a server error is a timeout only when it says it timed out; each run keeps the server's time
+    reply = json.dumps({"results": [
+        {"id": "0", "time": 0.25, "error": "Lean REPL command timed out."},
+        {"id": "1", "time": 0.5, "error": "out of memory"},
+        {"id": "2", "error": "unknown constant"},
+        {"id": "3", "time": 0.75, "response": {"env": 0}},
+        {"id": "5", "response": {"env": 0}}]}).encode()  # no result for snippet 4: the rest is still read
+    runs = _kimina_replying(reply, [GOOD] * 6)
+    assert [(r.status, r.seconds) for r in runs] == [("timeout", 0.25), ("error", 0.5), ("error", 0.0),
+                                                      ("ok", 0.75), ("error", 0.0), ("ok", 0.0)]
+    assert [r.error for r in runs[:3]] == ["Kimina: Lean REPL command timed out.", "Kimina: out of memory",
+                                           "Kimina: unknown constant"]
+    assert runs[4].error.endswith(" returned no result for snippet 4") and runs[3].error is None
+
+
+def test_kimina_messages_quote_at_most_200_characters_of_the_reply():
+    long = "x" * 300
+    (run,) = _kimina_replying(json.dumps({"detail": long}).encode(), [GOOD])
+    assert run.error.endswith(f"the reply has no 'results' list ({json.dumps({'detail': long})[:200]!r})")
+    bad = {"id": "0", "response": "r" * 300}
+    (run,) = _kimina_replying(json.dumps({"results": [bad]}).encode(), [GOOD])
+    assert run.error.endswith(f": {str(bad)[:200]!r}")
+
+
+def test_kimina_settings_url_key_batches_and_http_timeout(kimina, monkeypatch):
+    url, log = kimina
+    monkeypatch.setenv("KIMINA_URL", url + "/")
+    monkeypatch.setenv("KIMINA_API_KEY", "sekret")
+    client = KiminaClient()  # both from the environment; a trailing slash does not double the path's
+    assert client.url == url and client.api_key == "sekret"
+    assert client.client.timeout.read == 2 * 300.0 + 30
+    assert KiminaClient(timeout=5).client.timeout.read == 40 and KiminaClient(http_timeout=7).client.timeout.read == 7
+    assert KiminaClient(api_key="").api_key == ""  # an explicit empty key wins over the environment
+    runs = client.run_many([GOOD] * 65)  # the default batch: 64 snippets a request
+    assert all(r.status == "ok" for r in runs)
+    assert [(path, len(req["snippets"]), req["timeout"]) for path, req in log] == [("/api/check", 64, 300.0),
+                                                                                   ("/api/check", 1, 300.0)]
+    one = KiminaClient(batch_size=1).run_many([GOOD] * 2)  # one snippet a request is a batch size too
+    assert [r.status for r in one] == ["ok", "ok"] and len(log) == 4
+
+
 def test_kimina_unreachable_is_an_error():
     (run,) = KiminaClient("http://127.0.0.1:9", timeout=1).run_many([GOOD])
     assert run.status == "error" and "127.0.0.1:9" in run.error
