@@ -766,6 +766,52 @@ def test_a_503_retry_after_is_waited_out_and_a_500_one_is_not():
     assert c.status is Status.ERROR and "HTTP 500" in c.error and "Retry-After" not in c.error
 
 
+def test_a_retry_after_equal_to_max_retry_after_is_waited_out():
+    def busy(h, n):
+        if n == 1:
+            _retry_after(h, 429, "1")
+        else:
+            h.reply(200, json.dumps(ok_body("after")).encode())
+
+    with Stamped(busy) as s:  # the cap is the longest wait taken, not the first one refused
+        [c] = fast(s.url, retries=1, max_retry_after=1.0).generate([ChatRequest(MSG)])
+    assert c.status is Status.OK and c.text == "after" and s.arrivals[1] - s.arrivals[0] >= 1.0
+
+
+def test_model_discovery_waits_out_a_retry_after():
+    """Discovery (GET /models) is not paced by the quotas, so its own delay is what honours Retry-After."""
+    gets: list[float] = []
+
+    def models(h, n):
+        gets.append(time.monotonic())
+        if n == 1:
+            _retry_after(h, 503, "0.6")
+        else:
+            _models_reply([{"id": "found"}])(h, n)
+
+    with FakeServer(lambda h, n: h.reply(200, json.dumps(ok_body()).encode()), models=models) as s:
+        [c] = fast(s.url, model=None, retries=2).generate([ChatRequest(MSG)])
+    assert c.status is Status.OK and s.bodies[0]["model"] == "found" and gets[1] - gets[0] >= 0.6
+
+
+def test_a_request_books_one_request_of_the_quota():
+    # 30 requests a minute: the second starts 2 s after the first, inside a 3 s deadline (booking 2 per request
+    # would put it at 4 s, past the deadline)
+    with Stamped(lambda h, n: h.reply(200, json.dumps(ok_body()).encode())) as s:
+        out = fast(s.url, requests_per_minute=30, deadline=3.0).generate([ChatRequest(MSG)] * 2)
+    assert [c.status for c in out] == [Status.OK, Status.OK] and s.arrivals[1] - s.arrivals[0] >= 1.9
+
+
+def test_a_request_refused_for_its_deadline_holds_no_slot_of_the_quota():
+    with Stamped(lambda h, n: h.reply(200, json.dumps(ok_body()).encode())) as s:
+        judge = fast(s.url, requests_per_minute=30, deadline=1.0)  # one request every 2 s
+        first, late = judge.generate([ChatRequest(MSG)] * 2)
+        assert (first.status, late.status) == (Status.OK, Status.TIMEOUT)  # its slot (2 s) is past the deadline
+        time.sleep(2.2)
+        [again] = judge.generate([ChatRequest(MSG)])  # the slot the late request did not take is free now
+    assert again.status is Status.OK and s.calls == 2
+
+
 def test_a_429_that_persists_names_its_retry_after():
     with Stamped(lambda h, n: _retry_after(h, 429, "0.2")) as s:
         [c] = fast(s.url, retries=1).generate([ChatRequest(MSG)])
