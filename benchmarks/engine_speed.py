@@ -444,8 +444,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=64, help="greedy rows (the first problems)")
     ap.add_argument("--new", type=int, default=256)
     ap.add_argument("--grpo-new", type=int, default=128, help="new tokens per GRPO rollout")
-    ap.add_argument("--width-bucket", type=int, help="rewardkit's decode prompts left-padded to a multiple of this "
-                                                     "many tokens, not the placement's (what the padding costs)")
+    ap.add_argument("--width-bucket", type=int, help="the coarsest step rewardkit's decode prompts are left-padded "
+                                                     "to, not the placement's (8 or less: plain multiples of it; "
+                                                     "Placement.decode_width): what the padding costs")
     ap.add_argument("--merge", nargs="+", metavar="JSON", help="merge these results files (partial runs) into --out "
                                                                  "(its parts kept unless measured again) and exit")
     ap.add_argument("--check", action="store_true", help="exit 1 naming the headline keys and GRPO steps --out's "
@@ -682,9 +683,10 @@ def to_markdown(data: dict) -> str:
         for arch, r in s["models"].items():
             if "placement" in r:
                 notes.append(f"{arch} placement (the last run merged): {r['placement']}")
-        if any("static KV cache" in str(x) and "prompts to multiples" not in str(x) for x in _placements(s)):
+        if any("static KV cache" in str(x) and "prompts" not in str(x) for x in _placements(s)):
             notes.append("a placement that names no prompt width padded prompts to multiples of 64 tokens (the "
-                         "default until 2026-11-28, when 8 became it; `benchmarks/results/engine_speed_width.md`)")
+                         "default until 2026-11-28, when steps of an eighth of the width, 8 to 64 tokens, became "
+                         "it; `benchmarks/results/engine_speed_width.md`)")
         ba = s.get("judge_throughput_before_after")
         if ba:
             notes.append(f"`benchmarks/judge_throughput.py` at {ba['ref']} (before) and here (after), alternated "

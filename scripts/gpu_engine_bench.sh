@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # benchmarks/engine_speed.py on a GPU machine (DESIGN.md section 4): the rows benchmarks/results/engine_speed.json
-# holds from before the decode width bucket became 8 tokens (it was 64; benchmarks/results/engine_speed_width.md),
+# holds from before the decode width steps became an eighth of the width, 8-64 tokens (a flat 64 before;
+# benchmarks/results/engine_speed_width.md),
 # re-measured at today's defaults in one run under ~520 s, each part in its own process with its own time limit,
 # saved as each finishes; then merged into a copy of the committed results ($OUT/merged/engine_speed.{json,md}) and
 # checked: the run ends with a list of any headline key or GRPO step still missing (exit 1), else says none is.

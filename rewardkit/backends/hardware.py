@@ -27,10 +27,13 @@ GPU_MAX_BATCH_TOKENS = 65_536  # measured on an H200: 262,144 ran 0.6x and 131,0
 GPU_MIN_BATCH_TOKENS = 8_192
 GPU_MAX_GENERATION_ROWS = 1_024  # rows decoded together; past this a decode step is compute-bound anyway
 GPU_MIN_ROW_BUCKET = 8  # a compiled decode step per power of two from 8 rows: at most 8 shapes up to 1,024 rows
-# prompts left-padded to a multiple of 8 tokens (the static cache's length follows): on an H200, 512 sampled rows of
-# 42-409 tokens ran 1.009x and 1.006x model.generate at 8, 0.992x twice at 64, alternated in one lease
-# (benchmarks/results/engine_speed_width.md); a finer bucket can compile more widths while the longest grows
-GPU_WIDTH_BUCKET = 8
+# prompts left-padded to a multiple of a step that grows with their width (the static cache's length follows): an
+# eighth of the width's power of two, from 8 to 64 tokens (Placement.decode_width). A flat 64 padded 409 tokens to
+# 448 and ran 0.992x model.generate twice on an H200 (512 sampled rows of 42-409 tokens); 416, the width this rule
+# gives, ran 1.009x and 1.006x, alternated in one lease (benchmarks/results/engine_speed_width.md). Never coarser
+# than the flat 64 before: 8 widths per doubling below 512 tokens, 64-token steps from there up
+GPU_WIDTH_BUCKET = 64  # the coarsest step
+GPU_MIN_WIDTH_STEP = 8
 
 
 @cache
@@ -123,15 +126,17 @@ class Placement:
     free_bytes: int | None = None  # the device's free memory when placed (GPU)
     static_cache: bool = False  # decode with transformers' static KV cache (compiled decode step on CUDA)
     row_bucket: int = 1  # decode batches padded to a power of two of rows from this (1: no padding)
-    width_bucket: int = 1  # decode prompts left-padded to a multiple of this many tokens (1: no padding)
+    width_bucket: int = 1  # the coarsest step decode prompts are left-padded to (decode_width; 1: no padding)
     overlap: bool = False  # prepare the next verdict chunk while the device runs this one; no host sync in a batch
     sample_dtype: str | None = None  # a float32 model being trained samples from a copy in this dtype (None: itself)
 
     def describe(self) -> str:
         """One line for people: ``cuda, bfloat16, 131,072 tokens per pass, ...``."""
         free = f", {self.free_bytes / 2**30:.1f} GiB free at load" if self.free_bytes is not None else ""
-        static = (f", static KV cache (rows padded to powers of two from {self.row_bucket}, prompts to multiples of "
-                  f"{self.width_bucket} tokens)" if self.static_cache else "")
+        widths = (f"prompts to multiples of {self.width_bucket} tokens" if self.width_bucket <= GPU_MIN_WIDTH_STEP
+                  else f"prompts to multiples of {GPU_MIN_WIDTH_STEP}-{self.width_bucket} tokens, an eighth of their width")
+        static = (f", static KV cache (rows padded to powers of two from {self.row_bucket}, {widths})"
+                  if self.static_cache else "")
         return (f"{self.device}, {self.dtype}, {self.batch_tokens:,} tokens per scoring pass, "
                 f"{self.generation_tokens:,} tokens (rows x (prompt + new)) per generation batch, "
                 f"prefix sharing {'on' if self.share_prefix else 'off'}{static}{free}")
@@ -147,8 +152,14 @@ class Placement:
         return max(n, min(rows, self.max_rows or rows))
 
     def decode_width(self, width: int) -> int:
-        """Prompt width a decode batch is left-padded to: the next multiple of ``width_bucket``."""
-        return -(-width // self.width_bucket) * self.width_bucket
+        """Prompt width a decode batch is left-padded to: the next multiple of an eighth of the width's power of
+        two, at least 8 and at most ``width_bucket`` tokens (... 56, 64, 72, ... 128, 144, ... 384, 416, ...: under 8
+        tokens of padding below 64, at most an eighth of the width above, 8 widths per doubling, so a compiled decode
+        step sees few shapes); ``width_bucket`` 8 or less: its plain multiples."""
+        if self.width_bucket <= 1 or width <= 0:
+            return width
+        step = min(self.width_bucket, max(GPU_MIN_WIDTH_STEP, 1 << max(0, width.bit_length() - 4)))
+        return -(-width // step) * step
 
     def _decode_fits(self, rows: int, width: int, new: int) -> bool:
         """``rows`` rows of ``width`` padded prompt tokens fit the KV-cache and the prefill budgets."""

@@ -11,6 +11,7 @@ from rewardkit.backends.hardware import (
     CPU_BATCH_TOKENS,
     GPU_MAX_BATCH_TOKENS,
     GPU_MIN_BATCH_TOKENS,
+    GPU_WIDTH_BUCKET,
     Placement,
     bytes_per_token,
     place,
@@ -86,7 +87,11 @@ def test_the_engine_choices_follow_the_device_and_injected_decisions_win(gpu):
     # a compiled decode step per power of two of rows from 8, up to the row cap: 8 shapes for 1..1,024 rows
     assert [cuda.decode_rows(n) for n in (1, 8, 9, 64, 65, 512, 1000)] == [8, 8, 16, 64, 128, 512, 1024]
     assert len({cuda.decode_rows(n) for n in range(1, 1025)}) == 8
-    assert [cuda.decode_width(w) for w in (1, 8, 9, 94, 409)] == [8, 8, 16, 96, 416]
+    # a step of an eighth of the width's power of two, 8 to 64 tokens: 409 -> 416 (ran 1.006-1.009x model.generate
+    # on an H200 where a flat 64, 448, ran 0.992x), 8 widths per doubling, 64-token steps from 512 up as before
+    assert [cuda.decode_width(w) for w in (1, 8, 9, 63, 64, 65, 94, 128, 129, 409, 513, 1102)] == \
+        [8, 8, 16, 64, 64, 72, 96, 128, 144, 416, 576, 1152]
+    assert len({cuda.decode_width(w) for w in range(1, 513)}) == 32 and "an eighth of their width" in cuda.describe()
     assert place(model, "cuda", "bfloat16", sample_dtype="auto").sample_dtype is None  # already bf16: no copy
     assert place(model, "cuda", "float32", max_rows=100).decode_rows(65) == 100  # never past the row cap
     # decisions injected: the GPU choices on a CPU (how the tests exercise them here), and off on a GPU
@@ -116,10 +121,9 @@ def grpo_rows() -> list[int]:
 
 
 def cuda_placement(generation_tokens: int, prefill: int | None = None, **kw) -> Placement:
-    """A GPU's decode choices (rows bucketed to powers of two from 8; widths to 64 here, coarser than the
-    default 8, so batches of these short prompts share a width) with a given budget."""
+    """A GPU's decode choices (rows bucketed to powers of two from 8, widths by the default steps) with a budget."""
     return Placement("cuda", "bfloat16", 65_536, generation_tokens, prefill or generation_tokens, False,
-                     kw.pop("max_rows", 1024), static_cache=True, row_bucket=8, width_bucket=64, **kw)
+                     kw.pop("max_rows", 1024), static_cache=True, row_bucket=8, width_bucket=GPU_WIDTH_BUCKET, **kw)
 
 
 def test_a_split_decode_batch_lands_on_row_buckets_that_fit():
@@ -150,8 +154,8 @@ def test_a_split_decode_batch_lands_on_row_buckets_that_fit():
 def test_decode_batches_below_the_smallest_bucket_and_without_buckets():
     # 5 rows of 64 + 8 tokens fit, 8 do not: 5-row batches (no bucket fits), not one row at a time
     pl = cuda_placement(5 * 72)
-    assert [len(b) for b in pl.decode_batches(list(range(12)), lambda i: 40, 8)] == [5, 5, 2]
-    assert pl.decode_shape(5, 40, 8) == (5, 64) and pl.decode_shape(2, 40, 8) == (2, 64)
+    assert [len(b) for b in pl.decode_batches(list(range(12)), lambda i: 60, 8)] == [5, 5, 2]
+    assert pl.decode_shape(5, 60, 8) == (5, 64) and pl.decode_shape(2, 60, 8) == (2, 64)
     # a row over the budgets goes alone; the row cap holds
     assert pl.decode_batches([0, 1], lambda i: 1000, 8) == [[0], [1]]
     assert [len(b) for b in cuda_placement(10**6, max_rows=16).decode_batches(list(range(40)), lambda i: 40, 8)] \

@@ -94,7 +94,8 @@ def test_a_part_merged_from_another_run_names_its_own_placement(tmp_path):
     # own note, and a placement from before the width was named is read as 64 tokens
     out = tmp_path / "engine_speed.json"
     old = "cuda, bfloat16, static KV cache (rows padded to powers of two from 8)"
-    new = "cuda, bfloat16, static KV cache (rows padded to powers of two from 8, prompts to multiples of 8 tokens)"
+    new = ("cuda, bfloat16, static KV cache (rows padded to powers of two from 8, prompts to multiples of 8-64 tokens, "
+           "an eighth of their width)")
     greedy = {**generation(64, False, 6_600.0, 6_500.0, 2_500.0), "placement": old}
     write(out, {"models": {"llama-1.4b": {"placement": old, "greedy": greedy}}})
     sampled = {**generation(512, True, 30_000.0, 29_000.0), "placement": new}
