@@ -17,7 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from rewardkit.backends.base import ChatRequest, Completion, JudgeBackend, VerdictRequest, VerdictResult
+from rewardkit.backends.base import (
+    ChatRequest,
+    Completion,
+    JudgeBackend,
+    VerdictRequest,
+    VerdictResult,
+    check_choices,
+)
 from rewardkit.gar.slicing import whitespace_tokens
 from rewardkit.types import Status
 
@@ -72,6 +79,7 @@ class ScriptedJudge(JudgeBackend):
     def verdict_probs(self, requests: Sequence[VerdictRequest]) -> list[VerdictResult]:
         if self._probs is None:
             raise AssertionError("ScriptedJudge: verdict_probs() called but no probabilities were scripted")
+        check_choices(requests)  # refused as every real backend refuses them, before the call is recorded
         self.batches.append(("verdict", len(requests)))
         self.requests.extend(requests)
         return [self._verdict(r) for r in requests]

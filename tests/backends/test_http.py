@@ -748,14 +748,19 @@ def _retry_after(h, code: int, seconds: str):
     h.wfile.write(b"{}")
 
 
-def test_a_503_retry_after_is_waited_out_and_a_500_one_is_not():
+def _busy_once(code: int, seconds: str, then=None):
+    """A reply behaviour: the first call is ``code`` with ``Retry-After: seconds``, later calls ``then`` (default:
+    200 with the text "after")."""
     def busy(h, n):
         if n == 1:
-            _retry_after(h, 503, "0.6")
+            _retry_after(h, code, seconds)
         else:
-            h.reply(200, json.dumps(ok_body("after")).encode())
+            (then or (lambda h, n: h.reply(200, json.dumps(ok_body("after")).encode())))(h, n)
+    return busy
 
-    with Stamped(busy) as s:
+
+def test_a_503_retry_after_is_waited_out_and_a_500_one_is_not():
+    with Stamped(_busy_once(503, "0.6")) as s:
         [c] = fast(s.url, retries=2).generate([ChatRequest(MSG)])
     assert c.status is Status.OK and s.arrivals[1] - s.arrivals[0] >= 0.6
 
@@ -767,13 +772,7 @@ def test_a_503_retry_after_is_waited_out_and_a_500_one_is_not():
 
 
 def test_a_retry_after_equal_to_max_retry_after_is_waited_out():
-    def busy(h, n):
-        if n == 1:
-            _retry_after(h, 429, "1")
-        else:
-            h.reply(200, json.dumps(ok_body("after")).encode())
-
-    with Stamped(busy) as s:  # the cap is the longest wait taken, not the first one refused
+    with Stamped(_busy_once(429, "1")) as s:  # the cap is the longest wait taken, not the first one refused
         [c] = fast(s.url, retries=1, max_retry_after=1.0).generate([ChatRequest(MSG)])
     assert c.status is Status.OK and c.text == "after" and s.arrivals[1] - s.arrivals[0] >= 1.0
 
@@ -781,13 +780,11 @@ def test_a_retry_after_equal_to_max_retry_after_is_waited_out():
 def test_model_discovery_waits_out_a_retry_after():
     """Discovery (GET /models) is not paced by the quotas, so its own delay is what honours Retry-After."""
     gets: list[float] = []
+    busy = _busy_once(503, "0.6", then=_models_reply([{"id": "found"}]))
 
     def models(h, n):
         gets.append(time.monotonic())
-        if n == 1:
-            _retry_after(h, 503, "0.6")
-        else:
-            _models_reply([{"id": "found"}])(h, n)
+        busy(h, n)
 
     with FakeServer(lambda h, n: h.reply(200, json.dumps(ok_body()).encode()), models=models) as s:
         [c] = fast(s.url, model=None, retries=2).generate([ChatRequest(MSG)])
