@@ -77,7 +77,7 @@ class KiminaClient:
             r.raise_for_status()
             reply = r.json()
         except (httpx.HTTPError, ValueError) as e:
-            reply, failed = None, LeanRun(status="error", error=f"{where}: {redact(str(e))}")
+            failed = LeanRun(status="error", error=f"{where}: {redact(str(e))}")
         else:
             results = reply.get("results") if isinstance(reply, dict) else None
             failed = None if isinstance(results, list) else LeanRun(
