@@ -635,6 +635,15 @@ for line in sys.stdin:
             sys.stdout.write(answer[:-4])
             sys.stdout.flush()
             sys.exit(0)
+        if "|||" in answer:  # a write, a pause, then the rest: an answer in two reads, or output after an answer
+            first, rest = answer.split("|||", 1)
+            sys.stdout.write(first)
+            sys.stdout.flush()
+            time.sleep(0.3)
+            sys.stdout.write(rest)
+            sys.stdout.flush()
+            buf, k = "", k + 1
+            continue
         if answer.endswith("CLOSE"):  # a whole answer, then no more output, alive
             sys.stdout.write(answer[:-5])
             sys.stdout.flush()
@@ -649,7 +658,7 @@ for line in sys.stdin:
 
 def _scripted(tmp_path, *answers: str, **kw) -> LeanRepl:
     """A REPL that writes ``answers[k]`` (verbatim, in one write) for its k-th request, the last one after that
-    ("EXIT": half an answer, then it exits; an answer ending in "QUIT": that answer, then it exits; in "CLOSE":
+    ("A|||B": A, then B 0.3 s later; "EXIT": half an answer, then it exits; an answer ending in "QUIT": that answer, then it exits; in "CLOSE":
     that answer, then it closes its output, touches ``$RK_CLOSED`` and lives on); with ``env={"RK_LOG": path}`` it logs how it was started and each
     request it read (``_log``)."""
     script = tmp_path / "scripted_repl.py"
@@ -697,6 +706,44 @@ def test_output_the_repl_wrote_after_its_answer_is_not_read_as_the_next_answer(t
         repl.close()
     assert run.status == "error" and "wrote output that answers no request: '{\"env\": 1" in run.error, run.error
     assert judge_run(run, src).outcome == "inconclusive" and repl.restarts == 1
+
+
+def test_output_the_repl_wrote_while_idle_is_read_before_the_next_request(tmp_path):
+    """Stray output that reaches the pipe after an answer was read (not in the same read) is drained before the
+    next request, so it is refused rather than read as that request's answer."""
+    src = build_source(FORMAL, BAD)[0]
+    rejecting = json.dumps({"env": 1, "messages": []}) + "\n\n"
+    repl = _scripted(tmp_path, '{"env": 0}\n\n', _accepting(src) + "|||" + rejecting)
+    try:
+        first = repl.run(src)
+        time.sleep(0.8)  # the stray answer is in the pipe now
+        second = repl.run(src)
+    finally:
+        repl.close()
+    assert first.status == "ok" and judge_run(first, src).outcome == "accepted"
+    assert second.status == "error" and "wrote output that answers no request: '{\"env\": 1" in second.error
+    assert repl.restarts == 1
+
+
+def test_an_answer_that_arrives_in_two_reads_is_read_whole(tmp_path):
+    src = build_source(FORMAL, GOOD)[0]
+    answer = _accepting(src)
+    repl = _scripted(tmp_path, '{"env": 0}\n\n', answer[:40] + "|||" + answer[40:])
+    try:
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert run.status == "ok" and judge_run(run, src).outcome == "accepted" and repl.restarts == 0
+
+
+def test_a_header_answer_without_env_or_message_is_quoted_whole(tmp_path):
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"envs": 0}\n\n')
+    try:
+        run = repl.run(src)
+    finally:
+        repl.close()
+    assert run.status == "error" and run.error == "REPL rejected the header: {'envs': 0}"
 
 
 def test_stray_output_is_quoted_to_its_first_200_characters(tmp_path):
@@ -875,6 +922,9 @@ def test_repl_runs_in_cwd_with_a_clean_environment_and_a_command_line_string(mon
     expect = {k: os.environ[k] for k in ("PATH", "HOME", "ELAN_HOME", "LEAN_PATH", "LEAN_SYSROOT", "LAKE_HOME",
                                          "LC_ALL")} | {"RK_LOG": str(log), "LANG": "C.UTF-8"}
     assert {k: v for k, v in started["env"].items() if k != "LC_CTYPE"} == expect  # LC_CTYPE: Python's own
+    from rewardkit.jury.lean.repl import clean_env
+
+    assert clean_env(None)["LANG"] == "host-lang"  # the host's locale is kept when ``env`` does not set one
 
 
 def test_repl_close_kills_the_repl_and_forgets_its_environments(tmp_path):
