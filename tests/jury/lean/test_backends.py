@@ -1114,10 +1114,12 @@ def test_kimina_reads_errors_times_and_missing_results_per_snippet():
         {"id": "1", "time": 0.5, "error": "out of memory"},
         {"id": "2", "error": "unknown constant"},
         {"id": "3", "time": 0.75, "response": {"env": 0}},
-        {"id": "5", "response": {"env": 0}}]}).encode()  # no result for snippet 4: the rest is still read
-    runs = _kimina_replying(reply, [GOOD] * 6)
+        {"id": "5", "response": {"env": 0}},  # no result for snippet 4: the rest is still read
+        {"id": "6", "response": {"message": "unknown environment"}}]}).encode()  # the REPL inside refused it
+    runs = _kimina_replying(reply, [GOOD] * 7)
     assert [(r.status, r.seconds) for r in runs] == [("timeout", 0.25), ("error", 0.5), ("error", 0.0),
-                                                      ("ok", 0.75), ("error", 0.0), ("ok", 0.0)]
+                                                      ("ok", 0.75), ("error", 0.0), ("ok", 0.0), ("error", 0.0)]
+    assert runs[6].error == "Kimina REPL: unknown environment"
     assert [r.error for r in runs[:3]] == ["Kimina: Lean REPL command timed out.", "Kimina: out of memory",
                                            "Kimina: unknown constant"]
     assert runs[4].error.endswith(" returned no result for snippet 4") and runs[3].error is None
@@ -1150,7 +1152,9 @@ def test_kimina_settings_url_key_batches_and_http_timeout(kimina, monkeypatch):
 
 
 def test_kimina_unreachable_is_an_error():
-    (run,) = KiminaClient("http://127.0.0.1:9", timeout=1).run_many([GOOD])
+    client = KiminaClient("http://127.0.0.1:9/pathX/", timeout=1)
+    assert client.url == "http://127.0.0.1:9/pathX" and client.health() is False  # only the slash is stripped
+    (run,) = client.run_many([GOOD])
     assert run.status == "error" and "127.0.0.1:9" in run.error
 
 
