@@ -5,7 +5,7 @@ mutant counts as killed only when the tests of its area catch it. mutmut maps ea
 call its function and runs just those, forked from a process that has already imported everything.
 
     pip install -e ".[mutation]"                        # mutmut 3
-    python benchmarks/mutation.py                       # every module: about 3 hours for the recorded ones (10,628 s)
+    python benchmarks/mutation.py                       # every module: about 5 hours for the recorded ones (16,940 s)
                                                         # on this 2-core machine, 16-19 min each for code/execution.py
                                                         # (its tests wait on sandboxed programs' wall-clock limits,
                                                         # so 4 of its mutants run at once) and GAR's slicing
