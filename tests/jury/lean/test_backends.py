@@ -666,6 +666,15 @@ def _scripted(tmp_path, *answers: str, **kw) -> LeanRepl:
     return LeanRepl([sys.executable, str(script), *answers], **({"timeout": 20} | kw))
 
 
+def _run_once(tmp_path, src: str, *answers: str) -> tuple:
+    """One check of ``src`` on a scripted REPL (``_scripted``), the REPL closed after it."""
+    repl = _scripted(tmp_path, *answers)
+    try:
+        return repl.run(src), repl
+    finally:
+        repl.close()
+
+
 def _log(path) -> tuple[list[dict], list[dict]]:
     """(how each REPL was started, the requests they read) from a scripted REPL's log."""
     items = [json.loads(x) for x in Path(path).read_text(encoding="utf-8").split("\x1d") if x.strip()]
@@ -728,21 +737,13 @@ def test_output_the_repl_wrote_while_idle_is_read_before_the_next_request(tmp_pa
 def test_an_answer_that_arrives_in_two_reads_is_read_whole(tmp_path):
     src = build_source(FORMAL, GOOD)[0]
     answer = _accepting(src)
-    repl = _scripted(tmp_path, '{"env": 0}\n\n', answer[:40] + "|||" + answer[40:])
-    try:
-        run = repl.run(src)
-    finally:
-        repl.close()
+    run, repl = _run_once(tmp_path, src, '{"env": 0}\n\n', answer[:40] + "|||" + answer[40:])
     assert run.status == "ok" and judge_run(run, src).outcome == "accepted" and repl.restarts == 0
 
 
 def test_a_header_answer_without_env_or_message_is_quoted_whole(tmp_path):
     src = build_source(FORMAL, GOOD)[0]
-    repl = _scripted(tmp_path, '{"envs": 0}\n\n')
-    try:
-        run = repl.run(src)
-    finally:
-        repl.close()
+    run, _ = _run_once(tmp_path, src, '{"envs": 0}\n\n')
     assert run.status == "error" and run.error == "REPL rejected the header: {'envs': 0}"
 
 
@@ -844,11 +845,7 @@ def test_a_repl_that_exits_mid_answer_is_inconclusive(tmp_path):
 
 def test_a_repl_that_exits_after_answering_the_header_is_inconclusive(tmp_path):
     src = build_source(FORMAL, GOOD)[0]
-    repl = _scripted(tmp_path, '{"env": 0}\n\nQUIT')
-    try:
-        run = repl.run(src)
-    finally:
-        repl.close()
+    run, repl = _run_once(tmp_path, src, '{"env": 0}\n\nQUIT')
     assert run.status == "error" and run.error == f"REPL {shlex.join(repl.cmd)} exited" and repl.restarts == 1
 
 
