@@ -734,6 +734,30 @@ def test_output_the_repl_wrote_while_idle_is_read_before_the_next_request(tmp_pa
     assert repl.restarts == 1
 
 
+def test_stray_output_is_quoted_whole_when_it_came_in_two_reads(tmp_path):
+    """Stray output read with the last answer and more that arrived while idle are one stray text: the refusal
+    quotes both, in order, so the log shows what the REPL wrote."""
+    src = build_source(FORMAL, GOOD)[0]
+    repl = _scripted(tmp_path, '{"env": 0}\n\n', _accepting(src) + "AAAA|||BBBB")
+    try:
+        first = repl.run(src)
+        time.sleep(0.8)  # "BBBB" is in the pipe now
+        second = repl.run(src)
+    finally:
+        repl.close()
+    assert first.status == "ok" and second.status == "error"
+    assert second.error.endswith("wrote output that answers no request: 'AAAABBBB'"), second.error
+
+
+def test_a_line_of_spaces_before_an_answer_is_not_its_protocol(tmp_path):
+    """The REPL ends each answer with a blank line; a line holding only a space is neither blank nor JSON, so the
+    answer after it is not taken on trust."""
+    src = build_source(FORMAL, GOOD)[0]
+    run, repl = _run_once(tmp_path, src, ' \n\n{"env": 0}\n\n')
+    assert run.status == "error" and "answered with something other than a JSON object: ' '" in run.error, run.error
+    assert repl.restarts == 1
+
+
 def test_an_answer_that_arrives_in_two_reads_is_read_whole(tmp_path):
     src = build_source(FORMAL, GOOD)[0]
     answer = _accepting(src)
