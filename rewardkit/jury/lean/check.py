@@ -118,6 +118,23 @@ def unwritable(source: str) -> LeanRun | None:
                                          "text (what lean reads) can hold")
 
 
+_SETTINGS = {  # kind: (what passes, what the refusal says was expected); a bool is never a number here
+    "number": (lambda v: isinstance(v, (int, float)) and v > 0, "a number > 0"),
+    "count": (lambda v: isinstance(v, int) and v >= 1, "a whole number >= 1"),
+    "count0": (lambda v: isinstance(v, int) and v >= 0, "a whole number >= 0"),
+}
+
+
+def require_settings(owner: str, kind: str, **settings: Any) -> None:
+    """Refuse, naming ``owner`` and the setting, a value (None: unset) no check can run with: ``kind`` is "number"
+    (> 0: a deadline or a size), "count" (a whole number >= 1) or "count0" (>= 0). A zero or negative deadline or
+    limit is a mistake, never read as "unbounded", and is refused when the checker is made, not at its first proof."""
+    passes, expected = _SETTINGS[kind]
+    for name, value in settings.items():
+        if value is not None and (isinstance(value, bool) or not passes(value)):
+            raise ValueError(f"{owner}: {name}={value!r}: expected {expected}")
+
+
 @runtime_checkable
 class LeanChecker(Protocol):
     """A Lean check backend: ``run_many(sources) -> runs`` (lean subprocess, REPL, Kimina server)."""

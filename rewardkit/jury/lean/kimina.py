@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import httpx
 
 from rewardkit.backends.spec import redact
-from rewardkit.jury.lean.check import LeanRun, split_header, unwritable
+from rewardkit.jury.lean.check import LeanRun, require_settings, split_header, unwritable
 
 
 class KiminaClient:
@@ -38,10 +38,8 @@ class KiminaClient:
     ):
         if positions not in ("source", "body"):
             raise ValueError(f"KiminaClient: positions={positions!r}: expected 'source' or 'body'")
-        if not (isinstance(batch_size, int) and batch_size >= 1):
-            raise ValueError(f"KiminaClient: batch_size={batch_size!r}: expected a whole number of snippets >= 1")
-        if not timeout > 0:
-            raise ValueError(f"KiminaClient: timeout={timeout!r}: expected seconds > 0")
+        require_settings("KiminaClient", "count", batch_size=batch_size)
+        require_settings("KiminaClient", "number", timeout=timeout, http_timeout=http_timeout)
         self.positions = positions
         url = url or os.environ.get("KIMINA_URL")
         if not url:

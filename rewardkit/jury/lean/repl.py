@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardkit.jury.lean.check import LeanMessage, LeanRun, split_header, unwritable
+from rewardkit.jury.lean.check import LeanMessage, LeanRun, require_settings, split_header, unwritable
 
 
 def _group_rss_mb(pgid: int) -> float:
@@ -66,6 +66,8 @@ class LeanRepl:
         max_commands: int | None = None,
         env: dict[str, str] | None = None,
     ):
+        require_settings("LeanRepl", "number", timeout=timeout, header_timeout=header_timeout, max_rss_mb=max_rss_mb)
+        require_settings("LeanRepl", "count", max_commands=max_commands)
         self.cmd = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
         self.cwd, self.env = cwd, env
         self.timeout, self.header_timeout = timeout, header_timeout

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rewardkit.code.sandbox import MINIMAL_PATH, Limits, run_sandboxed
-from rewardkit.jury.lean.check import INIT_MISSING, LeanMessage, LeanRun, unwritable
+from rewardkit.jury.lean.check import INIT_MISSING, LeanMessage, LeanRun, require_settings, unwritable
 
 CONFIGURE_HELP = (
     "Configure one of:\n"
@@ -111,6 +111,9 @@ class LeanSubprocess:
         probe: bool = True,
         isolation: str = "auto",
     ):
+        require_settings("LeanSubprocess", "number", timeout=timeout, memory_mb=memory_mb)
+        require_settings("LeanSubprocess", "count", workers=workers)
+        require_settings("LeanSubprocess", "count0", max_heartbeats=max_heartbeats)  # Lean reads 0 as no bound
         self.exe = find_lean(lean)
         self.timeout, self.memory_mb, self.max_heartbeats = timeout, memory_mb, max_heartbeats
         self.cwd, self.env, self.workers, self.isolation = cwd, env, workers, isolation
@@ -120,8 +123,11 @@ class LeanSubprocess:
         self.readonly = [prefix] + [p for p in self.lean_path if p] + ([cwd] if cwd else [])
         if probe:
             self.probe()
+
     def probe(self) -> None:
-        """Fail loudly now if ``lean`` exists but cannot load its core library."""
+        """Fail loudly now if ``lean`` exists but cannot check an empty file: its core library missing, or a check
+        that does not finish (the sandbox refusing it, an option lean rejects), which would leave every proof
+        inconclusive."""
         run = self.run("")
         if run.error and INIT_MISSING in run.error or any(INIT_MISSING in m.data for m in run.messages):
             raise LeanToolchainError(
@@ -129,6 +135,9 @@ class LeanSubprocess:
                 f"\"unknown module prefix 'Init'\". The toolchain is incomplete (no Init.olean under its "
                 f"lib/lean); reinstall it with elan or point LEAN_EXE at a complete toolchain.\n{CONFIGURE_HELP}"
             )
+        if run.status != "ok":
+            raise LeanToolchainError(f"`lean` at {self.exe} could not check an empty file ({run.status}): "
+                                     f"{run.error}\n{CONFIGURE_HELP}")
 
     def command(self) -> list[str]:
         cmd = [self.exe, "--json", "--stdin"]

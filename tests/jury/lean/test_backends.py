@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -1110,11 +1111,41 @@ def test_a_kimina_reply_of_the_wrong_shape_is_an_error_per_snippet_naming_the_se
     assert judge_run(run, GOOD).outcome == "inconclusive"
 
 
-def test_kimina_settings_that_cannot_work_are_refused_at_construction():
-    for kw, says in [({"batch_size": 0}, "batch_size=0"), ({"batch_size": 2.5}, "batch_size=2.5"),
-                     ({"timeout": 0}, "timeout=0"), ({"timeout": float("nan")}, "timeout=nan")]:
-        with pytest.raises(ValueError, match=f"^KiminaClient: {says}: expected"):
-            KiminaClient("http://127.0.0.1:9", **kw)
+@pytest.mark.parametrize("make, kw, says", [
+    (lambda **kw: KiminaClient("http://127.0.0.1:9", **kw), {"batch_size": 0}, "KiminaClient: batch_size=0"),
+    (lambda **kw: KiminaClient("http://127.0.0.1:9", **kw), {"batch_size": 2.5}, "KiminaClient: batch_size=2.5"),
+    (lambda **kw: KiminaClient("http://127.0.0.1:9", **kw), {"timeout": 0}, "KiminaClient: timeout=0"),
+    (lambda **kw: KiminaClient("http://127.0.0.1:9", **kw), {"timeout": float("nan")}, "KiminaClient: timeout=nan"),
+    (lambda **kw: KiminaClient("http://127.0.0.1:9", **kw), {"http_timeout": -1}, "KiminaClient: http_timeout=-1"),
+    (lambda **kw: LeanRepl(REPL, **kw), {"timeout": 0}, "LeanRepl: timeout=0"),
+    (lambda **kw: LeanRepl(REPL, **kw), {"header_timeout": -5}, "LeanRepl: header_timeout=-5"),
+    (lambda **kw: LeanRepl(REPL, **kw), {"max_rss_mb": 0}, "LeanRepl: max_rss_mb=0"),
+    (lambda **kw: LeanRepl(REPL, **kw), {"max_commands": 0}, "LeanRepl: max_commands=0"),
+    (lambda **kw: LeanRepl(REPL, **kw), {"max_commands": True}, "LeanRepl: max_commands=True"),
+    (lambda **kw: LeanSubprocess(LEAN, probe=False, **kw), {"timeout": -1.0}, "LeanSubprocess: timeout=-1.0"),
+    (lambda **kw: LeanSubprocess(LEAN, probe=False, **kw), {"memory_mb": 0}, "LeanSubprocess: memory_mb=0"),
+    (lambda **kw: LeanSubprocess(LEAN, probe=False, **kw), {"workers": 0}, "LeanSubprocess: workers=0"),
+    (lambda **kw: LeanSubprocess(LEAN, probe=False, **kw), {"max_heartbeats": -1}, "LeanSubprocess: max_heartbeats=-1"),
+    (lambda **kw: LeanSubprocess(LEAN, probe=False, **kw), {"max_heartbeats": 1e5}, "LeanSubprocess: max_heartbeats=100000.0"),
+])
+def test_checker_settings_that_cannot_work_are_refused_at_construction(make, kw, says):
+    """A zero deadline or limit is a mistake, not "unbounded": before, LeanSubprocess(memory_mb=0) ran Lean with
+    no memory bound, and LeanRepl(timeout=0) timed out and restarted on every proof."""
+    with pytest.raises(ValueError, match=f"^{re.escape(says)}: expected"):
+        make(**kw)
+
+
+def test_lean_reads_max_heartbeats_0_as_no_bound_so_it_is_passed_through():
+    lean = LeanSubprocess(LEAN, max_heartbeats=0, probe=False)
+    assert lean.command()[-2:] == ["-D", "maxHeartbeats=0"]
+
+
+def test_probe_refuses_a_lean_that_cannot_check_an_empty_file():
+    """Every proof would be inconclusive on such a Lean: say so when the checker is made."""
+    with pytest.raises(LeanToolchainError, match=r"could not check an empty file \(timeout\): lean exceeded 0.5s"):
+        LeanSubprocess(LEAN, timeout=0.5, env={"LEAN_STANDIN_SLEEP": "30"})
+    with pytest.raises(LeanToolchainError, match=r"could not check an empty file \(error\): lean "):  # killed, or MemoryError
+        LeanSubprocess(LEAN, memory_mb=300, env={"LEAN_STANDIN_ALLOC_MB": "2000"})
 
 
 def _kimina_replying(reply: bytes, sources: list[str]) -> list:
