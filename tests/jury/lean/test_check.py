@@ -20,6 +20,7 @@ from rewardkit.jury.lean.check import (
     judge_run,
     parse_axioms,
     qualified_name,
+    require_settings,
     statement_end,
     strip_comments,
     with_sorry,
@@ -502,3 +503,24 @@ def test_a_lean_that_prints_nothing_leaves_the_proof_inconclusive():
     said = LeanRun([LeanMessage("warning", "unused variable `h`", 4, 0)])
     assert judge_run(said, src).outcome == "rejected"
     assert judge_run(LeanRun([], sorries=1), src).outcome == "rejected"
+
+
+def test_require_settings_passes_unset_and_usable_values_and_names_the_first_bad_one():
+    require_settings("C", "number", a=None, b=0.001, c=7, d=float("inf"))  # an infinite deadline is a choice
+    require_settings("C", "count", a=None, b=1, c=64)
+    require_settings("C", "count0", a=0, b=3)
+    refused = [("number", {"t": 0}, "C: t=0: expected a number > 0"),
+               ("number", {"t": -0.5}, "C: t=-0.5: expected a number > 0"),
+               ("number", {"t": float("nan")}, "C: t=nan: expected a number > 0"),
+               ("number", {"t": "5"}, "C: t='5': expected a number > 0"),
+               ("number", {"t": True}, "C: t=True: expected a number > 0"),
+               ("number", {"ok": 1, "bad": 0, "worse": -1}, "C: bad=0: expected a number > 0"),
+               ("count", {"n": 0}, "C: n=0: expected a whole number >= 1"),
+               ("count", {"n": 2.0}, "C: n=2.0: expected a whole number >= 1"),
+               ("count", {"n": True}, "C: n=True: expected a whole number >= 1"),
+               ("count0", {"n": -1}, "C: n=-1: expected a whole number >= 0"),
+               ("count0", {"n": False}, "C: n=False: expected a whole number >= 0")]
+    for kind, settings, says in refused:
+        with pytest.raises(ValueError) as e:
+            require_settings("C", kind, **settings)
+        assert str(e.value) == says
