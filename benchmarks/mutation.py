@@ -180,6 +180,9 @@ TARGETS = [
     Target("rewardkit/jury/lean/subprocess.py", ("tests/jury/lean/test_backends.py",), children=4),
     # the Kimina Lean Server client (one request per batch, one result per snippet, a broken source sent alone)
     Target("rewardkit/jury/lean/kimina.py", ("tests/jury/lean/test_backends.py",), children=4),
+    # where a local model runs and how its work is packed: the token budgets, the decode rows and widths a compiled
+    # decode step sees (issue 36's like-with-like widths), the batches a generation is split into
+    Target("rewardkit/backends/hardware.py", ("tests/backends/test_hardware.py",)),
 ]
 
 
