@@ -75,7 +75,7 @@ def resolve_dtype(dtype: str, device: str, *, training: bool = False) -> str:
 
     if device.startswith("cuda"):
         return "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float16"
-    return "bfloat16" if cpu_supports_bf16() and not training else "float32"
+    return "bfloat16" if cpu_supports_bf16() else "float32"
 
 
 def default_threads() -> int:
@@ -155,9 +155,7 @@ class Placement:
         """Prompt width a decode batch is left-padded to: the next multiple of an eighth of the width's power of
         two, at least 8 and at most ``width_bucket`` tokens (... 56, 64, 72, ... 128, 144, ... 384, 416, ...: under 8
         tokens of padding below 64, at most an eighth of the width above, 8 widths per doubling, so a compiled decode
-        step sees few shapes); ``width_bucket`` 8 or less: its plain multiples."""
-        if self.width_bucket <= 1 or width <= 0:
-            return width
+        step sees few shapes); ``width_bucket`` 8 or less: its plain multiples (1: no padding)."""
         step = min(self.width_bucket, max(GPU_MIN_WIDTH_STEP, 1 << max(0, width.bit_length() - 4)))
         return -(-width // step) * step
 
@@ -202,12 +200,17 @@ class Placement:
         return out
 
 
+def _attr(config: Any, name: str, default: int) -> int:
+    """A decoder config's ``name`` as an int; ``default`` where the config lacks it or leaves it 0 or None."""
+    return int(getattr(config, name, None) or default)
+
+
 def _sizes(config: Any, dtype: str) -> tuple[int, int, int, int]:
     """(bytes per value, hidden size, intermediate size, layers) of a decoder config, with Llama-1B-like defaults
-    for what it does not say."""
-    hidden = int(getattr(config, "hidden_size", 0) or 2048)
-    return (4 if dtype == "float32" else 2, hidden, int(getattr(config, "intermediate_size", 0) or 4 * hidden),
-            int(getattr(config, "num_hidden_layers", 0) or 24))
+    for what it does not say: 2,048 wide, an MLP 4 times that, 24 layers."""
+    hidden = _attr(config, "hidden_size", 2048)
+    return (4 if dtype == "float32" else 2, hidden, _attr(config, "intermediate_size", 4 * hidden),
+            _attr(config, "num_hidden_layers", 24))
 
 
 def bytes_per_token(config: Any, dtype: str) -> tuple[int, int]:
@@ -215,12 +218,13 @@ def bytes_per_token(config: Any, dtype: str) -> tuple[int, int]:
 
     Activations: the widest moment of a layer holds the residual stream, the attention projections and the
     MLP's gate, up and activated tensors (about 6 hidden + 3 intermediate values); inference frees each
-    layer's tensors before the next. KV cache: keys and values of every layer.
+    layer's tensors before the next. KV cache: keys and values of every layer (16 heads where the config does
+    not say, as many key-value heads as heads, heads of hidden / heads values).
     """
     size, hidden, inter, layers = _sizes(config, dtype)
-    heads = int(getattr(config, "num_attention_heads", 0) or 16)
-    kv_heads = int(getattr(config, "num_key_value_heads", 0) or heads)
-    head_dim = int(getattr(config, "head_dim", 0) or hidden // heads)
+    heads = _attr(config, "num_attention_heads", 16)
+    kv_heads = _attr(config, "num_key_value_heads", heads)
+    head_dim = _attr(config, "head_dim", hidden // heads)
     return size * (6 * hidden + 3 * inter), size * 2 * layers * kv_heads * head_dim
 
 
@@ -228,9 +232,9 @@ def train_bytes_per_token(config: Any, dtype: str) -> int:
     """Bytes one token holds for the backward pass of a training forward: every layer's saved activations (about
     10 hidden + 4 intermediate values: norms, projections, attention output, the MLP's gate, up and products),
     kept for all layers at once, plus the completion log-probabilities' float32 logits, scaled logits,
-    log-softmax and its exp (4 vocabulary-wide values)."""
+    log-softmax and its exp (4 vocabulary-wide values; a 32,000-token vocabulary where the config does not say)."""
     size, hidden, inter, layers = _sizes(config, dtype)
-    vocab = int(getattr(config, "vocab_size", 0) or 32_000)
+    vocab = _attr(config, "vocab_size", 32_000)
     return layers * size * (10 * hidden + 4 * inter) + 4 * 4 * vocab
 
 
@@ -238,7 +242,7 @@ def train_token_budget(config: Any, dtype: str, free_bytes: int, fraction: float
     """Tokens (rows x padded width) one forward and backward pass of an update may hold: ``fraction`` of
     ``free_bytes`` (the memory left once weights, gradients and optimizer state are counted) over
     ``train_bytes_per_token``; at least one row's worth is always tried (``token_batches`` sends a wider row alone)."""
-    return max(1, int(fraction * max(free_bytes, 0)) // train_bytes_per_token(config, dtype))
+    return max(1, int(fraction * free_bytes) // train_bytes_per_token(config, dtype))  # none free: 1
 
 
 def place(model: Any, device: str, dtype: str, *, batch_tokens: int | None = None, share_prefix: bool | None = None,

@@ -9,7 +9,6 @@ import pytest
 
 from rewardkit.backends import ChatRequest, VerdictRequest, load_backend, parse_spec
 from rewardkit.backends.base import continuation_tokens
-from rewardkit.backends.hardware import cpu_supports_bf16, default_threads, resolve_dtype, resolve_threads
 from rewardkit.backends.transformers_backend import TransformersBackend, token_batches
 from rewardkit.types import Status
 
@@ -36,11 +35,6 @@ def test_specs_parse():
     for bad in ("", "http://h/v1#foo=1", "openai:name", "vllm:", "llamacpp:"):
         with pytest.raises(ValueError, match="spec"):
             parse_spec(bad)
-
-
-def test_dtype_auto_follows_cpu_flags():
-    assert resolve_dtype("auto", "cpu") == ("bfloat16" if cpu_supports_bf16() else "float32")
-    assert resolve_dtype("float16", "cpu") == "float16"
 
 
 @pytest.mark.model
@@ -106,31 +100,6 @@ def test_token_batches_fill_a_budget_of_padded_tokens():
     assert all(len(b) * max(widths[i] for i in b) <= 1000 for b in out if len(b) > 1)
     assert token_batches(list(range(5)), lambda i: 10, budget=1000, max_rows=2) == [[0, 1], [2, 3], [4]]
     assert sorted(i for b in out for i in b) == sorted(widths)  # nothing lost or repeated
-
-
-def test_threads_follow_the_setting_then_the_environment(monkeypatch):
-    monkeypatch.delenv("REWARDKIT_TORCH_THREADS", raising=False)
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert resolve_threads(3) == 3
-    monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    assert resolve_threads(None) == 2
-    monkeypatch.setenv("REWARDKIT_TORCH_THREADS", "1")
-    assert resolve_threads(None) == 1
-    monkeypatch.setenv("REWARDKIT_TORCH_THREADS", "many")
-    with pytest.raises(ValueError, match="REWARDKIT_TORCH_THREADS='many'"):
-        resolve_threads(None)
-
-
-def test_default_threads_leave_busy_cores_alone(monkeypatch):
-    import os
-
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.2, 0.0, 0.0))
-    assert default_threads() == 4  # idle: every core
-    monkeypatch.setattr(os, "getloadavg", lambda: (2.6, 0.0, 0.0))
-    assert default_threads() == 1
-    monkeypatch.setattr(os, "getloadavg", lambda: (11.0, 0.0, 0.0))
-    assert default_threads() == 1  # oversubscribed: never below one
 
 
 @pytest.mark.parametrize("kw, message", [({"batch_tokens": 0}, "batch_tokens"), ({"batch_size": -1}, "batch_size"),
