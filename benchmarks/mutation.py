@@ -183,6 +183,10 @@ TARGETS = [
     # where a local model runs and how its work is packed: the token budgets, the decode rows and widths a compiled
     # decode step sees (issue 36's like-with-like widths), the batches a generation is split into
     Target("rewardkit/backends/hardware.py", ("tests/backends/test_hardware.py",)),
+    # finished work kept: a scoring job's resume, retries and groups (the offline runner), and the trainer's
+    # crash-safe checkpoints and metrics log
+    Target("rewardkit/runtime/jobs.py", ("tests/runtime/test_jobs.py",)),
+    Target("rewardkit/grpo/checkpoint.py", ("tests/grpo/test_checkpoint.py",)),
 ]
 
 
