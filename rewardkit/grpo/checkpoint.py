@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +33,18 @@ def save_checkpoint(out_dir: str | Path, step: int, model: Any, tokenizer: Any, 
                     state: dict[str, Any], extra: dict[str, Any] | None = None, keep: int = 1) -> Path:
     """Write checkpoint ``step`` (the number of finished steps) atomically; keep the newest ``keep``.
 
-    ``state`` is JSON (step counters, the step's metrics row, config); ``extra`` holds objects torch can
-    save (e.g. a second model's optimizer or a mode's state).
+    ``state`` is JSON (step counters, the step's metrics row, config); ``extra`` holds tensors and plain data
+    (e.g. a second model's optimizer or a mode's state: what ``load_state`` reads back without unpickling code).
+    An old checkpoint that cannot be removed is a warning, never an error: the new one is complete by then.
     """
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        raise ValueError(f"save_checkpoint: keep={keep!r}: expected a whole number of checkpoints >= 1")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     final = out / f"ckpt-{step:06d}"
     tmp = out / f".ckpt-{step:06d}.{os.getpid()}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
+    if tmp.exists():  # this process's own, from a write that failed
+        shutil.rmtree(tmp)
     tmp.mkdir()
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
@@ -47,18 +53,33 @@ def save_checkpoint(out_dir: str | Path, step: int, model: Any, tokenizer: Any, 
     for f in tmp.iterdir():
         with open(f, "rb") as fh:
             os.fsync(fh.fileno())
-    shutil.rmtree(final, ignore_errors=True)  # a leftover from a run killed after this rename
+    if final.exists():  # a leftover from a run killed after this rename, before ``latest`` named it
+        shutil.rmtree(final)
     os.replace(tmp, final)
     fsync_dir(out)
     write_atomic(out / LATEST, (final.name + "\n").encode())  # fsyncs the folder after its rename
     done = sorted(p for p in out.glob("ckpt-*") if p.is_dir())
-    for old in done[:-keep] if keep > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
-    for older in done[-keep:-1] if keep > 1 else []:  # resuming reads only the newest: weights-only here
-        (older / "trainer.pt").unlink(missing_ok=True)
-    for stale in out.glob(".ckpt-*.tmp"):
-        shutil.rmtree(stale, ignore_errors=True)
+    for old in done[:-keep]:
+        _remove(old)
+    for older in done[-keep:-1]:  # resuming reads only the newest: weights-only here
+        _remove(older / "trainer.pt")
+    for stale in out.glob(".ckpt-*.tmp"):  # other processes' writes, killed before their rename
+        _remove(stale)
     return final
+
+
+def _remove(path: Path) -> None:
+    """Remove a file or folder the newest checkpoint no longer needs; a failure is a warning naming it."""
+    try:
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        warnings.warn(f"checkpoint: could not remove {path} ({e.strerror or e}); remove it by hand to free the space",
+                      RuntimeWarning, stacklevel=3)
 
 
 def checkpoint_summary(out_dir: str | Path) -> str:
@@ -89,9 +110,15 @@ def latest_checkpoint(out_dir: str | Path) -> Path | None:
 
 
 def load_state(ckpt: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The checkpoint's JSON state and its torch payload (optimizer state, extras)."""
+    """The checkpoint's JSON state and its torch payload (optimizer state, extras), read as tensors and plain data
+    only: a ``trainer.pt`` that holds other pickled objects is refused, since unpickling them could run code."""
     state = json.loads((ckpt / "state.json").read_text())
-    payload = torch.load(ckpt / "trainer.pt", map_location="cpu", weights_only=False)
+    try:
+        payload = torch.load(ckpt / "trainer.pt", map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:  # torch's message: the offending global on its "WeightsUnpickler" line
+        what = next((x.split("error: ", 1)[1] for x in str(e).splitlines() if "WeightsUnpickler error: " in x), str(e))
+        raise pickle.UnpicklingError(f"{ckpt / 'trainer.pt'}: holds objects other than tensors and plain data, "
+                                     f"which rewardkit does not unpickle (they could run code): {what[:300]}") from None
     return state, payload
 
 

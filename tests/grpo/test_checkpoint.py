@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import pickle
+import sys
+import zipfile
 
 import pytest
 
-from rewardkit.grpo.checkpoint import MetricsLog, latest_checkpoint
+from rewardkit.grpo.checkpoint import (
+    MetricsLog,
+    checkpoint_summary,
+    latest_checkpoint,
+    load_state,
+    save_checkpoint,
+)
 
 
 def _lines(path):
@@ -64,18 +74,23 @@ class _Tiny:
         (path / self.name).write_bytes(b"w" * self.nbytes)
 
 
-def test_only_the_newest_checkpoint_keeps_the_optimizer_state_and_old_ones_go(tmp_path):
+def _adamw():
+    """An AdamW optimizer after one step on 1,000 weights (its moments are the state a resume needs)."""
     import torch
 
-    from rewardkit.grpo.checkpoint import checkpoint_summary, load_state, save_checkpoint
-    from rewardkit.grpo.trainer import TrainConfig
-
-    cfg = TrainConfig()
-    assert cfg.checkpoint_every > 1 and cfg.keep_checkpoints >= 2  # not a 1.6 GB write every step by default
     p = torch.nn.Parameter(torch.ones(1000))
     opt = torch.optim.AdamW([p])
     p.grad = torch.ones(1000)
     opt.step()
+    return opt
+
+
+def test_only_the_newest_checkpoint_keeps_the_optimizer_state_and_old_ones_go(tmp_path):
+    from rewardkit.grpo.trainer import TrainConfig
+
+    cfg = TrainConfig()
+    assert cfg.checkpoint_every > 1 and cfg.keep_checkpoints >= 2  # not a 1.6 GB write every step by default
+    opt = _adamw()
     out = tmp_path
     for step in (10, 20, 30):
         save_checkpoint(out, step, _Tiny("model.safetensors", 1000), _Tiny("tokenizer.json", 10), opt, {"x": step}, keep=2)
@@ -86,3 +101,130 @@ def test_only_the_newest_checkpoint_keeps_the_optimizer_state_and_old_ones_go(tm
     state, payload = load_state(out / "ckpt-000030")  # the newest resumes: optimizer moments intact
     assert state["step"] == 30 and payload["optimizer"]["state"][0]["exp_avg"].shape == (1000,)
     assert checkpoint_summary(out).startswith("2 checkpoint(s)") and "newest ckpt-000030" in checkpoint_summary(out)
+
+
+class _Sparse(_Tiny):
+    """A stand-in whose weights file is ``nbytes`` long without taking the disk (a sparse file)."""
+
+    def save_pretrained(self, path):
+        with open(path / self.name, "wb") as f:
+            f.truncate(self.nbytes)
+
+
+def _save(out, step, **kw):
+    return save_checkpoint(out, step, _Tiny("model.safetensors", 1000), _Tiny("tokenizer.json", 10), _adamw(),
+                           {"x": step}, **kw)
+
+
+def test_a_checkpoint_is_written_into_missing_folders_and_over_what_killed_writes_left(tmp_path):
+    fresh = _save(tmp_path / "runs" / "a", 1)  # folders made as needed
+    assert latest_checkpoint(tmp_path / "runs" / "a") == fresh
+    out = tmp_path / "b"
+    renamed = out / "ckpt-000010"  # a write killed after its rename, before ``latest`` named it
+    own = out / f".ckpt-000010.{os.getpid()}.tmp"  # this process's write that failed
+    other = out / ".ckpt-000009.4242.tmp"  # another process's, killed
+    for d in (renamed, own, other):
+        d.mkdir(parents=True)
+        (d / "half.bin").write_bytes(b"x")
+    final = _save(out, 10)
+    assert final == renamed and latest_checkpoint(out) == final
+    assert sorted(f.name for f in final.iterdir()) == ["model.safetensors", "state.json", "tokenizer.json", "trainer.pt"]
+    assert not list(out.glob(".ckpt-*"))
+
+
+def test_keep_is_a_whole_number_of_checkpoints_and_older_kept_ones_lose_only_their_optimizer(tmp_path):
+    for keep in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match=f"keep={keep!r}: expected a whole number of checkpoints >= 1"):
+            _save(tmp_path, 1, keep=keep)
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+    for step in (1, 2, 3, 4):
+        _save(tmp_path, step, keep=3)
+    assert [(p.name, (p / "trainer.pt").exists()) for p in sorted(tmp_path.glob("ckpt-*"))] == \
+        [("ckpt-000002", False), ("ckpt-000003", False), ("ckpt-000004", True)]
+    _save(tmp_path, 5)  # the default keeps one
+    assert [p.name for p in tmp_path.glob("ckpt-*")] == ["ckpt-000005"]
+
+
+def test_an_old_checkpoint_that_cannot_be_removed_is_a_warning_and_the_new_one_stands(tmp_path, monkeypatch):
+    import shutil
+
+    _save(tmp_path, 1)
+
+    def refuse(path, *a, **k):
+        raise PermissionError(13, "Permission denied", str(path))
+    monkeypatch.setattr(shutil, "rmtree", refuse)
+    with pytest.warns(RuntimeWarning, match=r"could not remove .*ckpt-000001 \(Permission denied\); remove it by hand"):
+        final = _save(tmp_path, 2)
+    assert latest_checkpoint(tmp_path) == final and load_state(final)[0] == {"x": 2, "step": 2}
+
+
+def test_extras_come_back_and_only_tensors_and_plain_data_are_unpickled(tmp_path, monkeypatch):
+    import fractions
+
+    import torch
+
+    extra = {"mode0": {"replay": {"seen": 3, "rng_state": [3, [1, 2], None], "items": [{"question": "q"}]}},
+             "mode1": {"model": {"w": torch.arange(3.0)}}}
+    state, payload = load_state(_save(tmp_path, 1, extra=extra))
+    assert state == {"x": 1, "step": 1} and payload["extra"]["mode0"] == extra["mode0"]
+    assert torch.equal(payload["extra"]["mode1"]["model"]["w"], torch.arange(3.0))
+    final = _save(tmp_path, 2)
+    assert load_state(final)[1]["extra"] == {}  # none given: an empty dict, what the modes' loaders take
+    # a trainer.pt holding another pickled object (it could run code) is refused, even where the environment asks
+    # torch to unpickle anything by default
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    torch.save({"optimizer": {}, "extra": {"x": fractions.Fraction(1, 3)}}, final / "trainer.pt")
+    with pytest.raises(pickle.UnpicklingError, match=r"trainer.pt: holds objects other than tensors and plain data, "
+                       r"which rewardkit does not unpickle \(they could run code\): Unsupported global: GLOBAL "
+                       r"fractions.Fraction"):
+        load_state(final)
+
+
+def test_a_checkpoint_written_on_a_gpu_resumes_on_a_cpu_only_machine(tmp_path):
+    """torch.save records each tensor's device; this machine has no GPU, so a GPU run's trainer.pt is made by
+    rewriting that record (pickle's BINUNICODE "cpu" -> "cuda:0") in a real one, as a GPU run writes it."""
+    import torch
+
+    final = _save(tmp_path, 1)
+    path = final / "trainer.pt"
+    with zipfile.ZipFile(path) as src:
+        entries = [(n, src.read(n)) for n in src.namelist()]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as dst:
+        for name, data in entries:
+            dst.writestr(name, data.replace(b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0")
+                         if name.endswith("data.pkl") else data)
+    with pytest.raises(RuntimeError, match="CUDA device"):  # the record says cuda:0 now
+        torch.load(path, weights_only=True)
+    _, payload = load_state(final)
+    assert payload["optimizer"]["state"][0]["exp_avg"].device.type == "cpu"
+
+
+def test_checkpoint_summary_says_what_a_run_keeps_in_gb(tmp_path):
+    assert checkpoint_summary(tmp_path) == "no checkpoint"
+    for step in (1, 2, 3):  # SmolLM2-135M's sizes: 0.54 GB of fp32 weights
+        save_checkpoint(tmp_path, step, _Sparse("model.safetensors", 540_000_000), _Tiny("tokenizer.json", 10),
+                        _adamw(), {}, keep=3)
+    newest = tmp_path / "ckpt-000003"
+    with open(newest / "trainer.pt", "r+b") as f:  # AdamW's two moments: 1.08 GB
+        f.truncate(1_080_000_000)
+    assert checkpoint_summary(tmp_path) == ("3 checkpoint(s), 2.70 GB: newest ckpt-000003 1.62 GB (optimizer state "
+                                            "1.08 GB, needed to resume); older ones are weights only")
+    (newest / "trainer.pt").unlink()
+    assert "newest ckpt-000003 0.54 GB (optimizer state 0.00 GB" in checkpoint_summary(tmp_path)
+
+
+def test_the_metrics_log_makes_its_folder_keeps_rows_without_a_step_and_does_without_tensorboard(tmp_path,
+                                                                                                   monkeypatch):
+    log = MetricsLog(tmp_path / "runs" / "a")  # tensorboard on by default where it is installed
+    log.write({"step": 0, "reward_mean": 0.5})
+    log.close()
+    assert list((tmp_path / "runs" / "a" / "tensorboard").iterdir())
+    with open(log.path, "a") as f:
+        f.write(json.dumps({"note": "resumed by hand"}) + "\n")
+    rows = MetricsLog(tmp_path / "runs" / "a", tensorboard=False).resume(done_steps=1, last_row=None)
+    assert rows == [{"step": 0, "reward_mean": 0.5}, {"note": "resumed by hand"}]
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # not installed: the JSONL log alone
+    bare = MetricsLog(tmp_path / "b")
+    bare.write({"step": 0, "loss": 1.0})
+    bare.close()
+    assert _lines(bare.path) == [{"step": 0, "loss": 1.0}] and not (tmp_path / "b" / "tensorboard").exists()
