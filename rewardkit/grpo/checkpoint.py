@@ -111,14 +111,17 @@ def latest_checkpoint(out_dir: str | Path) -> Path | None:
 
 def load_state(ckpt: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The checkpoint's JSON state and its torch payload (optimizer state, extras), read as tensors and plain data
-    only: a ``trainer.pt`` that holds other pickled objects is refused, since unpickling them could run code."""
+    only: a ``trainer.pt`` that holds other pickled objects (or is not a pickle at all) is refused with torch's
+    reason, since unpickling other objects could run code."""
     state = json.loads((ckpt / "state.json").read_text())
     try:
         payload = torch.load(ckpt / "trainer.pt", map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:  # torch's message: the offending global on its "WeightsUnpickler" line
-        what = next((x.split("error: ", 1)[1] for x in str(e).splitlines() if "WeightsUnpickler error: " in x), str(e))
-        raise pickle.UnpicklingError(f"{ckpt / 'trainer.pt'}: holds objects other than tensors and plain data, "
-                                     f"which rewardkit does not unpickle (they could run code): {what[:300]}") from None
+    except pickle.UnpicklingError as e:  # torch's own reason sits between these two phrases of its message
+        text = str(e)
+        why = text.partition("WeightsUnpickler error:")[2].partition("Check the documentation")[0]
+        why = " ".join(why.split()) or " ".join(text.split())
+        raise pickle.UnpicklingError(f"{ckpt / 'trainer.pt'}: not read: rewardkit reads it as tensors and plain data "
+                                     f"only, since other pickled objects could run code ({why[:300]})") from None
     return state, payload
 
 

@@ -174,9 +174,17 @@ def test_extras_come_back_and_only_tensors_and_plain_data_are_unpickled(tmp_path
     # torch to unpickle anything by default
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     torch.save({"optimizer": {}, "extra": {"x": fractions.Fraction(1, 3)}}, final / "trainer.pt")
-    with pytest.raises(pickle.UnpicklingError, match=r"trainer.pt: holds objects other than tensors and plain data, "
-                       r"which rewardkit does not unpickle \(they could run code\): Unsupported global: GLOBAL "
-                       r"fractions.Fraction"):
+    with pytest.raises(pickle.UnpicklingError) as e:
+        load_state(final)
+    assert str(e.value).startswith(f"{final / 'trainer.pt'}: not read: rewardkit reads it as tensors and plain data "
+                                   "only, since other pickled objects could run code (Unsupported global: GLOBAL "
+                                   "fractions.Fraction was not an allowed global by default.")
+    (final / "trainer.pt").write_bytes(b"not a pickle at all")  # a damaged file: torch's reason, on one line
+    with pytest.raises(pickle.UnpicklingError, match=r"could run code \(Unsupported operand 110\)$"):
+        load_state(final)
+    # a torch whose message lacks those phrases: its whole message, whitespace collapsed
+    monkeypatch.setattr(torch, "load", lambda *a, **k: (_ for _ in ()).throw(pickle.UnpicklingError("bad\n  file")))
+    with pytest.raises(pickle.UnpicklingError, match=r"could run code \(bad file\)$"):
         load_state(final)
 
 
@@ -205,10 +213,10 @@ def test_checkpoint_summary_says_what_a_run_keeps_in_gb(tmp_path):
         save_checkpoint(tmp_path, step, _Sparse("model.safetensors", 540_000_000), _Tiny("tokenizer.json", 10),
                         _adamw(), {}, keep=3)
     newest = tmp_path / "ckpt-000003"
-    with open(newest / "trainer.pt", "r+b") as f:  # AdamW's two moments: 1.08 GB
-        f.truncate(1_080_000_000)
-    assert checkpoint_summary(tmp_path) == ("3 checkpoint(s), 2.70 GB: newest ckpt-000003 1.62 GB (optimizer state "
-                                            "1.08 GB, needed to resume); older ones are weights only")
+    with open(newest / "trainer.pt", "r+b") as f:  # AdamW's two moments, about 1.08 GB; GB are 10^9 bytes
+        f.truncate(1_015_000_001)
+    assert checkpoint_summary(tmp_path) == ("3 checkpoint(s), 2.64 GB: newest ckpt-000003 1.56 GB (optimizer state "
+                                            "1.02 GB, needed to resume); older ones are weights only")
     (newest / "trainer.pt").unlink()
     assert "newest ckpt-000003 0.54 GB (optimizer state 0.00 GB" in checkpoint_summary(tmp_path)
 
@@ -217,6 +225,7 @@ def test_the_metrics_log_makes_its_folder_keeps_rows_without_a_step_and_does_wit
                                                                                                    monkeypatch):
     log = MetricsLog(tmp_path / "runs" / "a")  # tensorboard on by default where it is installed
     log.write({"step": 0, "reward_mean": 0.5})
+    assert _lines(tmp_path / "runs" / "a" / "metrics.jsonl") == [{"step": 0, "reward_mean": 0.5}]
     log.close()
     assert list((tmp_path / "runs" / "a" / "tensorboard").iterdir())
     with open(log.path, "a") as f:
