@@ -933,6 +933,8 @@ def test_load_groups_passes_its_reading_options_on(tmp_path):
         load_groups(mixed)
     groups, bad = load_groups(mixed, skip_bad=True)
     assert [g.id for g in groups] == ["a"] and [b.line for b in bad] == [2]
+    many = write_groups(tmp_path / "many.jsonl", "abcd")
+    assert [g.id for g in load_groups(many, limit=2)[0]] == ["a", "b"] and load_groups(many, limit=4)[1] == []
 
 
 def test_summarize_counts_statuses_reasons_rewards_and_cost():
