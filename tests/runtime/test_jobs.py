@@ -710,3 +710,270 @@ def test_a_lone_surrogate_in_any_of_several_references_is_an_error_not_sent():
     g = Group("g", "2+2?", [r"\boxed{4}"], reference=["4", "f\ud800ur"])
     (s,) = score_batch(get_scorer("verifier"), [g])
     assert s.statuses == [Status.ERROR] and "field 'reference' is not valid Unicode" in s.messages[0]
+
+
+# ------------------------------------------------------------------ rows, failures and summaries, piece by piece
+
+from collections import Counter  # noqa: E402
+
+from rewardkit.runtime.inputs import InputError  # noqa: E402
+from rewardkit.runtime.jobs import (  # noqa: E402
+    JobSummary,
+    _check_scores,
+    _failure,
+    load_groups,
+    output_row,
+    score_batch,
+)
+from rewardkit.types import Cost  # noqa: E402
+
+
+class Recording(Scripted):
+    """``Scripted`` that keeps every batch it was sent, texts included."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.batches = []
+
+    def score(self, groups):
+        self.batches.append([list(g.responses) for g in groups])
+        return super().score(groups)
+
+
+def _raise_value_error(text):
+    raise ValueError(text)
+
+
+RAISE_LINE = _raise_value_error.__code__.co_firstlineno + 1  # the `raise` line of the helper above
+
+
+class Raising:
+    """A scorer whose score() calls ``how`` (which raises); the call is on the line after ``def score``."""
+
+    name = "raising"
+
+    def __init__(self, how):
+        self.how = how
+
+    def score(self, groups):
+        self.how()
+
+
+SCORE_CALL_LINE = Raising.score.__code__.co_firstlineno + 1
+
+
+def test_failure_names_the_type_the_collapsed_text_and_the_innermost_raising_line():
+    g = Group("g", "p", ["a"])
+    text = "first  line\n\tsecond " + "x" * 600
+    (s,) = score_batch(Raising(lambda: _raise_value_error(text)), [g])
+    # innermost frame: the helper's raise, not the scorer's call of it (the traceback's second frame)
+    want = "ValueError: " + ("first line second " + "x" * 600)[:500] + f" (at test_jobs.py:{RAISE_LINE})"
+    assert s.messages == [want] and s.statuses == [Status.ERROR] and s.extra == {"exception": True}
+    assert RAISE_LINE != SCORE_CALL_LINE
+    # raised in another file (the json module) than the scorer that called it: that file is named
+    (s,) = score_batch(Raising(lambda: json.loads("{")), [g])
+    assert s.messages[0].startswith("JSONDecodeError: ") and " (at decoder.py:" in s.messages[0]
+    # an exception that was never raised has no traceback: no place, and nothing else added
+    assert _failure(g, KeyError("k")).messages == ["KeyError: 'k'"]
+
+
+def test_check_scores_refuses_a_wrong_count_or_a_score_of_another_group():
+    a, b = Group("a", "p", ["x", "y"]), Group("b", "p", ["x"])
+    sa, sb = GroupScore("a", [1.0, 0.0], ["ok", "ok"]), GroupScore("b", [1.0], ["ok"])
+    assert _check_scores([a, b], [sa, sb]) == [sa, sb]
+    with pytest.raises(RuntimeError, match="scorer returned 1 scores for 2 groups"):
+        _check_scores([a, b], [sa])
+    with pytest.raises(RuntimeError, match="scorer returned tuple scores for 2 groups"):
+        _check_scores([a, b], (sa, sb))
+    with pytest.raises(RuntimeError, match="does not match group 'b'"):  # the right length, another group's id
+        _check_scores([a, b], [sa, GroupScore("c", [1.0], ["ok"])])
+    with pytest.raises(RuntimeError, match="does not match group 'b'"):  # the right id, another length
+        _check_scores([a, b], [sa, GroupScore("b", [1.0, 1.0], ["ok", "ok"])])
+
+
+@pytest.mark.parametrize("field, kw, at", [
+    ("id", {"id": "i\ud800d"}, 1),
+    ("prompt", {"prompt": "pr\ud800"}, 2),
+    ("reference", {"reference": ["4", "f\ud800ur"]}, 3),  # the references joined by one newline: "4\nf" + ...
+    ("expert", {"expert": "\ud800"}, 0),
+])
+def test_a_lone_surrogate_in_a_group_field_names_the_field_and_is_not_sent(field, kw, at):
+    base = {"id": "g", "prompt": "p", "responses": ["good", "bad"]}
+    g = Group(**{**base, **kw})
+    sc = Recording()
+    ok, s = score_batch(sc, [Group("ok", "p", ["good"]), g])
+    assert ok.statuses == [Status.OK] and sc.batches == [[["good"]]]  # only the clean group went out
+    assert s.statuses == [Status.ERROR] * 2 and np.isnan(s.rewards).all()
+    assert s.messages == [f"field {field!r} is not valid Unicode text (lone surrogate at character {at})"] * 2
+
+
+def test_no_scorer_call_when_every_group_of_a_batch_is_refused():
+    sc = Recording()
+    (s,) = score_batch(sc, [Group("g", "p\udc80", ["good"])])
+    assert s.statuses == [Status.ERROR] and sc.seen == [] and sc.batches == []
+
+
+def test_a_lone_surrogate_in_a_response_is_sent_repaired_and_marked_error():
+    sc = Recording()
+    (s,) = score_batch(sc, [Group("g", "p", ["good", "x\udc80good", "bad"])])
+    assert sc.batches == [[["good", "x?good", "bad"]]]  # UTF-8 "replace" writes "?" for the surrogate
+    assert s.statuses == [Status.OK, Status.ERROR, Status.OK]
+    assert s.rewards[0] == 1.0 and np.isnan(s.rewards[1]) and s.rewards[2] == 0.0  # not the 1.0 "x?good" got
+    assert s.messages == [None, "response is not valid Unicode text (lone surrogate at character 1)", None]
+
+
+def test_output_row_keys_step_labels_and_texts():
+    g = Group("g", "2+2?", ["4", "5"], reference=["4", "four"], labels=[True, False], metadata={"step": 7})
+    s = GroupScore("g", [1.0, 0.0], ["ok", "ok"])
+    row = output_row(g, s, "sc")
+    assert list(row)[:3] == ["id", "step", "scorer"] and (row["id"], row["step"], row["scorer"]) == ("g", 7, "sc")
+    assert row["correct"] == [True, False] and row["rewards"] == [1.0, 0.0]
+    assert not {"prompt", "responses", "reference"} & set(row)  # texts only when asked for
+    row = output_row(g, s, "sc", with_texts=True)
+    assert (row["prompt"], row["responses"]) == ("2+2?", ["4", "5"])
+    assert type(row["reference"]) is list and row["reference"] == ["4", "four"]
+    g = Group("h", "p", ["a"], reference="42")  # no step, no labels, one reference: kept as it is
+    row = output_row(g, GroupScore("h", [0.0], ["ok"]), "sc", with_texts=True)
+    assert "step" not in row and "correct" not in row and row["reference"] == "42"
+    row = output_row(Group("n", "p", ["a"]), GroupScore("n", [0.0], ["ok"]), "sc", with_texts=True)
+    assert row["reference"] is None and row["responses"] == ["a"]
+    assert list(output_row(Group("x", "p", ["a"]), GroupScore("y", [0.0], ["ok"]), "sc"))[0] == "id"
+    assert output_row(Group("x", "p", ["a"]), GroupScore("y", [0.0], ["ok"]), "sc")["id"] == "x"  # the group's id
+
+
+def test_a_row_json_cannot_hold_becomes_an_error_row_of_that_group():
+    g = Group("g", "p", ["a", "b"], labels=[True, True])
+    s = GroupScore("g", [1.0, 1.0], ["ok", "ok"], cost=Cost(seconds=float("nan")))
+    row = output_row(g, s, "sc")
+    assert row["statuses"] == ["error", "error"] and row["rewards"] == [None, None] and row["exception"] is True
+    assert row["messages"][0].startswith("ValueError: Out of range float values are not JSON compliant")
+    assert row["correct"] == [True, True] and row["id"] == "g"
+    json.dumps(row, allow_nan=False)
+
+
+def test_score_file_rows_with_texts_and_the_summary_counts(tmp_path):
+    inp = write_groups(tmp_path / "in.jsonl", "abcde")
+    out = tmp_path / "out.jsonl"
+    starts, batches = [], []
+    s = score_file(inp, Scripted(), out, batch_size=2, with_texts=True, limit=3,
+                   on_start=lambda *a: starts.append(a), on_batch=batches.append)
+    assert [r["prompt"] for r in rows(out)] == ["p a", "p b", "p c"]
+    assert rows(out)[0]["responses"] == ["good", "bad"]
+    assert starts == [(3, 0)] and batches == [2, 1] and (s.scored_now, s.skipped_done, s.groups) == (3, 0, 3)
+    s = score_file(inp, Scripted(), out, batch_size=2, with_texts=True,
+                   on_start=lambda *a: starts.append(a), on_batch=batches.append)
+    assert starts[1] == (5, 3) and batches[2:] == [2] and (s.scored_now, s.skipped_done, s.groups) == (2, 3, 5)
+
+
+def test_summary_counts_exceptions_and_rejects(tmp_path):
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("".join(json.dumps({"id": i, "prompt": "p", "responses": ["good"]}) + "\n" for i in "abc")
+                   + "{bad\n")
+    s = score_file(inp, Scripted(boom="ac"), tmp_path / "out.jsonl", skip_bad=True)
+    assert (s.exceptions, s.rejected) == (2, 1)
+    assert s.first_exception.startswith("group 'a': ZeroDivisionError: division by zero")
+
+
+def test_an_os_error_while_scoring_keeps_the_rows_and_says_so(tmp_path):
+    inp = write_groups(tmp_path / "in.jsonl", "abcd")
+    out = tmp_path / "out.jsonl"
+
+    def full(n):
+        raise OSError(28, "No space left on device", str(out))
+
+    with pytest.raises(JobError, match=r"No space left on device; rows written so far are kept, re-run to resume"):
+        score_file(inp, Scripted(), out, batch_size=2, on_batch=full)
+    assert [r["id"] for r in rows(out)] == ["a", "b"]
+
+
+def test_an_executor_with_an_extra_batch_is_out_of_order(tmp_path):
+    inp = write_groups(tmp_path / "in.jsonl", "ab")
+    sc = Scripted()
+
+    def extra(batches):
+        pending = list(batches)
+        for b in pending + pending:
+            yield b, sc.score(b)
+
+    with pytest.raises(RuntimeError, match="out of input order"):
+        score_file(inp, sc, tmp_path / "out.jsonl", executor=extra)
+
+
+def test_a_retry_writes_its_rows_to_the_journal_never_to_out(tmp_path):
+    inp = write_groups(tmp_path / "in.jsonl", "abcd")
+    out = tmp_path / "out.jsonl"
+    score_file(inp, Scripted(fail="ac"), out, batch_size=1)
+    seen = []
+    score_file(inp, Scripted(), out, batch_size=1, retry_failed=True,
+               on_batch=lambda n: seen.append((len(rows(out)), len(rows(retry_path(out))))))
+    assert seen == [(4, 1), (4, 2)]  # OUT keeps one row per group while the retry runs
+    assert [r["statuses"] for r in rows(out)] == [["ok", "ok"]] * 4 and not retry_path(out).exists()
+
+
+def _flat(path, recs):
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+def test_load_groups_passes_its_reading_options_on(tmp_path):
+    flat = _flat(tmp_path / "flat.jsonl", [{"qid": q, "prompt": "same", "response": r} for q, r in
+                                           [("a", "1"), ("b", "2"), ("a", "3")]])
+    groups, bad = load_groups(flat, group_key="qid")
+    assert [(g.id, g.responses) for g in groups] == [("a", ["1", "3"]), ("b", ["2"])] and bad == []
+    with pytest.raises(InputError, match="responses"):  # a flat row read as grouped has no responses list
+        load_groups(flat, fmt="grouped")
+    own = _flat(tmp_path / "own.jsonl", [{"id": "q", "question_text": "Q?", "responses": ["x"]}])
+    (g,), _ = load_groups(own, fields={"prompt": "question_text"})
+    assert g.prompt == "Q?"
+    (g,), _ = load_groups(tmp_path / "named-but-absent.jsonl", source=own, fields={"prompt": "question_text"})
+    assert g.id == "q"
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text('{"id": "a", "prompt": "p", "responses": ["x"]}\n{bad\n')
+    with pytest.raises(InputError, match="mixed.jsonl:2"):  # bad records are refused unless skip_bad
+        load_groups(mixed)
+    groups, bad = load_groups(mixed, skip_bad=True)
+    assert [g.id for g in groups] == ["a"] and [b.line for b in bad] == [2]
+    many = write_groups(tmp_path / "many.jsonl", "abcd")
+    assert [g.id for g in load_groups(many, limit=2)[0]] == ["a", "b"] and load_groups(many, limit=4)[1] == []
+
+
+def test_summarize_counts_statuses_reasons_rewards_and_cost():
+    r1 = {"id": "a", "rewards": [1.0, None, None], "statuses": ["ok", "error", "error"],
+          "messages": ["fine", "B judge down", "A bad answer"], "cost": {"judge_calls": 2, "seconds": 1.5}}
+    r2 = {"id": "b", "rewards": [None, 0.0, 0.0], "statuses": ["error", "ok", "ok"],
+          "messages": ["A bad answer", None, None], "cost": {"judge_calls": 3, "unknown_field": 9}}
+    r3 = {"id": "c", "rewards": [None, None], "statuses": ["timeout", "timeout"], "messages": [None, "slow"]}
+    r4 = {"id": "d", "rewards": [1, 1], "statuses": ["ok", "ok"]}
+    s = summarize([r1, r2, r3, r4])
+    assert s.groups == 4 and s.statuses == Counter(ok=5, error=3, timeout=2)
+    assert s.reasons == {"error": Counter({"A bad answer": 2, "B judge down": 1}), "timeout": Counter(slow=1)}
+    assert s.reward_mean == pytest.approx((1 + 0 + 0 + 1 + 1) / 5)
+    # non-diverse by rewards: a (one ok reward), b (0, 0), d (1, 1); c has none to compare
+    assert (s.non_diverse_fraction, s.non_diverse_source) == (3 / 4, "rewards")
+    assert s.cost == Cost(judge_calls=5, seconds=1.5)
+    d = s.to_dict()
+    assert d["statuses"] == {"ok": 5, "error": 3, "timeout": 2} and type(d["statuses"]) is dict
+    assert d["reasons"] == {"error": "A bad answer", "timeout": "slow"}  # each status's most common reason
+    assert d["cost"] == Cost(judge_calls=5, seconds=1.5).to_dict() and d["groups"] == 4
+    assert json.loads(json.dumps(d)) == d
+
+
+def test_summarize_of_rows_without_rewards_or_statuses_and_of_none():
+    s = summarize([{"id": "a"}, {"id": "b", "rewards": [None], "statuses": ["error"]}])
+    assert s.groups == 2 and s.reward_mean is None and s.statuses == Counter(error=1) and s.reasons == {}
+    assert s.non_diverse_fraction == 0.0 and s.cost == Cost()
+    s = summarize([])
+    assert (s.groups, s.reward_mean, s.non_diverse_fraction) == (0, None, None)
+    assert JobSummary().to_dict()["reasons"] == {}
+
+
+def test_a_retry_skips_a_row_that_has_no_statuses(tmp_path):
+    inp = write_groups(tmp_path / "in.jsonl", "ab")
+    out = tmp_path / "out.jsonl"
+    score_file(inp, Scripted(fail="b"), out)
+    got = rows(out)
+    del got[0]["statuses"]  # a row edited by hand: nothing in it says it failed
+    out.write_text("".join(json.dumps(r) + "\n" for r in got))
+    sc = Scripted()
+    s = score_file(inp, sc, out, retry_failed=True)
+    assert sc.seen == ["b"] and s.retried == 1
