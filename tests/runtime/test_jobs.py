@@ -977,3 +977,168 @@ def test_a_retry_skips_a_row_that_has_no_statuses(tmp_path):
     sc = Scripted()
     s = score_file(inp, sc, out, retry_failed=True)
     assert sc.seen == ["b"] and s.retried == 1
+
+
+# ---- score_file / _run_job / positive_int / summarize: each option reaches the job
+
+import threading  # noqa: E402
+
+from rewardkit.runtime.jobs import positive_int  # noqa: E402
+
+
+def test_positive_int_reads_a_command_line_number_and_names_the_flag_when_refused():
+    assert positive_int("--limit", " 12 ") == 12 and positive_int("--batch-size", 3) == 3
+    for flag, value in [("--limit", "a"), ("--limit", "0x10"), ("--batch-size", 0), ("--batch-size", -2),
+                        ("--limit", True), ("--limit", 2.5), ("--limit", "1.5")]:
+        with pytest.raises(JobError) as e:
+            positive_int(flag, value)
+        assert str(e.value) == f"{flag} must be a positive integer, got {value}"
+
+
+def test_score_file_refuses_a_batch_size_or_limit_below_one_naming_the_flag(tmp_path):
+    inp = write_groups(tmp_path / "in.jsonl", "ab")
+    out = tmp_path / "out.jsonl"
+    for kw, msg in [({"batch_size": 0}, "--batch-size must be a positive integer, got 0"),
+                    ({"limit": 0}, "--limit must be a positive integer, got 0"),
+                    ({"limit": "x"}, "--limit must be a positive integer, got x")]:
+        with pytest.raises(JobError) as e:
+            score_file(inp, Scripted(), out, **kw)
+        assert str(e.value) == msg
+    assert not out.exists()
+    s = score_file(inp, Scripted(), out, batch_size=" 1 ", limit="1")  # a command line's text
+    assert ids(out) == ["a"] and s.groups == 1
+
+
+def test_score_file_defaults_batch_16_no_texts_and_bad_records_refused(tmp_path):
+    inp = write_groups(tmp_path / "in.jsonl", [f"g{i}" for i in range(17)])
+    batches = []
+    score_file(inp, Scripted(), tmp_path / "out.jsonl", on_batch=batches.append)
+    assert batches == [16, 1]
+    assert set(rows(tmp_path / "out.jsonl")[0]) & {"prompt", "responses", "reference"} == set()
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text('{"id": "a", "prompt": "p", "responses": ["good"]}\n{bad\n')
+    with pytest.raises(InputError, match="mixed.jsonl:2"):
+        score_file(mixed, Scripted(), tmp_path / "m.jsonl")
+
+
+def test_score_file_passes_group_key_format_fields_and_texts_to_the_reader_and_the_manifest(tmp_path):
+    recs = [{"qid": "a", "task_text": "Q a", "response": "good"}, {"qid": "b", "task_text": "Q b", "response": "bad"},
+            {"qid": "a", "task_text": "Q a", "response": "bad"}]
+    flat = _flat(tmp_path / "flat.jsonl", recs)
+    out = tmp_path / "out.jsonl"
+    s = score_file(flat, Scripted(), out, group_key="qid", fmt="flat", fields={"prompt": "task_text"},
+                   with_texts=True)
+    got = rows(out)
+    assert [(r["id"], r["prompt"], r["responses"], r["rewards"]) for r in got] == [
+        ("a", "Q a", ["good", "bad"], [1.0, 0.0]), ("b", "Q b", ["bad"], [0.0])]
+    assert s.groups == 2
+    m = json.loads(manifest_path(out).read_text())
+    assert (m["format"], m["group_key"], m["fields"], m["with_texts"]) == ("flat", "qid", {"prompt": "task_text"}, True)
+    assert m["input"] == {"path": str(flat.resolve()), "sha256": hashlib.sha256(flat.read_bytes()).hexdigest()}
+    with pytest.raises(InputError, match="responses"):  # flat rows read as grouped have no responses list
+        score_file(flat, Scripted(), tmp_path / "g.jsonl", group_key="qid", fmt="grouped")
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_score_file_reads_through_a_link_and_a_dataset_folder_and_names_an_unnamed_scorer(tmp_path):
+    class Anon(Scripted):
+        name = property(lambda self: (_ for _ in ()).throw(AttributeError("no name")))
+
+    inp = write_groups(tmp_path / "in.jsonl", "ab")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(inp)
+    score_file(link, Anon(), tmp_path / "out.jsonl")
+    assert [(r["id"], r["scorer"]) for r in rows(tmp_path / "out.jsonl")] == [("a", "Anon"), ("b", "Anon")]
+    from datasets import Dataset
+
+    folder = tmp_path / "ds"
+    Dataset.from_list([{"id": "x", "prompt": "p", "responses": ["bad", "good"]}]).save_to_disk(str(folder))
+    s = score_file(folder, Scripted(), tmp_path / "ds.jsonl")
+    assert [(r["id"], r["rewards"]) for r in rows(tmp_path / "ds.jsonl")] == [("x", [0.0, 1.0])] and s.groups == 1
+
+
+def test_an_out_that_is_the_input_is_refused_with_the_input_named(tmp_path):
+    inp = write_groups(tmp_path / "in.jsonl", "ab")
+    with pytest.raises(JobError) as e:
+        score_file(inp, Scripted(), inp)
+    assert str(e.value) == f"{inp}: --out would write over or into the input {inp}; choose another --out"
+
+
+def test_an_empty_input_has_no_groups_to_score(tmp_path):
+    inp = tmp_path / "empty.jsonl"
+    inp.write_text("")
+    with pytest.raises(JobError) as e:
+        score_file(inp, Scripted(), tmp_path / "out.jsonl")
+    assert str(e.value) == f"{inp}: no groups to score: it holds no records"
+
+
+def test_an_os_error_before_scoring_is_one_line_without_the_resume_hint(tmp_path):
+    inp = write_groups(tmp_path / "in.jsonl", "ab")
+    out = tmp_path / "new" / "out.jsonl"
+
+    def refuse(folder):
+        raise PermissionError(13, "Permission denied")
+
+    with pytest.raises(JobError) as e:
+        score_file(inp, Scripted(), out, on_mkdir=refuse)
+    assert str(e.value) == f"{out}: Permission denied"
+
+
+class _Fifo:
+    """A FIFO holding ``data`` with its writer already gone (a finished ``<(cmd)``); a helper thread gives a
+    reader stuck waiting for a writer an empty one, so a wrong read fails instead of hanging."""
+
+    def __init__(self, path, data):
+        self.path = path
+        os.mkfifo(path)
+        self.keep = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # holds the pipe (and its data) open
+        if data:
+            w = os.open(path, os.O_WRONLY)
+            os.write(w, data)
+            os.close(w)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._unstick, daemon=True)
+        self.thread.start()
+
+    def _unstick(self):
+        while not self.done.wait(2):
+            try:
+                os.close(os.open(self.path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+
+    def close(self):
+        self.done.set()
+        self.thread.join()
+        os.close(self.keep)
+
+
+def test_a_piped_input_is_spooled_once_scored_and_its_hash_recorded(tmp_path):
+    data = "".join(json.dumps({"id": i, "prompt": f"p {i}", "responses": ["good", "bad"]}) + "\n"
+                   for i in "abc").encode()
+    fifo = _Fifo(tmp_path / "in.fifo", data)
+    out = tmp_path / "new" / "out.jsonl"
+    made, batches = [], []
+    try:
+        s = score_file(fifo.path, Scripted(), out, batch_size=2, limit=2, with_texts=True, on_mkdir=made.append,
+                       on_batch=batches.append)
+    finally:
+        fifo.close()
+    got = rows(out)
+    assert [(r["id"], r["scorer"], r["prompt"], r["rewards"]) for r in got] == [
+        ("a", "scripted", "p a", [1.0, 0.0]), ("b", "scripted", "p b", [1.0, 0.0])]
+    assert made == [tmp_path / "new"] and batches == [2] and (s.groups, s.scored_now) == (2, 2)
+    m = json.loads(manifest_path(out).read_text())
+    assert m["input"] == {"path": str(fifo.path), "sha256": hashlib.sha256(data).hexdigest()}
+    assert m["with_texts"] is True and not lock_path(out).exists()
+
+
+def test_an_empty_pipe_has_no_groups_and_says_its_writer_may_not_have_been_open(tmp_path):
+    fifo = _Fifo(tmp_path / "in.fifo", b"")
+    try:
+        with pytest.raises(JobError) as e:
+            score_file(fifo.path, Scripted(), tmp_path / "out.jsonl")
+    finally:
+        fifo.close()
+    assert str(e.value) == f"{fifo.path}: no groups to score: it holds no records (a pipe: was its writer open?)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.fifo"]
