@@ -367,7 +367,7 @@ def test_kv_bytes_per_token_are_what_a_real_transformers_cache_holds(kw):
         model = LlamaForCausalLM(cfg).to(getattr(torch, dtype)).eval()
         with torch.no_grad():
             out = model(torch.ones(2, 5, dtype=torch.long), use_cache=True)
-        cache = out.get("cache", None) or out.get("past_key_values")  # renamed in transformers 5.x
+        cache = out["cache"] if "cache" in out else out["past_key_values"]  # renamed in transformers 5.x
         held = sum(t.nbytes for layer in cache.layers for t in (layer.keys, layer.values))
         assert bytes_per_token(cfg, dtype)[1] * 10 == bytes_per_token(plain, dtype)[1] * 10 == held
 

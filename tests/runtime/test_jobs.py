@@ -1041,8 +1041,9 @@ def test_score_file_passes_group_key_format_fields_and_texts_to_the_reader_and_t
 
 
 def test_score_file_reads_through_a_link_and_a_dataset_folder_and_names_an_unnamed_scorer(tmp_path):
-    class Anon(Scripted):
-        name = property(lambda self: (_ for _ in ()).throw(AttributeError("no name")))
+    class Anon:  # a scorer with no ``name``
+        def score(self, groups):
+            return Scripted().score(groups)
 
     inp = write_groups(tmp_path / "in.jsonl", "ab")
     link = tmp_path / "link.jsonl"

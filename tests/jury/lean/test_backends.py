@@ -7,6 +7,7 @@ import json
 import multiprocessing as mp
 import os
 import re
+import select
 import shlex
 import shutil
 import signal
@@ -676,6 +677,13 @@ def _run_once(tmp_path, src: str, *answers: str) -> tuple:
         repl.close()
 
 
+def _until_readable(repl: LeanRepl) -> None:
+    """Wait (up to 20 s) until the REPL's output pipe holds something not yet read, without reading it: a scripted
+    REPL's late write ("A|||B") has arrived, however slowly a busy machine ran it."""
+    ready, _, _ = select.select([repl.proc.stdout], [], [], 20)
+    assert ready, "the scripted REPL wrote nothing more within 20 s"
+
+
 def _log(path) -> tuple[list[dict], list[dict]]:
     """(how each REPL was started, the requests they read) from a scripted REPL's log."""
     items = [json.loads(x) for x in Path(path).read_text(encoding="utf-8").split("\x1d") if x.strip()]
@@ -726,7 +734,7 @@ def test_output_the_repl_wrote_while_idle_is_read_before_the_next_request(tmp_pa
     repl = _scripted(tmp_path, '{"env": 0}\n\n', _accepting(src) + "|||" + rejecting)
     try:
         first = repl.run(src)
-        time.sleep(0.8)  # the stray answer is in the pipe now
+        _until_readable(repl)  # the stray answer is in the pipe now
         second = repl.run(src)
     finally:
         repl.close()
@@ -742,7 +750,7 @@ def test_stray_output_is_quoted_whole_when_it_came_in_two_reads(tmp_path):
     repl = _scripted(tmp_path, '{"env": 0}\n\n', _accepting(src) + "AAAA|||BBBB")
     try:
         first = repl.run(src)
-        time.sleep(0.8)  # "BBBB" is in the pipe now
+        _until_readable(repl)  # "BBBB" is in the pipe now
         second = repl.run(src)
     finally:
         repl.close()
