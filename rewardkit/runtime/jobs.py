@@ -91,7 +91,11 @@ def _failure(g: Group, e: BaseException) -> GroupScore:
     """An ``error`` row for a group whose scoring raised: the exception type, message and raising line."""
     tb = traceback.extract_tb(e.__traceback__)
     where = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
-    msg = f"{type(e).__name__}: {' '.join(str(e).split())[:500]}{where}"
+    try:
+        text = " ".join(str(e).split())[:500]
+    except Exception as inner:  # a message that cannot be read must not take the job down
+        text = f"(its message could not be read: {type(inner).__name__})"
+    msg = f"{type(e).__name__}: {text}{where}"
     return GroupScore.failed(g.id, len(g), Status.ERROR, msg, extra={"exception": True})
 
 

@@ -525,12 +525,13 @@ class JobOutput:
     def open(self, on_mkdir: Callable[[Path], None] | None = None) -> Iterator[JobOutput]:
         """Folders, lock, the checks again under it, a fresh start where the manifest differs (``restart``) or
         none was there, the manifest; the lock is released (and ``OUT.lock`` removed) when the block ends."""
-        created = list(self._folders)
-        for d in created:
-            d.mkdir(exist_ok=True)
-        if created and on_mkdir:
-            on_mkdir(created[0])
-        try:
+        created: list[Path] = []
+        try:  # the folders made so far go again if a later one, ``on_mkdir`` or anything below fails
+            for d in self._folders:
+                d.mkdir(exist_ok=True)
+                created.append(d)
+            if created and on_mkdir:
+                on_mkdir(created[0])
             with OutputLock(self.path):
                 out = self.path
                 fresh = check_output(out, self.manifest, self.restart)  # another job may have written

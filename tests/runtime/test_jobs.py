@@ -777,6 +777,28 @@ def test_failure_names_the_type_the_collapsed_text_and_the_innermost_raising_lin
     assert _failure(g, KeyError("k")).messages == ["KeyError: 'k'"]
 
 
+class _Unreadable(Exception):
+    def __str__(self):
+        raise RuntimeError("no message today")
+
+
+def test_an_exception_whose_message_cannot_be_read_is_still_one_error_row_and_the_rest_goes_on():
+    a, b = Group("a", "p", ["x"]), Group("b", "p", ["y", "z"])
+
+    class OnlyA:
+        name = "only-a"
+
+        def score(self, groups):
+            if any(g.id == "a" for g in groups):
+                raise _Unreadable()
+            return [GroupScore(g.id, [1.0] * len(g), ["ok"] * len(g)) for g in groups]
+
+    sa, sb = score_batch(OnlyA(), [a, b])
+    assert sa.statuses == [Status.ERROR] and np.isnan(sa.rewards[0])
+    assert sa.messages[0].startswith("_Unreadable: (its message could not be read: RuntimeError) (at test_jobs.py:")
+    assert sb.statuses == ["ok", "ok"] and list(sb.rewards) == [1.0, 1.0]
+
+
 def test_check_scores_refuses_a_wrong_count_or_a_score_of_another_group():
     a, b = Group("a", "p", ["x", "y"]), Group("b", "p", ["x"])
     sa, sb = GroupScore("a", [1.0, 0.0], ["ok", "ok"]), GroupScore("b", [1.0], ["ok"])
@@ -1083,6 +1105,7 @@ def test_an_os_error_before_scoring_is_one_line_without_the_resume_hint(tmp_path
     with pytest.raises(JobError) as e:
         score_file(inp, Scripted(), out, on_mkdir=refuse)
     assert str(e.value) == f"{out}: Permission denied"
+    assert not (tmp_path / "new").exists()  # the folder made for the job went again with it
 
 
 class _Fifo:

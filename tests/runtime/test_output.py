@@ -946,6 +946,31 @@ def test_folders_made_for_a_job_that_fails_before_writing_go_again(tmp_path, mon
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["a", "a/b", "a/b/theirs"]
 
 
+def test_folders_made_before_a_failing_mkdir_or_on_mkdir_go_again(tmp_path, monkeypatch):
+    out = tmp_path / "a" / "b" / "c" / "o.jsonl"
+    job = JobOutput(out, _manifest()).claim()
+
+    def refuse(folder):
+        raise PermissionError(13, "Permission denied", str(folder))
+
+    with pytest.raises(PermissionError):
+        with job.open(on_mkdir=refuse):
+            pass
+    assert list(tmp_path.iterdir()) == []
+    real = Path.mkdir
+
+    def full_at_c(self, *a, **k):  # the disk fills after two of the three folders
+        if self.name == "c":
+            raise OSError(28, "No space left on device", str(self))
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Path, "mkdir", full_at_c)
+    with pytest.raises(OSError, match="No space left"):
+        with job.open():
+            pass
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_folder_made_between_claim_and_open_is_fine(tmp_path):
     out = tmp_path / "a" / "o.jsonl"
     job = JobOutput(out, _manifest()).claim()
