@@ -187,6 +187,10 @@ TARGETS = [
     # crash-safe checkpoints and metrics log
     Target("rewardkit/runtime/jobs.py", ("tests/runtime/test_jobs.py",)),
     Target("rewardkit/grpo/checkpoint.py", ("tests/grpo/test_checkpoint.py",)),
+    # options declared once: the one reader of every -o key=value and judge-spec query (a wrong type or a choice
+    # let through configures a run silently wrong); the paced executor's sub-batch sizes (progress every few seconds)
+    Target("rewardkit/options.py", ("tests/test_options.py",)),
+    Target("rewardkit/runtime/pacing.py", ("tests/runtime/test_pacing.py",)),
 ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import fields
+import typing
 from typing import Literal, Optional
 
 import pytest
@@ -69,3 +70,120 @@ def test_unknown_options_name_the_known_ones():
     with pytest.raises(TypeError, match=r"has no option\(s\) \['kk'\]; options: \['k'\]"):
         coerce_options(D, {"kk": "3"})
     assert D(**coerce_options(D, {"k": "3"})) == D(k=3)
+
+
+@pytest.mark.parametrize("text, want", [("1", True), ("TRUE", True), ("Yes", True), ("on", True),
+                                        ("0", False), ("False", False), ("NO", False), ("off", False)])
+def test_coerce_reads_every_boolean_spelling_in_any_case(text, want):
+    assert coerce(text, bool) is want
+
+
+@pytest.mark.parametrize("text, t, want", [
+    ("NONE", int | None, None), ("Null", Optional[float], None),
+    ("7", int | float, 7), ("1.5", int | float, 1.5),  # the first type that reads it
+    ("2", Literal[1, 2], 2),  # a non-string choice is matched by its text and returned as itself
+    ("1,,2, ", tuple[int, ...], (1, 2)), ("", tuple[int, ...], ()),  # empty entries are skipped
+    ("1e3", float, 1000.0), ("-4", int, -4), ("none", str, "none"),  # "none" is a string where None is not allowed
+])
+def test_coerce_unions_choices_tuples_and_numbers(text, t, want):
+    got = coerce(text, t)
+    assert got == want and type(got) is type(want)
+
+
+@pytest.mark.parametrize("text, t, message", [
+    ("0x10", int, "must be an integer, got '0x10'"),  # base 10 only
+    ("x", int | float, "must be an integer, got 'x'"),  # the first alternative's reason
+    ("none", int, "must be an integer, got 'none'"),  # None only where the type allows it
+    ("-inf", float | None, "must be a finite number, got '-inf'"),
+    ("a", list, r"cannot be set from a string \(type list\)"),
+    ("3", Literal[1, 2], "must be one of 1, 2, got '3'"),
+])
+def test_coerce_refuses_with_the_reason(text, t, message):
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        coerce(text, t)
+
+
+def test_coerce_options_prefixes_the_option_passes_non_strings_and_names_the_place():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class D(Options):
+        k: int = option(4, "votes")
+        mode: Literal["a", "b"] = option("a", "mode")
+
+    assert coerce_options(D, {"k": 5, "mode": "b"}) == {"k": 5, "mode": "b"}  # an int is not re-read
+    with pytest.raises(ValueError, match=r"^option 'k': must be an integer, got 'five'$") as e:
+        coerce_options(D, {"k": "five"})
+    assert e.value.__cause__ is None and e.value.__suppress_context__
+    with pytest.raises(TypeError, match=r"^judge spec 'x' has no option\(s\) \['a', 'z'\]; options: \['k', 'mode'\]$"):
+        coerce_options(D, {"z": "1", "a": "2", "k": "1"}, where="judge spec 'x'")
+
+
+def test_options_refuse_bad_choices_and_non_finite_numbers_at_construction():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class D(Options):
+        rate: float = option(0.5, "rate")
+        modes: tuple[Literal["x", "y"], ...] = option(("x",), "modes")
+        judge: Literal["auto"] | int = option("auto", "a choice or a number")
+        count: int | None = option(None, "count")
+
+        def __post_init__(self):
+            super().__post_init__()
+            self._at_least(0, "rate", strict=True)
+            self._at_least(1, "count")
+
+    assert D(modes=("y", "x"), judge=3, count=1, rate=1e-9).judge == 3
+    for kw, message in [({"rate": float("nan")}, "option 'rate': must be a finite number, got nan"),
+                        ({"rate": float("-inf")}, "option 'rate': must be a finite number, got -inf"),
+                        ({"modes": ("x", "z")}, "option 'modes': must be one of x, y, got 'z'"),
+                        ({"modes": ["z"]}, "option 'modes': must be one of x, y, got 'z'"),
+                        ({"judge": "manual"}, "option 'judge': must be one of auto | int, got 'manual'"),
+                        ({"rate": 0.0}, "option 'rate': must be > 0, got 0.0"),
+                        ({"count": 0}, "option 'count': must be >= 1, got 0")]:
+        with pytest.raises(ValueError, match=f"^{message}$"):
+            D(**kw)
+    assert D(count=None).count is None and D(count=1).count == 1  # None is not compared; the bound itself is allowed
+
+
+def test_resolve_options_builds_replaces_or_refuses_another_class():
+    from dataclasses import dataclass
+
+    from rewardkit.options import resolve_options
+
+    @dataclass(frozen=True)
+    class D(Options):
+        k: int = option(4, "votes")
+        m: str = option("a", "m")
+
+    @dataclass(frozen=True)
+    class E(Options):
+        k: int = option(4, "votes")
+
+    base = D(k=2, m="b")
+    assert resolve_options(D, None, {"k": 3}, "T") == D(k=3, m="a")
+    assert resolve_options(D, base, {}, "T") is base
+    assert resolve_options(D, base, {"k": 9}, "T") == D(k=9, m="b") and base.k == 2
+    with pytest.raises(TypeError, match=r"^T: expected .*D or keyword options, got E \(pass e\.g\. judge=\.\.\. by name\)$"):
+        resolve_options(D, E(), {}, "T")
+
+
+def test_options_info_and_type_names_read_as_the_cli_shows_them():
+    from dataclasses import dataclass
+
+    from rewardkit.options import options_info, type_name
+
+    @dataclass(frozen=True)
+    class D(Options):
+        mode: Literal["live", "round-robin"] = option("live", "schedule")
+        ks: tuple[int, ...] = option((1, 2), "ks")
+        cap: float | None = option(None, "cap")
+        judge: "HTTPBackend | str" = option("smollm2", "judge")
+
+    assert [(i.name, i.type, i.default, i.help) for i in options_info(D)] == [
+        ("mode", "live|round-robin", "live", "schedule"), ("ks", "int,...", (1, 2), "ks"),
+        ("cap", "float | None", None, "cap"), ("judge", "HTTPBackend | str", "smollm2", "judge")]
+    assert type_name(Optional[tuple[Literal["a"], ...]]) == "a,... | None"
+    assert type_name(list[int]) == "list" and type_name(typing.Any) == "Any"
+    assert type_name(typing.ForwardRef("Judge")) == "ForwardRef('Judge')"  # no __name__: its text, unqualified
