@@ -191,6 +191,12 @@ TARGETS = [
     # let through configures a run silently wrong); the paced executor's sub-batch sizes (progress every few seconds)
     Target("rewardkit/options.py", ("tests/test_options.py",)),
     Target("rewardkit/runtime/pacing.py", ("tests/runtime/test_pacing.py",)),
+    # the sandbox every generated program runs in (limits, deadline, output cap, isolation); its tests mostly wait on
+    # the programs they run. Not run: the test that loads sandbox.py by path as user nobody under the system Python
+    # (a mutated copy imports mutmut, which that interpreter has not got)
+    Target("rewardkit/code/sandbox.py", ("tests/code/test_sandbox.py", "--deselect",
+                                         "tests/code/test_sandbox.py::test_unprivileged_caller_gets_user_namespaces_"
+                                         "without_capabilities"), children=4),
 ]
 
 

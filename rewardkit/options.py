@@ -38,7 +38,7 @@ class Options:
         hints = option_hints(type(self))
         for f in fields(self):
             v = getattr(self, f.name)
-            _check_choice(f.name, v, hints.get(f.name, Any))
+            _check_choice(f.name, v, hints[f.name])  # a dataclass field is always annotated
             if isinstance(v, float) and not math.isfinite(v):  # nan/inf never configure anything sensibly
                 raise ValueError(f"option {f.name!r}: must be a finite number, got {v}")
 
@@ -82,7 +82,7 @@ class OptionInfo:
 def options_info(cls: type[Options]) -> list[OptionInfo]:
     """Name, readable type, default and help of every field of an options class."""
     hints = option_hints(cls)
-    return [OptionInfo(f.name, type_name(hints.get(f.name, Any)), f.default, f.metadata.get("help", ""))
+    return [OptionInfo(f.name, type_name(hints[f.name]), f.default, f.metadata.get("help", ""))
             for f in fields(cls)]
 
 
@@ -100,7 +100,7 @@ def coerce_options(cls: type[Options], values: dict[str, Any], where: str = "opt
     out = {}
     for k, v in values.items():
         try:
-            out[k] = coerce(v, hints.get(k, Any)) if isinstance(v, str) else v
+            out[k] = coerce(v, hints[k]) if isinstance(v, str) else v
         except ValueError as e:
             raise ValueError(f"option {k!r}: {e}") from None
     return out
@@ -141,7 +141,7 @@ def coerce(value: str, t: Any) -> Any:
         raise ValueError(f"must be true or false, got {value!r}")
     if t is int:
         try:
-            return int(value, 10)
+            return int(value)
         except ValueError:
             raise ValueError(f"must be an integer, got {value!r}") from None
     if t is float:
@@ -166,14 +166,16 @@ def type_name(t: Any) -> str:
         return f"{type_name(args[0])},..."
     if args and origin in (typing.Union, types.UnionType):
         return " | ".join("None" if a is type(None) else type_name(a) for a in args)
-    return getattr(t, "__name__", None) or str(t).replace("typing.", "")
+    return getattr(t, "__name__", None) or str(t)
 
 
 def _check_choice(name: str, value: Any, t: Any) -> None:
     origin, args = typing.get_origin(t), typing.get_args(t)
     if origin is typing.Literal and value not in args:
         raise ValueError(f"option {name!r}: must be one of {', '.join(map(str, args))}, got {value!r}")
-    if origin is tuple and len(args) == 2 and args[1] is Ellipsis and isinstance(value, tuple | list):
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        if not isinstance(value, tuple | list):  # a bare string would be read letter by letter, or not at all
+            raise ValueError(f"option {name!r}: must be a tuple of {type_name(args[0])}, got {value!r}")
         for v in value:
             _check_choice(name, v, args[0])
     if origin in (typing.Union, types.UnionType):

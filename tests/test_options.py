@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
 import typing
+from dataclasses import fields
 from typing import Literal, Optional
 
 import pytest
@@ -67,7 +67,7 @@ def test_unknown_options_name_the_known_ones():
     class D(Options):
         k: int = option(4, "votes")
 
-    with pytest.raises(TypeError, match=r"has no option\(s\) \['kk'\]; options: \['k'\]"):
+    with pytest.raises(TypeError, match=r"^options has no option\(s\) \['kk'\]; options: \['k'\]$"):
         coerce_options(D, {"kk": "3"})
     assert D(**coerce_options(D, {"k": "3"})) == D(k=3)
 
@@ -139,6 +139,7 @@ def test_options_refuse_bad_choices_and_non_finite_numbers_at_construction():
                         ({"rate": float("-inf")}, "option 'rate': must be a finite number, got -inf"),
                         ({"modes": ("x", "z")}, "option 'modes': must be one of x, y, got 'z'"),
                         ({"modes": ["z"]}, "option 'modes': must be one of x, y, got 'z'"),
+                        ({"modes": "x"}, "option 'modes': must be a tuple of x|y, got 'x'"),  # not read letter by letter
                         ({"judge": "manual"}, "option 'judge': must be one of auto | int, got 'manual'"),
                         ({"rate": 0.0}, "option 'rate': must be > 0, got 0.0"),
                         ({"count": 0}, "option 'count': must be >= 1, got 0")]:
@@ -179,11 +180,24 @@ def test_options_info_and_type_names_read_as_the_cli_shows_them():
         mode: Literal["live", "round-robin"] = option("live", "schedule")
         ks: tuple[int, ...] = option((1, 2), "ks")
         cap: float | None = option(None, "cap")
-        judge: "HTTPBackend | str" = option("smollm2", "judge")
+        judge: HTTPBackend | str = option("smollm2", "judge")
+        plain: int = 3  # declared without option(): no help
 
     assert [(i.name, i.type, i.default, i.help) for i in options_info(D)] == [
         ("mode", "live|round-robin", "live", "schedule"), ("ks", "int,...", (1, 2), "ks"),
-        ("cap", "float | None", None, "cap"), ("judge", "HTTPBackend | str", "smollm2", "judge")]
+        ("cap", "float | None", None, "cap"), ("judge", "HTTPBackend | str", "smollm2", "judge"),
+        ("plain", "int", 3, "")]
     assert type_name(Optional[tuple[Literal["a"], ...]]) == "a,... | None"
     assert type_name(list[int]) == "list" and type_name(typing.Any) == "Any"
     assert type_name(typing.ForwardRef("Judge")) == "ForwardRef('Judge')"  # no __name__: its text, unqualified
+
+
+def test_a_tuple_option_given_a_bare_string_is_refused_not_read_as_its_letters():
+    """``TTSOptions(methods="bt")`` was accepted, and ``rewardkit tts`` then ran the selectors whose names are
+    substrings of it (``"bt" in "bt"``): a misspelt ``methods="tournement"`` ran none."""
+    from rewardkit.raro.tts import TTSOptions
+
+    for bad in ("bt", "tournement"):
+        with pytest.raises(ValueError, match=f"^option 'methods': must be a tuple of tournament\\|bt, got '{bad}'$"):
+            TTSOptions(methods=bad)
+    assert TTSOptions(methods=["bt", "tournament"]).methods == ["bt", "tournament"]  # a list is a sequence too

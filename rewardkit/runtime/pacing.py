@@ -31,17 +31,15 @@ def paced_executor(scorer: Any, on_groups: Callable[[int], None], *, interval: f
     interval = PACE_SECONDS if interval is None else interval
     last: float | None = None  # seconds per group of the last sub-batch, measured
 
-    def size(left: int) -> int:
-        if last is None:
-            return 1
-        return max(1, min(left, math.floor(interval / max(last, 1e-9))))
+    def size() -> int:  # groups in the next sub-batch (its slice ends at the batch's end)
+        return 1 if last is None else max(1, math.floor(interval / max(last, 1e-9)))
 
     def run(batches: Iterator[Batch]) -> Iterator[tuple[Batch, list[GroupScore]]]:
         nonlocal last
         for batch in batches:
             scores: list[GroupScore] = []
             while len(scores) < len(batch):
-                part = batch[len(scores):len(scores) + size(len(batch) - len(scores))]
+                part = batch[len(scores):len(scores) + size()]
                 t0 = clock()
                 scores.extend(score_batch(scorer, part))
                 last = (clock() - t0) / len(part)

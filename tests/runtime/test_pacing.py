@@ -34,15 +34,18 @@ def groups(n: int) -> list[Group]:
     return [Group(f"g{i}", f"p {i}", ["good", "bad"]) for i in range(n)]
 
 
-@pytest.mark.parametrize("seconds, sizes", [
-    (40.0, [1] * 16),  # arena on a CPU: every group is reported as it finishes
-    (2.0, [1, 2, 2, 2, 2, 2, 2, 2, 1]),  # 2 s per group, 5 s pace: two groups per line
-    (0.001, [1, 15]),  # the verifier: timed on one group, then the rest of the batch in one call
+@pytest.mark.parametrize("seconds, sizes, interval", [
+    (40.0, [1] * 16, 5.0),  # arena on a CPU: every group is reported as it finishes
+    (2.0, [1, 2, 2, 2, 2, 2, 2, 2, 1], 5.0),  # 2 s per group, 5 s pace: two groups per line
+    (0.001, [1, 15], 5.0),  # the verifier: timed on one group, then the rest of the batch in one call
+    (0.0, [1, 15], 5.0),  # a scorer the clock cannot see: the rest of the batch, not a division by zero
+    (2.0, [1, 5, 5, 5], 10.0),  # a 10 s pace: five groups per line
+    (2.0, [1] * 16, 3.0),  # a 3 s pace and 2 s per group: still one at a time (never 0)
 ])
-def test_sub_batches_fit_the_pace(seconds, sizes):
+def test_sub_batches_fit_the_pace(seconds, sizes, interval):
     now = [0.0]
     scorer, told = Clocked(now, seconds), []
-    run = paced_executor(scorer, told.append, interval=5.0, clock=lambda: now[0])
+    run = paced_executor(scorer, told.append, interval=interval, clock=lambda: now[0])
     batch = groups(16)
     [(got, scores)] = list(run(iter([batch])))
     assert got is batch and [s.group_id for s in scores] == [g.id for g in batch]
