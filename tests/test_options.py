@@ -97,6 +97,7 @@ def test_coerce_unions_choices_tuples_and_numbers(text, t, want):
     ("-inf", float | None, "must be a finite number, got '-inf'"),
     ("a", list, r"cannot be set from a string \(type list\)"),
     ("3", Literal[1, 2], "must be one of 1, 2, got '3'"),
+    ("1,a", tuple[int, str], r"cannot be set from a string \(type tuple\)"),  # only tuple[X, ...] is read
 ])
 def test_coerce_refuses_with_the_reason(text, t, message):
     with pytest.raises(ValueError, match=f"^{message}$"):
@@ -110,12 +111,15 @@ def test_coerce_options_prefixes_the_option_passes_non_strings_and_names_the_pla
     class D(Options):
         k: int = option(4, "votes")
         mode: Literal["a", "b"] = option("a", "mode")
+        flag: bool = option(False, "flag")
+        cap: int | None = option(3, "cap")
 
-    assert coerce_options(D, {"k": 5, "mode": "b"}) == {"k": 5, "mode": "b"}  # an int is not re-read
+    got = coerce_options(D, {"k": 5, "mode": "b", "flag": True, "cap": None})  # only strings are read
+    assert got == {"k": 5, "mode": "b", "flag": True, "cap": None}
     with pytest.raises(ValueError, match=r"^option 'k': must be an integer, got 'five'$") as e:
         coerce_options(D, {"k": "five"})
     assert e.value.__cause__ is None and e.value.__suppress_context__
-    with pytest.raises(TypeError, match=r"^judge spec 'x' has no option\(s\) \['a', 'z'\]; options: \['k', 'mode'\]$"):
+    with pytest.raises(TypeError, match=r"^judge spec 'x' has no option\(s\) \['a', 'z'\]; options: \['k', 'mode', 'flag', 'cap'\]$"):
         coerce_options(D, {"z": "1", "a": "2", "k": "1"}, where="judge spec 'x'")
 
 
@@ -146,6 +150,12 @@ def test_options_refuse_bad_choices_and_non_finite_numbers_at_construction():
         with pytest.raises(ValueError, match=f"^{message}$"):
             D(**kw)
     assert D(count=None).count is None and D(count=1).count == 1  # None is not compared; the bound itself is allowed
+
+    @dataclass(frozen=True)
+    class Pair(Options):  # a fixed-length tuple: not checked element by element against its first type
+        pair: tuple[Literal["a"], Literal["b"]] = option(("a", "b"), "pair")
+
+    assert Pair().pair == ("a", "b")
 
 
 def test_resolve_options_builds_replaces_or_refuses_another_class():
@@ -189,6 +199,7 @@ def test_options_info_and_type_names_read_as_the_cli_shows_them():
         ("plain", "int", 3, "")]
     assert type_name(Optional[tuple[Literal["a"], ...]]) == "a,... | None"
     assert type_name(list[int]) == "list" and type_name(typing.Any) == "Any"
+    assert type_name(tuple[int, str]) == "tuple"  # a fixed-length tuple is not "int,..."
     assert type_name(typing.ForwardRef("Judge")) == "ForwardRef('Judge')"  # no __name__: its text, unqualified
 
 
