@@ -160,6 +160,9 @@ MALFORMED = [
      "at column 1); this looks like CSV, which rewardkit does not read: it reads JSONL"),
     ("doc.json", b'[{"problem": "1+1", "responses": ["2"]}]', [], "doc.json: a JSON document is not an input format"),
     ("corrupt.parquet", b"PAR1" + b"\x00garbage" * 50 + b"PAR1", [], "corrupt.parquet: not a readable Parquet file"),
+    ("rows.jsonl.gz", lambda t: __import__("gzip").compress(jl(G)), [],
+     "rows.jsonl.gz: gzip-compressed, which rewardkit does not read; decompress it (zcat "),
+    ("rows.jsonl.zst", b"\x28\xb5\x2f\xfd" + b"\x00" * 20, [], "rows.jsonl.zst: zstd-compressed, which rewardkit"),
     ("cut.parquet", lambda t: parquet_bytes(t)[:300], [], "cut.parquet: not a readable Parquet file"),
     ("missing.jsonl", None, [], "missing.jsonl: no such file or directory"),
     ("notads", "dir", [], "notads: not a saved Hugging Face dataset folder"),
@@ -825,6 +828,30 @@ def test_parquet_values_json_cannot_hold_are_read(tmp_path):
 
 
 # ------------------------------------------------------------------ files named .json/.csv that hold JSONL
+
+
+@pytest.mark.parametrize("name", ["rows.pq", "ROWS.PARQUET", "rows"])
+def test_parquet_is_known_by_its_magic_bytes_whatever_its_name(tmp_path, name):
+    """Before: a Parquet file named other than ``*.parquet`` (lower case) was read as JSONL: 'line 1: not valid
+    UTF-8', with a --skip-bad hint that rejected every line."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist([json.loads(GOOD)]), tmp_path / name)
+    (g,) = read_groups(tmp_path / name)
+    assert (g.id, g.responses, g.labels) == ("a", ["2", "3"], [True, False])
+
+
+def test_a_compressed_file_is_refused_by_name_even_with_skip_bad(tmp_path):
+    """Before: a gzip file was read line by line as JSONL; with --skip-bad every 'line' was a rejected record."""
+    import gzip
+
+    p = tmp_path / "rows.jsonl.gz"
+    p.write_bytes(gzip.compress((GOOD + "\n").encode()))
+    with pytest.raises(InputError) as e:
+        load_groups(p, skip_bad=True)
+    assert str(e.value) == (f"{p}: gzip-compressed, which rewardkit does not read; decompress it (zcat {p} > "
+                            f"rows.jsonl) or pass it through a pipe: <(zcat {p})")
 
 
 @pytest.mark.parametrize("head, reads", [
