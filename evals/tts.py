@@ -120,7 +120,9 @@ def load_rollouts(path: str, limit: int | None = None) -> list[Group]:
     """Groups from a rollouts file through ``rewardkit.runtime.inputs`` (the one row parser), e.g. the shared
     math_cot_100.jsonl; every group needs correctness labels (``correct``) to score a selection."""
     from rewardkit.runtime.inputs import read_groups
+    from rewardkit.runtime.jobs import positive_int
 
+    limit = None if limit is None else positive_int("--limit", limit)  # 0 or -1 read one problem
     out: list[Group] = []
     for g in read_groups(path, fmt="grouped"):
         if g.labels is None:

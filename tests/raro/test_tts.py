@@ -362,6 +362,21 @@ def test_cli_tts_writes_table_json_and_plot(tmp_path, monkeypatch):
     assert bad.exit_code != 0
 
 
+@pytest.mark.parametrize("limit", [0, -1])
+def test_load_rollouts_refuses_a_limit_below_one(tmp_path, limit):
+    """Before: `rewardkit tts --limit 0` (or -1) judged one problem and printed its table as if asked."""
+    from rewardkit.evals.tts import load_rollouts
+
+    from rewardkit.runtime.jobs import JobError
+
+    p = tmp_path / "r.jsonl"
+    p.write_text("".join(json.dumps({"id": i, "problem": "q", "responses": ["a"], "correct": [True]}) + "\n"
+                         for i in "abc"))
+    assert len(load_rollouts(str(p), 2)) == 2
+    with pytest.raises(JobError, match=f"--limit must be a positive integer, got {limit}"):
+        load_rollouts(str(p), limit)
+
+
 def test_load_rollouts_names_the_bad_line(tmp_path):
     from rewardkit.evals.tts import load_rollouts
 
