@@ -81,15 +81,19 @@ def _score_all(rollouts: Path, scorers: list[str], out: Path, options: list[str]
         correct = labels_of(groups, "this evaluation")
     except (EvalError, FileNotFoundError, ValueError) as e:
         raise fail(str(e)) from None
+    given: dict = parse_pairs(options, "--option")
+    try:
+        names = {s: {o.name for o in scorer_options(s)} for s in scorers}
+    except KeyError as e:
+        raise fail(str(e).strip("'\"")) from None
+    unknown = sorted(set(given) - set().union(*names.values()))
+    if unknown:  # an option no scorer has (a typo) was dropped without a word
+        raise fail(f"no scorer given ({', '.join(scorers)}) has option(s) {unknown}; options: "
+                   + "; ".join(f"{s}: {', '.join(sorted(n)) or 'none'}" for s, n in names.items()))
     runs = []
     for s in scorers:
-        opts: dict = parse_pairs(options, "--option")
-        try:
-            names = {o.name for o in scorer_options(s)}
-        except KeyError as e:
-            raise fail(str(e).strip("'\"")) from None
-        opts = {k: v for k, v in opts.items() if k in names}
-        if judge is not None and "judge" in names:
+        opts = {k: v for k, v in given.items() if k in names[s]}
+        if judge is not None and "judge" in names[s]:
             opts["judge"] = judge
             check_judge_spec(judge)  # before the first group: one error line, not a status per group
         with JobProgress(f"score {s}", console) as prog:

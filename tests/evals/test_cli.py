@@ -157,6 +157,23 @@ def test_update_results_refuses_a_partial_table(checkout, args, why):
     assert committed(checkout) == before and not (checkout / "runs").exists()  # refused before any scoring
 
 
+def test_an_option_no_scorer_has_is_refused_before_any_scoring(tmp_path):
+    """Before: `-o timout=3` (a typo) was dropped without a word, since each scorer gets the options it has; now an
+    option none of the -s scorers has is one error line listing theirs. One some scorer has is still given to it."""
+    for cmd in ("verifier", "select"):
+        r = _run(cmd, ROLL, "-s", "verifier", "-s", "majority-vote", "-o", "timout=3", "--limit", "2",
+                 "--out", str(tmp_path / cmd))
+        assert r.exit_code == 2 and r.stderr == (
+            "error: no scorer given (verifier, majority-vote) has option(s) ['timout']; options: verifier: checker, "
+            "timeout, workers; majority-vote: answer_timeout\n"), r.output
+        assert not (tmp_path / cmd).exists()
+    r = _run("verifier", ROLL, "-s", "verifier", "-s", "majority-vote", "-o", "answer_timeout=3", "--limit", "2",
+             "--out", str(tmp_path / "ok"), "--n-boot", "10")
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((tmp_path / "ok" / "majority-vote.scores.jsonl.manifest.json").read_text())
+    assert manifest["options"]["answer_timeout"] == 3.0
+
+
 def test_leftover_scores_of_another_job_stop_headline_until_restart(checkout):
     work = checkout / "w"
     # another job's scores in the work folder: 5 groups with another verifier timeout
