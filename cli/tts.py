@@ -11,7 +11,16 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rewardkit.cli.common import BatchTokens, Device, DType, Threads, fail, judge_spec, with_options
+from rewardkit.cli.common import (
+    BatchTokens,
+    Device,
+    DType,
+    Threads,
+    check_judge_spec,
+    fail,
+    judge_spec,
+    with_options,
+)
 
 from rewardkit.raro.tts import TTSOptions
 
@@ -34,7 +43,6 @@ def tts(
     """Test-time scaling: single-elimination tournament (RARO Algorithm 3) and BT selection vs majority, random, oracle."""
     from rewardkit.evals.tts import accuracy_table, load_rollouts, run_tts, write_report
 
-    from rewardkit.backends import load_backend
     from rewardkit.options import coerce
 
     try:
@@ -43,7 +51,8 @@ def tts(
         raise fail(f"--n: {e}") from None
     problems = load_rollouts(str(rollouts), limit)
     judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
-    res = run_tts(problems, load_backend(judge), ns, options)
+    # a judge that cannot answer is one error line here, not a table of matches kept by the order fallback
+    res = run_tts(problems, check_judge_spec(judge), ns, options)
     res["settings"].update(rollouts=str(rollouts), limit=limit)
     typer.echo(accuracy_table(res["rows"]))
     typer.echo(f"judge cost: {res['cost']}")

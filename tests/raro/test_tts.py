@@ -362,6 +362,26 @@ def test_cli_tts_writes_table_json_and_plot(tmp_path, monkeypatch):
     assert bad.exit_code != 0
 
 
+def test_cli_tts_refuses_a_judge_that_cannot_answer_before_any_match(tmp_path):
+    """Before: `rewardkit tts --judge http://HOST/v1` with no server there printed a full accuracy table (exit 0):
+    every match had no valid vote, so the order fallback kept the first candidate, and only OUT.md said so."""
+    import socket
+
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = tmp_path / "r.jsonl"
+    data.write_text(json.dumps({"problem": "q", "responses": ["\\boxed{1}", "\\boxed{2}"], "correct": [True, False]}))
+    r = CliRunner().invoke(app, ["tts", str(data), "--judge", f"http://127.0.0.1:{port}/v1", "--n", "2",
+                                 "--out", str(tmp_path / "res" / "tts")])
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert r.stderr.startswith(f"error: judge http://127.0.0.1:{port}/v1: GET http://127.0.0.1:{port}/v1/models failed")
+    assert r.stderr.count("\n") == 1 and not (tmp_path / "res").exists()
+
+
 @pytest.mark.parametrize("limit", [0, -1])
 def test_load_rollouts_refuses_a_limit_below_one(tmp_path, limit):
     """Before: `rewardkit tts --limit 0` (or -1) judged one problem and printed its table as if asked."""
@@ -417,6 +437,8 @@ def test_the_cli_reads_its_options_from_ttsoptions(tmp_path, monkeypatch):
     from typer.main import get_command
     from typer.testing import CliRunner
 
+    import rewardkit.backends
+
     flags = {o for p in get_command(app).commands["tts"].params for o in p.opts}
     assert {"--" + f.name.replace("_", "-") for f in fields(TTSOptions)} <= flags
     seen: list[TTSOptions] = []
@@ -426,9 +448,10 @@ def test_the_cli_reads_its_options_from_ttsoptions(tmp_path, monkeypatch):
         raise SystemExit(0)  # stop before any judging
 
     monkeypatch.setattr(ev, "run_tts", run_tts)
+    monkeypatch.setattr(rewardkit.backends, "load_backend", lambda spec: PickRight())  # no model is loaded
     data = tmp_path / "r.jsonl"
     data.write_text(json.dumps({"problem": "q", "responses": ["a", "b"], "correct": [True, False]}))
-    judge = ["--judge", "http://127.0.0.1:9/v1?model=m"]  # no model is loaded
+    judge = ["--judge", "http://127.0.0.1:9/v1?model=m"]
     CliRunner().invoke(app, ["tts", str(data), *judge])
     CliRunner().invoke(app, ["tts", str(data), *judge, "--mode", "logit", "--methods", "tournament,bt",
                              "--no-skip-uniform", "--k", "2"])
