@@ -56,6 +56,10 @@ def tts(
     res["settings"].update(rollouts=str(rollouts), limit=limit)
     typer.echo(accuracy_table(res["rows"]))
     typer.echo(f"judge cost: {res['cost']}")
+    for n, status in res["match_status"].items():  # said here, not only in OUT.md: a failing judge looks like one
+        if status.get("invalid"):
+            typer.echo(f"warning: N={n}: {status['invalid']} of {sum(status.values())} tournament matches had no "
+                       "valid vote (the judge failed or wrote no verdict); the earlier candidate was kept", err=True)
     if out is not None:
         cmd = "rewardkit tts " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 1 else "rewardkit tts"
         for f in write_report(res, str(out), f"Test-time scaling with the {options.prompt} judge prompt", cmd):

@@ -382,6 +382,30 @@ def test_cli_tts_refuses_a_judge_that_cannot_answer_before_any_match(tmp_path):
     assert r.stderr.count("\n") == 1 and not (tmp_path / "res").exists()
 
 
+def test_cli_tts_says_when_matches_had_no_valid_vote(tmp_path, monkeypatch):
+    """Before: a judge that answered without a verdict (or failed per request) gave a table whose tournament row was
+    the order fallback's pick, and only OUT.md's match statuses said so: nothing on the terminal."""
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    import rewardkit.backends
+
+    rows = [{"id": f"p{i}", "problem": "6*7?", "responses": ["\\boxed{41}", "\\boxed{42}"], "correct": [False, True]}
+            for i in range(3)]
+    data = tmp_path / "r.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mute = ScriptedJudge("I cannot decide.")  # no verdict in any reply
+    monkeypatch.setattr(rewardkit.backends, "load_backend", lambda spec: mute)
+    r = CliRunner().invoke(app, ["tts", str(data), "--n", "1,2", "--mode", "generate", "--k", "2"])
+    assert r.exit_code == 0, r.output
+    assert "| tournament | 0.0 | 0.0 |" in r.stdout  # the earlier (wrong) candidate kept in all 3 matches
+    assert r.stderr.splitlines()[-1] == ("warning: N=2: 3 of 3 tournament matches had no valid vote (the judge "
+                                         "failed or wrote no verdict); the earlier candidate was kept")
+    monkeypatch.setattr(rewardkit.backends, "load_backend", lambda spec: PickRight())
+    good = CliRunner().invoke(app, ["tts", str(data), "--n", "2", "--mode", "logit", "--k", "2"])
+    assert good.exit_code == 0 and "| tournament | 100.0 |" in good.stdout and "warning" not in good.stderr
+
+
 @pytest.mark.parametrize("limit", [0, -1])
 def test_load_rollouts_refuses_a_limit_below_one(tmp_path, limit):
     """Before: `rewardkit tts --limit 0` (or -1) judged one problem and printed its table as if asked."""
