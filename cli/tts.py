@@ -41,7 +41,7 @@ def tts(
     options: TTSOptions,
 ) -> None:
     """Test-time scaling: single-elimination tournament (RARO Algorithm 3) and BT selection vs majority, random, oracle."""
-    from rewardkit.evals.tts import accuracy_table, load_rollouts, run_tts, write_report
+    from rewardkit.evals.tts import accuracy_table, check_pool_sizes, load_rollouts, run_tts, write_report
 
     from rewardkit.options import coerce
 
@@ -50,6 +50,10 @@ def tts(
     except ValueError as e:
         raise fail(f"--n: {e}") from None
     problems = load_rollouts(str(rollouts), limit)
+    try:
+        check_pool_sizes(problems, ns)
+    except ValueError as e:
+        raise fail(f"--n: {e}") from None
     judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
     # a judge that cannot answer is one error line here, not a table of matches kept by the order fallback
     res = run_tts(problems, check_judge_spec(judge), ns, options)

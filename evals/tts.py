@@ -64,6 +64,17 @@ def run_tts(problems: Sequence[Group], backend: JudgeBackend, ns: Sequence[int],
     return res
 
 
+def check_pool_sizes(problems: Sequence[Group], ns: Sequence[int]) -> None:
+    """``ValueError`` for an N below 1 or above a problem's number of responses (its pool would be all of them:
+    a column headed N that is not N); ``rewardkit tts`` checks before its judge loads."""
+    for n in ns:
+        if n < 1:
+            raise ValueError(f"N must be >= 1, got {n}")
+        short = next((p for p in problems if len(p.responses) < n), None)
+        if short is not None:
+            raise ValueError(f"N={n} is larger than the {len(short)} responses of problem {short.id!r}")
+
+
 def evaluate_tts(problems: Sequence[Group], ns: Sequence[int], judge: PairwiseJudge | None = None,
                  options: TTSOptions | None = None, /, *, extract: Callable[[str], str | None] | None = None,
                  **fields: Any) -> dict[str, Any]:
@@ -79,13 +90,12 @@ def evaluate_tts(problems: Sequence[Group], ns: Sequence[int], judge: PairwiseJu
 
     o = resolve_options(TTSOptions, options, fields, "evaluate_tts")
     extract = extract or extract_answer
+    check_pool_sizes(problems, ns)
     rows: list[dict[str, Any]] = []
     clusters = [cluster_answers([extract(r) for r in p.responses]) for p in problems]
     details: dict[str, Any] = {"match_status": {}, "skipped_uniform": {}}
     for n in ns:
-        if n < 1:
-            raise ValueError(f"N must be >= 1, got {n}")
-        pools = [list(range(min(n, len(p.responses)))) for p in problems]
+        pools = [list(range(n)) for _ in problems]
         lab = [[bool(p.labels[j]) for j in pool] for p, pool in zip(problems, pools, strict=True)]
         acc: dict[str, float] = {
             "oracle": float(np.mean([any(x) for x in lab])),

@@ -406,6 +406,30 @@ def test_cli_tts_says_when_matches_had_no_valid_vote(tmp_path, monkeypatch):
     assert good.exit_code == 0 and "| tournament | 100.0 |" in good.stdout and "warning" not in good.stderr
 
 
+def test_an_n_above_a_problems_responses_is_refused_before_the_judge_loads(tmp_path, monkeypatch):
+    """Before: `rewardkit tts --n 4,16` on 8 responses per problem printed an N=16 column computed on pools of 8
+    (the pool was the first min(N, responses)), exit 0."""
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    import rewardkit.backends
+
+    problems = [Group("a", "q", ["x"] * 8, labels=[True] * 8), Group("b", "q", ["x"] * 4, labels=[False] * 4)]
+    with pytest.raises(ValueError, match=r"^N=8 is larger than the 4 responses of problem 'b'$"):
+        evaluate_tts(problems, [4, 8])
+    assert [r["n"] for r in evaluate_tts(problems, [1, 4])["rows"]] == [1, 1, 1, 4, 4, 4]
+    data = tmp_path / "r.jsonl"
+    data.write_text("".join(json.dumps({"id": g.id, "problem": g.prompt, "responses": g.responses,
+                                        "correct": g.labels}) + "\n" for g in problems))
+
+    def no_load(spec):
+        raise AssertionError("the judge was loaded")
+
+    monkeypatch.setattr(rewardkit.backends, "load_backend", no_load)
+    r = CliRunner().invoke(app, ["tts", str(data), "--n", "2,8"])
+    assert r.exit_code == 2 and r.stderr == "error: --n: N=8 is larger than the 4 responses of problem 'b'\n", r.output
+
+
 @pytest.mark.parametrize("limit", [0, -1])
 def test_load_rollouts_refuses_a_limit_below_one(tmp_path, limit):
     """Before: `rewardkit tts --limit 0` (or -1) judged one problem and printed its table as if asked."""
@@ -475,7 +499,7 @@ def test_the_cli_reads_its_options_from_ttsoptions(tmp_path, monkeypatch):
     monkeypatch.setattr(rewardkit.backends, "load_backend", lambda spec: PickRight())  # no model is loaded
     data = tmp_path / "r.jsonl"
     data.write_text(json.dumps({"problem": "q", "responses": ["a", "b"], "correct": [True, False]}))
-    judge = ["--judge", "http://127.0.0.1:9/v1?model=m"]
+    judge = ["--judge", "http://127.0.0.1:9/v1?model=m", "--n", "1,2"]  # two responses: N up to 2
     CliRunner().invoke(app, ["tts", str(data), *judge])
     CliRunner().invoke(app, ["tts", str(data), *judge, "--mode", "logit", "--methods", "tournament,bt",
                              "--no-skip-uniform", "--k", "2"])
