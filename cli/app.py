@@ -18,6 +18,7 @@ from rewardkit.cli.common import (
     check_scorer_judge,
     fail,
     judge_spec,
+    option_judge,
     parse_pairs,
     print_table,
     quiet_progress_bars,
@@ -84,7 +85,7 @@ def score(
         fields = parse_pairs(field, "--field")
         field_names(fields)
         opts: dict = parse_pairs(option, "--option")
-        judge = judge_spec(judge, device, dtype, batch_tokens, threads, scorer=scorer)
+        judge = judge_spec(option_judge(opts, judge), device, dtype, batch_tokens, threads, scorer=scorer)
         sc = load_scorer(scorer, opts, judge)
         if judge is not None:
             opts["judge"] = judge
