@@ -18,6 +18,7 @@ from rewardkit.cli.common import (
     csv,
     fail,
     judge_spec,
+    option_judge,
     parse_pairs,
     print_table,
 )
@@ -122,7 +123,7 @@ def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, opti
     seeded bootstrap 95% intervals; writes verifier.md and verifier.json (scores are resumable)."""
     from rewardkit.evals.harness import scorer_report, verifier_markdown, write_report
 
-    judge = judge_spec(judge, device, dtype, batch_tokens, threads)
+    judge = judge_spec(option_judge(parse_pairs(option, "--option"), judge), device, dtype, batch_tokens, threads)
     groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size, restart)
     reps = [scorer_report(groups, r, correct=correct, n_boot=n_boot, seed=seed) for r in runs]
     md = verifier_markdown(reps, f"Scorers as verifiers on {rollouts.name}")
@@ -146,7 +147,7 @@ def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, option
         write_report,
     )
 
-    judge = judge_spec(judge, device, dtype, batch_tokens, threads)
+    judge = judge_spec(option_judge(parse_pairs(option, "--option"), judge), device, dtype, batch_tokens, threads)
     groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size, restart)
     reps = [scorer_report(groups, r, correct=correct, n_boot=200) for r in runs]
     base = selection_baselines(correct)

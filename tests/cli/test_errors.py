@@ -118,6 +118,21 @@ def test_score_reads_o_judge_as_the_judge_and_never_replaces_it(rollouts, tmp_pa
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", ["verifier", "select"])
+def test_eval_reads_o_judge_as_the_judge(rollouts, tmp_path, dead_url, command):
+    """Before: `-o judge=URL --judge OTHER` scored with OTHER; `-o judge=URL` alone was not checked before the
+    first group (its groups came out with status error)."""
+    out = tmp_path / "ev"
+    res = CliRunner().invoke(app, ["eval", command, str(rollouts), "-s", "pointwise", "-o", f"judge={dead_url}",
+                                   "--judge", "nosuchmodel", "--out", str(out)])
+    assert res.exit_code == 2 and res.stderr.startswith(
+        f"error: invalid value for --judge: -o judge={dead_url} and --judge nosuchmodel name two judges"), res.output
+    res = CliRunner().invoke(app, ["eval", command, str(rollouts), "-s", "pointwise", "-o", f"judge={dead_url}",
+                                   "--out", str(out)])
+    assert res.exit_code == 2 and res.stderr.startswith(f"error: judge {dead_url}: GET {dead_url}/models failed")
+    assert not (out / "pointwise.scores.jsonl").exists()
+
+
 def test_eval_with_a_judge_that_does_not_exist_fails_before_the_first_group(rollouts, tmp_path):
     res = CliRunner().invoke(app, ["eval", "verifier", str(rollouts), "--scorer", "pointwise", "--judge", "nosuchmodel",
                                    "--out", str(tmp_path / "ev")])
