@@ -97,8 +97,9 @@ def _mask_query(q: str) -> str:
 
 # in running text, ``NAME@WORD`` (no ``:`` in NAME; WORD a bare word: no dot, port or path) is a label (a model id
 # and its engine/dtype: ``smollm2-135m-instruct@float32: cpu, ...``, ``...@vllm-float32`` in generated rows), not
-# a user part before a host (``u:pw@host``, ``tok@host.example``, ``tok@host:8000``, ``tok@host/v1`` stay masked)
-_LABEL_AT = re.compile(r"@[A-Za-z_][A-Za-z0-9_-]*(?::(?![0-9/])|[,;)\]]*$)")
+# a user part before a host (``u:pw@host``, ``tok@host.example``, ``tok@host:8000``, ``tok@host/v1`` stay masked); a
+# number ending the word is a metric's k (``pass@8``, ``maj@16)``: `eval select` printed "oracle ***@8)")
+_LABEL_AT = re.compile(r"@(?:[A-Za-z_][A-Za-z0-9_-]*(?::(?![0-9/])|[,;)\]]*$)|[0-9]+[,;)\]]*$)")
 
 
 def _mask_token(tok: str, running: bool = False) -> str:
