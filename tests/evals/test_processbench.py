@@ -193,3 +193,23 @@ def test_cli_command_writes_table_and_predictions(tmp_path, monkeypatch):
     assert "| math |" in out.with_suffix(".md").read_text()
     bad = CliRunner().invoke(app, ["--split", "aime"])
     assert bad.exit_code != 0 and "unknown split" in bad.output
+
+
+def test_cli_command_refuses_a_judge_that_cannot_answer_before_any_row(tmp_path):
+    """Before: a server that was not there gave a table of invalid verdicts, read as 'no error found' ("acc.
+    correct 100.0"), exit 0."""
+    import socket
+
+    import typer
+    from rewardkit.cli.processbench import processbench
+    from typer.testing import CliRunner
+
+    app = typer.Typer()
+    app.command()(processbench)
+    with socket.socket() as s:  # bound, not listening: refuses connections while the test holds it
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+        res = CliRunner().invoke(app, ["--split", "gsm8k", "--limit", "2", "--judge", url, "--out", str(tmp_path / "pb")])
+    assert res.exit_code == 2 and res.stdout == "", res.output
+    assert res.stderr.startswith(f"error: judge {url}: GET {url}/models failed") and res.stderr.count("\n") == 1
+    assert not (tmp_path / "pb.json").exists()
