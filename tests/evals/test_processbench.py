@@ -87,6 +87,16 @@ def test_loader_subset_is_balanced_seeded_and_in_file_order():
         load_processbench("aime")
 
 
+@pytest.mark.parametrize("limit", [0, -1])
+def test_loader_refuses_a_limit_below_one(limit):
+    """Before: limit 0 kept no row (a table of empty splits) and -1 failed as 'Sample larger than population or is
+    negative', naming no option."""
+    from rewardkit.runtime.jobs import JobError
+
+    with pytest.raises(JobError, match=f"--limit must be a positive integer, got {limit}"):
+        load_processbench("gsm8k", limit=limit)
+
+
 def test_metric_hand_examples():
     m = processbench_metric([2, -1, 1, 3], [2, -1, 0, -1])
     assert (m["error_acc"], m["correct_acc"], m["f1"]) == (0.5, 0.5, 0.5)
