@@ -329,9 +329,10 @@ def judge(
     judge: Annotated[str, typer.Option("--judge", help="Judge backend spec (the model), as in `rewardkit score --judge`.")] = "smollm2",
     prompts: Annotated[str, typer.Option(help="Pairwise prompts, comma-separated: tournament (Reasoning Arena), critic (RARO).")] = "tournament,critic",
     modes: Annotated[str, typer.Option(help="Verdict modes, comma-separated: logit, generate.")] = "logit",
-    pairs: Annotated[int, typer.Option(help="(correct, incorrect) pairs from the rollouts (one per mixed group).")] = 10,
-    pb_pairs: Annotated[int, typer.Option(help="ProcessBench same-problem pairs (up to 40).")] = 4,
-    injection_pairs: Annotated[int, typer.Option(help="Pairs for the prompt-injection test.")] = 2,
+    # min=0: a negative count sliced pairs off the end of the list ([:-1])
+    pairs: Annotated[int, typer.Option(min=0, help="(correct, incorrect) pairs from the rollouts (one per mixed group).")] = 10,
+    pb_pairs: Annotated[int, typer.Option(min=0, help="ProcessBench same-problem pairs (up to 40).")] = 4,
+    injection_pairs: Annotated[int, typer.Option(min=0, help="Pairs for the prompt-injection test.")] = 2,
     kinds: Annotated[Optional[str], typer.Option(help="Injection kinds, comma-separated (default: all).")] = None,
     injection_prompts: Annotated[str, typer.Option(help="Pairwise prompts for the injection test.")] = "tournament",
     max_tokens: Annotated[int, typer.Option(help="Tokens per verdict in generate mode.")] = 512,

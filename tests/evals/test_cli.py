@@ -174,6 +174,17 @@ def test_an_option_no_scorer_has_is_refused_before_any_scoring(tmp_path):
     assert manifest["options"]["answer_timeout"] == 3.0
 
 
+@pytest.mark.parametrize("flag", ["--pairs", "--pb-pairs", "--injection-pairs"])
+def test_judge_refuses_a_negative_pair_count_before_the_judge(tmp_path, flag):
+    """Before: `--pb-pairs -1` took all pairs but the last ([:-1]) and ran the judge on them."""
+    import socket
+
+    with socket.socket() as s:  # a judge that is not there: the count must be refused before it is asked
+        s.bind(("127.0.0.1", 0))
+        r = _run("judge", "--judge", f"http://127.0.0.1:{s.getsockname()[1]}/v1", flag, "-1", "--out", str(tmp_path))
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: invalid value for '{flag}': Input should be greater than or equal to 0")
+
+
 def test_leftover_scores_of_another_job_stop_headline_until_restart(checkout):
     work = checkout / "w"
     # another job's scores in the work folder: 5 groups with another verifier timeout
