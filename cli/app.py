@@ -149,6 +149,8 @@ def score(
         if "no reference answer" in reason and "reference" not in fields:
             hint = (f"; the input has no reference answer (looked for {', '.join(FIELD_NAMES['reference'])}; "
                     "TRL's completion logs hold none): name your column with --field reference=COLUMN")
+        elif "no reference answer" in reason:  # a misspelt column reads as no reference, without a word
+            hint = f"; read from the column named by --field reference={fields['reference']}: check its spelling"
         console.print(f"{status} {d['statuses'][status]}: {reason}{hint}", soft_wrap=True, markup=False, highlight=False)
     if d["exceptions"]:
         console.print(f"warning: scoring raised on {d['exceptions']} group(s), written with status error; "

@@ -492,6 +492,19 @@ def test_rescoring_logs_without_a_reference_says_why_in_one_line(tmp_path):
     assert len(why) == 1 and "no reference answer" in why[0] and "--field reference=COLUMN" in why[0], r.stderr
 
 
+def test_a_reference_column_named_but_absent_says_so_in_the_why_line(tmp_path):
+    """Before: `--field reference=gold_anwser` (a typo) abstained on every response with only 'group has no
+    reference answer for the verifier': the hint naming --field was left out once the user had given one."""
+    rows = [{"prompt": "2+2?", "completion": c, "gold_answer": "4"} for c in (r"\boxed{4}", r"\boxed{5}")]
+    r, _ = _score_cli(tmp_path, rows, "--field", "reference=gold_anwser")
+    assert r.exit_code == 0
+    why = [x for x in r.stderr.splitlines() if x.startswith("abstain 2:")]
+    assert why == ["abstain 2: group has no reference answer for the verifier; read from the column named by "
+                   "--field reference=gold_anwser: check its spelling"], r.stderr
+    r, out = _score_cli(tmp_path, rows, "--field", "reference=gold_answer")
+    assert r.exit_code == 0 and out[0]["rewards"] == [1.0, 0.0] and "abstain" not in r.stderr
+
+
 # ------------------------------------------------------------------ group ids of flat rows
 
 
