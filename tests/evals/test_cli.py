@@ -174,6 +174,21 @@ def test_an_option_no_scorer_has_is_refused_before_any_scoring(tmp_path):
     assert manifest["options"]["answer_timeout"] == 3.0
 
 
+@pytest.mark.parametrize("flag", ["--n", "--batch-size", "--max-tokens"])
+def test_generate_refuses_a_count_below_one_before_the_model(tmp_path, flag):
+    """Before: these were checked (if at all) once the model had loaded: `--batch-size 0` ended in 'range() arg 3
+    must not be zero', naming no option."""
+    import socket
+
+    with socket.socket() as s:  # a model server that is not there: the count must be refused before it is asked
+        s.bind(("127.0.0.1", 0))
+        r = _run("generate", f"http://127.0.0.1:{s.getsockname()[1]}/v1", "gsm8k", "--limit", "2", flag, "0",
+                 "--out", str(tmp_path / "r.jsonl"))
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: invalid value for '{flag}': Input should be greater "
+                                                    "than or equal to 1"), r.output
+    assert not (tmp_path / "r.jsonl").exists()
+
+
 @pytest.mark.parametrize("flag", ["--pairs", "--pb-pairs", "--injection-pairs"])
 def test_judge_refuses_a_negative_pair_count_before_the_judge(tmp_path, flag):
     """Before: `--pb-pairs -1` took all pairs but the last ([:-1]) and ran the judge on them."""
