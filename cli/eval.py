@@ -117,7 +117,7 @@ RestartOpt = Annotated[bool, typer.Option("--restart", help="Discard the scores 
 def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, option: OptionOpt = None,
              judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8, restart: RestartOpt = False,
              device: Device = None, dtype: DType = None, batch_tokens: BatchTokens = None, threads: Threads = None,
-             n_boot: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 1000,
+             n_boot: Annotated[int, typer.Option(min=0, help="Bootstrap resamples.")] = 1000,
              seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0) -> None:
     """Precision / recall / F1 / accuracy of each scorer as a verifier against the `correct` labels, with
     seeded bootstrap 95% intervals; writes verifier.md and verifier.json (scores are resumable)."""

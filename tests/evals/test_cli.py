@@ -174,6 +174,14 @@ def test_an_option_no_scorer_has_is_refused_before_any_scoring(tmp_path):
     assert manifest["options"]["answer_timeout"] == 3.0
 
 
+def test_verifier_refuses_a_negative_bootstrap_count(tmp_path):
+    """Before: `--n-boot -5` scored, then ended in numpy's 'negative dimensions are not allowed'."""
+    r = _run("verifier", ROLL, "-s", "verifier", "--limit", "2", "--n-boot", "-5", "--out", str(tmp_path))
+    assert r.exit_code == 2 and r.stderr.startswith("error: invalid value for '--n-boot': Input should be greater "
+                                                    "than or equal to 0"), r.output
+    assert not (tmp_path / "verifier.scores.jsonl").exists()
+
+
 @pytest.mark.parametrize("flag", ["--n", "--batch-size", "--max-tokens"])
 def test_generate_refuses_a_count_below_one_before_the_model(tmp_path, flag):
     """Before: these were checked (if at all) once the model had loaded: `--batch-size 0` ended in 'range() arg 3
