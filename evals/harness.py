@@ -86,7 +86,7 @@ def grade(groups: Sequence[Group], by: Grading = "auto") -> tuple[list[np.ndarra
     if by == "labels" or (by == "auto" and all(g.labels is not None for g in groups)):
         return labels_of(groups, "grading by labels"), "labels", 0
     if by not in ("auto", "verifier"):
-        raise EvalError(f"unknown grading {by!r}; use labels or verifier")
+        raise EvalError(f"unknown grading {by!r}; use auto, labels or verifier")
     from rewardkit.scoring import get_scorer
 
     code = [is_code(g) for g in groups]

@@ -40,6 +40,8 @@ def test_accuracy_graded_by_verifier_and_errors(tmp_path):
     assert r.exit_code == 2 and "needs correctness labels" in r.output and "'a'" in r.output
     r = _run("accuracy", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path))
     assert r.exit_code == 2 and "no such file" in r.output
+    r = _run("accuracy", ROLL, "--grade", "verifer", "--out", str(tmp_path))  # 'auto', the default, was not named
+    assert r.exit_code == 2 and r.stderr == "error: unknown grading 'verifer'; use auto, labels or verifier\n"
     r = _run("accuracy", ROLL, "--limit", "0", "--out", str(tmp_path / "zero"))  # it reported on 1 problem
     assert r.exit_code == 2 and r.stderr == "error: --limit must be a positive integer, got 0\n", r.output
     assert not (tmp_path / "zero").exists()
