@@ -170,6 +170,14 @@ def test_servers_refuse_a_judge_that_does_not_exist_before_listening(command):
     assert_one_line(res, "judge 'nosuchmodel': no such model folder")
 
 
+def test_serve_reads_o_judge_as_the_judge(dead_url):
+    """Before: `serve -o judge=URL --judge OTHER` served OTHER's rewards without a word."""
+    res = CliRunner().invoke(app, ["serve", "--scorer", "pointwise", "--group-size", "2", "-o", f"judge={dead_url}",
+                                   "--judge", "nosuchmodel", "--port", "0"])
+    assert res.exit_code == 2 and res.stderr.startswith(
+        f"error: invalid value for --judge: -o judge={dead_url} and --judge nosuchmodel name two judges"), res.output
+
+
 def test_serve_refuses_a_url_judge_that_does_not_answer(dead_url):
     res = run_cli("serve", "--scorer", "pointwise", "--judge", dead_url, "--port", "0", timeout=60)
     assert_one_line(res, f"judge {dead_url}: GET {dead_url}/models failed")
