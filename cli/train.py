@@ -7,7 +7,15 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rewardkit.cli.common import BatchTokens, Device, DType, Threads, judge_spec, parse_pairs
+from rewardkit.cli.common import (
+    BatchTokens,
+    Device,
+    DType,
+    Threads,
+    check_scorer_judge,
+    judge_spec,
+    parse_pairs,
+)
 
 #: a ``--set`` key's prefix that says which part takes it, when a name is both a trainer setting and an option
 TRAINER, SCORER = "trainer.", "scorer."
@@ -104,6 +112,7 @@ def train(
             sc = load_scorer(scorer, options, judge)
         except (TypeError, ValueError) as e:
             raise _not_a_setting(e, f"scorer {scorer!r}") from None
+        check_scorer_judge(sc)  # before the policy loads: a dead judge would mask every reward of the run
     trainer = GRPOTrainer(cfg, read_prompts(prompts, limit), sc, modes)
     typer.echo(f"policy: {trainer.learner.backend.describe()}; rollouts sampled with {trainer.learner.sampler.name}",
                err=True)
