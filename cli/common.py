@@ -293,15 +293,15 @@ Threads = Annotated[Optional[int], typer.Option(
     rich_help_panel="Local judge")]
 
 
-def option_judge(options: dict[str, str], judge: str | None) -> str | None:
-    """``-o judge=SPEC`` read as ``--judge SPEC`` (taken out of ``options``), so the local-judge options apply to it
-    and neither ``--judge`` nor the default judge replaces it without a word; both, naming two judges, is a
-    ``typer.BadParameter``."""
+def option_judge(options: dict[str, str], judge: str | None, flag: str = "-o") -> str | None:
+    """``-o judge=SPEC`` (``flag``: ``--set`` for train) read as ``--judge SPEC`` (taken out of ``options``), so the
+    local-judge options apply to it and neither ``--judge`` nor the default judge replaces it without a word; both,
+    naming two judges, is a ``typer.BadParameter``."""
     spec = options.pop("judge", None)
     if spec is None:
         return judge
     if judge is not None and judge != spec:
-        raise typer.BadParameter(f"-o judge={redact(spec)} and --judge {redact(judge)} name two judges; give one",
+        raise typer.BadParameter(f"{flag} judge={redact(spec)} and --judge {redact(judge)} name two judges; give one",
                                  param_hint="--judge")
     return spec
 

@@ -14,6 +14,7 @@ from rewardkit.cli.common import (
     Threads,
     check_scorer_judge,
     judge_spec,
+    option_judge,
     parse_pairs,
 )
 
@@ -105,6 +106,8 @@ def train(
     trainer_settings, options = split_settings(parse_pairs(setting, "--set"))
     cfg = train_config(trainer_settings, out_dir=str(out) if out else None, steps=steps)
     modes = [build_method(method, options)] if method else []
+    if not method:  # --set judge=SPEC is the scorer's judge, as --judge is (a method's judge is its own option)
+        judge = option_judge(options, judge, "--set")
     judge = judge_spec(judge, device, dtype, batch_tokens, threads, scorer=None if method else scorer)
     sc = None
     if not method:
