@@ -473,7 +473,8 @@ class JobProgress:
         parts = [f"{self.label}: {self.done}" + (f"/{self.total}" if self.total else "") + f" {self.unit}"]
         if self.total:
             parts[0] += f" ({self.done / self.total:.0%})"
-        parts.append(f"{rate:.3g} {self.unit}/s" if rate >= 0.1 or rate == 0 else f"{1 / rate:.3g} s per {self.unit[:-1]}")
+        speed = f"{rate:,.0f}" if rate >= 1000 else f"{rate:.3g}"  # never "1.2e+03"
+        parts.append(f"{speed} {self.unit}/s" if rate >= 0.1 or rate == 0 else f"{1 / rate:.3g} s per {self.unit[:-1]}")
         if self.total and rate > 0:
             left = self.total - self.done
             parts.append(f"ETA {_duration(left / rate)}" if left else f"took {_duration(elapsed)}")
