@@ -396,8 +396,9 @@ def judge(
 def lm_eval_cmd(
     model: Annotated[Optional[Path], typer.Argument(help="Local Hugging Face model folder (default: the embedded SmolLM2 copy).")] = None,
     tasks: Annotated[str, typer.Option(help="Comma-separated rewardkit tasks: rewardkit_math500, rewardkit_aime24, rewardkit_aime25, rewardkit_gsm8k.")] = "rewardkit_gsm8k",
-    limit: Annotated[Optional[int], typer.Option(help="Problems per task.")] = None,
-    max_gen_toks: Annotated[Optional[int], typer.Option(help="Generation budget per problem (default: the task's 1024).")] = None,
+    # min=1: lm-eval reads a limit below 1 as a fraction of the task, and a budget of 0 fell back to the task's 1024
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Problems per task.")] = None,
+    max_gen_toks: Annotated[Optional[int], typer.Option(min=1, help="Generation budget per problem (default: the task's 1024).")] = None,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
     out: Annotated[Path, typer.Option("--out", help="Folder for lm_eval.json.")] = EVAL_OUT,
 ) -> None:

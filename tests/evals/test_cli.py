@@ -176,6 +176,15 @@ def test_an_option_no_scorer_has_is_refused_before_any_scoring(tmp_path):
     assert manifest["options"]["answer_timeout"] == 3.0
 
 
+@pytest.mark.parametrize("flag", ["--limit", "--max-gen-toks"])
+def test_lm_eval_refuses_a_count_below_one_before_lm_eval_runs(tmp_path, flag):
+    """Before: `--max-gen-toks 0` ran with the task's 1024-token budget (0 read as unset), and `--limit 0` went to
+    lm-eval, which reads a limit below 1 as a fraction of the task."""
+    r = _run("lm-eval", str(tmp_path / "model"), "--tasks", "no_such_task", flag, "0", "--out", str(tmp_path))
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: invalid value for '{flag}': Input should be greater "
+                                                    "than or equal to 1"), r.output
+
+
 def test_verifier_refuses_a_negative_bootstrap_count(tmp_path):
     """Before: `--n-boot -5` scored, then ended in numpy's 'negative dimensions are not allowed'."""
     r = _run("verifier", ROLL, "-s", "verifier", "--limit", "2", "--n-boot", "-5", "--out", str(tmp_path))
