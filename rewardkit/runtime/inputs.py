@@ -116,6 +116,11 @@ def read_numbered(path: str | Path, *, skip_bad: bool = False, group_key: str | 
         raise InputError(p, None, None, f"unknown format {fmt!r} (expected grouped or flat)")
     if not src.exists():
         raise FileNotFoundError(f"{p}: no such file or directory")
+    from rewardkit.runtime.output import file_kind
+
+    kind = file_kind(src, follow=True)  # as score_file refuses them: /dev/zero was read as one endless line
+    if kind not in ("regular file", "directory", "named pipe (FIFO)"):
+        raise InputError(p, None, None, f"is a {kind}, not a file of rows; save them to a file and read that")
     head = _head(src) if src.is_file() else b""  # a pipe is read once, by its reader
     packed = next((v for k, v in COMPRESSED.items() if head.startswith(k)), None)
     if src.is_dir():
@@ -158,7 +163,9 @@ def _head(src: Path) -> bytes:
 
 
 def _jsonl_records(src: Path, p: Path) -> Iterator[tuple[int, dict | BadRecord]]:
-    with open(src, "rb") as f:
+    fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer reads as empty, never hangs
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as f:
         for n, raw in enumerate(f, 1):
             if n == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark (Windows editors)
                 raw = raw[3:]

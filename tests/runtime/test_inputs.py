@@ -855,6 +855,27 @@ def test_parquet_is_known_by_its_magic_bytes_whatever_its_name(tmp_path, name):
     assert (g.id, g.responses, g.labels) == ("a", ["2", "3"], [True, False])
 
 
+def test_a_fifo_without_writer_reads_as_empty_and_a_device_is_refused_by_every_reader(tmp_path):
+    """Before: only `score` checked its input's kind. `eval accuracy FIFO` (read_groups directly) hung forever
+    waiting for a writer, and `eval accuracy /dev/zero` read one endless line until memory ran out."""
+    import threading
+
+    fifo = tmp_path / "rows"
+    os.mkfifo(fifo)
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(list(read_groups(fifo))), daemon=True)
+    reader.start()
+    reader.join(10)
+    try:
+        assert not reader.is_alive() and got == [[]], "read_groups blocked on a FIFO with no writer"
+    finally:
+        if reader.is_alive():  # unblock the old reader: a writer that closes at once
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    with pytest.raises(InputError) as e:
+        load_groups("/dev/null")
+    assert str(e.value) == "/dev/null: is a character device, not a file of rows; save them to a file and read that"
+
+
 def test_a_compressed_file_is_refused_by_name_even_with_skip_bad(tmp_path):
     """Before: a gzip file was read line by line as JSONL; with --skip-bad every 'line' was a rejected record."""
     import gzip
