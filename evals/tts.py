@@ -140,6 +140,8 @@ def load_rollouts(path: str, limit: int | None = None) -> list[Group]:
         out.append(g)
         if limit is not None and len(out) >= limit:
             break
+    if not out:  # before the judge loads: an empty file gave a table of '-' and numpy's warnings
+        raise ValueError(f"{path}: no groups")
     return out
 
 # ---------------------------------------------------------------------------------------- reports

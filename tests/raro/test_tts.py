@@ -430,6 +430,15 @@ def test_an_n_above_a_problems_responses_is_refused_before_the_judge_loads(tmp_p
     assert r.exit_code == 2 and r.stderr == "error: --n: N=8 is larger than the 4 responses of problem 'b'\n", r.output
 
 
+def test_load_rollouts_refuses_a_file_without_groups(tmp_path):
+    """Before: an empty file (or a FIFO nobody wrote to) loaded the judge, then printed a table of '-'."""
+    from rewardkit.evals.tts import load_rollouts
+
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(ValueError, match=r"^.*empty.jsonl: no groups$"):
+        load_rollouts(str(tmp_path / "empty.jsonl"))
+
+
 @pytest.mark.parametrize("limit", [0, -1])
 def test_load_rollouts_refuses_a_limit_below_one(tmp_path, limit):
     """Before: `rewardkit tts --limit 0` (or -1) judged one problem and printed its table as if asked."""
