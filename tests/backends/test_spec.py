@@ -577,3 +577,16 @@ def test_a_token_after_a_one_slash_scheme_is_never_read_as_a_label(text, shown):
 ])
 def test_a_metrics_k_after_an_at_is_a_label_in_running_text(text, shown):
     assert redact(text) == shown
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("http://", "backend spec 'http://': expected a host, as in 'http(s)://HOST[:PORT]/v1'"),  # was 'substring not found'
+    ("HTTPS:///?timeout=3", "backend spec 'HTTPS:///?timeout=3': expected a host, as in 'http(s)://HOST[:PORT]/v1'"),
+    ("openai:judge@http://", "backend spec 'openai:judge@http://': expected a host, as in 'http(s)://HOST[:PORT]/v1'"),
+    # the current folder was tried as a model: "judge '': the folder has no config.json"
+    ("?dtype=float32", "backend spec '?dtype=float32': expected a model before '?' (e.g. 'smollm2?dtype=float32')"),
+])
+def test_a_spec_without_a_host_or_model_is_refused_naming_what_is_missing(spec, message):
+    with pytest.raises(ValueError) as e:
+        split_spec(spec)
+    assert str(e.value) == message
