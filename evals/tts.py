@@ -66,7 +66,10 @@ def run_tts(problems: Sequence[Group], backend: JudgeBackend, ns: Sequence[int],
 
 def check_pool_sizes(problems: Sequence[Group], ns: Sequence[int]) -> None:
     """``ValueError`` for an N below 1 or above a problem's number of responses (its pool would be all of them:
-    a column headed N that is not N); ``rewardkit tts`` checks before its judge loads."""
+    a column headed N that is not N), or no N at all (``--n ''``: a table without columns); ``rewardkit tts`` checks
+    before its judge loads."""
+    if not ns:
+        raise ValueError("no pool size N given (e.g. 1,2,4,8)")
     for n in ns:
         if n < 1:
             raise ValueError(f"N must be >= 1, got {n}")

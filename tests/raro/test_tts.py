@@ -428,6 +428,8 @@ def test_an_n_above_a_problems_responses_is_refused_before_the_judge_loads(tmp_p
     monkeypatch.setattr(rewardkit.backends, "load_backend", no_load)
     r = CliRunner().invoke(app, ["tts", str(data), "--n", "2,8"])
     assert r.exit_code == 2 and r.stderr == "error: --n: N=8 is larger than the 4 responses of problem 'b'\n", r.output
+    r = CliRunner().invoke(app, ["tts", str(data), "--n", ""])  # before: a table without columns
+    assert r.exit_code == 2 and r.stderr == "error: --n: no pool size N given (e.g. 1,2,4,8)\n", r.output
 
 
 def test_load_rollouts_refuses_a_file_without_groups(tmp_path):
