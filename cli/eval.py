@@ -12,6 +12,7 @@ from rewardkit.cli.common import (
     BatchTokens,
     Device,
     DType,
+    FieldMap,
     JobProgress,
     Threads,
     check_judge_spec,
@@ -49,6 +50,7 @@ def accuracy(
     grade: Annotated[str, typer.Option(help="auto (labels when present), labels or verifier.")] = "auto",
     k: Annotated[Optional[list[int]], typer.Option("--k", help="k values (default: every power of 2 up to n).")] = None,
     limit: Limit = None,
+    field: FieldMap = None,
 ) -> None:
     """pass@k / avg@k / maj@k for every k <= n that is a power of 2; writes accuracy.md and accuracy.json."""
     from rewardkit.evals.harness import (
@@ -60,7 +62,7 @@ def accuracy(
     )
 
     try:
-        groups = load_rollouts(rollouts, limit=limit)
+        groups = load_rollouts(rollouts, limit=limit, fields=parse_pairs(field, "--field"))
         rep = accuracy_report(groups, by=grade, ks=k)  # type: ignore[arg-type]
     except (EvalError, FileNotFoundError, ValueError) as e:
         raise fail(str(e)) from None
@@ -72,13 +74,13 @@ def accuracy(
 
 
 def _score_all(rollouts: Path, scorers: list[str], out: Path, options: list[str] | None, judge: str | None,
-               limit: int | None, batch_size: int, restart: bool = False):
+               limit: int | None, batch_size: int, restart: bool = False, field: list[str] | None = None):
     from rewardkit.evals.harness import EvalError, labels_of, load_rollouts, score_groups
 
     from rewardkit.scoring import scorer_options
 
     try:
-        groups = load_rollouts(rollouts, limit=limit)
+        groups = load_rollouts(rollouts, limit=limit, fields=parse_pairs(field, "--field"))
         correct = labels_of(groups, "this evaluation")
     except (EvalError, FileNotFoundError, ValueError) as e:
         raise fail(str(e)) from None
@@ -116,6 +118,7 @@ RestartOpt = Annotated[bool, typer.Option("--restart", help="Discard the scores 
 @app.command()
 def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, option: OptionOpt = None,
              judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8, restart: RestartOpt = False,
+             field: FieldMap = None,
              device: Device = None, dtype: DType = None, batch_tokens: BatchTokens = None, threads: Threads = None,
              n_boot: Annotated[int, typer.Option(min=0, help="Bootstrap resamples.")] = 1000,
              seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0) -> None:
@@ -124,7 +127,7 @@ def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, opti
     from rewardkit.evals.harness import scorer_report, verifier_markdown, write_report
 
     judge = judge_spec(option_judge(parse_pairs(option, "--option"), judge), device, dtype, batch_tokens, threads)
-    groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size, restart)
+    groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size, restart, field)
     reps = [scorer_report(groups, r, correct=correct, n_boot=n_boot, seed=seed) for r in runs]
     md = verifier_markdown(reps, f"Scorers as verifiers on {rollouts.name}")
     write_report(out, "verifier", {"input": str(rollouts), "reports": reps}, md)
@@ -134,7 +137,7 @@ def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, opti
 @app.command()
 def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, option: OptionOpt = None,
            judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8, restart: RestartOpt = False,
-           device: Device = None,
+           field: FieldMap = None, device: Device = None,
            dtype: DType = None, batch_tokens: BatchTokens = None, threads: Threads = None) -> None:
     """Best-of-N with each scorer as the selector: curves (select.png), AUC, length bias; writes
     select.md and select.json."""
@@ -148,7 +151,7 @@ def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, option
     )
 
     judge = judge_spec(option_judge(parse_pairs(option, "--option"), judge), device, dtype, batch_tokens, threads)
-    groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size, restart)
+    groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size, restart, field)
     reps = [scorer_report(groups, r, correct=correct, n_boot=200) for r in runs]
     base = selection_baselines(correct)
     curves = selection_curves(reps, correct)  # what select.png draws, kept in select.json

@@ -39,11 +39,13 @@ class EvalError(ValueError):
 # ------------------------------------------------------------------------------------------ inputs
 
 
-def load_rollouts(path: str | Path, *, limit: int | None = None, ids: Sequence[str] | None = None) -> list[Group]:
-    """Groups of a rollouts file (any format ``rewardkit score`` reads), optionally only ``ids`` (in order)."""
+def load_rollouts(path: str | Path, *, limit: int | None = None, ids: Sequence[str] | None = None,
+                  fields: dict[str, str] | None = None) -> list[Group]:
+    """Groups of a rollouts file (any format ``rewardkit score`` reads), optionally only ``ids`` (in order);
+    ``fields``: the file's own column names (``--field``, see ``rewardkit.runtime.inputs.FIELD_NAMES``)."""
     from rewardkit.runtime.jobs import load_groups
 
-    groups, _ = load_groups(path, limit=None if ids else limit)
+    groups, _ = load_groups(path, limit=None if ids else limit, fields=fields)
     if ids is not None:
         by_id = {g.id: g for g in groups}
         missing = [i for i in ids if i not in by_id]

@@ -47,6 +47,26 @@ def test_accuracy_graded_by_verifier_and_errors(tmp_path):
     assert not (tmp_path / "zero").exists()
 
 
+def test_eval_reads_the_users_own_column_names_with_field(tmp_path):
+    """Before: a file with its own column names got 'name yours with --field responses=COLUMN', and `--field` was
+    'no such option' on every eval command."""
+    rows = [json.loads(x) for x in open(ROLL)][:5]
+    own = tmp_path / "own.jsonl"
+    own.write_text("".join(json.dumps({"uid": r["id"], "instruction": r["problem"], "outputs": r["responses"],
+                                       "target": r["answer"], "labels": r["correct"]}) + "\n" for r in rows))
+    fields = ["--field", "prompt=instruction", "--field", "responses=outputs", "--field", "reference=target",
+              "--field", "correct=labels", "--field", "id=uid"]
+    r = _run("accuracy", str(own), *fields, "--out", str(tmp_path / "acc"))
+    assert r.exit_code == 0, r.output
+    pass8 = json.loads((tmp_path / "acc" / "accuracy.json").read_text())["table"][-1]["pass@k"]
+    assert pass8 == sum(any(r["correct"]) for r in rows) / 5  # the labels of the renamed column
+    for cmd in ("verifier", "select"):
+        r = _run(cmd, str(own), "-s", "verifier", *fields, "--out", str(tmp_path / cmd))
+        assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "verifier" / "verifier.json").read_text())["reports"][0]["verifier"]
+    assert rep["tp"] + rep["fp"] + rep["fn"] + rep["tn"] == 40 and rep["recall"]["value"] == 1.0
+
+
 def test_verifier_and_select_commands(tmp_path):
     r = _run("verifier", ROLL, "-s", "verifier", "--limit", "20", "--out", str(tmp_path), "--n-boot", "200")
     assert r.exit_code == 0, r.output
