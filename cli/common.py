@@ -275,7 +275,7 @@ def with_options(cls: type[Options], panel: str | None = None) -> Callable[[Call
 
 
 Port = Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port, 0-65535 (0 picks a free one).")]
-#: ``--field FIELD=COLUMN`` (score, eval accuracy / verifier / select): the input's own column names
+#: ``--field FIELD=COLUMN`` (score, eval accuracy / verifier / select, tts): the input's own column names
 FieldMap = Annotated[Optional[list[str]], typer.Option("--field", help="FIELD=COLUMN: read FIELD (prompt, response(s), "
                      "reference, expert, correct, group_id, id, step) from your COLUMN (repeatable).")]
 

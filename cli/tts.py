@@ -15,10 +15,12 @@ from rewardkit.cli.common import (
     BatchTokens,
     Device,
     DType,
+    FieldMap,
     Threads,
     check_judge_spec,
     fail,
     judge_spec,
+    parse_pairs,
     with_options,
 )
 
@@ -37,6 +39,7 @@ def tts(
     threads: Threads = None,
     limit: Annotated[int | None, typer.Option(help="Use only the first LIMIT problems.")] = None,
     out: Annotated[Path | None, typer.Option(help="Write OUT.md, OUT.json and OUT.png.")] = None,
+    field: FieldMap = None,
     *,
     options: TTSOptions,
 ) -> None:
@@ -49,7 +52,7 @@ def tts(
         ns = coerce(n, tuple[int, ...])
     except ValueError as e:
         raise fail(f"--n: {e}") from None
-    problems = load_rollouts(str(rollouts), limit)
+    problems = load_rollouts(str(rollouts), limit, parse_pairs(field, "--field"))
     try:
         check_pool_sizes(problems, ns)
     except ValueError as e:

@@ -129,15 +129,16 @@ def evaluate_tts(problems: Sequence[Group], ns: Sequence[int], judge: PairwiseJu
     return {"rows": rows, "problems": len(problems), **details}
 
 
-def load_rollouts(path: str, limit: int | None = None) -> list[Group]:
+def load_rollouts(path: str, limit: int | None = None, fields: dict[str, str] | None = None) -> list[Group]:
     """Groups from a rollouts file through ``rewardkit.runtime.inputs`` (the one row parser), e.g. the shared
-    math_cot_100.jsonl; every group needs correctness labels (``correct``) to score a selection."""
+    math_cot_100.jsonl; every group needs correctness labels (``correct``) to score a selection. ``fields``: the
+    file's own column names (``--field``)."""
     from rewardkit.runtime.inputs import read_groups
     from rewardkit.runtime.jobs import positive_int
 
     limit = None if limit is None else positive_int("--limit", limit)  # 0 or -1 read one problem
     out: list[Group] = []
-    for g in read_groups(path, fmt="grouped"):
+    for g in read_groups(path, fmt="grouped", fields=fields):
         if g.labels is None:
             raise ValueError(f"{path}: group {g.id!r}: rollout row lacks field 'correct' (per-response labels)")
         out.append(g)

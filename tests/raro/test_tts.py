@@ -432,6 +432,21 @@ def test_an_n_above_a_problems_responses_is_refused_before_the_judge_loads(tmp_p
     assert r.exit_code == 2 and r.stderr == "error: --n: no pool size N given (e.g. 1,2,4,8)\n", r.output
 
 
+def test_cli_tts_reads_the_users_own_column_names_with_field(tmp_path, monkeypatch):
+    """Before: the reader's hint said 'name yours with --field responses=COLUMN', and tts had no --field."""
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    import rewardkit.backends
+
+    data = tmp_path / "own.jsonl"
+    data.write_text(json.dumps({"q": "6*7?", "outs": ["\\boxed{41}", "\\boxed{42}"], "ok": [False, True]}) + "\n")
+    monkeypatch.setattr(rewardkit.backends, "load_backend", lambda spec: PickRight())
+    r = CliRunner().invoke(app, ["tts", str(data), "--n", "2", "--mode", "logit", "--k", "2", "--field", "prompt=q",
+                                 "--field", "responses=outs", "--field", "correct=ok"])
+    assert r.exit_code == 0 and "| tournament | 100.0 |" in r.stdout, r.output
+
+
 def test_load_rollouts_refuses_a_file_without_groups(tmp_path):
     """Before: an empty file (or a FIFO nobody wrote to) loaded the judge, then printed a table of '-'."""
     from rewardkit.evals.tts import load_rollouts
