@@ -369,13 +369,13 @@ def judge(
         if bad:
             raise fail(f"unknown {what} {sorted(bad)[0]!r}; known: {', '.join(known)}")
     t0 = time.perf_counter()
-    judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
-    be = check_judge_spec(judge)  # before any pair: one error line, not rows of invalid verdicts
-    try:
+    try:  # the data before the judge: a bad file is found before a model loads
         rp = rollout_pairs(load_rollouts(rollouts or rollouts_path()))
         pb = processbench_pairs(limit=pb_pairs)
     except (EvalError, FileNotFoundError, ValueError) as e:
         raise fail(str(e)) from None
+    judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
+    be = check_judge_spec(judge)  # before any pair: one error line, not rows of invalid verdicts
     data: dict = {"backend": redact(getattr(be, "model_id", None) or judge), "rollout_pairs": [], "processbench_pairs": [], "injection": []}
     for p in ps:
         for m in ms:

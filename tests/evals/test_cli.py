@@ -228,6 +228,17 @@ def test_generate_refuses_a_count_below_one_before_the_model(tmp_path, flag):
     assert not (tmp_path / "r.jsonl").exists()
 
 
+def test_judge_reads_its_rollouts_before_the_judge_loads(tmp_path):
+    """Before: the judge (a model load for a local one) came first, and a missing --rollouts file only after it."""
+    import socket
+
+    with socket.socket() as s:  # a judge that is not there: the file must be named first
+        s.bind(("127.0.0.1", 0))
+        r = _run("judge", "--judge", f"http://127.0.0.1:{s.getsockname()[1]}/v1", "--rollouts",
+                 str(tmp_path / "missing.jsonl"), "--out", str(tmp_path))
+    assert r.exit_code == 2 and r.stderr == f"error: {tmp_path / 'missing.jsonl'}: no such file or directory\n", r.output
+
+
 @pytest.mark.parametrize("flag", ["--pairs", "--pb-pairs", "--injection-pairs"])
 def test_judge_refuses_a_negative_pair_count_before_the_judge(tmp_path, flag):
     """Before: `--pb-pairs -1` took all pairs but the last ([:-1]) and ran the judge on them."""
