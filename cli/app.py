@@ -12,12 +12,14 @@ from rewardkit.cli.common import (
     BatchTokens,
     Device,
     DType,
+    FieldMap,
     JobProgress,
     OneLineErrors,
     Threads,
     check_scorer_judge,
     fail,
     judge_spec,
+    option_judge,
     parse_pairs,
     print_table,
     quiet_progress_bars,
@@ -58,7 +60,7 @@ def score(
     limit: Annotated[Optional[str], typer.Option(metavar="INTEGER", help="Score only the first N groups.")] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Write malformed records to OUT.rejects.jsonl and go on.")] = False,
     group_key: Annotated[Optional[str], typer.Option(help="Group key field for one-response-per-line input.")] = None,
-    field: Annotated[Optional[list[str]], typer.Option("--field", help="FIELD=COLUMN: read FIELD (prompt, response(s), reference, expert, correct, group_id, id, step) from your COLUMN (repeatable).")] = None,
+    field: FieldMap = None,
     with_texts: Annotated[bool, typer.Option("--with-texts", help="Output rows carry the prompt, responses and reference too.")] = False,
     fmt: Annotated[Optional[str], typer.Option("--format", help="grouped or flat (default: detect).")] = None,
     restart: Annotated[bool, typer.Option("--restart", help="Discard OUT's rows (a rewardkit output of any job) and start over.")] = False,
@@ -84,7 +86,7 @@ def score(
         fields = parse_pairs(field, "--field")
         field_names(fields)
         opts: dict = parse_pairs(option, "--option")
-        judge = judge_spec(judge, device, dtype, batch_tokens, threads, scorer=scorer)
+        judge = judge_spec(option_judge(opts, judge), device, dtype, batch_tokens, threads, scorer=scorer)
         sc = load_scorer(scorer, opts, judge)
         if judge is not None:
             opts["judge"] = judge
@@ -148,6 +150,8 @@ def score(
         if "no reference answer" in reason and "reference" not in fields:
             hint = (f"; the input has no reference answer (looked for {', '.join(FIELD_NAMES['reference'])}; "
                     "TRL's completion logs hold none): name your column with --field reference=COLUMN")
+        elif "no reference answer" in reason:  # a misspelt column reads as no reference, without a word
+            hint = f"; read from the column named by --field reference={fields['reference']}: check its spelling"
         console.print(f"{status} {d['statuses'][status]}: {reason}{hint}", soft_wrap=True, markup=False, highlight=False)
     if d["exceptions"]:
         console.print(f"warning: scoring raised on {d['exceptions']} group(s), written with status error; "

@@ -275,6 +275,9 @@ def with_options(cls: type[Options], panel: str | None = None) -> Callable[[Call
 
 
 Port = Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port, 0-65535 (0 picks a free one).")]
+#: ``--field FIELD=COLUMN`` (score, eval accuracy / verifier / select, tts): the input's own column names
+FieldMap = Annotated[Optional[list[str]], typer.Option("--field", help="FIELD=COLUMN: read FIELD (prompt, response(s), "
+                     "reference, expert, correct, group_id, id, step) from your COLUMN (repeatable).")]
 
 # ------------------------------------------------------------------------------------- local judge
 
@@ -291,6 +294,19 @@ BatchTokens = Annotated[Optional[int], typer.Option(
 Threads = Annotated[Optional[int], typer.Option(
     "--threads", min=1, help="Local judge: torch CPU threads. Default: the idle cores (1 on a busy 2-core box).",
     rich_help_panel="Local judge")]
+
+
+def option_judge(options: dict[str, str], judge: str | None, flag: str = "-o") -> str | None:
+    """``-o judge=SPEC`` (``flag``: ``--set`` for train) read as ``--judge SPEC`` (taken out of ``options``), so the
+    local-judge options apply to it and neither ``--judge`` nor the default judge replaces it without a word; both,
+    naming two judges, is a ``typer.BadParameter``."""
+    spec = options.pop("judge", None)
+    if spec is None:
+        return judge
+    if judge is not None and judge != spec:
+        raise typer.BadParameter(f"{flag} judge={redact(spec)} and --judge {redact(judge)} name two judges; give one",
+                                 param_hint="--judge")
+    return spec
 
 
 def judge_spec(spec: str | None, device: str | None = None, dtype: str | None = None,
@@ -460,7 +476,8 @@ class JobProgress:
         parts = [f"{self.label}: {self.done}" + (f"/{self.total}" if self.total else "") + f" {self.unit}"]
         if self.total:
             parts[0] += f" ({self.done / self.total:.0%})"
-        parts.append(f"{rate:.3g} {self.unit}/s" if rate >= 0.1 or rate == 0 else f"{1 / rate:.3g} s per {self.unit[:-1]}")
+        speed = f"{rate:,.0f}" if rate >= 1000 else f"{rate:.3g}"  # never "1.2e+03"
+        parts.append(f"{speed} {self.unit}/s" if rate >= 0.1 or rate == 0 else f"{1 / rate:.3g} s per {self.unit[:-1]}")
         if self.total and rate > 0:
             left = self.total - self.done
             parts.append(f"ETA {_duration(left / rate)}" if left else f"took {_duration(elapsed)}")

@@ -12,12 +12,14 @@ from rewardkit.cli.common import (
     BatchTokens,
     Device,
     DType,
+    FieldMap,
     JobProgress,
     Threads,
     check_judge_spec,
     csv,
     fail,
     judge_spec,
+    option_judge,
     parse_pairs,
     print_table,
 )
@@ -48,6 +50,7 @@ def accuracy(
     grade: Annotated[str, typer.Option(help="auto (labels when present), labels or verifier.")] = "auto",
     k: Annotated[Optional[list[int]], typer.Option("--k", help="k values (default: every power of 2 up to n).")] = None,
     limit: Limit = None,
+    field: FieldMap = None,
 ) -> None:
     """pass@k / avg@k / maj@k for every k <= n that is a power of 2; writes accuracy.md and accuracy.json."""
     from rewardkit.evals.harness import (
@@ -59,7 +62,7 @@ def accuracy(
     )
 
     try:
-        groups = load_rollouts(rollouts, limit=limit)
+        groups = load_rollouts(rollouts, limit=limit, fields=parse_pairs(field, "--field"))
         rep = accuracy_report(groups, by=grade, ks=k)  # type: ignore[arg-type]
     except (EvalError, FileNotFoundError, ValueError) as e:
         raise fail(str(e)) from None
@@ -71,25 +74,29 @@ def accuracy(
 
 
 def _score_all(rollouts: Path, scorers: list[str], out: Path, options: list[str] | None, judge: str | None,
-               limit: int | None, batch_size: int, restart: bool = False):
+               limit: int | None, batch_size: int, restart: bool = False, field: list[str] | None = None):
     from rewardkit.evals.harness import EvalError, labels_of, load_rollouts, score_groups
 
     from rewardkit.scoring import scorer_options
 
     try:
-        groups = load_rollouts(rollouts, limit=limit)
+        groups = load_rollouts(rollouts, limit=limit, fields=parse_pairs(field, "--field"))
         correct = labels_of(groups, "this evaluation")
     except (EvalError, FileNotFoundError, ValueError) as e:
         raise fail(str(e)) from None
+    given: dict = parse_pairs(options, "--option")
+    try:
+        names = {s: {o.name for o in scorer_options(s)} for s in scorers}
+    except KeyError as e:
+        raise fail(str(e).strip("'\"")) from None
+    unknown = sorted(set(given) - set().union(*names.values()))
+    if unknown:  # an option no scorer has (a typo) was dropped without a word
+        raise fail(f"no scorer given ({', '.join(scorers)}) has option(s) {unknown}; options: "
+                   + "; ".join(f"{s}: {', '.join(sorted(n)) or 'none'}" for s, n in names.items()))
     runs = []
     for s in scorers:
-        opts: dict = parse_pairs(options, "--option")
-        try:
-            names = {o.name for o in scorer_options(s)}
-        except KeyError as e:
-            raise fail(str(e).strip("'\"")) from None
-        opts = {k: v for k, v in opts.items() if k in names}
-        if judge is not None and "judge" in names:
+        opts = {k: v for k, v in given.items() if k in names[s]}
+        if judge is not None and "judge" in names[s]:
             opts["judge"] = judge
             check_judge_spec(judge)  # before the first group: one error line, not a status per group
         with JobProgress(f"score {s}", console) as prog:
@@ -111,15 +118,16 @@ RestartOpt = Annotated[bool, typer.Option("--restart", help="Discard the scores 
 @app.command()
 def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, option: OptionOpt = None,
              judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8, restart: RestartOpt = False,
+             field: FieldMap = None,
              device: Device = None, dtype: DType = None, batch_tokens: BatchTokens = None, threads: Threads = None,
-             n_boot: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 1000,
+             n_boot: Annotated[int, typer.Option(min=0, help="Bootstrap resamples.")] = 1000,
              seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0) -> None:
     """Precision / recall / F1 / accuracy of each scorer as a verifier against the `correct` labels, with
     seeded bootstrap 95% intervals; writes verifier.md and verifier.json (scores are resumable)."""
     from rewardkit.evals.harness import scorer_report, verifier_markdown, write_report
 
-    judge = judge_spec(judge, device, dtype, batch_tokens, threads)
-    groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size, restart)
+    judge = judge_spec(option_judge(parse_pairs(option, "--option"), judge), device, dtype, batch_tokens, threads)
+    groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size, restart, field)
     reps = [scorer_report(groups, r, correct=correct, n_boot=n_boot, seed=seed) for r in runs]
     md = verifier_markdown(reps, f"Scorers as verifiers on {rollouts.name}")
     write_report(out, "verifier", {"input": str(rollouts), "reports": reps}, md)
@@ -129,7 +137,7 @@ def verifier(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, opti
 @app.command()
 def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, option: OptionOpt = None,
            judge: JudgeOpt = None, limit: Limit = None, batch_size: BatchOpt = 8, restart: RestartOpt = False,
-           device: Device = None,
+           field: FieldMap = None, device: Device = None,
            dtype: DType = None, batch_tokens: BatchTokens = None, threads: Threads = None) -> None:
     """Best-of-N with each scorer as the selector: curves (select.png), AUC, length bias; writes
     select.md and select.json."""
@@ -142,8 +150,8 @@ def select(rollouts: Rollouts, scorer: ScorerOpt, out: OutDir = EVAL_OUT, option
         write_report,
     )
 
-    judge = judge_spec(judge, device, dtype, batch_tokens, threads)
-    groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size, restart)
+    judge = judge_spec(option_judge(parse_pairs(option, "--option"), judge), device, dtype, batch_tokens, threads)
+    groups, correct, runs = _score_all(rollouts, scorer, out, option, judge, limit, batch_size, restart, field)
     reps = [scorer_report(groups, r, correct=correct, n_boot=200) for r in runs]
     base = selection_baselines(correct)
     curves = selection_curves(reps, correct)  # what select.png draws, kept in select.json
@@ -160,13 +168,13 @@ def generate(
     bench: Annotated[str, typer.Argument(help="math500, aime24, aime25, amc23, gsm8k, humaneval, or a .jsonl/.parquet path.")],
     # text, not a Path: pathlib would drop the trailing '/' of a path that names a folder (refused)
     out: Annotated[str, typer.Option("--out", help="Rollouts JSONL (grouped); re-run to resume.")] = "rollouts.jsonl",
-    n: Annotated[int, typer.Option("--n", help="Samples per problem.")] = 8,
+    n: Annotated[int, typer.Option("--n", min=1, help="Samples per problem.")] = 8,
     limit: Limit = None,
-    max_tokens: Annotated[int, typer.Option(help="Tokens per sample.")] = 1024,
+    max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per sample.")] = 1024,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.7,
     top_p: Annotated[float, typer.Option(help="Nucleus sampling.")] = 0.95,
     seed: Annotated[int, typer.Option(help="Seed of the first problem (problem i uses seed + i).")] = 0,
-    batch_size: Annotated[int, typer.Option(help="Problems per backend call (and per fsync'd write).")] = 4,
+    batch_size: Annotated[int, typer.Option(min=1, help="Problems per backend call (and per fsync'd write).")] = 4,
     grade: Annotated[bool, typer.Option(help="Label math responses with the answer verifier.")] = True,
     ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Generate on a Ray cluster ('local', 'auto' or ray://HOST:PORT): one backend actor per GPU (vLLM replicas) or CPU slot.")] = None,
     ray_workers: Annotated[Optional[int], typer.Option(help="With --ray: backend actors (default: the cluster's GPUs, else CPUs).")] = None,
@@ -324,9 +332,10 @@ def judge(
     judge: Annotated[str, typer.Option("--judge", help="Judge backend spec (the model), as in `rewardkit score --judge`.")] = "smollm2",
     prompts: Annotated[str, typer.Option(help="Pairwise prompts, comma-separated: tournament (Reasoning Arena), critic (RARO).")] = "tournament,critic",
     modes: Annotated[str, typer.Option(help="Verdict modes, comma-separated: logit, generate.")] = "logit",
-    pairs: Annotated[int, typer.Option(help="(correct, incorrect) pairs from the rollouts (one per mixed group).")] = 10,
-    pb_pairs: Annotated[int, typer.Option(help="ProcessBench same-problem pairs (up to 40).")] = 4,
-    injection_pairs: Annotated[int, typer.Option(help="Pairs for the prompt-injection test.")] = 2,
+    # min=0: a negative count sliced pairs off the end of the list ([:-1])
+    pairs: Annotated[int, typer.Option(min=0, help="(correct, incorrect) pairs from the rollouts (one per mixed group).")] = 10,
+    pb_pairs: Annotated[int, typer.Option(min=0, help="ProcessBench same-problem pairs (up to 40).")] = 4,
+    injection_pairs: Annotated[int, typer.Option(min=0, help="Pairs for the prompt-injection test.")] = 2,
     kinds: Annotated[Optional[str], typer.Option(help="Injection kinds, comma-separated (default: all).")] = None,
     injection_prompts: Annotated[str, typer.Option(help="Pairwise prompts for the injection test.")] = "tournament",
     max_tokens: Annotated[int, typer.Option(help="Tokens per verdict in generate mode.")] = 512,
@@ -360,13 +369,13 @@ def judge(
         if bad:
             raise fail(f"unknown {what} {sorted(bad)[0]!r}; known: {', '.join(known)}")
     t0 = time.perf_counter()
-    judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
-    be = check_judge_spec(judge)  # before any pair: one error line, not rows of invalid verdicts
-    try:
+    try:  # the data before the judge: a bad file is found before a model loads
         rp = rollout_pairs(load_rollouts(rollouts or rollouts_path()))
         pb = processbench_pairs(limit=pb_pairs)
     except (EvalError, FileNotFoundError, ValueError) as e:
         raise fail(str(e)) from None
+    judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
+    be = check_judge_spec(judge)  # before any pair: one error line, not rows of invalid verdicts
     data: dict = {"backend": redact(getattr(be, "model_id", None) or judge), "rollout_pairs": [], "processbench_pairs": [], "injection": []}
     for p in ps:
         for m in ms:
@@ -390,8 +399,9 @@ def judge(
 def lm_eval_cmd(
     model: Annotated[Optional[Path], typer.Argument(help="Local Hugging Face model folder (default: the embedded SmolLM2 copy).")] = None,
     tasks: Annotated[str, typer.Option(help="Comma-separated rewardkit tasks: rewardkit_math500, rewardkit_aime24, rewardkit_aime25, rewardkit_gsm8k.")] = "rewardkit_gsm8k",
-    limit: Annotated[Optional[int], typer.Option(help="Problems per task.")] = None,
-    max_gen_toks: Annotated[Optional[int], typer.Option(help="Generation budget per problem (default: the task's 1024).")] = None,
+    # min=1: lm-eval reads a limit below 1 as a fraction of the task, and a budget of 0 fell back to the task's 1024
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Problems per task.")] = None,
+    max_gen_toks: Annotated[Optional[int], typer.Option(min=1, help="Generation budget per problem (default: the task's 1024).")] = None,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
     out: Annotated[Path, typer.Option("--out", help="Folder for lm_eval.json.")] = EVAL_OUT,
 ) -> None:

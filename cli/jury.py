@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rewardkit.cli.common import fail
 
 
 def lean_check(
@@ -22,13 +23,20 @@ def lean_check(
     from rewardkit.jury.lean import check_proofs, make_checker
     from rewardkit.jury.lean.subprocess import LeanToolchainError
 
+    texts = []
+    for path in (formal, proof):  # read first: a bad file is named before any checker starts
+        try:
+            texts.append(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as e:
+            raise fail(f"{path}: not valid UTF-8 (byte {e.start}: {e.object[e.start:e.start + 1]!r}); "
+                       "a Lean file is UTF-8 text") from None
     try:
         checker = make_checker(lean)
     except (LeanToolchainError, ValueError) as e:
         typer.echo(str(e), err=True)
         raise typer.Exit(2) from None
     try:
-        (a,) = check_proofs(checker, [(formal.read_text(), proof.read_text())], theorem)
+        (a,) = check_proofs(checker, [tuple(texts)], theorem)
     finally:
         checker.close()
     typer.echo(json.dumps({"outcome": a.outcome, "reasons": list(a.reasons), "axioms": a.axioms}, indent=1))

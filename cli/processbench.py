@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rewardkit.cli.common import BatchTokens, Device, DType, Threads, fail, judge_spec
+from rewardkit.cli.common import BatchTokens, Device, DType, Threads, check_judge_spec, fail, judge_spec
 from rewardkit.evals.processbench import SPLITS, Unit, format_table, predictions_to_rows, run_processbench
 
 from rewardkit.backends.spec import redact
@@ -34,14 +34,14 @@ def processbench(
 ) -> None:
     """Judge every step of every ProcessBench solution with GAR's discriminator and report ProcessBench's
     metric (accuracy on erroneous / correct solutions, F1) plus step-level precision and recall."""
-    from rewardkit.backends import load_backend
     from rewardkit.gar.slices import SliceScorer
 
     splits = split or list(SPLITS)
     bad = [s for s in splits if s not in SPLITS]
     if bad:
         raise typer.BadParameter(f"unknown split(s) {bad}; choose from {', '.join(SPLITS)}", param_hint="--split")
-    backend = load_backend(judge_spec(judge, device, dtype, batch_tokens, threads) or judge)
+    # a judge that cannot answer is one error line here, not a table of invalid verdicts ("acc. correct 100.0")
+    backend = check_judge_spec(judge_spec(judge, device, dtype, batch_tokens, threads) or judge)
     try:
         scorer = SliceScorer(judge=backend, mode=mode, threshold=threshold, max_tokens=max_tokens,
                              slice_tokens=slice_tokens, context=context)

@@ -72,7 +72,7 @@ def serve(
     api_key: Annotated[Optional[str], typer.Option(envvar="REWARDKIT_REWARD_API_KEY", help="Require this key: 'Authorization: Bearer KEY' or '?api_key=KEY' in the URL.")] = None,
 ) -> None:
     """Serve POST /get_reward ({query, prompts, labels} -> {rewards, scores, extra_logs}) until interrupted."""
-    from rewardkit.cli.common import check_scorer_judge, fail, parse_pairs
+    from rewardkit.cli.common import check_scorer_judge, fail, option_judge, parse_pairs
 
     from rewardkit.http_server import require_key_off_loopback
     from rewardkit.http_server import serve as run
@@ -88,7 +88,8 @@ def serve(
             check_group_size(scorer_class(scorer), size)
     except ValueError as e:
         raise fail(e) from None
-    sc = load_scorer(scorer, parse_pairs(option, "--option"), judge)
+    opts = parse_pairs(option, "--option")
+    sc = load_scorer(scorer, opts, option_judge(opts, judge))  # -o judge=SPEC is the judge, never replaced
     check_scorer_judge(sc)  # loaded (or its server asked) before listening, not on the first request
     try:
         app = reward_app(sc, api_key=api_key, group_size=size, group_timeout=group_timeout,

@@ -7,7 +7,16 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rewardkit.cli.common import BatchTokens, Device, DType, Threads, judge_spec, parse_pairs
+from rewardkit.cli.common import (
+    BatchTokens,
+    Device,
+    DType,
+    Threads,
+    check_scorer_judge,
+    judge_spec,
+    option_judge,
+    parse_pairs,
+)
 
 #: a ``--set`` key's prefix that says which part takes it, when a name is both a trainer setting and an option
 TRAINER, SCORER = "trainer.", "scorer."
@@ -97,6 +106,8 @@ def train(
     trainer_settings, options = split_settings(parse_pairs(setting, "--set"))
     cfg = train_config(trainer_settings, out_dir=str(out) if out else None, steps=steps)
     modes = [build_method(method, options)] if method else []
+    if not method:  # --set judge=SPEC is the scorer's judge, as --judge is (a method's judge is its own option)
+        judge = option_judge(options, judge, "--set")
     judge = judge_spec(judge, device, dtype, batch_tokens, threads, scorer=None if method else scorer)
     sc = None
     if not method:
@@ -104,6 +115,7 @@ def train(
             sc = load_scorer(scorer, options, judge)
         except (TypeError, ValueError) as e:
             raise _not_a_setting(e, f"scorer {scorer!r}") from None
+        check_scorer_judge(sc)  # before the policy loads: a dead judge would mask every reward of the run
     trainer = GRPOTrainer(cfg, read_prompts(prompts, limit), sc, modes)
     typer.echo(f"policy: {trainer.learner.backend.describe()}; rollouts sampled with {trainer.learner.sampler.name}",
                err=True)

@@ -11,7 +11,18 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rewardkit.cli.common import BatchTokens, Device, DType, Threads, fail, judge_spec, with_options
+from rewardkit.cli.common import (
+    BatchTokens,
+    Device,
+    DType,
+    FieldMap,
+    Threads,
+    check_judge_spec,
+    fail,
+    judge_spec,
+    parse_pairs,
+    with_options,
+)
 
 from rewardkit.raro.tts import TTSOptions
 
@@ -28,25 +39,34 @@ def tts(
     threads: Threads = None,
     limit: Annotated[int | None, typer.Option(help="Use only the first LIMIT problems.")] = None,
     out: Annotated[Path | None, typer.Option(help="Write OUT.md, OUT.json and OUT.png.")] = None,
+    field: FieldMap = None,
     *,
     options: TTSOptions,
 ) -> None:
     """Test-time scaling: single-elimination tournament (RARO Algorithm 3) and BT selection vs majority, random, oracle."""
-    from rewardkit.evals.tts import accuracy_table, load_rollouts, run_tts, write_report
+    from rewardkit.evals.tts import accuracy_table, check_pool_sizes, load_rollouts, run_tts, write_report
 
-    from rewardkit.backends import load_backend
     from rewardkit.options import coerce
 
     try:
         ns = coerce(n, tuple[int, ...])
     except ValueError as e:
         raise fail(f"--n: {e}") from None
-    problems = load_rollouts(str(rollouts), limit)
+    problems = load_rollouts(str(rollouts), limit, parse_pairs(field, "--field"))
+    try:
+        check_pool_sizes(problems, ns)
+    except ValueError as e:
+        raise fail(f"--n: {e}") from None
     judge = judge_spec(judge, device, dtype, batch_tokens, threads) or judge
-    res = run_tts(problems, load_backend(judge), ns, options)
+    # a judge that cannot answer is one error line here, not a table of matches kept by the order fallback
+    res = run_tts(problems, check_judge_spec(judge), ns, options)
     res["settings"].update(rollouts=str(rollouts), limit=limit)
     typer.echo(accuracy_table(res["rows"]))
     typer.echo(f"judge cost: {res['cost']}")
+    for n, status in res["match_status"].items():  # said here, not only in OUT.md: a failing judge looks like one
+        if status.get("invalid"):
+            typer.echo(f"warning: N={n}: {status['invalid']} of {sum(status.values())} tournament matches had no "
+                       "valid vote (the judge failed or wrote no verdict); the earlier candidate was kept", err=True)
     if out is not None:
         cmd = "rewardkit tts " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 1 else "rewardkit tts"
         for f in write_report(res, str(out), f"Test-time scaling with the {options.prompt} judge prompt", cmd):

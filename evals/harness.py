@@ -39,11 +39,13 @@ class EvalError(ValueError):
 # ------------------------------------------------------------------------------------------ inputs
 
 
-def load_rollouts(path: str | Path, *, limit: int | None = None, ids: Sequence[str] | None = None) -> list[Group]:
-    """Groups of a rollouts file (any format ``rewardkit score`` reads), optionally only ``ids`` (in order)."""
+def load_rollouts(path: str | Path, *, limit: int | None = None, ids: Sequence[str] | None = None,
+                  fields: dict[str, str] | None = None) -> list[Group]:
+    """Groups of a rollouts file (any format ``rewardkit score`` reads), optionally only ``ids`` (in order);
+    ``fields``: the file's own column names (``--field``, see ``rewardkit.runtime.inputs.FIELD_NAMES``)."""
     from rewardkit.runtime.jobs import load_groups
 
-    groups, _ = load_groups(path, limit=None if ids else limit)
+    groups, _ = load_groups(path, limit=None if ids else limit, fields=fields)
     if ids is not None:
         by_id = {g.id: g for g in groups}
         missing = [i for i in ids if i not in by_id]
@@ -86,7 +88,7 @@ def grade(groups: Sequence[Group], by: Grading = "auto") -> tuple[list[np.ndarra
     if by == "labels" or (by == "auto" and all(g.labels is not None for g in groups)):
         return labels_of(groups, "grading by labels"), "labels", 0
     if by not in ("auto", "verifier"):
-        raise EvalError(f"unknown grading {by!r}; use labels or verifier")
+        raise EvalError(f"unknown grading {by!r}; use auto, labels or verifier")
     from rewardkit.scoring import get_scorer
 
     code = [is_code(g) for g in groups]

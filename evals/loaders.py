@@ -79,6 +79,9 @@ def load_benchmark(name: str | Path, *, limit: int | None = None, mapping: dict[
                    split: str = "test") -> list[Problem]:
     """Problems of a shared benchmark (``math500``, ``aime24``, ...), a JSONL / Parquet file (``mapping``
     names its ``id`` / ``question`` / ``answer`` columns), or ``hub:ORG/NAME`` (needs a reachable hub)."""
+    from rewardkit.runtime.jobs import positive_int
+
+    limit = None if limit is None else positive_int("--limit", limit)  # -1 would drop the last problem
     s = str(name)
     if s in BENCHMARKS:
         spec = BENCHMARKS[s]

@@ -56,6 +56,9 @@ def load_processbench(
     split: str, root: str | Path | None = None, limit: int | None = None, seed: int = 0
 ) -> list[PBExample]:
     """Rows of one split; ``limit`` takes a seeded sample, half erroneous / half error-free (file order kept)."""
+    from rewardkit.runtime.jobs import positive_int
+
+    limit = None if limit is None else positive_int("--limit", limit)  # 0 kept no row; -1 failed in random.sample
     if split not in SPLITS:
         raise ValueError(f"unknown ProcessBench split {split!r}; splits: {', '.join(SPLITS)}")
     path = Path(root or default_root()) / f"{split}.jsonl"

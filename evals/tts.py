@@ -64,6 +64,20 @@ def run_tts(problems: Sequence[Group], backend: JudgeBackend, ns: Sequence[int],
     return res
 
 
+def check_pool_sizes(problems: Sequence[Group], ns: Sequence[int]) -> None:
+    """``ValueError`` for an N below 1 or above a problem's number of responses (its pool would be all of them:
+    a column headed N that is not N), or no N at all (``--n ''``: a table without columns); ``rewardkit tts`` checks
+    before its judge loads."""
+    if not ns:
+        raise ValueError("no pool size N given (e.g. 1,2,4,8)")
+    for n in ns:
+        if n < 1:
+            raise ValueError(f"N must be >= 1, got {n}")
+        short = next((p for p in problems if len(p.responses) < n), None)
+        if short is not None:
+            raise ValueError(f"N={n} is larger than the {len(short)} responses of problem {short.id!r}")
+
+
 def evaluate_tts(problems: Sequence[Group], ns: Sequence[int], judge: PairwiseJudge | None = None,
                  options: TTSOptions | None = None, /, *, extract: Callable[[str], str | None] | None = None,
                  **fields: Any) -> dict[str, Any]:
@@ -79,13 +93,12 @@ def evaluate_tts(problems: Sequence[Group], ns: Sequence[int], judge: PairwiseJu
 
     o = resolve_options(TTSOptions, options, fields, "evaluate_tts")
     extract = extract or extract_answer
+    check_pool_sizes(problems, ns)
     rows: list[dict[str, Any]] = []
     clusters = [cluster_answers([extract(r) for r in p.responses]) for p in problems]
     details: dict[str, Any] = {"match_status": {}, "skipped_uniform": {}}
     for n in ns:
-        if n < 1:
-            raise ValueError(f"N must be >= 1, got {n}")
-        pools = [list(range(min(n, len(p.responses)))) for p in problems]
+        pools = [list(range(n)) for _ in problems]
         lab = [[bool(p.labels[j]) for j in pool] for p, pool in zip(problems, pools, strict=True)]
         acc: dict[str, float] = {
             "oracle": float(np.mean([any(x) for x in lab])),
@@ -116,18 +129,23 @@ def evaluate_tts(problems: Sequence[Group], ns: Sequence[int], judge: PairwiseJu
     return {"rows": rows, "problems": len(problems), **details}
 
 
-def load_rollouts(path: str, limit: int | None = None) -> list[Group]:
+def load_rollouts(path: str, limit: int | None = None, fields: dict[str, str] | None = None) -> list[Group]:
     """Groups from a rollouts file through ``rewardkit.runtime.inputs`` (the one row parser), e.g. the shared
-    math_cot_100.jsonl; every group needs correctness labels (``correct``) to score a selection."""
+    math_cot_100.jsonl; every group needs correctness labels (``correct``) to score a selection. ``fields``: the
+    file's own column names (``--field``)."""
     from rewardkit.runtime.inputs import read_groups
+    from rewardkit.runtime.jobs import positive_int
 
+    limit = None if limit is None else positive_int("--limit", limit)  # 0 or -1 read one problem
     out: list[Group] = []
-    for g in read_groups(path, fmt="grouped"):
+    for g in read_groups(path, fmt="grouped", fields=fields):
         if g.labels is None:
             raise ValueError(f"{path}: group {g.id!r}: rollout row lacks field 'correct' (per-response labels)")
         out.append(g)
         if limit is not None and len(out) >= limit:
             break
+    if not out:  # before the judge loads: an empty file gave a table of '-' and numpy's warnings
+        raise ValueError(f"{path}: no groups")
     return out
 
 # ---------------------------------------------------------------------------------------- reports

@@ -178,8 +178,13 @@ def scorer_class(name: str) -> type:
         info = _REGISTRY[name]
     except KeyError:
         raise KeyError(f"unknown scorer {name!r}; known: {', '.join(scorer_names())}") from None
-    mod, cls = info.target.split(":")
-    return getattr(importlib.import_module(mod), cls)
+    mod, _, cls = info.target.partition(":")
+    if not mod or not cls.isidentifier():  # 'a:b:c', ':X', 'json:' ended in "too many values to unpack" or so
+        raise ImportError(f"scorer {name!r}: expected module:Class, a Python module and a class in it")
+    try:
+        return getattr(importlib.import_module(mod), cls)
+    except AttributeError:  # a user's --scorer module:Class naming no class: one error line, not a traceback
+        raise ImportError(f"scorer {name!r}: module {mod!r} has no {cls!r}") from None
 
 
 def scorer_options(name: str) -> list[OptionInfo]:
@@ -202,6 +207,9 @@ def get_scorer(name: str, **options: Any) -> Scorer:
     [[1.0, 0.0]]
     """
     cls = scorer_class(name)
+    if not isinstance(getattr(cls, "Options", None), type):
+        raise TypeError(f"scorer {name!r}: {cls.__qualname__} is not a rewardkit scorer (it has no Options class; "
+                        "see rewardkit.scoring.BaseScorer)")
     return cls(**coerce_options(cls.Options, options, f"scorer {name!r}"))
 
 

@@ -139,3 +139,31 @@ def test_registry_lists_and_builds_verifier():
         get_scorer("verifier", bogus="1")
     with pytest.raises(KeyError, match="unknown scorer"):
         get_scorer("nope")
+
+
+def test_a_module_class_that_is_no_scorer_is_one_clear_error(tmp_path, monkeypatch):
+    """Before: `--scorer rewardkit.verifier:Nope` and `--scorer json:JSONDecoder` ended in AttributeError tracebacks
+    (a programming error's treatment), naming neither the scorer nor what was wrong with it."""
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    import rewardkit.scoring
+    from rewardkit.scoring import register_scorer
+
+    monkeypatch.setattr(rewardkit.scoring, "_REGISTRY", dict(rewardkit.scoring._REGISTRY))  # other tests list them all
+    register_scorer("test:nope", "rewardkit.verifier:Nope", "no such class")
+    register_scorer("test:json", "json:JSONDecoder", "not a scorer")
+    with pytest.raises(ImportError, match=r"^scorer 'test:nope': module 'rewardkit.verifier' has no 'Nope'$"):
+        get_scorer("test:nope")
+    with pytest.raises(TypeError, match=r"^scorer 'test:json': JSONDecoder is not a rewardkit scorer"):
+        get_scorer("test:json")
+    for target in ("a:b:c", ":X", "json:"):  # before: "too many values to unpack", "Empty module name", ...
+        register_scorer(target, target, "malformed")
+        with pytest.raises(ImportError, match=f"^scorer '{target}': expected module:Class, a Python module and a "
+                                              "class in it$"):
+            get_scorer(target)
+    rows = tmp_path / "r.jsonl"
+    rows.write_text('{"id": "g", "problem": "1+1?", "answer": "2", "responses": ["2"]}\n')
+    r = CliRunner().invoke(app, ["score", str(rows), "--scorer", "json:JSONDecoder", "--out", str(tmp_path / "o.jsonl")])
+    assert r.exit_code == 2 and r.stderr == ("error: scorer 'json:JSONDecoder': JSONDecoder is not a rewardkit scorer "
+                                             "(it has no Options class; see rewardkit.scoring.BaseScorer)\n"), r.output

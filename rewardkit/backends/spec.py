@@ -97,8 +97,9 @@ def _mask_query(q: str) -> str:
 
 # in running text, ``NAME@WORD`` (no ``:`` in NAME; WORD a bare word: no dot, port or path) is a label (a model id
 # and its engine/dtype: ``smollm2-135m-instruct@float32: cpu, ...``, ``...@vllm-float32`` in generated rows), not
-# a user part before a host (``u:pw@host``, ``tok@host.example``, ``tok@host:8000``, ``tok@host/v1`` stay masked)
-_LABEL_AT = re.compile(r"@[A-Za-z_][A-Za-z0-9_-]*(?::(?![0-9/])|[,;)\]]*$)")
+# a user part before a host (``u:pw@host``, ``tok@host.example``, ``tok@host:8000``, ``tok@host/v1`` stay masked); a
+# number ending the word is a metric's k (``pass@8``, ``maj@16)``: `eval select` printed "oracle ***@8)")
+_LABEL_AT = re.compile(r"@(?:[A-Za-z_][A-Za-z0-9_-]*(?::(?![0-9/])|[,;)\]]*$)|[0-9]+[,;)\]]*$)")
 
 
 def _mask_token(tok: str, running: bool = False) -> str:
@@ -221,7 +222,7 @@ def split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
     target, _, query = s.partition("?")
     opts = _query(spec, query)
     if target.lower().startswith(("http://", "https://")):  # a scheme is case-insensitive (RFC 3986 3.1)
-        return "http", target, opts
+        return "http", _with_host(spec, target), opts
     prefix, sep, rest = target.partition(":")
     if sep and prefix == "openai":
         m = _OPENAI.fullmatch(rest)  # the URL's own user part may hold '@': split before its scheme
@@ -229,13 +230,22 @@ def split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
         if not name:
             raise ValueError(f"backend spec {shown_spec(spec)!r}: expected 'openai:MODEL@http(s)://HOST[:PORT]/v1'")
         _put(spec, opts, "model", name)
-        return "http", url, opts
+        return "http", _with_host(spec, url), opts
     if sep and prefix in ("vllm", "llamacpp", "llama.cpp", "hf", "transformers"):
         kind = {"llama.cpp": "llamacpp", "hf": "transformers"}.get(prefix, prefix)
         if not rest:
             raise ValueError(f"backend spec {shown_spec(spec)!r}: expected '{prefix}:MODEL'")
         return kind, rest, opts
+    if not target:  # '?dtype=float32': the current folder was tried as a model
+        raise ValueError(f"backend spec {shown_spec(spec)!r}: expected a model before '?' (e.g. 'smollm2?dtype=float32')")
     return "transformers", target, opts
+
+
+def _with_host(spec: str, url: str) -> str:
+    """``url`` when something follows its scheme; 'http://' alone failed later as 'substring not found'."""
+    if not url.split("://", 1)[1].strip("/"):
+        raise ValueError(f"backend spec {shown_spec(spec)!r}: expected a host, as in 'http(s)://HOST[:PORT]/v1'")
+    return url
 
 
 def _query(spec: str, query: str) -> dict[str, str]:

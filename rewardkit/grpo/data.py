@@ -12,6 +12,9 @@ from rewardkit.types import Group
 def read_prompts(path: str | Path, limit: int | None = None) -> list[Group]:
     """Groups without responses from JSONL rows (``prompt``/``problem``/``question``, optional ``answer``
     and ``solution``), e.g. ``shared/data/gsm8k/test.jsonl``. A bad row stops with ``file:line: field``."""
+    from rewardkit.runtime.jobs import positive_int
+
+    limit = None if limit is None else positive_int("--limit", limit)  # 0 or -1 read one prompt
     p = Path(path)
     out: list[Group] = []
     with open(p, encoding="utf-8") as f:

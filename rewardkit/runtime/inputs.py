@@ -47,6 +47,10 @@ SUPPORTED = ("JSONL (.jsonl: grouped, or one response per line), Parquet (.parqu
              "Hugging Face dataset folder")
 #: formats people try that are not read: named, with what is
 UNSUPPORTED_SUFFIXES = {".csv": "CSV", ".tsv": "TSV", ".xlsx": "Excel", ".xls": "Excel", ".json": "a JSON document"}
+#: compressed files, known by their first bytes (a per-line "not valid UTF-8" said nothing of it): name, decompressor
+COMPRESSED = {b"\x1f\x8b": ("gzip", "zcat"), b"BZh": ("bzip2", "bzcat"), b"\xfd7zXZ\x00": ("xz", "xzcat"),
+              b"\x28\xb5\x2f\xfd": ("zstd", "zstdcat")}
+PARQUET_MAGIC = b"PAR1"  # a Parquet file's first bytes: read as Parquet whatever its name (.pq, .PARQUET, a pipe)
 
 
 class InputError(ValueError):
@@ -112,12 +116,23 @@ def read_numbered(path: str | Path, *, skip_bad: bool = False, group_key: str | 
         raise InputError(p, None, None, f"unknown format {fmt!r} (expected grouped or flat)")
     if not src.exists():
         raise FileNotFoundError(f"{p}: no such file or directory")
+    from rewardkit.runtime.output import file_kind
+
+    kind = file_kind(src, follow=True)  # as score_file refuses them: /dev/zero was read as one endless line
+    if kind not in ("regular file", "directory", "named pipe (FIFO)"):
+        raise InputError(p, None, None, f"is a {kind}, not a file of rows; save them to a file and read that")
+    head = _head(src) if src.is_file() else b""  # a pipe is read once, by its reader
+    packed = next((v for k, v in COMPRESSED.items() if head.startswith(k)), None)
     if src.is_dir():
         records = _dataset_records(src, p)
-    elif p.suffix.lower() in UNSUPPORTED_SUFFIXES and not _starts_with_object(src):
+    elif packed:
+        name, cat = packed
+        raise InputError(p, None, None, f"{name}-compressed, which rewardkit does not read; decompress it "
+                                        f"({cat} {p} > rows.jsonl) or pass it through a pipe: <({cat} {p})")
+    elif p.suffix.lower() in UNSUPPORTED_SUFFIXES and not head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
         raise InputError(p, None, None, f"{UNSUPPORTED_SUFFIXES[p.suffix.lower()]} is not an input format rewardkit "
                                         f"reads; it reads {SUPPORTED}")
-    elif p.suffix == ".parquet":
+    elif p.suffix.lower() == ".parquet" or head.startswith(PARQUET_MAGIC):
         records = _parquet_records(src, p)
     else:
         records = _jsonl_records(src, p)
@@ -140,16 +155,17 @@ def spool_stream(path: str | Path, into: str | Path) -> str:
     return h.hexdigest()
 
 
-def _starts_with_object(src: Path) -> bool:
-    """True when the file's first non-blank byte (within its first 4 KiB) opens a JSON object (JSONL
-    whatever its suffix)."""
+def _head(src: Path) -> bytes:
+    """The file's first 4 KiB: what tells its format by content (compression and Parquet magic bytes; JSONL under
+    another suffix when the first non-blank byte opens a JSON object)."""
     with open(src, "rb") as f:
-        head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
-    return head.startswith(b"{")
+        return f.read(4096)
 
 
 def _jsonl_records(src: Path, p: Path) -> Iterator[tuple[int, dict | BadRecord]]:
-    with open(src, "rb") as f:
+    fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer reads as empty, never hangs
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as f:
         for n, raw in enumerate(f, 1):
             if n == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark (Windows editors)
                 raw = raw[3:]

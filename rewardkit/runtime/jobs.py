@@ -192,6 +192,7 @@ def load_groups(path: str | Path, *, skip_bad: bool = False, group_key: str | No
                 fields: dict[str, str] | None = None) -> tuple[list[Group], list[BadRecord]]:
     """All groups of an input (up to ``limit``) and the rejected records (a duplicate id among them, naming
     both lines, with ``skip_bad``). ``source``: see ``read_groups``."""
+    limit = None if limit is None else positive_int("--limit", limit)  # 0 or -1 read one group
     groups: list[Group] = []
     bad: list[BadRecord] = []
     for _, item in read_numbered(path, skip_bad=skip_bad, group_key=group_key, fmt=fmt, source=source,

@@ -564,3 +564,29 @@ def test_a_token_after_a_one_slash_scheme_is_never_read_as_a_label(text, shown):
     """``NAME@WORD`` in running text is a label (a model and its engine) unless a URL's scheme stands before it:
     ``http:/TOKEN@host`` (one slash, a bare host) was shown whole before its spec had been parsed."""
     assert redact(text) == shown
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("oracle (pass@8) 96.0%", "oracle (pass@8) 96.0%"),  # `rewardkit eval select` printed "oracle ***@8) 96.0%"
+    ("maj@16, pass@1 and rm@8]", "maj@16, pass@1 and rm@8]"),
+    ("judge tok3n@8/v1 failed", "judge ***@8/v1 failed"),  # a number before a path, port or dot is a host
+    ("judge tok3n@10.0.0.1 failed", "judge ***@10.0.0.1 failed"),
+    ("judge tok3n@8:8000 failed", "judge ***@8:8000 failed"),
+    ("judge u:pw@8 failed", "judge ***@8 failed"),  # a user:password is masked before any host
+    ("see http://tok3n@8 now", "see http://***@8 now"),  # ... and so is any user part after a scheme
+])
+def test_a_metrics_k_after_an_at_is_a_label_in_running_text(text, shown):
+    assert redact(text) == shown
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("http://", "backend spec 'http://': expected a host, as in 'http(s)://HOST[:PORT]/v1'"),  # was 'substring not found'
+    ("HTTPS:///?timeout=3", "backend spec 'HTTPS:///?timeout=3': expected a host, as in 'http(s)://HOST[:PORT]/v1'"),
+    ("openai:judge@http://", "backend spec 'openai:judge@http://': expected a host, as in 'http(s)://HOST[:PORT]/v1'"),
+    # the current folder was tried as a model: "judge '': the folder has no config.json"
+    ("?dtype=float32", "backend spec '?dtype=float32': expected a model before '?' (e.g. 'smollm2?dtype=float32')"),
+])
+def test_a_spec_without_a_host_or_model_is_refused_naming_what_is_missing(spec, message):
+    with pytest.raises(ValueError) as e:
+        split_spec(spec)
+    assert str(e.value) == message

@@ -102,6 +102,13 @@ def test_progress_lines_when_not_a_terminal():
     assert lines[0] == "score arena: 13/50 groups (26%), 0.5 groups/s, ETA 1m14s"
     assert lines[-1] == "score arena: 50/50 groups (100%), 0.5 groups/s, took 1m20s"
     assert [int(x.split()[2].split("/")[0]) for x in lines] == [*range(13, 50, 3), 50]
+    fast = io.StringIO()  # a resumed or cached run: thousands of groups a second, in plain digits
+    with JobProgress("score verifier", Console(file=fast, force_terminal=False), clock=lambda: now[0],
+                     heartbeat=False) as p:
+        p.start(2500)
+        now[0] += 2.0
+        p.advance(2500)
+    assert fast.getvalue() == "score verifier: 2500/2500 groups (100%), 1,250 groups/s, took 2s\n"  # was 1.25e+03
     slow = io.StringIO()
     with JobProgress("generate math", Console(file=slow, force_terminal=False), unit="problems",
                      clock=lambda: now[0], heartbeat=False) as p:

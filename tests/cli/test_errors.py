@@ -89,6 +89,50 @@ def test_score_with_a_url_judge_that_does_not_serve_the_model_fails_at_start(rol
     assert not out.exists()
 
 
+def test_score_reads_o_judge_as_the_judge_and_never_replaces_it(rollouts, tmp_path, dead_url, monkeypatch):
+    """Before: `-o judge=URL --judge OTHER` scored with OTHER, and `-o judge=URL --device cpu` with the default
+    smollm2 (the local-judge options filled in the default judge, which then replaced the one given)."""
+    import rewardkit.backends
+
+    def no_smollm2(spec, **kw):
+        if str(spec).startswith("smollm2"):
+            raise AssertionError(f"the default judge was loaded: {spec}")
+        return real_load(spec, **kw)
+
+    real_load = rewardkit.backends.load_backend
+
+    monkeypatch.setattr(rewardkit.backends, "load_backend", no_smollm2)
+    out = tmp_path / "o.jsonl"
+    for extra, message in (
+        (["--judge", "nosuchmodel"], f"error: invalid value for --judge: -o judge={dead_url} and --judge nosuchmodel "
+                                     "name two judges; give one"),
+        (["--device", "cpu"], f"error: invalid value for --judge: --device apply to a local transformers judge, not "
+                              f"'{dead_url}' (http); set that backend's options in its spec"),
+    ):
+        res = CliRunner().invoke(app, ["score", str(rollouts), "--scorer", "pointwise", "-o", f"judge={dead_url}",
+                                       *extra, "--out", str(out)])
+        assert res.exit_code == 2 and res.stderr.startswith(message + " (see ") and res.stderr.count("\n") == 1, res.output
+    res = CliRunner().invoke(app, ["score", str(rollouts), "--scorer", "pointwise", "-o", f"judge={dead_url}",
+                                   "--judge", dead_url, "--out", str(out)])  # the same judge twice is that judge
+    assert res.exit_code == 2 and res.stderr.startswith(f"error: judge {dead_url}: GET {dead_url}/models failed")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["verifier", "select"])
+def test_eval_reads_o_judge_as_the_judge(rollouts, tmp_path, dead_url, command):
+    """Before: `-o judge=URL --judge OTHER` scored with OTHER; `-o judge=URL` alone was not checked before the
+    first group (its groups came out with status error)."""
+    out = tmp_path / "ev"
+    res = CliRunner().invoke(app, ["eval", command, str(rollouts), "-s", "pointwise", "-o", f"judge={dead_url}",
+                                   "--judge", "nosuchmodel", "--out", str(out)])
+    assert res.exit_code == 2 and res.stderr.startswith(
+        f"error: invalid value for --judge: -o judge={dead_url} and --judge nosuchmodel name two judges"), res.output
+    res = CliRunner().invoke(app, ["eval", command, str(rollouts), "-s", "pointwise", "-o", f"judge={dead_url}",
+                                   "--out", str(out)])
+    assert res.exit_code == 2 and res.stderr.startswith(f"error: judge {dead_url}: GET {dead_url}/models failed")
+    assert not (out / "pointwise.scores.jsonl").exists()
+
+
 def test_eval_with_a_judge_that_does_not_exist_fails_before_the_first_group(rollouts, tmp_path):
     res = CliRunner().invoke(app, ["eval", "verifier", str(rollouts), "--scorer", "pointwise", "--judge", "nosuchmodel",
                                    "--out", str(tmp_path / "ev")])
@@ -124,6 +168,14 @@ def test_check_judge_without_loading_locates_a_local_model(tmp_path):
 def test_servers_refuse_a_judge_that_does_not_exist_before_listening(command):
     res = run_cli(*command, "--port", "0", timeout=60)  # before: listened, then 46 s of hub retries -> 500
     assert_one_line(res, "judge 'nosuchmodel': no such model folder")
+
+
+def test_serve_reads_o_judge_as_the_judge(dead_url):
+    """Before: `serve -o judge=URL --judge OTHER` served OTHER's rewards without a word."""
+    res = CliRunner().invoke(app, ["serve", "--scorer", "pointwise", "--group-size", "2", "-o", f"judge={dead_url}",
+                                   "--judge", "nosuchmodel", "--port", "0"])
+    assert res.exit_code == 2 and res.stderr.startswith(
+        f"error: invalid value for --judge: -o judge={dead_url} and --judge nosuchmodel name two judges"), res.output
 
 
 def test_serve_refuses_a_url_judge_that_does_not_answer(dead_url):

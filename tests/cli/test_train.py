@@ -52,6 +52,51 @@ def test_set_routes_each_key_to_the_part_that_declares_it():
     assert raro.options.scorer.mode == "generate"  # `mode`: the critic's verdict mode, nothing else
 
 
+def test_a_judge_that_cannot_answer_stops_train_before_the_policy_loads(prompts, tmp_path, monkeypatch):
+    """Before: `train --scorer pointwise --judge URL` with no server there built the trainer (loading the policy)
+    first: the judge was first asked inside a training step, where its failure is an error status per response."""
+    import socket
+
+    import rewardkit.grpo
+
+    def no_trainer(*a, **kw):
+        raise AssertionError("the trainer was built")
+
+    monkeypatch.setattr(rewardkit.grpo, "GRPOTrainer", no_trainer)
+    with socket.socket() as s:  # bound, not listening
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+        res = CliRunner().invoke(app, ["train", str(prompts), "--scorer", "pointwise", "--judge", url, "--steps", "1",
+                                       "--out", str(tmp_path / "run")])
+    assert res.exit_code == 2 and res.stderr.startswith(f"error: judge {url}: GET {url}/models failed"), res.output
+    assert res.stderr.count("\n") == 1 and not (tmp_path / "run").exists()
+
+
+def test_set_judge_is_the_judge_and_is_never_replaced(prompts, tmp_path, monkeypatch):
+    """Before: `--set judge=URL --judge OTHER` trained on OTHER's rewards, and `--set judge=URL --device cpu` on
+    the default smollm2's (the local-judge options filled in the default judge, which replaced the one set)."""
+    import rewardkit.backends
+    import rewardkit.grpo
+
+    def no_trainer(*a, **kw):
+        raise AssertionError("the trainer was built")
+
+    def no_smollm2(spec, **kw):
+        if str(spec).startswith("smollm2"):
+            raise AssertionError(f"the default judge was loaded: {spec}")
+        return real_load(spec, **kw)
+
+    real_load = rewardkit.backends.load_backend
+    monkeypatch.setattr(rewardkit.backends, "load_backend", no_smollm2)
+    monkeypatch.setattr(rewardkit.grpo, "GRPOTrainer", no_trainer)
+    url = "http://127.0.0.1:9/v1"
+    for extra, message in ((["--judge", "nosuchmodel"], f"--set judge={url} and --judge nosuchmodel name two judges"),
+                           (["--device", "cpu"], f"--device apply to a local transformers judge, not '{url}'")):
+        res = CliRunner().invoke(app, ["train", str(prompts), "--scorer", "pointwise", "--set", f"judge={url}", *extra,
+                                       "--steps", "1", "--out", str(tmp_path / "run")])
+        assert res.exit_code == 2 and res.stderr.startswith(f"error: invalid value for --judge: {message}"), res.output
+
+
 def test_a_key_nobody_declares_is_one_line_naming_where_it_was_looked_for(prompts):
     line = error_line(prompts, "--set", "foo=1")
     assert "'foo'" in line and "scorer 'verifier'" in line and "--help-settings" in line, line

@@ -40,6 +40,31 @@ def test_accuracy_graded_by_verifier_and_errors(tmp_path):
     assert r.exit_code == 2 and "needs correctness labels" in r.output and "'a'" in r.output
     r = _run("accuracy", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path))
     assert r.exit_code == 2 and "no such file" in r.output
+    r = _run("accuracy", ROLL, "--grade", "verifer", "--out", str(tmp_path))  # 'auto', the default, was not named
+    assert r.exit_code == 2 and r.stderr == "error: unknown grading 'verifer'; use auto, labels or verifier\n"
+    r = _run("accuracy", ROLL, "--limit", "0", "--out", str(tmp_path / "zero"))  # it reported on 1 problem
+    assert r.exit_code == 2 and r.stderr == "error: --limit must be a positive integer, got 0\n", r.output
+    assert not (tmp_path / "zero").exists()
+
+
+def test_eval_reads_the_users_own_column_names_with_field(tmp_path):
+    """Before: a file with its own column names got 'name yours with --field responses=COLUMN', and `--field` was
+    'no such option' on every eval command."""
+    rows = [json.loads(x) for x in open(ROLL)][:5]
+    own = tmp_path / "own.jsonl"
+    own.write_text("".join(json.dumps({"uid": r["id"], "instruction": r["problem"], "outputs": r["responses"],
+                                       "target": r["answer"], "labels": r["correct"]}) + "\n" for r in rows))
+    fields = ["--field", "prompt=instruction", "--field", "responses=outputs", "--field", "reference=target",
+              "--field", "correct=labels", "--field", "id=uid"]
+    r = _run("accuracy", str(own), *fields, "--out", str(tmp_path / "acc"))
+    assert r.exit_code == 0, r.output
+    pass8 = json.loads((tmp_path / "acc" / "accuracy.json").read_text())["table"][-1]["pass@k"]
+    assert pass8 == sum(any(r["correct"]) for r in rows) / 5  # the labels of the renamed column
+    for cmd in ("verifier", "select"):
+        r = _run(cmd, str(own), "-s", "verifier", *fields, "--out", str(tmp_path / cmd))
+        assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "verifier" / "verifier.json").read_text())["reports"][0]["verifier"]
+    assert rep["tp"] + rep["fp"] + rep["fn"] + rep["tn"] == 40 and rep["recall"]["value"] == 1.0
 
 
 def test_verifier_and_select_commands(tmp_path):
@@ -152,6 +177,77 @@ def test_update_results_refuses_a_partial_table(checkout, args, why):
     assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: --update-results"), r.output
     assert why in lines[0] and "runs/headline" in lines[0], lines[0]
     assert committed(checkout) == before and not (checkout / "runs").exists()  # refused before any scoring
+
+
+def test_an_option_no_scorer_has_is_refused_before_any_scoring(tmp_path):
+    """Before: `-o timout=3` (a typo) was dropped without a word, since each scorer gets the options it has; now an
+    option none of the -s scorers has is one error line listing theirs. One some scorer has is still given to it."""
+    for cmd in ("verifier", "select"):
+        r = _run(cmd, ROLL, "-s", "verifier", "-s", "majority-vote", "-o", "timout=3", "--limit", "2",
+                 "--out", str(tmp_path / cmd))
+        assert r.exit_code == 2 and r.stderr == (
+            "error: no scorer given (verifier, majority-vote) has option(s) ['timout']; options: verifier: checker, "
+            "timeout, workers; majority-vote: answer_timeout\n"), r.output
+        assert not (tmp_path / cmd).exists()
+    r = _run("verifier", ROLL, "-s", "verifier", "-s", "majority-vote", "-o", "answer_timeout=3", "--limit", "2",
+             "--out", str(tmp_path / "ok"), "--n-boot", "10")
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((tmp_path / "ok" / "majority-vote.scores.jsonl.manifest.json").read_text())
+    assert manifest["options"]["answer_timeout"] == 3.0
+
+
+@pytest.mark.parametrize("flag", ["--limit", "--max-gen-toks"])
+def test_lm_eval_refuses_a_count_below_one_before_lm_eval_runs(tmp_path, flag):
+    """Before: `--max-gen-toks 0` ran with the task's 1024-token budget (0 read as unset), and `--limit 0` went to
+    lm-eval, which reads a limit below 1 as a fraction of the task."""
+    r = _run("lm-eval", str(tmp_path / "model"), "--tasks", "no_such_task", flag, "0", "--out", str(tmp_path))
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: invalid value for '{flag}': Input should be greater "
+                                                    "than or equal to 1"), r.output
+
+
+def test_verifier_refuses_a_negative_bootstrap_count(tmp_path):
+    """Before: `--n-boot -5` scored, then ended in numpy's 'negative dimensions are not allowed'."""
+    r = _run("verifier", ROLL, "-s", "verifier", "--limit", "2", "--n-boot", "-5", "--out", str(tmp_path))
+    assert r.exit_code == 2 and r.stderr.startswith("error: invalid value for '--n-boot': Input should be greater "
+                                                    "than or equal to 0"), r.output
+    assert not (tmp_path / "verifier.scores.jsonl").exists()
+
+
+@pytest.mark.parametrize("flag", ["--n", "--batch-size", "--max-tokens"])
+def test_generate_refuses_a_count_below_one_before_the_model(tmp_path, flag):
+    """Before: these were checked (if at all) once the model had loaded: `--batch-size 0` ended in 'range() arg 3
+    must not be zero', naming no option."""
+    import socket
+
+    with socket.socket() as s:  # a model server that is not there: the count must be refused before it is asked
+        s.bind(("127.0.0.1", 0))
+        r = _run("generate", f"http://127.0.0.1:{s.getsockname()[1]}/v1", "gsm8k", "--limit", "2", flag, "0",
+                 "--out", str(tmp_path / "r.jsonl"))
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: invalid value for '{flag}': Input should be greater "
+                                                    "than or equal to 1"), r.output
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_judge_reads_its_rollouts_before_the_judge_loads(tmp_path):
+    """Before: the judge (a model load for a local one) came first, and a missing --rollouts file only after it."""
+    import socket
+
+    with socket.socket() as s:  # a judge that is not there: the file must be named first
+        s.bind(("127.0.0.1", 0))
+        r = _run("judge", "--judge", f"http://127.0.0.1:{s.getsockname()[1]}/v1", "--rollouts",
+                 str(tmp_path / "missing.jsonl"), "--out", str(tmp_path))
+    assert r.exit_code == 2 and r.stderr == f"error: {tmp_path / 'missing.jsonl'}: no such file or directory\n", r.output
+
+
+@pytest.mark.parametrize("flag", ["--pairs", "--pb-pairs", "--injection-pairs"])
+def test_judge_refuses_a_negative_pair_count_before_the_judge(tmp_path, flag):
+    """Before: `--pb-pairs -1` took all pairs but the last ([:-1]) and ran the judge on them."""
+    import socket
+
+    with socket.socket() as s:  # a judge that is not there: the count must be refused before it is asked
+        s.bind(("127.0.0.1", 0))
+        r = _run("judge", "--judge", f"http://127.0.0.1:{s.getsockname()[1]}/v1", flag, "-1", "--out", str(tmp_path))
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: invalid value for '{flag}': Input should be greater than or equal to 0")
 
 
 def test_leftover_scores_of_another_job_stop_headline_until_restart(checkout):

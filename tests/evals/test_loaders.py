@@ -44,6 +44,16 @@ def test_aime_answers_are_integers_and_limit():
     assert [p.id for p in load_benchmark("aime24", limit=2)] == ["aime2024-I-01", "aime2024-I-02"]
 
 
+@pytest.mark.parametrize("limit", [0, -1])
+def test_a_limit_below_one_is_refused(limit):
+    """Before: limit -1 sliced off the last problem (29 of aime24's 30) and 0 gave none, without a word
+    (`rewardkit eval generate ... --limit -1`)."""
+    from rewardkit.runtime.jobs import JobError
+
+    with pytest.raises(JobError, match=f"--limit must be a positive integer, got {limit}"):
+        load_benchmark("aime24", limit=limit)
+
+
 def test_gsm8k_answer_after_hashes_matches_the_shared_answer_field():
     rows = [json.loads(line) for line in open(data_path("gsm8k", "test.jsonl"))]
     assert all(gsm8k_final_answer(r["solution"]) == r["answer"] for r in rows)

@@ -87,6 +87,16 @@ def test_loader_subset_is_balanced_seeded_and_in_file_order():
         load_processbench("aime")
 
 
+@pytest.mark.parametrize("limit", [0, -1])
+def test_loader_refuses_a_limit_below_one(limit):
+    """Before: limit 0 kept no row (a table of empty splits) and -1 failed as 'Sample larger than population or is
+    negative', naming no option."""
+    from rewardkit.runtime.jobs import JobError
+
+    with pytest.raises(JobError, match=f"--limit must be a positive integer, got {limit}"):
+        load_processbench("gsm8k", limit=limit)
+
+
 def test_metric_hand_examples():
     m = processbench_metric([2, -1, 1, 3], [2, -1, 0, -1])
     assert (m["error_acc"], m["correct_acc"], m["f1"]) == (0.5, 0.5, 0.5)
@@ -193,3 +203,23 @@ def test_cli_command_writes_table_and_predictions(tmp_path, monkeypatch):
     assert "| math |" in out.with_suffix(".md").read_text()
     bad = CliRunner().invoke(app, ["--split", "aime"])
     assert bad.exit_code != 0 and "unknown split" in bad.output
+
+
+def test_cli_command_refuses_a_judge_that_cannot_answer_before_any_row(tmp_path):
+    """Before: a server that was not there gave a table of invalid verdicts, read as 'no error found' ("acc.
+    correct 100.0"), exit 0."""
+    import socket
+
+    import typer
+    from rewardkit.cli.processbench import processbench
+    from typer.testing import CliRunner
+
+    app = typer.Typer()
+    app.command()(processbench)
+    with socket.socket() as s:  # bound, not listening: refuses connections while the test holds it
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+        res = CliRunner().invoke(app, ["--split", "gsm8k", "--limit", "2", "--judge", url, "--out", str(tmp_path / "pb")])
+    assert res.exit_code == 2 and res.stdout == "", res.output
+    assert res.stderr.startswith(f"error: judge {url}: GET {url}/models failed") and res.stderr.count("\n") == 1
+    assert not (tmp_path / "pb.json").exists()

@@ -23,6 +23,18 @@ def test_shared_gsm8k_rows_become_prompt_groups():
     assert groups[0].expert.endswith("#### 18") and groups[0].responses == []
 
 
+@pytest.mark.parametrize("limit", [0, -1])
+def test_a_limit_below_one_is_refused(tmp_path, limit):
+    """Before: `rewardkit train --limit 0` (or -1) trained on the first prompt alone, without a word."""
+    from rewardkit.runtime.jobs import JobError
+
+    p = tmp_path / "p.jsonl"
+    p.write_text('{"prompt": "a"}\n{"prompt": "b"}\n')
+    assert [g.prompt for g in read_prompts(p, limit=1)] == ["a"]
+    with pytest.raises(JobError, match=f"--limit must be a positive integer, got {limit}"):
+        read_prompts(p, limit=limit)
+
+
 @pytest.mark.parametrize("line, needle", [
     ("not json", "not JSON"),
     ("[1]", "JSON object"),

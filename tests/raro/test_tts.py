@@ -362,6 +362,115 @@ def test_cli_tts_writes_table_json_and_plot(tmp_path, monkeypatch):
     assert bad.exit_code != 0
 
 
+def test_cli_tts_refuses_a_judge_that_cannot_answer_before_any_match(tmp_path):
+    """Before: `rewardkit tts --judge http://HOST/v1` with no server there printed a full accuracy table (exit 0):
+    every match had no valid vote, so the order fallback kept the first candidate, and only OUT.md said so."""
+    import socket
+
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = tmp_path / "r.jsonl"
+    data.write_text(json.dumps({"problem": "q", "responses": ["\\boxed{1}", "\\boxed{2}"], "correct": [True, False]}))
+    r = CliRunner().invoke(app, ["tts", str(data), "--judge", f"http://127.0.0.1:{port}/v1", "--n", "2",
+                                 "--out", str(tmp_path / "res" / "tts")])
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert r.stderr.startswith(f"error: judge http://127.0.0.1:{port}/v1: GET http://127.0.0.1:{port}/v1/models failed")
+    assert r.stderr.count("\n") == 1 and not (tmp_path / "res").exists()
+
+
+def test_cli_tts_says_when_matches_had_no_valid_vote(tmp_path, monkeypatch):
+    """Before: a judge that answered without a verdict (or failed per request) gave a table whose tournament row was
+    the order fallback's pick, and only OUT.md's match statuses said so: nothing on the terminal."""
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    import rewardkit.backends
+
+    rows = [{"id": f"p{i}", "problem": "6*7?", "responses": ["\\boxed{41}", "\\boxed{42}"], "correct": [False, True]}
+            for i in range(3)]
+    data = tmp_path / "r.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mute = ScriptedJudge("I cannot decide.")  # no verdict in any reply
+    monkeypatch.setattr(rewardkit.backends, "load_backend", lambda spec: mute)
+    r = CliRunner().invoke(app, ["tts", str(data), "--n", "1,2", "--mode", "generate", "--k", "2"])
+    assert r.exit_code == 0, r.output
+    assert "| tournament | 0.0 | 0.0 |" in r.stdout  # the earlier (wrong) candidate kept in all 3 matches
+    assert r.stderr.splitlines()[-1] == ("warning: N=2: 3 of 3 tournament matches had no valid vote (the judge "
+                                         "failed or wrote no verdict); the earlier candidate was kept")
+    monkeypatch.setattr(rewardkit.backends, "load_backend", lambda spec: PickRight())
+    good = CliRunner().invoke(app, ["tts", str(data), "--n", "2", "--mode", "logit", "--k", "2"])
+    assert good.exit_code == 0 and "| tournament | 100.0 |" in good.stdout and "warning" not in good.stderr
+
+
+def test_an_n_above_a_problems_responses_is_refused_before_the_judge_loads(tmp_path, monkeypatch):
+    """Before: `rewardkit tts --n 4,16` on 8 responses per problem printed an N=16 column computed on pools of 8
+    (the pool was the first min(N, responses)), exit 0."""
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    import rewardkit.backends
+
+    problems = [Group("a", "q", ["x"] * 8, labels=[True] * 8), Group("b", "q", ["x"] * 4, labels=[False] * 4)]
+    with pytest.raises(ValueError, match=r"^N=8 is larger than the 4 responses of problem 'b'$"):
+        evaluate_tts(problems, [4, 8])
+    assert [r["n"] for r in evaluate_tts(problems, [1, 4])["rows"]] == [1, 1, 1, 4, 4, 4]
+    data = tmp_path / "r.jsonl"
+    data.write_text("".join(json.dumps({"id": g.id, "problem": g.prompt, "responses": g.responses,
+                                        "correct": g.labels}) + "\n" for g in problems))
+
+    def no_load(spec):
+        raise AssertionError("the judge was loaded")
+
+    monkeypatch.setattr(rewardkit.backends, "load_backend", no_load)
+    r = CliRunner().invoke(app, ["tts", str(data), "--n", "2,8"])
+    assert r.exit_code == 2 and r.stderr == "error: --n: N=8 is larger than the 4 responses of problem 'b'\n", r.output
+    r = CliRunner().invoke(app, ["tts", str(data), "--n", ""])  # before: a table without columns
+    assert r.exit_code == 2 and r.stderr == "error: --n: no pool size N given (e.g. 1,2,4,8)\n", r.output
+
+
+def test_cli_tts_reads_the_users_own_column_names_with_field(tmp_path, monkeypatch):
+    """Before: the reader's hint said 'name yours with --field responses=COLUMN', and tts had no --field."""
+    from rewardkit.cli.app import app
+    from typer.testing import CliRunner
+
+    import rewardkit.backends
+
+    data = tmp_path / "own.jsonl"
+    data.write_text(json.dumps({"q": "6*7?", "outs": ["\\boxed{41}", "\\boxed{42}"], "ok": [False, True]}) + "\n")
+    monkeypatch.setattr(rewardkit.backends, "load_backend", lambda spec: PickRight())
+    r = CliRunner().invoke(app, ["tts", str(data), "--n", "2", "--mode", "logit", "--k", "2", "--field", "prompt=q",
+                                 "--field", "responses=outs", "--field", "correct=ok"])
+    assert r.exit_code == 0 and "| tournament | 100.0 |" in r.stdout, r.output
+
+
+def test_load_rollouts_refuses_a_file_without_groups(tmp_path):
+    """Before: an empty file (or a FIFO nobody wrote to) loaded the judge, then printed a table of '-'."""
+    from rewardkit.evals.tts import load_rollouts
+
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(ValueError, match=r"^.*empty.jsonl: no groups$"):
+        load_rollouts(str(tmp_path / "empty.jsonl"))
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+def test_load_rollouts_refuses_a_limit_below_one(tmp_path, limit):
+    """Before: `rewardkit tts --limit 0` (or -1) judged one problem and printed its table as if asked."""
+    from rewardkit.evals.tts import load_rollouts
+
+    from rewardkit.runtime.jobs import JobError
+
+    p = tmp_path / "r.jsonl"
+    p.write_text("".join(json.dumps({"id": i, "problem": "q", "responses": ["a"], "correct": [True]}) + "\n"
+                         for i in "abc"))
+    assert len(load_rollouts(str(p), 2)) == 2
+    with pytest.raises(JobError, match=f"--limit must be a positive integer, got {limit}"):
+        load_rollouts(str(p), limit)
+
+
 def test_load_rollouts_names_the_bad_line(tmp_path):
     from rewardkit.evals.tts import load_rollouts
 
@@ -402,6 +511,8 @@ def test_the_cli_reads_its_options_from_ttsoptions(tmp_path, monkeypatch):
     from typer.main import get_command
     from typer.testing import CliRunner
 
+    import rewardkit.backends
+
     flags = {o for p in get_command(app).commands["tts"].params for o in p.opts}
     assert {"--" + f.name.replace("_", "-") for f in fields(TTSOptions)} <= flags
     seen: list[TTSOptions] = []
@@ -411,9 +522,10 @@ def test_the_cli_reads_its_options_from_ttsoptions(tmp_path, monkeypatch):
         raise SystemExit(0)  # stop before any judging
 
     monkeypatch.setattr(ev, "run_tts", run_tts)
+    monkeypatch.setattr(rewardkit.backends, "load_backend", lambda spec: PickRight())  # no model is loaded
     data = tmp_path / "r.jsonl"
     data.write_text(json.dumps({"problem": "q", "responses": ["a", "b"], "correct": [True, False]}))
-    judge = ["--judge", "http://127.0.0.1:9/v1?model=m"]  # no model is loaded
+    judge = ["--judge", "http://127.0.0.1:9/v1?model=m", "--n", "1,2"]  # two responses: N up to 2
     CliRunner().invoke(app, ["tts", str(data), *judge])
     CliRunner().invoke(app, ["tts", str(data), *judge, "--mode", "logit", "--methods", "tournament,bt",
                              "--no-skip-uniform", "--k", "2"])

@@ -160,6 +160,9 @@ MALFORMED = [
      "at column 1); this looks like CSV, which rewardkit does not read: it reads JSONL"),
     ("doc.json", b'[{"problem": "1+1", "responses": ["2"]}]', [], "doc.json: a JSON document is not an input format"),
     ("corrupt.parquet", b"PAR1" + b"\x00garbage" * 50 + b"PAR1", [], "corrupt.parquet: not a readable Parquet file"),
+    ("rows.jsonl.gz", lambda t: __import__("gzip").compress(jl(G)), [],
+     "rows.jsonl.gz: gzip-compressed, which rewardkit does not read; decompress it (zcat "),
+    ("rows.jsonl.zst", b"\x28\xb5\x2f\xfd" + b"\x00" * 20, [], "rows.jsonl.zst: zstd-compressed, which rewardkit"),
     ("cut.parquet", lambda t: parquet_bytes(t)[:300], [], "cut.parquet: not a readable Parquet file"),
     ("missing.jsonl", None, [], "missing.jsonl: no such file or directory"),
     ("notads", "dir", [], "notads: not a saved Hugging Face dataset folder"),
@@ -487,6 +490,19 @@ def test_rescoring_logs_without_a_reference_says_why_in_one_line(tmp_path):
     assert r.exit_code == 0
     why = [x for x in r.stderr.splitlines() if x.startswith("abstain 2:")]  # beside the summary table
     assert len(why) == 1 and "no reference answer" in why[0] and "--field reference=COLUMN" in why[0], r.stderr
+
+
+def test_a_reference_column_named_but_absent_says_so_in_the_why_line(tmp_path):
+    """Before: `--field reference=gold_anwser` (a typo) abstained on every response with only 'group has no
+    reference answer for the verifier': the hint naming --field was left out once the user had given one."""
+    rows = [{"prompt": "2+2?", "completion": c, "gold_answer": "4"} for c in (r"\boxed{4}", r"\boxed{5}")]
+    r, _ = _score_cli(tmp_path, rows, "--field", "reference=gold_anwser")
+    assert r.exit_code == 0
+    why = [x for x in r.stderr.splitlines() if x.startswith("abstain 2:")]
+    assert why == ["abstain 2: group has no reference answer for the verifier; read from the column named by "
+                   "--field reference=gold_anwser: check its spelling"], r.stderr
+    r, out = _score_cli(tmp_path, rows, "--field", "reference=gold_answer")
+    assert r.exit_code == 0 and out[0]["rewards"] == [1.0, 0.0] and "abstain" not in r.stderr
 
 
 # ------------------------------------------------------------------ group ids of flat rows
@@ -825,6 +841,51 @@ def test_parquet_values_json_cannot_hold_are_read(tmp_path):
 
 
 # ------------------------------------------------------------------ files named .json/.csv that hold JSONL
+
+
+@pytest.mark.parametrize("name", ["rows.pq", "ROWS.PARQUET", "rows"])
+def test_parquet_is_known_by_its_magic_bytes_whatever_its_name(tmp_path, name):
+    """Before: a Parquet file named other than ``*.parquet`` (lower case) was read as JSONL: 'line 1: not valid
+    UTF-8', with a --skip-bad hint that rejected every line."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist([json.loads(GOOD)]), tmp_path / name)
+    (g,) = read_groups(tmp_path / name)
+    assert (g.id, g.responses, g.labels) == ("a", ["2", "3"], [True, False])
+
+
+def test_a_fifo_without_writer_reads_as_empty_and_a_device_is_refused_by_every_reader(tmp_path):
+    """Before: only `score` checked its input's kind. `eval accuracy FIFO` (read_groups directly) hung forever
+    waiting for a writer, and `eval accuracy /dev/zero` read one endless line until memory ran out."""
+    import threading
+
+    fifo = tmp_path / "rows"
+    os.mkfifo(fifo)
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(list(read_groups(fifo))), daemon=True)
+    reader.start()
+    reader.join(10)
+    try:
+        assert not reader.is_alive() and got == [[]], "read_groups blocked on a FIFO with no writer"
+    finally:
+        if reader.is_alive():  # unblock the old reader: a writer that closes at once
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    with pytest.raises(InputError) as e:
+        load_groups("/dev/null")
+    assert str(e.value) == "/dev/null: is a character device, not a file of rows; save them to a file and read that"
+
+
+def test_a_compressed_file_is_refused_by_name_even_with_skip_bad(tmp_path):
+    """Before: a gzip file was read line by line as JSONL; with --skip-bad every 'line' was a rejected record."""
+    import gzip
+
+    p = tmp_path / "rows.jsonl.gz"
+    p.write_bytes(gzip.compress((GOOD + "\n").encode()))
+    with pytest.raises(InputError) as e:
+        load_groups(p, skip_bad=True)
+    assert str(e.value) == (f"{p}: gzip-compressed, which rewardkit does not read; decompress it (zcat {p} > "
+                            f"rows.jsonl) or pass it through a pipe: <(zcat {p})")
 
 
 @pytest.mark.parametrize("head, reads", [

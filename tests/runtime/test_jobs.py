@@ -959,6 +959,15 @@ def test_load_groups_passes_its_reading_options_on(tmp_path):
     assert [g.id for g in load_groups(many, limit=2)[0]] == ["a", "b"] and load_groups(many, limit=4)[1] == []
 
 
+@pytest.mark.parametrize("limit", [0, -1])
+def test_load_groups_refuses_a_limit_below_one(tmp_path, limit):
+    """Before: limit 0 or -1 read one group (the check came after the first append), so `rewardkit eval accuracy
+    --limit 0` reported on one problem as if asked."""
+    many = write_groups(tmp_path / "many.jsonl", "abcd")
+    with pytest.raises(JobError, match=f"--limit must be a positive integer, got {limit}"):
+        load_groups(many, limit=limit)
+
+
 def test_summarize_counts_statuses_reasons_rewards_and_cost():
     r1 = {"id": "a", "rewards": [1.0, None, None], "statuses": ["ok", "error", "error"],
           "messages": ["fine", "B judge down", "A bad answer"], "cost": {"judge_calls": 2, "seconds": 1.5}}

@@ -30,6 +30,22 @@ def test_lean_check_accepts_and_rejects(tmp_path):
     assert r.exit_code == 1 and "Lean.ofReduceBool" in json.loads(r.stdout)["reasons"][0]
 
 
+def test_lean_check_names_a_file_it_cannot_read_before_any_checker_starts(tmp_path):
+    """Before: a gzip (or Latin-1) proof file was 'error: 'utf-8' codec can't decode byte 0x8b in position 1',
+    naming no file, and only after the checker had started; a missing file came after the toolchain search."""
+    import gzip
+
+    (tmp_path / "f.lean").write_text(FORMAL)
+    (tmp_path / "p.lean.gz").write_bytes(gzip.compress(FORMAL.encode()))
+    r = CliRunner().invoke(_app(), ["lean-check", str(tmp_path / "p.lean.gz"), str(tmp_path / "f.lean"),
+                                    "--lean", str(tmp_path / "no-lean-here")])
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert r.stderr == f"error: {tmp_path / 'p.lean.gz'}: not valid UTF-8 (byte 1: b'\\x8b'); a Lean file is UTF-8 text\n"
+    r = CliRunner().invoke(_app(), ["lean-check", str(tmp_path / "f.lean"), str(tmp_path / "missing.lean"),
+                                    "--lean", str(tmp_path / "no-lean-here")])
+    assert isinstance(r.exception, FileNotFoundError) and r.exception.filename == str(tmp_path / "missing.lean")
+
+
 def test_lean_doctor_explains_a_missing_toolchain(monkeypatch, tmp_path):
     monkeypatch.delenv("LEAN_EXE", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
