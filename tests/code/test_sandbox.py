@@ -661,3 +661,43 @@ def test_a_root_caller_refused_namespaces_falls_back_with_everything_else_kept()
     assert got["demanded"].startswith("namespaces refused by the kernel: unshare: EPERM"), got
     here = run()  # the same run where namespaces work (or fell back here too): the same answers
     assert here.error is None and here.stdout.decode().split("\n")[:4] == out[:4], here
+
+
+def _leave_root() -> None:
+    """A user namespace with no id mapping: this process is no longer root (euid reads 65534, no capabilities
+    on the host's files) and the kernel refuses it any further namespaces."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER)")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make the child's user namespace")
+def test_a_caller_that_is_not_root_runs_as_itself_and_its_temp_folder_goes_even_when_locked():
+    # the program takes every permission off folders of its own: a caller that is not root cannot list them
+    # (and leaves a link to a folder of the caller's, whose permissions must stay as they are)
+    outside = Path(tempfile.mkdtemp(prefix="rk-outside-"))
+    outside.chmod(0o750)
+    script = (f"pwd; mkdir -p locked/inner && echo x > locked/inner/f && ln -s {outside} locked/link && "
+              "chmod 0 locked/inner locked . && echo done")
+
+    def work():
+        _fresh_auto_state()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = run_sandboxed(["/bin/sh", "-c", script])
+        return os.geteuid(), r.isolation_used, r.error, r.uid, r.stdout.decode().split()
+
+    got = _in_child(_leave_root, work)
+    assert got[0] == "ok", got
+    euid, isolation, error, uid, out = got[1]
+    try:
+        assert euid != 0 and isolation == "none" and error is None and out[1:] == ["done"], got
+        assert uid is None  # no uid of its own: only root can hand one out
+        assert not os.path.exists(out[0]), f"the run's temp folder {out[0]} was left behind"
+        assert outside.stat().st_mode & 0o777 == 0o750  # never chmod'ed through the link
+    finally:
+        outside.rmdir()
+        if out and out[0].startswith(tempfile.gettempdir()) and os.path.exists(out[0]):
+            subprocess.run(["chmod", "-R", "u+rwx", out[0]])
+            shutil.rmtree(out[0])
+    assert run_sandboxed(["/bin/true"]).ok  # where the caller is root
