@@ -193,7 +193,7 @@ def run_sandboxed(
         return res
     finally:
         if own_dir:
-            shutil.rmtree(wd, ignore_errors=True)
+            _remove_tree(wd)
         elif uid is not None:
             _chown_tree(wd, *owner)  # the caller's directory goes back to the caller
 
@@ -207,6 +207,28 @@ def _prepare_dir(wd: Path, files: Mapping[str, bytes], uid: int | None) -> None:
         p.write_bytes(data)
     if uid is not None:  # the program's own uid owns its directory and nothing else
         _chown_tree(wd, uid, uid)
+
+
+def _remove_tree(top: Path) -> None:
+    """Delete the run's own directory, also where the program took the permissions off its folders (a caller
+    that is not root could not list them, and they stayed on the host): give them back, never through a link."""
+    shutil.rmtree(top, ignore_errors=True)
+    if not os.path.lexists(top):
+        return
+    try:
+        os.chmod(top, 0o700)  # made by mkdtemp: never a link
+    except OSError:
+        pass
+    for root, dirs, _ in os.walk(top):  # top-down: a folder is opened before the walk goes into it
+        for n in dirs:
+            try:
+                if not os.path.islink(os.path.join(root, n)):
+                    os.chmod(os.path.join(root, n), 0o700)
+            except OSError:
+                pass
+    shutil.rmtree(top, ignore_errors=True)
+    if os.path.lexists(top):
+        log.warning("sandbox working directory %s could not be removed", top)
 
 
 def _chown_tree(top: Path, uid: int, gid: int) -> None:

@@ -427,3 +427,277 @@ def test_prepared_files_are_on_the_bounded_working_directory():
     assert r.ok, r
     lines = r.stdout.decode().splitlines()
     assert lines[0] == "here" and lines[1].startswith("tmpfs") and int(lines[1].split()[1]) == 8 << 10
+
+
+# --- run_sandboxed, namespaces, working directory, paths (sbxa) ---
+import ctypes  # noqa: E402
+import pickle  # noqa: E402
+import secrets  # noqa: E402
+import warnings  # noqa: E402
+
+from rewardkit.code import sandbox as sbx  # noqa: E402
+from rewardkit.code.sandbox import SYSTEM_VISIBLE, SandboxUnavailable, _count_tasks, default_hidden  # noqa: E402
+
+
+def test_python_paths_let_a_python_program_run_behind_the_default_hidden_folders():
+    paths = python_paths()
+    assert paths == sorted(set(paths)) and all(os.path.isabs(p) and os.path.isdir(p) for p in paths), paths
+    for needed in (os.path.realpath(sys.executable), os.path.realpath(os.__file__)):  # the interpreter, its stdlib
+        assert any(needed.startswith(p + os.sep) for p in paths), (needed, paths)
+    r = run_sandboxed([sys.executable, "-I", "-c", "import json; print(json.dumps([1, 2]))"], readonly_paths=paths)
+    assert r.ok and r.stdout == b"[1, 2]\n", r
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="plants a file and a link in /")
+def test_default_hidden_is_every_real_top_level_folder_but_the_systems(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # an empty current folder: a listing of it instead of / finds nothing
+    tag = uuid.uuid4().hex
+    plain, link = Path(f"/rk-plain-file-{tag}"), Path(f"/rk-link-to-tmp-{tag}")
+    plain.write_text("not a folder")
+    link.symlink_to("/tmp")  # a link is not hidden itself (a mount there would land on its target)
+    try:
+        hidden = default_hidden()
+    finally:
+        plain.unlink()
+        link.unlink()
+    assert "/tmp" in hidden and "/dev/shm" in hidden
+    assert str(plain) not in hidden and str(link) not in hidden
+    assert not set(hidden) & set(SYSTEM_VISIBLE)
+    assert all(os.path.isdir(d) for d in hidden)
+
+
+def test_prepared_files_may_lie_several_folders_deep():
+    r = run_sandboxed(["/bin/cat", "a/b/c/deep.txt"], files={"a/b/c/deep.txt": b"three folders down\n"})
+    assert r.ok and r.stdout == b"three folders down\n", r
+
+
+def test_the_fresh_working_directory_is_a_sandbox_folder_in_the_temp_folder():
+    r = run_sandboxed(["/bin/pwd"])
+    assert r.ok, r
+    wd = r.stdout.decode().strip()
+    assert os.path.dirname(wd) == os.path.realpath(tempfile.gettempdir()), wd
+    assert os.path.basename(wd).startswith("rk-sandbox-"), wd
+
+
+@needs_ns
+def test_network_true_reaches_a_listening_local_socket():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    srv.settimeout(10)
+    port = srv.getsockname()[1]
+    try:
+        r = py(f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('connected')",
+               network=True)
+        assert r.ok and r.stdout == b"connected\n", (r, r.stderr[-300:])
+        srv.accept()[0].close()
+    finally:
+        srv.close()
+
+
+@needs_ns
+def test_namespaces_demanded_are_used_even_after_auto_found_none(monkeypatch):
+    # $$ is the program's pid: 2 in its own PID namespace (1 is the namespace's init), a host pid otherwise
+    monkeypatch.setitem(sbx._ns_state, "refused", "unshare: EPERM (planted by the test)")
+    pid = ["/bin/sh", "-c", "echo $$"]
+    demanded = run_sandboxed(pid, isolation="namespaces")
+    assert demanded.ok and demanded.isolation_used == "namespaces" and demanded.stdout == b"2\n", demanded
+    auto = run_sandboxed(pid)  # auto remembers the refusal: no namespaces
+    assert auto.ok and auto.isolation_used == "none" and int(auto.stdout) > 2, auto
+    none = run_sandboxed(pid, isolation="none")
+    assert none.ok and none.isolation_used == "none" and int(none.stdout) > 2, none
+    assert sbx._ns_state == {"refused": "unshare: EPERM (planted by the test)"}
+
+
+@needs_ns
+def test_only_an_auto_run_records_that_namespaces_work(monkeypatch):
+    monkeypatch.setattr(sbx, "_ns_state", {})
+    assert run_sandboxed(["/bin/true"], isolation="namespaces").isolation_used == "namespaces"
+    assert run_sandboxed(["/bin/true"], isolation="none").isolation_used == "none"
+    assert sbx._ns_state == {}  # an explicit choice is the caller's; auto has found nothing yet
+    r = run_sandboxed(["/bin/true"])
+    assert r.ok and r.isolation_used == "namespaces"
+    assert sbx._ns_state == {"refused": None}
+
+
+def test_namespaces_available_probes_once_with_a_short_trivial_run(monkeypatch):
+    calls = []
+    real = sbx.run_sandboxed
+
+    def spy(argv, **kw):
+        r = real(argv, **kw)
+        calls.append((kw, r))
+        return r
+
+    monkeypatch.setattr(sbx, "run_sandboxed", spy)
+    monkeypatch.setattr(sbx, "_ns_state", {"refused": "unshare: EPERM (planted by the test)"})
+    assert namespaces_available() is False and calls == []  # a refusal is remembered: no probe
+    monkeypatch.setattr(sbx, "_ns_state", {"refused": None})
+    assert namespaces_available() is True and calls == []  # so is a success
+    monkeypatch.setattr(sbx, "_ns_state", {})
+    found = namespaces_available()
+    assert len(calls) == 1
+    kw, probe = calls[0]
+    assert probe.ok and probe.error is None, probe  # the probe really ran a program
+    assert kw.get("limits", Limits()).wall_seconds <= 10  # and cannot keep the caller waiting long
+    assert found is (probe.isolation_used == "namespaces")
+    assert namespaces_available() is found and len(calls) == 1  # answered from what the probe found
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root to start as a uid")
+def test_count_tasks_counts_every_process_and_thread_of_one_uid(monkeypatch):
+    uid = 2_100_000_000 + secrets.randbelow(100_000_000)  # no account, and outside the sandbox's per-run uids
+    assert _count_tasks(uid) == 0
+    # as that uid: a shell with two sleeping children, and a python with two threads besides its main one
+    sh = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "/bin/sh", "-c",
+                           "sleep 60 & sleep 60 & echo ready; wait"], stdout=subprocess.PIPE,
+                          start_new_session=True, cwd="/")
+    code = ("import threading, time\n"
+            "for _ in range(2): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+            "print('ready', flush=True); time.sleep(60)\n")
+    pyp = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "/usr/bin/python3",
+                            "-I", "-S", "-c", code], stdout=subprocess.PIPE, start_new_session=True, cwd="/")
+    try:
+        assert sh.stdout.readline() == b"ready\n" and pyp.stdout.readline() == b"ready\n"
+        assert _count_tasks(uid) == 3 + 3
+        listdir = os.listdir
+        with monkeypatch.context() as m:  # a process that ends between the listing of /proc and its stat
+            m.setattr(os, "listdir", lambda p=".": (["4194305"] if p == "/proc" else []) + listdir(p))
+            assert _count_tasks(uid) == 6  # past the kernel's largest pid_max (2**22): a pid that is gone
+    finally:
+        for p in (sh, pyp):
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    end = time.monotonic() + 10  # the orphaned sleeps are reaped by init, a moment later
+    while _count_tasks(uid) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert _count_tasks(uid) == 0
+
+
+def _in_child(prepare, work):
+    """``work()`` in a forked child, after ``prepare()`` changed what the kernel lets that child do; its return
+    value, or ("raised", its exception), comes back pickled."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(rfd)
+            prepare()
+            out = ("ok", work())
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            out = ("raised", f"{type(e).__name__}: {e}")
+        try:
+            with os.fdopen(wfd, "wb") as f:
+                pickle.dump(out, f)
+        finally:
+            os._exit(0)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    return pickle.loads(data)
+
+
+_UNSHARE_NR = {"x86_64": 272, "aarch64": 97}
+
+
+class _Insn(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Insn))]
+
+
+def _refuse_unshare() -> None:
+    """A seccomp filter on this process and all it starts: unshare(2) fails with EPERM, as in a container whose
+    seccomp profile refuses namespaces to root."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    insns = [(0x20, 0, 0, 0), (0x15, 0, 1, _UNSHARE_NR[os.uname().machine]),  # ld nr; jeq unshare
+             (0x06, 0, 0, 0x00050000 | 1), (0x06, 0, 0, 0x7FFF0000)]  # EPERM; allow
+    arr = (_Insn * len(insns))(*[_Insn(*i) for i in insns])
+    prog = _Prog(len(insns), arr)
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # no_new_privs; filter
+        raise OSError(ctypes.get_errno(), "seccomp")
+
+
+def _fresh_auto_state() -> None:
+    sbx._ns_state.clear()  # the child's own copy: nothing found yet
+    sbx._warn_no_namespaces.cache_clear()
+
+
+FALLBACK_SCRIPT = 'cat in/data.txt; cat; echo "$WHO"; ulimit -n; id -u'
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or os.uname().machine not in _UNSHARE_NR, reason="root on x86_64/aarch64")
+def test_a_root_caller_refused_namespaces_falls_back_with_everything_else_kept():
+    def run():
+        return run_sandboxed(["/bin/sh", "-c", FALLBACK_SCRIPT], stdin=b"from stdin\n", env={"WHO": "me"},
+                             files={"in/data.txt": b"from a file\n"}, limits=Limits(open_files=77))
+
+    def work():
+        _fresh_auto_state()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            r = run()
+        try:
+            run_sandboxed(["/bin/true"], isolation="namespaces")
+            demanded = "ran"
+        except SandboxUnavailable as e:
+            demanded = str(e)
+        return {"isolation": r.isolation_used, "error": r.error, "uid": r.uid, "out": r.stdout.decode().split("\n"),
+                "warned": [str(x.message) for x in w if issubclass(x.category, RuntimeWarning)],
+                "available": namespaces_available(), "demanded": demanded}
+
+    got = _in_child(_refuse_unshare, work)
+    assert got[0] == "ok", got
+    got = got[1]
+    assert got["isolation"] == "none" and got["error"] is None, got
+    out = got["out"]
+    assert out[:4] == ["from a file", "from stdin", "me", "77"], got  # files, stdin, env and limits all reached it
+    assert got["uid"] is not None and int(out[4]) == got["uid"] >= 1_000_000_000, got  # still not root
+    assert len(got["warned"]) == 1 and "WITHOUT" in got["warned"][0] and "unshare: EPERM" in got["warned"][0], got
+    assert got["available"] is False  # the refusal is remembered
+    assert got["demanded"].startswith("namespaces refused by the kernel: unshare: EPERM"), got
+    here = run()  # the same run where namespaces work (or fell back here too): the same answers
+    assert here.error is None and here.stdout.decode().split("\n")[:4] == out[:4], here
+
+
+def _leave_root() -> None:
+    """A user namespace with no id mapping: this process is no longer root (euid reads 65534, no capabilities
+    on the host's files) and the kernel refuses it any further namespaces."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER)")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make the child's user namespace")
+def test_a_caller_that_is_not_root_runs_as_itself_and_its_temp_folder_goes_even_when_locked():
+    # the program takes every permission off folders of its own: a caller that is not root cannot list them
+    # (and leaves a link to a folder of the caller's, whose permissions must stay as they are)
+    outside = Path(tempfile.mkdtemp(prefix="rk-outside-"))
+    outside.chmod(0o750)
+    script = (f"pwd; mkdir -p locked/inner && echo x > locked/inner/f && ln -s {outside} locked/link && "
+              "chmod 0 locked/inner locked . && echo done")
+
+    def work():
+        _fresh_auto_state()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = run_sandboxed(["/bin/sh", "-c", script])
+        return os.geteuid(), r.isolation_used, r.error, r.uid, r.stdout.decode().split()
+
+    got = _in_child(_leave_root, work)
+    assert got[0] == "ok", got
+    euid, isolation, error, uid, out = got[1]
+    try:
+        assert euid != 0 and isolation == "none" and error is None and out[1:] == ["done"], got
+        assert uid is None  # no uid of its own: only root can hand one out
+        assert not os.path.exists(out[0]), f"the run's temp folder {out[0]} was left behind"
+        assert outside.stat().st_mode & 0o777 == 0o750  # never chmod'ed through the link
+    finally:
+        outside.rmdir()
+        if out and out[0].startswith(tempfile.gettempdir()) and os.path.exists(out[0]):
+            subprocess.run(["chmod", "-R", "u+rwx", out[0]])
+            shutil.rmtree(out[0])
+    assert run_sandboxed(["/bin/true"]).ok  # where the caller is root
