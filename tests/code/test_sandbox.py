@@ -729,3 +729,13 @@ def test_remove_cgroup_gives_up_on_one_it_cannot_remove_and_says_so(cgroup_paren
         remove_cgroup(str(cg))
     assert 105.0 < now[0] <= 105.25  # kept trying for the default 5 s, until they had passed, then stopped
     assert cg.exists() and str(cg) in caplog.text and "could not be removed" in caplog.text
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_limits_refuse_a_bound_that_is_not_a_finite_number(bad):
+    # before: NaN and infinity passed the "> 0" check (NaN <= 0 is False) and failed later, elsewhere: a NaN
+    # deadline made every run a stage crash, a NaN or infinite CPU, memory or output bound an unrelated error
+    for name in ("cpu_seconds", "wall_seconds", "memory_bytes", "file_bytes", "processes", "open_files",
+                 "output_bytes", "program_memory_bytes", "disk_bytes"):
+        with pytest.raises(ValueError, match=f"Limits.{name} must be a finite number > 0"):
+            Limits(**{name: bad})
