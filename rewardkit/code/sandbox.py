@@ -75,8 +75,8 @@ class Limits:
     def __post_init__(self) -> None:
         for name in ("cpu_seconds", "wall_seconds", "memory_bytes", "file_bytes", "processes", "open_files",
                      "output_bytes", "program_memory_bytes", "disk_bytes"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"Limits.{name} must be > 0, got {getattr(self, name)!r}")
+            if not 0 < getattr(self, name) < math.inf:  # NaN and infinity bound nothing: refused here, not at a run
+                raise ValueError(f"Limits.{name} must be a finite number > 0, got {getattr(self, name)!r}")
 
     def rlimits(self) -> dict[str, list[int]]:
         """(soft, hard) per rlimit; CPU gets SIGXCPU at the soft limit and SIGKILL one second later."""

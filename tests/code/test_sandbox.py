@@ -701,3 +701,313 @@ def test_a_caller_that_is_not_root_runs_as_itself_and_its_temp_folder_goes_even_
             subprocess.run(["chmod", "-R", "u+rwx", out[0]])
             shutil.rmtree(out[0])
     assert run_sandboxed(["/bin/true"]).ok  # where the caller is root
+
+
+# --- _run's stage config, cgroup removal, kill, rlimits (sbxb) ---
+
+import ctypes  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import re  # noqa: E402
+import select  # noqa: E402
+import threading  # noqa: E402
+import types  # noqa: E402
+
+from rewardkit.code.sandbox import _kill_group, remove_cgroup  # noqa: E402
+from rewardkit.code.sandbox_stage import mount_points  # noqa: E402
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the per-run uid (and dropping to nobody) needs root")
+
+
+def _limits_of(text: str) -> dict[str, tuple[str, str]]:
+    """/proc/self/limits as {name: (soft, hard)}."""
+    out = {}
+    for line in text.splitlines()[1:]:
+        m = re.match(r"(Max [a-z ]+?)\s{2,}(\S+)\s+(\S+)", line)
+        if m:
+            out[m.group(1)] = (m.group(2), m.group(3))
+    return out
+
+
+@needs_ns
+@needs_root
+def test_the_program_sees_exactly_the_limits_it_was_given_and_its_own_uid():
+    # 0.5 CPU seconds round up to a 1 s soft limit (SIGXCPU) and a 2 s hard one (SIGKILL); a root caller's run has a
+    # uid of its own, so RLIMIT_NPROC is the given number, with nobody else's processes added
+    limits = Limits(cpu_seconds=0.5, memory_bytes=300 << 20, file_bytes=3 << 20, processes=17, open_files=33)
+    r = run_sandboxed(["/bin/sh", "-c", "cat /proc/self/limits; id -u"], limits=limits)
+    assert r.ok, r
+    *table, uid = r.stdout.decode().splitlines()
+    lim = _limits_of("\n".join(table))
+    assert lim["Max cpu time"] == ("1", "2")
+    assert lim["Max address space"] == (str(300 << 20),) * 2
+    assert lim["Max file size"] == (str(3 << 20),) * 2
+    assert lim["Max processes"] == ("17", "17")
+    assert lim["Max open files"] == ("33", "33")
+    assert lim["Max core file size"] == ("0", "0")
+    assert r.uid == int(uid) >= 1_000_000_000  # the result names the uid the program really ran as
+    assert r.isolation_used == "namespaces"
+
+
+@needs_ns
+def test_hidden_folders_are_exactly_the_ones_asked_for_and_by_default_all_but_the_systems():
+    base = Path(tempfile.mkdtemp(prefix="rk-hidden-", dir="/tmp"))  # readable by anyone: only hiding stops a read
+    try:
+        (base / "inner").mkdir()
+        (base / "seen.txt").write_text("visible\n")
+        (base / "inner" / "secret.txt").write_text("secret\n")
+        for p in (base, base / "inner", base / "seen.txt", base / "inner" / "secret.txt"):
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        show = ["/bin/sh", "-c", f"cat {base}/seen.txt; ls -A {base}/inner"]
+        by_default = run_sandboxed(show)  # /tmp is not a system folder: hidden
+        assert by_default.error is None and by_default.stdout == b"", by_default
+        asked = run_sandboxed(show, hidden_paths=[base / "inner"])  # only this one: /tmp stays visible
+        assert asked.ok and asked.stdout == b"visible\n", asked
+    finally:
+        shutil.rmtree(base)
+
+
+def test_nothing_of_the_callers_environment_reaches_the_stage(monkeypatch):
+    # the stage starts with an empty environment: a caller's LD_PRELOAD is not loaded into it (here a missing
+    # library, which the loader would complain about on the run's stderr), and a caller without HOME is fine
+    monkeypatch.setenv("LD_PRELOAD", "/nonexistent/rk-preload.so")
+    monkeypatch.delenv("HOME", raising=False)
+    r = run_sandboxed(["/bin/sh", "-c", "echo \"[$LD_PRELOAD][$HOME]\""])
+    assert r.ok and r.error is None, r
+    assert (r.stdout, r.stderr) == (b"[][]\n", b"")
+
+
+def test_the_run_has_a_session_of_its_own_and_its_time_and_signal_are_reported():
+    # without namespaces the program is the stage's child and sees real ids: its process group and session are
+    # the stage's (its parent's), not the caller's; it sleeps 0.3 s and then kills itself
+    t0 = time.perf_counter()
+    r = run_sandboxed(["/bin/sh", "-c", "cut -d' ' -f4-6 /proc/$$/stat; sleep 0.3; kill -9 $$"], isolation="none")
+    took = time.perf_counter() - t0
+    assert r.isolation_used == "none" and r.error is None, r
+    ppid, pgrp, session = map(int, r.stdout.split())
+    assert ppid == pgrp == session != os.getsid(0)
+    assert (r.returncode, r.signal) == (None, signal.SIGKILL)
+    assert not r.cpu_exceeded and not r.timed_out and not r.ok  # a kill with no CPU spent is not the CPU limit
+    assert 0.3 <= r.seconds <= took
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("isolation", ["auto", "none"])
+def test_a_stage_that_cannot_start_is_a_sandbox_error_not_a_result(monkeypatch, isolation):
+    used = "none" if isolation == "none" or not namespaces_available() else "namespaces"
+    monkeypatch.setattr(sys, "executable", "/nonexistent/rk-python")  # the stage's interpreter is gone
+    before = _open_fds()
+    r = run_sandboxed(["/bin/true"], stdin=b"input", isolation=isolation)
+    assert r.error is not None and r.error.startswith("cannot start the sandbox stage: ")
+    assert "/nonexistent/rk-python" in r.error
+    assert (r.returncode, r.signal, r.stdout, r.stderr) == (None, None, b"", b"")
+    assert (r.timed_out, r.cpu_exceeded, r.output_truncated, r.seconds) == (False, False, False, 0.0)  # nothing ran
+    assert r.isolation_used == used
+    assert not r.ok
+    assert _open_fds() == before  # the status pipe and the stdin file are closed
+
+
+def _stage_of(marker: str) -> int | None:
+    """The sandbox stage this process started whose configuration (on its command line) holds ``marker``."""
+    for pid in procs_with(marker):
+        try:
+            if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                return pid
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def test_a_stage_killed_from_outside_is_a_sandbox_error_naming_its_end():
+    marker = f"rk-stage-{uuid.uuid4().hex}"
+    box: dict = {}
+    run = threading.Thread(target=lambda: box.update(r=run_sandboxed(["/bin/sh", "-c", f"sleep 30 # {marker}"],
+                                                                     limits=Limits(wall_seconds=20))))
+    run.start()
+    try:
+        end = time.monotonic() + 10
+        while (stage := _stage_of(marker)) is None and time.monotonic() < end:
+            time.sleep(0.01)
+        assert stage is not None, "the stage never showed up"
+        os.kill(stage, signal.SIGKILL)
+    finally:
+        run.join(timeout=30)
+    r = box["r"]
+    assert r.error is not None and "exit status -9" in r.error, r
+    assert r.returncode is None and not r.timed_out and not r.ok
+    assert procs_with(marker) == []  # the program went with its stage
+
+
+def test_a_crashed_stage_never_runs_the_programs_input():
+    # a deadline the stage's interval timer cannot hold makes the stage fail before the program starts; whatever
+    # it does then, the program's stdin is data for the program, never code run by the (privileged) stage
+    r = run_sandboxed(["/bin/true"], stdin=b"import sys; sys.stdout.write('STDIN-RAN')\n",
+                      limits=Limits(wall_seconds=1e12))
+    assert b"STDIN-RAN" not in r.stdout + r.stderr
+    assert r.ok or r.error is not None
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+needs_nobody = pytest.mark.skipif(os.geteuid() != 0 or not os.access(SYSTEM_PYTHON, os.X_OK),
+                                  reason="needs root to become nobody, and a system Python nobody can run")
+
+
+def _as_nobody(argv: list[str], **kw) -> dict:
+    """run_sandboxed(argv, **kw) called by a caller that is not root: a fork of this process that became user
+    nobody (its stage runs under the system Python: this interpreter may lie in a folder nobody cannot enter).
+    Returns the result's fields (bytes decoded), or {"exception": ...}."""
+    scratch = tempfile.mkdtemp(prefix="rk-nobody-")  # nobody's temporary folder, wherever ours lies
+    os.chmod(scratch, 0o1777)
+    stage = shutil.copy(sbx._STAGE, scratch)  # a copy of the stage that nobody can read
+    os.chmod(stage, 0o644)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        out = {}
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE, as for any process started as nobody
+            os.chdir("/usr")  # a working directory of the caller's that is not "/"
+            sys.executable, sbx._STAGE, tempfile.tempdir = SYSTEM_PYTHON, stage, scratch
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                r = run_sandboxed(argv, **kw)
+            out = {k: (v.decode(errors="replace") if isinstance(v, bytes) else v) for k, v in vars(r).items()}
+        except BaseException as e:  # noqa: BLE001
+            out = {"exception": repr(e)}
+        finally:
+            os.write(write_end, json.dumps(out).encode())
+            os._exit(0)
+    os.close(write_end)
+    chunks = []
+    while chunk := os.read(read_end, 65536):
+        chunks.append(chunk)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    shutil.rmtree(scratch)
+    return json.loads(b"".join(chunks) or b"{}")
+
+
+@needs_nobody
+def test_a_caller_that_is_not_root_gets_a_user_namespace_and_room_for_its_own_processes():
+    if _NO_USERNS is not None:
+        pytest.skip(_NO_USERNS)
+    r = _as_nobody(["/bin/sh", "-c", "cat /proc/self/uid_map; grep -E '^Max processes' /proc/self/limits"],
+                   limits=Limits(processes=40))
+    assert r.get("error") is None and r.get("isolation_used") == "namespaces", r
+    uid_map, nproc = r["stdout"].splitlines()
+    assert uid_map.split() == ["0", "65534", "1"]  # root of its own user namespace, nobody outside it
+    soft, hard = nproc.split()[2:4]
+    # RLIMIT_NPROC counts every process of the caller's uid (here at least the caller itself): the program may
+    # still start 40 of its own
+    assert int(soft) == int(hard) > 40, nproc
+
+
+@needs_nobody
+def test_the_stage_of_a_caller_that_is_not_root_holds_nothing_of_the_callers():
+    # without namespaces a program of the caller's own uid can look at its parent, the stage: it holds no
+    # environment and sits in "/", not in the caller's working directory
+    r = _as_nobody(["/bin/sh", "-c", "readlink /proc/$PPID/cwd; wc -c < /proc/$PPID/environ"], isolation="none")
+    assert r.get("error") is None and r.get("isolation_used") == "none", r
+    assert r["stdout"].split() == ["/", "0"]
+
+
+def _exits_within(pidfd: int, seconds: float) -> bool:
+    return bool(select.select([pidfd], [], [], seconds)[0])
+
+
+def test_kill_group_terminates_the_stage_alone_and_kills_its_whole_group():
+    # SIGTERM goes to the stage only (it ends the program's namespace / tree itself and says why); SIGKILL, the
+    # last resort, goes to the stage's whole process group, whatever the stage could still do
+    stage = subprocess.Popen(["/bin/sh", "-c", "sleep 30 & echo $!; wait"], stdout=subprocess.PIPE,
+                             start_new_session=True)
+    member = int(stage.stdout.readline())
+    pidfd = os.pidfd_open(member)
+    try:
+        _kill_group(stage, signal.SIGTERM)
+        assert stage.wait(timeout=10) == -signal.SIGTERM
+        assert not _exits_within(pidfd, 0.3)  # the rest of the group was not signalled
+        _kill_group(stage, signal.SIGKILL)  # the leader is gone; its group is not
+        assert _exits_within(pidfd, 10)
+        _kill_group(stage, signal.SIGKILL)  # nothing left: no error
+    finally:
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)  # by its pidfd: never a reused pid
+        except ProcessLookupError:
+            pass
+        os.close(pidfd)
+        stage.stdout.close()
+
+
+@pytest.fixture
+def cgroup_parent():
+    """A real cgroup of our own (memory v1 or cgroup v2, where root may make one) to make test cgroups in; a
+    parent of our own, so that a sandbox run's sweep of empty ``rewardkit-sandbox-*`` cgroups cannot take ours."""
+    own = dict(line.rstrip("\n").split(":", 2)[1:] for line in open("/proc/self/cgroup") if line.count(":") >= 2)
+    key = next((k for k in own if "memory" in k.split(",")), None)
+    bases = [m + own[key] for m in mount_points("cgroup", "memory")] if key else []
+    bases += [m + own[""] for m in mount_points("cgroup2")] if "" in own else []
+    for base in bases:
+        parent = Path(base) / f"rk-test-{uuid.uuid4().hex[:12]}"
+        try:
+            parent.mkdir()
+        except OSError:
+            continue
+        try:
+            yield parent
+        finally:
+            for d in sorted((p for p in parent.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                d.rmdir()
+            parent.rmdir()
+        return
+    pytest.skip(f"no cgroup can be made here (tried {bases}): remove_cgroup is tested on real cgroups only")
+
+
+def test_remove_cgroup_kills_what_is_left_in_it_and_removes_it(cgroup_parent):
+    cg = cgroup_parent / "rewardkit-sandbox-straggler"
+    cg.mkdir()
+    straggler = subprocess.Popen(["sleep", "30"])
+    try:
+        (cg / "cgroup.procs").write_text(str(straggler.pid))
+        assert (cg / "cgroup.procs").read_text().split() == [str(straggler.pid)]
+        t0 = time.monotonic()
+        remove_cgroup(str(cg))
+        took = time.monotonic() - t0
+        assert not cg.exists()
+        assert straggler.wait(timeout=5) == -signal.SIGKILL
+        assert took < 1.0  # retried as soon as the straggler was gone, not after a long pause
+    finally:
+        straggler.kill()
+        straggler.wait()
+    remove_cgroup(str(cg))  # already gone: nothing to do
+
+
+def test_remove_cgroup_gives_up_on_one_it_cannot_remove_and_says_so(cgroup_parent, monkeypatch, caplog):
+    cg = cgroup_parent / "rewardkit-sandbox-stuck"
+    (cg / "child").mkdir(parents=True)  # a cgroup with a child cgroup cannot be removed (EBUSY)
+    now = [100.0]  # a clock of our own: 5 s of patience pass in no time, in exact steps
+
+    def sleep(seconds):
+        now[0] += 0.25
+
+    monkeypatch.setattr(sbx, "time", types.SimpleNamespace(monotonic=lambda: now[0], sleep=sleep))
+    with caplog.at_level(logging.WARNING, logger="rewardkit.code.sandbox"):
+        remove_cgroup(str(cg))
+    assert 105.0 < now[0] <= 105.25  # kept trying for the default 5 s, until they had passed, then stopped
+    assert cg.exists() and str(cg) in caplog.text and "could not be removed" in caplog.text
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_limits_refuse_a_bound_that_is_not_a_finite_number(bad):
+    # before: NaN and infinity passed the "> 0" check (NaN <= 0 is False) and failed later, elsewhere: a NaN
+    # deadline made every run a stage crash, a NaN or infinite CPU, memory or output bound an unrelated error
+    for name in ("cpu_seconds", "wall_seconds", "memory_bytes", "file_bytes", "processes", "open_files",
+                 "output_bytes", "program_memory_bytes", "disk_bytes"):
+        with pytest.raises(ValueError, match=f"Limits.{name} must be a finite number > 0"):
+            Limits(**{name: bad})
