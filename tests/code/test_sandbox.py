@@ -433,6 +433,7 @@ def test_prepared_files_are_on_the_bounded_working_directory():
 
 import json  # noqa: E402
 import math  # noqa: E402
+import threading  # noqa: E402
 import types  # noqa: E402
 
 from rewardkit.code import sandbox as sbx  # noqa: E402
@@ -661,3 +662,40 @@ def test_collect_an_unreadable_status_line_becomes_a_stage_error():
                       {"stage_error": "unreadable status line '\ufffd\ufffd{'"},
                       {"stage_error": f"unreadable status line {'x' * 200!r}"}]
     assert json.loads(json.dumps(status)) == status
+
+
+def test_a_stage_terminated_from_outside_is_a_sandbox_error_not_the_programs_result():
+    # no flood of ours sent that SIGTERM: the program's result is unknown (before: no error, so a grader read
+    # returncode None / signal 9 as the program's own failure)
+    for status in ([{"timed_out": False, "killed": "terminated"}],  # namespaces: C is gone, nothing described
+                   [{"timed_out": False, "killed": "terminated"}, describe(sig=signal.SIGKILL)]):  # no namespaces
+        r = result(status)
+        assert r.error and "terminated" in r.error and not r.ok
+    assert result([{"timed_out": False, "killed": "terminated"}], truncated=True).error is None  # ours, on a flood
+    marker = uuid.uuid4().hex
+    found: list[int] = []
+
+    def terminate_stage():
+        deadline = time.monotonic() + 20
+        while not found and time.monotonic() < deadline:
+            stage, program = None, False
+            for pid in procs_with(marker):
+                try:
+                    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if int(stat[1]) == os.getpid() and b"sandbox_stage.py" in cmd:  # S, the parent's own child
+                    stage = pid
+                program = program or cmd.startswith(b"/bin/sh")  # the program runs: S has its handlers
+            if stage and program:
+                os.kill(stage, signal.SIGTERM)
+                found.append(stage)
+            time.sleep(0.02)
+
+    t = threading.Thread(target=terminate_stage)
+    t.start()
+    r = run_sandboxed(["/bin/sh", "-c", f"echo started; sleep 30; : {marker}"], limits=Limits(wall_seconds=25))
+    t.join()
+    assert found and r.error and "terminated" in r.error, r
+    assert not r.timed_out and not r.ok
