@@ -393,6 +393,8 @@ def _result(status: list[dict], out: bytes, err: bytes, truncated: bool, seconds
         merged.update(rec)
     rc, sig = merged.get("returncode"), merged.get("signal")
     error = merged.get("stage_error")
+    if error is None and merged.get("killed") == "terminated" and not truncated:  # a SIGTERM not sent on a flood
+        error = "the sandbox stage was terminated from outside (SIGTERM) before the program finished"
     if error is None and "returncode" not in merged and not merged.get("killed") and not truncated:
         error = f"the sandbox stage ended without a report (exit status {stage_rc}): {err[-500:]!r}"
     cpu = float(merged.get("cpu_seconds", 0.0))

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import ctypes
+import json
+import logging
+import math
 import os
+import pickle
+import re
+import secrets
+import select
 import shutil
 import signal
 import socket
@@ -10,13 +18,29 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
+import types
 import uuid
+import warnings
 from pathlib import Path
 
 import pytest
 
-from rewardkit.code.sandbox import Limits, namespaces_available, python_paths, run_sandboxed
+from rewardkit.code import sandbox as sbx
+from rewardkit.code.sandbox import (
+    SYSTEM_VISIBLE,
+    Limits,
+    SandboxUnavailable,
+    _count_tasks,
+    _kill_group,
+    default_hidden,
+    namespaces_available,
+    python_paths,
+    remove_cgroup,
+    run_sandboxed,
+)
+from rewardkit.code.sandbox_stage import mount_points
 
 PY = python_paths()
 needs_ns = pytest.mark.skipif(not namespaces_available(), reason="namespaces not permitted on this machine")
@@ -253,7 +277,6 @@ def test_bad_arguments_are_refused():
     assert r.error is not None and "no/such/program" in r.error
 
 
-
 def _caps(text: str) -> dict[str, int]:
     return {k: int(v, 16) for k, v in (line.split(":\t") for line in text.splitlines() if line.startswith("Cap"))}
 
@@ -429,14 +452,7 @@ def test_prepared_files_are_on_the_bounded_working_directory():
     assert lines[0] == "here" and lines[1].startswith("tmpfs") and int(lines[1].split()[1]) == 8 << 10
 
 
-# --- run_sandboxed, namespaces, working directory, paths (sbxa) ---
-import ctypes  # noqa: E402
-import pickle  # noqa: E402
-import secrets  # noqa: E402
-import warnings  # noqa: E402
-
-from rewardkit.code import sandbox as sbx  # noqa: E402
-from rewardkit.code.sandbox import SYSTEM_VISIBLE, SandboxUnavailable, _count_tasks, default_hidden  # noqa: E402
+# -------------------------------- isolation chosen, namespaces probed, the working directory, the paths shown
 
 
 def test_python_paths_let_a_python_program_run_behind_the_default_hidden_folders():
@@ -703,18 +719,8 @@ def test_a_caller_that_is_not_root_runs_as_itself_and_its_temp_folder_goes_even_
     assert run_sandboxed(["/bin/true"]).ok  # where the caller is root
 
 
-# --- _run's stage config, cgroup removal, kill, rlimits (sbxb) ---
+# ---------------------------------------------------- what the stage is given, cgroup removal, kills, rlimits
 
-import ctypes  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import re  # noqa: E402
-import select  # noqa: E402
-import threading  # noqa: E402
-import types  # noqa: E402
-
-from rewardkit.code.sandbox import _kill_group, remove_cgroup  # noqa: E402
-from rewardkit.code.sandbox_stage import mount_points  # noqa: E402
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the per-run uid (and dropping to nobody) needs root")
 
@@ -1011,3 +1017,275 @@ def test_limits_refuse_a_bound_that_is_not_a_finite_number(bad):
                  "output_bytes", "program_memory_bytes", "disk_bytes"):
         with pytest.raises(ValueError, match=f"Limits.{name} must be a finite number > 0"):
             Limits(**{name: bad})
+
+
+# ------------------------------------------------------------------- the stage's report and the output reader
+
+
+# Records shaped exactly as sandbox_stage.py writes them (one JSON object per line on the status fd):
+#   S, memory cgroup:   {"memory_bound": "cgroup v2", "cgroup": "/sys/fs/cgroup/.../rewardkit-sandbox-x"}
+#   S, none possible:   {"memory_bound": "rlimit", "cgroup": None, "notes": ["no memory cgroup (why): ..."]}
+#   C, mounts:          {"notes": [...]} and {"disk_bound": "tmpfs"}
+#   T, before exec:     {"user_namespaces": "refused"} or {"notes": [why]}; on failure
+#                       {"stage_error": "exec 'x': ...", "exec_failed": True}
+#   C or S (_describe): {"cpu_seconds": u + s, "max_rss_bytes": n, "returncode": rc, "signal": None}
+#                       or {..., "returncode": None, "signal": sig}
+#   S, on a deadline:   {"timed_out": True, "killed": "deadline"} / {"timed_out": False, "killed": "terminated"}
+#   S, cgroup:          {"memory_exceeded": b, "memory_at_cap": b, "peak_memory_bytes": n}
+#   S, failures:        {"stage_error": "unshare: ..."}, {"stage_error": "sandbox init died by signal 9"}
+CG = "/sys/fs/cgroup/memory/rewardkit-sandbox-test"
+
+
+def describe(rc=None, sig=None, cpu=0.25, rss=8 << 20) -> dict:
+    return {"cpu_seconds": cpu, "max_rss_bytes": rss, "returncode": rc, "signal": sig}
+
+
+def result(status, out=b"", err=b"", truncated=False, seconds=0.5, use_ns=True, limits=None, stage_rc=0):
+    return sbx._result([dict(r) for r in status], out, err, truncated, seconds, use_ns, limits or Limits(),
+                       stage_rc)
+
+
+def test_result_of_a_full_report_takes_every_field_and_keeps_every_note():
+    status = [{"memory_bound": "cgroup v1", "cgroup": CG}, {"notes": ["/opt: cannot hide (EPERM)"]},
+              {"disk_bound": "tmpfs"}, {"notes": ["seccomp: no filter for this machine"]},
+              describe(rc=3, cpu=0.75, rss=12 << 20),
+              {"memory_exceeded": False, "memory_at_cap": True, "peak_memory_bytes": 300 << 20}]
+    r = result(status, out=b"o", err=b"e", seconds=1.25, use_ns=True)
+    assert (r.returncode, r.signal, r.error) == (3, None, None)
+    assert (r.stdout, r.stderr, r.seconds) == (b"o", b"e", 1.25)
+    assert r.cpu_seconds == 0.75 and r.max_rss_bytes == 12 << 20
+    assert r.notes == ["/opt: cannot hide (EPERM)", "seccomp: no filter for this machine"]  # both, in order
+    assert (r.memory_bound, r.disk_bound, r.isolation_used) == ("cgroup v1", "tmpfs", "namespaces")
+    assert (r.memory_at_cap, r.memory_exceeded, r.peak_memory_bytes) == (True, False, 300 << 20)
+    assert r.user_namespaces == "allowed"  # T said nothing about it
+    assert r.output_truncated is False and r.timed_out is False and r.cpu_exceeded is False and not r.ok
+
+
+def test_result_defaults_when_the_stage_reports_only_the_exit():
+    r = result([describe(rc=0, cpu=0.0, rss=0)], use_ns=False)
+    assert r.ok and r.error is None and r.notes == []
+    assert (r.memory_bound, r.disk_bound, r.user_namespaces) == ("rlimit", "file", "allowed")
+    assert (r.peak_memory_bytes, r.max_rss_bytes, r.cpu_seconds) == (0, 0, 0.0)
+    assert r.isolation_used == "none"
+    r = result([{"user_namespaces": "refused"}, describe(rc=0)], use_ns=True)
+    assert r.user_namespaces == "refused" and r.isolation_used == "namespaces"
+
+
+def test_result_of_an_exec_failure_is_an_error_with_zero_usage():
+    r = result([{"memory_bound": "rlimit", "cgroup": None, "notes": ["no memory cgroup (not root): per process"]},
+                {"stage_error": "exec '/no/such': [Errno 2] No such file or directory", "exec_failed": True}])
+    assert r.error == "exec '/no/such': [Errno 2] No such file or directory"
+    assert r.notes == ["no memory cgroup (not root): per process"]
+    assert (r.returncode, r.cpu_seconds, r.max_rss_bytes, r.peak_memory_bytes) == (None, 0.0, 0, 0)
+    assert not r.ok
+
+
+def test_result_without_an_exit_report_is_an_error_naming_the_stage_status_and_its_last_stderr():
+    err = b"a" * 100 + b"b" * 500
+    r = result([{"memory_bound": "rlimit", "cgroup": None, "notes": ["n"]}], err=err, stage_rc=-9)
+    assert r.error.startswith("the sandbox stage ended without a report (exit status -9): ")
+    assert r.error.endswith(repr(b"b" * 500)) and "a" not in r.error.split(": ", 1)[1]  # the last 500 bytes only
+    assert not r.ok and r.returncode is None
+    # killed on purpose (deadline or flood) before any exit report: not a sandbox failure
+    assert result([{"timed_out": True, "killed": "deadline"}]).error is None
+    assert result([{"timed_out": False, "killed": "terminated"}]).timed_out is False
+    r = result([], truncated=True)
+    assert r.error is None and r.output_truncated is True and not r.ok
+
+
+def test_result_cpu_exceeded_by_sigxcpu_or_by_sigkill_at_the_cpu_limit_only():
+    one = Limits(cpu_seconds=1)
+    assert result([describe(sig=signal.SIGXCPU, cpu=0.3)], limits=one).cpu_exceeded
+    assert result([describe(sig=signal.SIGKILL, cpu=2.0)], limits=one).cpu_exceeded  # the hard limit (soft + 1)
+    assert result([describe(sig=signal.SIGKILL, cpu=0.95)], limits=one).cpu_exceeded  # 50 ms of slack
+    assert result([describe(sig=signal.SIGKILL, cpu=1.0)], limits=one).cpu_exceeded
+    assert not result([describe(sig=signal.SIGKILL, cpu=0.5)], limits=one).cpu_exceeded  # killed for another reason
+    assert not result([describe(sig=signal.SIGKILL, cpu=0.9)], limits=one).cpu_exceeded
+    assert not result([describe(rc=1, cpu=5.0)], limits=one).cpu_exceeded  # used it all, exited by itself
+    assert not result([describe(sig=signal.SIGTERM, cpu=5.0)], limits=one).cpu_exceeded
+    # the kernel counts whole seconds: 1.5 s of limit is 2 s of CPU
+    half = Limits(cpu_seconds=1.5)
+    assert not result([describe(sig=signal.SIGKILL, cpu=1.6)], limits=half).cpu_exceeded
+    assert result([describe(sig=signal.SIGKILL, cpu=1.95)], limits=half).cpu_exceeded
+
+
+def test_result_timed_out_and_memory_flags_come_from_the_stage():
+    r = result([{"timed_out": True, "killed": "deadline"}, describe(sig=signal.SIGKILL, cpu=0.01)], use_ns=False)
+    assert r.timed_out and not r.cpu_exceeded and r.signal == signal.SIGKILL and not r.ok
+    r = result([describe(sig=signal.SIGKILL, cpu=0.2),
+                {"memory_exceeded": True, "memory_at_cap": True, "peak_memory_bytes": 64 << 20}])
+    assert r.memory_exceeded and r.memory_at_cap and r.peak_memory_bytes == 64 << 20 and not r.ok
+    assert not r.cpu_exceeded
+    r = result([describe(sig=signal.SIGKILL), {"stage_error": "sandbox init died by signal 9"}])
+    assert r.error == "sandbox init died by signal 9"
+
+
+def test_end_to_end_exit_status_and_signal():
+    r = run_sandboxed(["/bin/sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert (r.returncode, r.signal, r.error, r.timed_out, r.cpu_exceeded) == (3, None, None, False, False), r
+    assert (r.stdout, r.stderr, r.output_truncated) == (b"out\n", b"err\n", False), r
+    assert r.max_rss_bytes > 0 and r.cpu_seconds >= 0 and r.seconds > 0, r
+    r = run_sandboxed(["/bin/sh", "-c", "kill -SEGV $$"])
+    assert (r.returncode, r.signal, r.error, r.cpu_exceeded) == (None, signal.SIGSEGV, None, False), r
+
+
+def test_end_to_end_cpu_exceeded_reports_the_cpu_used():
+    r = py("while True: pass", limits=Limits(cpu_seconds=1, wall_seconds=30))
+    assert r.cpu_exceeded and not r.timed_out and r.error is None, (r.error, r.signal, r.cpu_seconds)
+    assert r.cpu_seconds > 0.5, r.cpu_seconds  # the stage's rusage of the program (the kernel's tick sampling differs)
+
+
+def test_end_to_end_exactly_the_cap_is_no_flood_and_both_streams_count_together():
+    r = run_sandboxed(["/bin/sh", "-c", "head -c 100000 /dev/zero"], limits=Limits(output_bytes=100_000))
+    assert r.ok and r.output_truncated is False and r.stdout == bytes(100_000), (r.error, len(r.stdout), r)
+    r = run_sandboxed(["/bin/sh", "-c", "head -c 60000 /dev/zero >&2; sleep 0.3; head -c 60000 /dev/zero"],
+                      limits=Limits(output_bytes=100_000))
+    assert r.output_truncated and not r.ok and r.error is None, (r.error, r.returncode, r.signal, r.notes)
+    assert len(r.stdout) + len(r.stderr) == 100_000, (len(r.stdout), len(r.stderr))
+
+
+# _collect with a real process in its own session and a real status pipe; a fake clock makes the
+# deadlines a count of loop turns (each real turn waits at most 50 ms for output)
+
+def spawn(script: str, status: bytes = b""):
+    rfd, wfd = os.pipe()
+    proc = subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    os.write(wfd, status)
+    os.close(wfd)
+    return proc, rfd
+
+
+def end_group(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # whatever the test's process left
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+class StepClock:
+    def __init__(self, start: float, step: float):
+        self.now, self.step = start - step, step
+
+    def monotonic(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+@pytest.fixture
+def kills(monkeypatch):
+    """Every _kill_group call as (clock reading, signal); the kill itself still happens."""
+    calls, real = [], sbx._kill_group
+    clock = StepClock(100.0, 0.5)
+    monkeypatch.setattr(sbx, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+
+    def record(proc, sig):
+        calls.append((clock.now, sig))
+        real(proc, sig)
+
+    monkeypatch.setattr(sbx, "_kill_group", record)
+    return calls
+
+
+def test_collect_kills_the_group_at_the_backstop_wall_plus_5s(kills):
+    proc, rfd = spawn("sleep 5 & wait")  # a child in the group too; no output, never exits in time
+    try:
+        out, err, status, truncated = sbx._collect(proc, rfd, Limits(wall_seconds=1.0))
+    finally:
+        end_group(proc)
+    # the clock read 100.0 for the backstop (106.0); turns read 100.5, 101.0, ...: 106.0 is not past it
+    assert kills[0] == (106.5, signal.SIGKILL)
+    assert proc.returncode == -signal.SIGKILL
+    assert (out, err, status, truncated) == (b"", b"", [], False)
+
+
+def test_collect_a_flood_gets_sigterm_then_sigkill_2s_later(kills):
+    # sh ignores SIGTERM (so do its children): only the SIGKILL to the whole group ends it
+    proc, rfd = spawn("trap '' TERM; head -c 300000 /dev/zero; sleep 5")
+    try:
+        out, err, status, truncated = sbx._collect(proc, rfd, Limits(wall_seconds=30, output_bytes=100_000))
+    finally:
+        end_group(proc)
+    assert truncated is True and out == bytes(100_000) and err == b""
+    (t_term, sig_term), (t_kill, sig_kill) = kills[0], kills[1]
+    assert sig_term == signal.SIGTERM and sig_kill == signal.SIGKILL
+    assert t_kill - t_term == 2.5  # the first turn more than 2 s after the SIGTERM
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_collect_reads_a_straggler_for_1s_after_the_stage_exits_then_stops():
+    # sh exits at once; its background child keeps the pipes open and writes at ~0.1 s and ~1.7 s
+    proc, rfd = spawn("echo early; (sleep 0.1; echo a; sleep 1.6; echo b) & exit 0", b'{"returncode": 0}\n')
+    try:
+        out, err, status, truncated = sbx._collect(proc, rfd, Limits(wall_seconds=60))
+    finally:
+        end_group(proc)
+    assert out == b"early\na\n" and err == b""
+    assert status == [{"returncode": 0}] and truncated is False and proc.returncode == 0
+
+
+def test_collect_waits_for_a_stage_that_closed_its_pipes():
+    waits = []
+
+    class Recording(subprocess.Popen):
+        def wait(self, timeout=None):
+            waits.append(timeout)
+            return super().wait(timeout)
+
+    rfd, wfd = os.pipe()
+    os.close(wfd)
+    proc = Recording(["/bin/sh", "-c", "exec >&- 2>&-; sleep 0.3; exit 4"], stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, start_new_session=True)
+    assert sbx._collect(proc, rfd, Limits(wall_seconds=1.0)) == (b"", b"", [], False)
+    assert proc.returncode == 4  # waited for, not abandoned
+    assert waits and all(w is not None and 1.0 < w < math.inf for w in waits)  # a bounded wait past the deadline
+
+
+def test_collect_an_unreadable_status_line_becomes_a_stage_error():
+    cut = '{"returncode": 0, "sig'  # a write cut short
+    long = "x" * 300
+    proc, rfd = spawn("true", b'{"disk_bound": "tmpfs"}\n' + cut.encode() + b"\n\xff\xfe{\n" + long.encode() + b"\n")
+    _, _, status, _ = sbx._collect(proc, rfd, Limits(wall_seconds=5))
+    assert status == [{"disk_bound": "tmpfs"},
+                      {"stage_error": f"unreadable status line {cut!r}"},
+                      {"stage_error": "unreadable status line '\ufffd\ufffd{'"},
+                      {"stage_error": f"unreadable status line {'x' * 200!r}"}]
+    assert json.loads(json.dumps(status)) == status
+
+
+def test_a_stage_terminated_from_outside_is_a_sandbox_error_not_the_programs_result():
+    # no flood of ours sent that SIGTERM: the program's result is unknown (before: no error, so a grader read
+    # returncode None / signal 9 as the program's own failure)
+    for status in ([{"timed_out": False, "killed": "terminated"}],  # namespaces: C is gone, nothing described
+                   [{"timed_out": False, "killed": "terminated"}, describe(sig=signal.SIGKILL)]):  # no namespaces
+        r = result(status)
+        assert r.error and "terminated" in r.error and not r.ok
+    assert result([{"timed_out": False, "killed": "terminated"}], truncated=True).error is None  # ours, on a flood
+    marker = uuid.uuid4().hex
+    found: list[int] = []
+
+    def terminate_stage():
+        deadline = time.monotonic() + 20
+        while not found and time.monotonic() < deadline:
+            stage, program = None, False
+            for pid in procs_with(marker):
+                try:
+                    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if int(stat[1]) == os.getpid() and b"sandbox_stage.py" in cmd:  # S, the parent's own child
+                    stage = pid
+                program = program or cmd.startswith(b"/bin/sh")  # the program runs: S has its handlers
+            if stage and program:
+                os.kill(stage, signal.SIGTERM)
+                found.append(stage)
+            time.sleep(0.02)
+
+    t = threading.Thread(target=terminate_stage)
+    t.start()
+    r = run_sandboxed(["/bin/sh", "-c", f"echo started; sleep 30; : {marker}"], limits=Limits(wall_seconds=25))
+    t.join()
+    assert found and r.error and "terminated" in r.error, r
+    assert not r.timed_out and not r.ok
