@@ -242,8 +242,15 @@ def split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
 
 
 def _with_host(spec: str, url: str) -> str:
-    """``url`` when something follows its scheme; 'http://' alone failed later as 'substring not found'."""
-    if not url.split("://", 1)[1].strip("/"):
+    """``url`` when it names a host; 'http://' alone failed later as 'substring not found', 'http:///v1' or
+    'http://:8000/v1' at the first request."""
+    import httpx
+
+    try:
+        host = httpx.URL(url).host  # read as the client will send it
+    except httpx.InvalidURL:  # a bad port, an unclosed bracket: left to the client, whose error names it
+        return url
+    if not host:
         raise ValueError(f"backend spec {shown_spec(spec)!r}: expected a host, as in 'http(s)://HOST[:PORT]/v1'")
     return url
 

@@ -583,6 +583,10 @@ def test_a_metrics_k_after_an_at_is_a_label_in_running_text(text, shown):
     ("http://", "backend spec 'http://': expected a host, as in 'http(s)://HOST[:PORT]/v1'"),  # was 'substring not found'
     ("HTTPS:///?timeout=3", "backend spec 'HTTPS:///?timeout=3': expected a host, as in 'http(s)://HOST[:PORT]/v1'"),
     ("openai:judge@http://", "backend spec 'openai:judge@http://': expected a host, as in 'http(s)://HOST[:PORT]/v1'"),
+    # a path or a port but no host: accepted, then failed at the first request
+    ("http:///v1", "backend spec 'http:///v1': expected a host, as in 'http(s)://HOST[:PORT]/v1'"),
+    ("http://:8000/v1", "backend spec 'http://:8000/v1': expected a host, as in 'http(s)://HOST[:PORT]/v1'"),
+    ("http://://h/v1", "backend spec 'http://://h/v1': expected a host, as in 'http(s)://HOST[:PORT]/v1'"),
     # the current folder was tried as a model: "judge '': the folder has no config.json"
     ("?dtype=float32", "backend spec '?dtype=float32': expected a model before '?' (e.g. 'smollm2?dtype=float32')"),
 ])
@@ -590,3 +594,8 @@ def test_a_spec_without_a_host_or_model_is_refused_naming_what_is_missing(spec, 
     with pytest.raises(ValueError) as e:
         split_spec(spec)
     assert str(e.value) == message
+
+
+@pytest.mark.parametrize("url", ["http://X", "http://X/", "https://[::1]:8000/v1", "openai:m@http://h:8000/v1"])
+def test_a_one_letter_host_an_ipv6_host_and_an_openai_spec_are_hosts(url):
+    assert split_spec(url)[0] == "http"
