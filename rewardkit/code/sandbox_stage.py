@@ -391,12 +391,17 @@ def memory_cgroup(limit: int) -> tuple[str | None, str]:
 
 
 def _sweep(base: str) -> None:
-    """Remove empty cgroups that killed sandbox stages left behind (rmdir refuses one still in use)."""
+    """Remove empty cgroups that killed sandbox stages left behind (rmdir refuses one still in use). A live
+    stage's is kept: between its mkdir and its move into it, a concurrent run's sweep took it, and the run
+    fell back to per-process limits."""
     try:
         names = [n for n in os.listdir(base) if n.startswith("rewardkit-sandbox-")]
     except OSError:
         return
     for n in names:
+        pid = n.removeprefix("rewardkit-sandbox-")
+        if pid.isdigit() and os.path.exists(f"/proc/{pid}"):  # its stage is still running
+            continue
         try:
             os.rmdir(os.path.join(base, n))
         except OSError:

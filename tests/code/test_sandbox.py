@@ -994,6 +994,25 @@ def test_remove_cgroup_kills_what_is_left_in_it_and_removes_it(cgroup_parent):
     remove_cgroup(str(cg))  # already gone: nothing to do
 
 
+def test_a_stages_sweep_keeps_a_live_stages_empty_cgroup_and_removes_a_dead_ones(cgroup_parent):
+    """Before: the sweep removed every empty ``rewardkit-sandbox-*`` cgroup, also one a concurrent stage had just
+    made and not yet moved into, which then ran with per-process limits only."""
+    from rewardkit.code.sandbox_stage import _sweep
+
+    gone = subprocess.Popen(["/bin/true"])
+    gone.wait()
+    live, dead, odd = (cgroup_parent / f"rewardkit-sandbox-{n}" for n in (os.getpid(), gone.pid, "x"))
+    for cg in (live, dead, odd):
+        cg.mkdir()
+    try:
+        _sweep(str(cgroup_parent))
+        assert live.is_dir() and not dead.exists() and not odd.exists()
+    finally:
+        for cg in (live, dead, odd):
+            if cg.exists():
+                cg.rmdir()
+
+
 def test_remove_cgroup_gives_up_on_one_it_cannot_remove_and_says_so(cgroup_parent, monkeypatch, caplog):
     cg = cgroup_parent / "rewardkit-sandbox-stuck"
     (cg / "child").mkdir(parents=True)  # a cgroup with a child cgroup cannot be removed (EBUSY)
