@@ -89,19 +89,9 @@ def test_score_with_a_url_judge_that_does_not_serve_the_model_fails_at_start(rol
     assert not out.exists()
 
 
-def test_score_reads_o_judge_as_the_judge_and_never_replaces_it(rollouts, tmp_path, dead_url, monkeypatch):
+def test_score_reads_o_judge_as_the_judge_and_never_replaces_it(rollouts, tmp_path, dead_url, no_default_judge):
     """Before: `-o judge=URL --judge OTHER` scored with OTHER, and `-o judge=URL --device cpu` with the default
     smollm2 (the local-judge options filled in the default judge, which then replaced the one given)."""
-    import rewardkit.backends
-
-    def no_smollm2(spec, **kw):
-        if str(spec).startswith("smollm2"):
-            raise AssertionError(f"the default judge was loaded: {spec}")
-        return real_load(spec, **kw)
-
-    real_load = rewardkit.backends.load_backend
-
-    monkeypatch.setattr(rewardkit.backends, "load_backend", no_smollm2)
     out = tmp_path / "o.jsonl"
     for extra, message in (
         (["--judge", "nosuchmodel"], f"error: invalid value for --judge: -o judge={dead_url} and --judge nosuchmodel "

@@ -72,22 +72,14 @@ def test_a_judge_that_cannot_answer_stops_train_before_the_policy_loads(prompts,
     assert res.stderr.count("\n") == 1 and not (tmp_path / "run").exists()
 
 
-def test_set_judge_is_the_judge_and_is_never_replaced(prompts, tmp_path, monkeypatch):
+def test_set_judge_is_the_judge_and_is_never_replaced(prompts, tmp_path, monkeypatch, no_default_judge):
     """Before: `--set judge=URL --judge OTHER` trained on OTHER's rewards, and `--set judge=URL --device cpu` on
     the default smollm2's (the local-judge options filled in the default judge, which replaced the one set)."""
-    import rewardkit.backends
     import rewardkit.grpo
 
     def no_trainer(*a, **kw):
         raise AssertionError("the trainer was built")
 
-    def no_smollm2(spec, **kw):
-        if str(spec).startswith("smollm2"):
-            raise AssertionError(f"the default judge was loaded: {spec}")
-        return real_load(spec, **kw)
-
-    real_load = rewardkit.backends.load_backend
-    monkeypatch.setattr(rewardkit.backends, "load_backend", no_smollm2)
     monkeypatch.setattr(rewardkit.grpo, "GRPOTrainer", no_trainer)
     url = "http://127.0.0.1:9/v1"
     for extra, message in ((["--judge", "nosuchmodel"], f"--set judge={url} and --judge nosuchmodel name two judges"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import logging
@@ -48,6 +49,19 @@ needs_ns = pytest.mark.skipif(not namespaces_available(), reason="namespaces not
 
 def py(code: str, **kw):
     return run_sandboxed([sys.executable, "-I", "-c", textwrap.dedent(code)], readonly_paths=PY, **kw)
+
+
+@contextlib.contextmanager
+def listening(timeout: float):
+    """A socket listening on 127.0.0.1 (accept times out after ``timeout``) and its port."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    srv.settimeout(timeout)
+    try:
+        yield srv, srv.getsockname()[1]
+    finally:
+        srv.close()
 
 
 def procs_with(marker: str) -> list[int]:
@@ -153,19 +167,12 @@ def test_daemons_do_not_outlive_the_run():
 
 @needs_ns
 def test_no_network_even_to_a_listening_local_socket():
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    srv.settimeout(0.5)
-    port = srv.getsockname()[1]
-    try:
+    with listening(0.5) as (srv, port):
         r = py(f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2); print('connected')")
         assert r.returncode == 1 and b"connected" not in r.stdout
         with pytest.raises(socket.timeout):
             srv.accept()
         assert run_sandboxed(["/bin/true"], network=True).ok  # the switch exists and runs
-    finally:
-        srv.close()
 
 
 @needs_ns
@@ -497,18 +504,11 @@ def test_the_fresh_working_directory_is_a_sandbox_folder_in_the_temp_folder():
 
 @needs_ns
 def test_network_true_reaches_a_listening_local_socket():
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    srv.settimeout(10)
-    port = srv.getsockname()[1]
-    try:
+    with listening(10) as (srv, port):
         r = py(f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('connected')",
                network=True)
         assert r.ok and r.stdout == b"connected\n", (r, r.stderr[-300:])
         srv.accept()[0].close()
-    finally:
-        srv.close()
 
 
 @needs_ns
