@@ -1118,3 +1118,42 @@ def test_spool_stream_of_a_fifo_without_a_writer_is_empty(tmp_path):
         pytest.fail("spool_stream blocked on a FIFO with no writer")
     assert out == ["e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"]  # SHA-256 of nothing
     assert (tmp_path / "spooled").read_bytes() == b""
+
+
+def test_a_symbolic_link_to_a_file_of_rows_is_read_as_the_file(tmp_path):
+    src = write(tmp_path, "in.jsonl", [GOOD])
+    link = tmp_path / "latest.jsonl"
+    link.symlink_to(src)
+    assert [g.id for g in read_groups(link)] == [g.id for g in read_groups(src)] == [json.loads(GOOD)["id"]]
+
+
+@pytest.mark.parametrize("name", ["rows.parquet", "rows.Parquet"])
+def test_a_file_named_parquet_is_read_as_parquet_in_any_case_of_its_suffix(tmp_path, name):
+    p = write(tmp_path, name, [GOOD])  # JSON lines under a Parquet name: Parquet's reader says what is wrong
+    with pytest.raises(InputError, match="not a readable Parquet file"):
+        list(read_groups(p))
+
+
+def test_a_fifo_whose_writer_is_slow_is_waited_for(tmp_path):
+    """The FIFO is opened without blocking (no writer: empty, never a hang), then read blocking: a writer that
+    writes after the reader opened is read whole, not taken for the end of the rows."""
+    import threading
+
+    fifo = tmp_path / "rows.fifo"
+    os.mkfifo(fifo)
+    keep = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # lets the writer open at once: it is there before the reader
+    wfd = os.open(fifo, os.O_WRONLY)
+
+    def writer():
+        with open(wfd, "wb") as w:
+            threading.Event().wait(0.3)  # the reader is waiting by now
+            w.write((GOOD + "\n").encode())
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    try:
+        got = [g.id for g in read_groups(fifo)]
+    finally:
+        t.join(10)
+        os.close(keep)
+    assert got == [json.loads(GOOD)["id"]]
